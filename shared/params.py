@@ -1,0 +1,197 @@
+"""Canonical parameters (SPEC §4): names, shapes, initialisation, .npz files.
+
+Every implementation loads and saves exactly this layout, so one file gives
+the same numbers in PyTorch, TensorFlow and JAX. Kernels are ``[in, out]``
+(``y = x @ kernel``); a framework that stores ``[out, in]`` transposes on load.
+
+The frameworks never use their own initialisers: :func:`init_params` draws
+every weight here, with NumPy and a seed, so all three start identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+
+class ParamError(ValueError):
+    """A parameter set or file that does not match the canonical layout."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Model sizes (SPEC §3). Defaults are the full-size model of the tests."""
+
+    vocab_size: int  # V: rows of the embedding, <pad> = 0 and <unk> = 1 included
+    embed_dim: int = 300  # E: word vector size (GloVe 300d in the 2016 paper)
+    hidden_dim: int = 300  # H: h and c of every stack item
+    tracker_dim: int = 64  # D: tracker LSTM size; 0 turns the tracker off
+    mlp_dim: int = 1024  # M: width of the classifier MLP
+    mlp_layers: int = 2  # L: number of ReLU layers before the output layer
+    lowercase: bool = True  # words are lowercased before the vocabulary lookup
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "embed_dim", "hidden_dim", "mlp_dim"):
+            if getattr(self, name) < 1:
+                raise ParamError(f"config: {name} must be >= 1, got {getattr(self, name)}")
+        for name in ("tracker_dim", "mlp_layers"):
+            if getattr(self, name) < 0:
+                raise ParamError(f"config: {name} must be >= 0, got {getattr(self, name)}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ModelConfig":
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        if "vocab_size" not in data:
+            raise ParamError("meta.config lacks 'vocab_size'")
+        # Unknown keys are allowed (extensions may record more) and ignored here.
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def replace(self, **changes) -> "ModelConfig":
+        return ModelConfig(**{**asdict(self), **changes})
+
+
+def param_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """The canonical name -> shape table, in a fixed order."""
+    V, E, H = config.vocab_size, config.embed_dim, config.hidden_dim
+    D, M, L = config.tracker_dim, config.mlp_dim, config.mlp_layers
+    shapes: dict[str, tuple[int, ...]] = {
+        "embed.embedding": (V, E),
+        "projection.kernel": (E, 2 * H),
+        "projection.bias": (2 * H,),
+    }
+    if D > 0:
+        shapes["tracker.kernel_input"] = (3 * H, 4 * D)
+        shapes["tracker.kernel_hidden"] = (D, 4 * D)
+        shapes["tracker.bias"] = (4 * D,)
+    shapes["reduce.left.kernel"] = (H, 5 * H)
+    shapes["reduce.left.bias"] = (5 * H,)
+    shapes["reduce.right.kernel"] = (H, 5 * H)
+    if D > 0:
+        shapes["reduce.track.kernel"] = (D, 5 * H)
+    width = 4 * H
+    for k in range(L):
+        shapes[f"mlp.{k}.kernel"] = (width, M)
+        shapes[f"mlp.{k}.bias"] = (M,)
+        width = M
+    shapes["output.kernel"] = (width, 3)
+    shapes["output.bias"] = (3,)
+    return shapes
+
+
+def init_params(config: ModelConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
+    """Seeded initial weights for ``config``.
+
+    Embeddings ~ N(0, 1) (GloVe vectors, when loaded, overwrite rows);
+    kernels ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch.nn.Linear does;
+    biases zero, except the forget gates of the tracker and of Reduce, which
+    start at 1 so early training does not forget everything.
+    The draw is done in float64 and then cast, so float32 and float64
+    parameter sets from the same seed hold the same values up to rounding.
+    """
+    rng = np.random.default_rng(seed)
+    H, D = config.hidden_dim, config.tracker_dim
+    params: dict[str, np.ndarray] = {}
+    for name, shape in param_shapes(config).items():
+        if name == "embed.embedding":
+            value = rng.standard_normal(shape)
+        elif name.endswith("kernel") or name.endswith("kernel_input") or name.endswith("kernel_hidden"):
+            bound = 1.0 / np.sqrt(shape[0])
+            value = rng.uniform(-bound, bound, size=shape)
+        else:
+            value = np.zeros(shape)
+        params[name] = value
+    if D > 0:
+        params["tracker.bias"][D : 2 * D] = 1.0  # gate order i, f, g, o
+    params["reduce.left.bias"][2 * H : 4 * H] = 1.0  # gate order a, i, f1, f2, o
+    return {name: value.astype(dtype) for name, value in params.items()}
+
+
+def check_params(params: Mapping[str, np.ndarray], config: ModelConfig) -> None:
+    """Raise ParamError naming the first missing, extra or mis-shaped entry."""
+    expected = param_shapes(config)
+    missing = [name for name in expected if name not in params]
+    if missing:
+        raise ParamError(f"missing parameter {missing[0]!r} (expected shape {expected[missing[0]]})"
+                         + (f"; also missing {missing[1:]}" if len(missing) > 1 else ""))
+    extra = [name for name in params if name not in expected]
+    if extra:
+        raise ParamError(f"unexpected parameter {extra[0]!r} with shape {tuple(np.shape(params[extra[0]]))}"
+                         + (f"; also unexpected {extra[1:]}" if len(extra) > 1 else ""))
+    for name, shape in expected.items():
+        found = tuple(np.shape(params[name]))
+        if found != shape:
+            raise ParamError(f"parameter {name!r} has shape {found}, expected {shape}")
+
+
+def save_params(path: str | os.PathLike, params: Mapping[str, np.ndarray], config: ModelConfig,
+                vocab_words: np.ndarray | list[str]) -> None:
+    """Write one self-contained .npz: weights, ``meta.config``, ``meta.vocab``.
+
+    Written to a temporary file in the same folder and renamed into place, so
+    an interrupted save never leaves a broken file behind.
+    """
+    check_params(params, config)
+    vocab = np.asarray(vocab_words, dtype=str)
+    if vocab.ndim != 1 or len(vocab) != config.vocab_size:
+        raise ParamError(f"meta.vocab has shape {vocab.shape}, expected ({config.vocab_size},)")
+    arrays = {name: np.asarray(params[name]) for name in param_shapes(config)}
+    arrays["meta.config"] = np.array(config.to_json())
+    arrays["meta.vocab"] = vocab
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class ParamFile:
+    """What a parameter file holds."""
+
+    params: dict[str, np.ndarray]
+    config: ModelConfig
+    vocab: np.ndarray  # <str>[V], index = token id
+
+
+def load_params(path: str | os.PathLike) -> ParamFile:
+    """Read and validate a canonical .npz (``allow_pickle=False``)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"parameter file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in data.files}
+    except ValueError as err:  # e.g. an object array, which needs pickle
+        raise ParamError(f"{path}: cannot read without pickle: {err}") from err
+    for meta in ("meta.config", "meta.vocab"):
+        if meta not in arrays:
+            raise ParamError(f"{path}: missing entry {meta!r}")
+    config = ModelConfig.from_json(str(arrays.pop("meta.config")))
+    vocab = arrays.pop("meta.vocab")
+    if vocab.ndim != 1 or len(vocab) != config.vocab_size:
+        raise ParamError(f"{path}: meta.vocab has shape {vocab.shape}, expected ({config.vocab_size},)")
+    try:
+        check_params(arrays, config)
+    except ParamError as err:
+        raise ParamError(f"{path}: {err}") from None
+    return ParamFile(arrays, config, vocab)
+
+
+def cast_params(params: Mapping[str, np.ndarray], dtype) -> dict[str, np.ndarray]:
+    return {name: np.asarray(value, dtype=dtype) for name, value in params.items()}
