@@ -1,0 +1,1 @@
+"""Command line and benchmark harness of the SPINN suite (``python -m bench``)."""

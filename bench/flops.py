@@ -1,0 +1,57 @@
+"""Useful work, counted once, from the transitions actually present.
+
+Only the matrix products of SPEC §3 are counted (2 FLOPs per multiply-add):
+they are the work a dense matmul peak can be compared with. Gate
+nonlinearities and elementwise products are O(H) per step against O(H^2) for
+the products, so leaving them out changes the count by about 1 % at H=300 and
+keeps the count a clean lower bound. Padding (PAD steps, padded tokens) is
+never counted: it is work the implementation chose to do, not useful work.
+
+Training counts 3x the forward products: the backward pass of ``x @ W``
+needs two products of the same size (``dx = dy @ W.T``, ``dW = x.T @ dy``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shared.params import ModelConfig
+from shared.transitions import REDUCE, SHIFT
+
+TRAIN_FACTOR = 3
+
+
+def sentence_flops(config: ModelConfig, transitions: np.ndarray) -> int:
+    """Forward matmul FLOPs of encoding sentences with these transitions <int>[B, T]."""
+    E, H, D = config.embed_dim, config.hidden_dim, config.tracker_dim
+    transitions = np.asarray(transitions)
+    shifts = int(np.sum(transitions == SHIFT))
+    reduces = int(np.sum(transitions == REDUCE))
+    steps = shifts + reduces  # non-PAD steps: the tracker runs on each
+    leaves = shifts * 2 * E * 2 * H  # x @ projection.kernel [E, 2H]
+    tracker = steps * 2 * (3 * H * 4 * D + D * 4 * D) if D > 0 else 0
+    reduce = reduces * 2 * (2 * H * 5 * H + (D * 5 * H if D > 0 else 0))
+    return leaves + tracker + reduce
+
+
+def classifier_flops(config: ModelConfig, batch_size: int) -> int:
+    """Forward matmul FLOPs of the MLP and output layer for batch_size pairs."""
+    H, M, L = config.hidden_dim, config.mlp_dim, config.mlp_layers
+    width, total = 4 * H, 0
+    for _ in range(L):
+        total += 2 * width * M
+        width = M
+    total += 2 * width * 3
+    return batch_size * total
+
+
+def batch_flops(config: ModelConfig, batch, mode: str = "infer") -> int:
+    """Useful FLOPs of one pair batch in ``infer`` or ``train`` mode."""
+    forward = (sentence_flops(config, batch.premise_transitions)
+               + sentence_flops(config, batch.hypothesis_transitions)
+               + classifier_flops(config, batch.size))
+    if mode == "infer":
+        return forward
+    if mode == "train":
+        return TRAIN_FACTOR * forward
+    raise ValueError(f"unknown mode {mode!r}; expected 'infer' or 'train'")

@@ -1,0 +1,54 @@
+"""One small adapter interface for every implementation.
+
+Each ``impl_<framework>/runner.py`` defines a class ``Runner`` with the same
+constructor and methods (documented in ``docs/runner-interface.md``); the
+benchmark, the ``encode``/``train`` commands and the equivalence tests drive
+all implementations through it. Frameworks are imported lazily, only when
+asked for, so a user with one framework installed can use that one.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+FRAMEWORKS = ("pytorch", "tensorflow", "jax")
+ALL = ("reference",) + FRAMEWORKS
+
+_MODULES = {
+    "reference": "bench.reference_runner",
+    "pytorch": "impl_pytorch.runner",
+    "tensorflow": "impl_tensorflow.runner",
+    "jax": "impl_jax.runner",
+}
+
+
+def runner_class(framework: str):
+    """The Runner class of ``framework`` (importing the framework on first use)."""
+    if framework not in _MODULES:
+        raise ValueError(f"unknown framework {framework!r}; choose from {', '.join(ALL)}")
+    try:
+        module = importlib.import_module(_MODULES[framework])
+    except ImportError as err:
+        raise ImportError(
+            f"framework {framework!r} is not usable here ({err}); "
+            f"install it with: pip install -e '.[{framework}]'"
+        ) from err
+    return module.Runner
+
+
+def available(framework: str) -> bool:
+    try:
+        runner_class(framework)
+    except ImportError:
+        return False
+    return True
+
+
+# Implementations the benchmark measures: a framework plus Runner options.
+# A variant of a framework carries a suffix (SPEC §6).
+IMPLEMENTATIONS = {
+    "pytorch": ("pytorch", {}),
+    "tensorflow": ("tensorflow", {}),
+    "tensorflow-xla": ("tensorflow", {"xla": True}),
+    "jax": ("jax", {}),
+}

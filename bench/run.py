@@ -1,0 +1,189 @@
+"""``python -m bench run``: the cross-framework benchmark (the suite's main job).
+
+The parent process only plans and collects: each implementation is measured
+by ``python -m bench.worker`` in a subprocess of its own, which appends its
+records to ``OUT/results.jsonl`` as it goes. At the end the parent compares
+the implementations' outputs pairwise, prints a table and the targets, and
+fails (exit 1) if any implementation crashed or disagreed with the reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.datasets import add_data_arguments
+from bench.frameworks import FRAMEWORKS, IMPLEMENTATIONS, available
+from bench.worker import WorkerSpec, git_commit
+
+FULL_SIZES = {"embed_dim": 300, "hidden_dim": 300, "tracker_dim": 64, "mlp_dim": 1024, "mlp_layers": 2}
+QUICK_SIZES = {"embed_dim": 16, "hidden_dim": 16, "tracker_dim": 4, "mlp_dim": 32, "mlp_layers": 1}
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"batch sizes must be positive, got {text!r}")
+    return values
+
+
+def _name_list(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="measure every implementation: speed, compile time, memory, agreement",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--frameworks", type=_name_list, default=None,
+                   help=f"comma-separated, from {','.join(FRAMEWORKS)} [default: every installed one]")
+    p.add_argument("--implementations", type=_name_list, default=None,
+                   help=f"exact variants, from {','.join(IMPLEMENTATIONS)} [default: all of the frameworks]")
+    p.add_argument("--batch-sizes", type=_int_list, default=None, help="[default: 1,32,128; quick: 1,8]")
+    p.add_argument("--modes", type=_name_list, default=["infer", "train"], help="infer,train [default: both]")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                   help="auto: the GPU if the framework sees one, else the CPU [default: %(default)s]")
+    p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    p.add_argument("--repeats", type=int, default=None, help="timed batches at least [default: 10; quick: 3]")
+    p.add_argument("--min-time", type=float, default=None,
+                   help="timed seconds at least per measurement [default: 1.0; quick: 0.2]")
+    p.add_argument("--size", choices=("full", "quick"), default=None,
+                   help="model size: full (E=H=300, D=64, M=1024, L=2) or quick (16-wide) "
+                        "[default: full; quick with --quick]")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny model, 64 pairs, few repeats: a few seconds per implementation (smoke tests, CI)")
+    p.add_argument("--out", default="results/latest", help="output folder [default: %(default)s]")
+    p.add_argument("--resume", action="store_true",
+                   help="keep OUT/results.jsonl and measure only what it lacks")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds per implementation [default: %(default)s]")
+    add_data_arguments(p)
+    p.set_defaults(func=cmd_run)
+
+
+def plan_implementations(args) -> list[str]:
+    if args.implementations:
+        unknown = [name for name in args.implementations if name not in IMPLEMENTATIONS]
+        if unknown:
+            raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(IMPLEMENTATIONS)}")
+        return args.implementations
+    frameworks = args.frameworks
+    if frameworks is None:
+        frameworks = [f for f in FRAMEWORKS if available(f)]
+        missing = sorted(set(FRAMEWORKS) - set(frameworks))
+        if missing:
+            print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
+    unknown = [f for f in frameworks if f not in FRAMEWORKS]
+    if unknown:
+        raise ValueError(f"unknown framework(s) {unknown}; choose from {list(FRAMEWORKS)}")
+    return [name for name, (framework, _) in IMPLEMENTATIONS.items() if framework in frameworks]
+
+
+def read_records(path: Path) -> list[dict]:
+    """Records of a results.jsonl; a line cut short by an interruption is ignored."""
+    records = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
+    """Max abs differences of encodings and logits between implementations."""
+    loaded = {}
+    for name in names:
+        path = out_dir / "agreement" / f"{name}.npz"
+        if path.exists():
+            loaded[name] = np.load(path)
+    table = {}
+    keys = sorted(loaded)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            table[f"{a} vs {b}"] = {
+                "max_abs_diff_encoding": float(max(np.abs(loaded[a]["premise"] - loaded[b]["premise"]).max(),
+                                                   np.abs(loaded[a]["hypothesis"] - loaded[b]["hypothesis"]).max())),
+                "max_abs_diff_logits": float(np.abs(loaded[a]["logits"] - loaded[b]["logits"]).max()),
+            }
+    return table
+
+
+def cmd_run(args) -> int:
+    from bench.report import format_table, format_targets
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = out_dir / "results.jsonl"
+    if results.exists() and results.stat().st_size and not args.resume:
+        raise ValueError(f"{results} already holds results: use --resume to complete it, "
+                         f"or another --out (nothing is overwritten)")
+    names = plan_implementations(args)
+    quick = args.quick
+    sizes = QUICK_SIZES if (args.size or ("quick" if quick else "full")) == "quick" else FULL_SIZES
+    data = {"data": args.data, "split": args.split, "num_pairs": args.num_pairs or (64 if quick else None),
+            "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
+    run_id = time.strftime("%Y%m%dT%H%M%S")
+    commit = git_commit()
+    done = {(r["implementation"], r["mode"], r["batch_size"]) for r in read_records(results)}
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+               XLA_PYTHON_CLIENT_PREALLOCATE="false", NVIDIA_TF32_OVERRIDE="0",
+               JAX_DEFAULT_MATMUL_PRECISION="highest")
+    if args.dtype == "float64":
+        env["JAX_ENABLE_X64"] = "1"
+    failures = []
+    print(f"benchmark: {', '.join(names)} -> {results}", file=sys.stderr)
+    for name in names:
+        framework, options = IMPLEMENTATIONS[name]
+        batch_sizes = args.batch_sizes or ([1, 8] if quick else [1, 32, 128])
+        spec = WorkerSpec(
+            implementation=name, framework=framework, options=options, out_dir=str(out_dir),
+            device=args.device, dtype=args.dtype, modes=args.modes, batch_sizes=batch_sizes,
+            data=data, sizes=sizes,
+            repeats=args.repeats or (3 if quick else 10),
+            min_time=args.min_time if args.min_time is not None else (0.2 if quick else 1.0),
+            agreement_pairs=8 if quick else 32,
+            skip=[[m, b] for (impl, m, b) in done if impl == name],
+            git_commit=commit, run_id=run_id,
+        )
+        spec_path = out_dir / "specs" / f"{name}.json"
+        spec_path.parent.mkdir(exist_ok=True)
+        spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
+        started = time.perf_counter()
+        try:
+            code = subprocess.run([sys.executable, "-m", "bench.worker", str(spec_path)], env=env,
+                                  timeout=args.timeout).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+        print(f"[{name}] finished in {time.perf_counter() - started:.0f} s (exit {code})", file=sys.stderr)
+        if code != 0:
+            failures.append((name, code))
+
+    records = [r for r in read_records(results) if r["implementation"] in names]
+    agreement = pairwise_agreement(out_dir, names)
+    (out_dir / "agreement.json").write_text(json.dumps(agreement, indent=1) + "\n")
+    print()
+    print(format_table(records))
+    print()
+    print(format_targets(records))
+    if agreement:
+        print("\nPairwise agreement (max abs difference):")
+        for pair, diff in agreement.items():
+            print(f"  {pair}: encodings {diff['max_abs_diff_encoding']:.1e}, "
+                  f"logits {diff['max_abs_diff_logits']:.1e}")
+    if failures:
+        for name, code in failures:
+            why = "disagrees with the float64 reference" if code == 3 else f"failed (exit {code})"
+            print(f"error: {name} {why}", file=sys.stderr)
+        return 1
+    return 0

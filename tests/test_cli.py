@@ -1,0 +1,95 @@
+"""The command line: init -> encode (SPEC §5) with the reference, and data stats."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.cli import main
+from bench.frameworks import FRAMEWORKS, available
+from shared import reference
+from shared.batching import make_pair_batch
+from shared.params import load_params
+from shared.snli import SAMPLE_PATH, read_snli
+from shared.vocab import Vocabulary
+
+
+@pytest.fixture(scope="module")
+def small_rows(tmp_path_factory):
+    """The first 40 rows of the sample (two without a gold label among them)."""
+    path = tmp_path_factory.mktemp("data") / "pairs.jsonl"
+    with open(SAMPLE_PATH) as f:
+        lines = [next(f) for _ in range(40)]
+    rows = [json.loads(line) for line in lines]
+    rows[3]["gold_label"] = "-"
+    rows[17]["gold_label"] = "-"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "model.npz"
+    assert main(["init", "--size", "small", "--seed", "3", "--out", str(path)]) == 0
+    return path
+
+
+def test_init_writes_a_valid_parameter_file(small_model):
+    loaded = load_params(small_model)
+    assert loaded.config.hidden_dim == 32 and loaded.config.lowercase
+    assert loaded.vocab[0] == "<pad>" and loaded.vocab[1] == "<unk>"
+    assert loaded.config.vocab_size == len(loaded.vocab) > 1000
+
+
+def test_encode_reference_follows_spec(small_rows, small_model, tmp_path, capsys):
+    out = tmp_path / "enc.npz"
+    assert main(["encode", "--framework", "reference", "--params", str(small_model),
+                 "--data", str(small_rows), "--out", str(out), "--batch-size", "16"]) == 0
+    assert "40 rows (2 without gold label)" in capsys.readouterr().out
+    result = np.load(out, allow_pickle=False)
+    assert sorted(result.files) == ["hypothesis", "logits", "pair_id", "premise"]
+    assert result["premise"].shape == (40, 32) and result["premise"].dtype == np.float32
+    assert result["logits"].shape == (40, 3) and result["logits"].dtype == np.float32
+    rows = [json.loads(line) for line in small_rows.read_text().splitlines()]
+    assert list(result["pair_id"]) == [row["pairID"] for row in rows]  # every row, file order
+    # the numbers are the reference's, computed here on one batch of all rows
+    loaded = load_params(small_model)
+    pairs, _ = read_snli(small_rows, keep_unlabeled=True)
+    vocab = Vocabulary.from_array(loaded.vocab, lowercase=True)
+    expected = reference.forward(loaded.params, loaded.config, make_pair_batch(pairs, vocab))
+    np.testing.assert_allclose(result["premise"], expected.premise, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(result["logits"], expected.logits, atol=1e-7, rtol=0)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
+def test_encode_each_framework_matches_reference(framework, small_rows, small_model, tmp_path):
+    ref_out, fw_out = tmp_path / "ref.npz", tmp_path / "fw.npz"
+    common = ["--params", str(small_model), "--data", str(small_rows), "--batch-size", "16"]
+    assert main(["encode", "--framework", "reference", *common, "--out", str(ref_out)]) == 0
+    assert main(["encode", "--framework", framework, *common, "--out", str(fw_out)]) == 0
+    ref, got = np.load(ref_out), np.load(fw_out)
+    assert list(got["pair_id"]) == list(ref["pair_id"])
+    assert np.abs(got["premise"] - ref["premise"]).max() <= 1e-5
+    assert np.abs(got["logits"] - ref["logits"]).max() <= 1e-4
+
+
+def test_encode_errors_are_clear(small_rows, tmp_path, capsys):
+    code = main(["encode", "--framework", "reference", "--params", str(tmp_path / "missing.npz"),
+                 "--data", str(small_rows), "--out", str(tmp_path / "o.npz")])
+    assert code == 2
+    assert "missing.npz" in capsys.readouterr().err
+
+
+def test_data_command_reports_the_sample(capsys):
+    assert main(["data"]) == 0
+    out = capsys.readouterr().out
+    assert "1,289" in out and "1,273" in out and "16 without gold label" in out
+    assert "padding" in out
+
+
+def test_all_frameworks_are_installed():
+    """CI installs all three; a missing one must fail here, not be skipped."""
+    missing = [name for name in FRAMEWORKS if not available(name)]
+    assert not missing, f"frameworks not importable: {missing}"

@@ -1,0 +1,153 @@
+"""Canonical parameter table, initialisation and the .npz file (SPEC §4)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from shared.params import (ModelConfig, ParamError, check_params, init_params, load_params, param_shapes,
+                           save_params)
+
+CONFIG = ModelConfig(vocab_size=11, embed_dim=4, hidden_dim=3, tracker_dim=2, mlp_dim=5, mlp_layers=2)
+VOCAB = ["<pad>", "<unk>"] + [f"w{i}" for i in range(9)]
+
+
+def test_shape_table_full_model():
+    shapes = param_shapes(ModelConfig(vocab_size=100))
+    assert shapes == {
+        "embed.embedding": (100, 300),
+        "projection.kernel": (300, 600), "projection.bias": (600,),
+        "tracker.kernel_input": (900, 256), "tracker.kernel_hidden": (64, 256), "tracker.bias": (256,),
+        "reduce.left.kernel": (300, 1500), "reduce.left.bias": (1500,),
+        "reduce.right.kernel": (300, 1500), "reduce.track.kernel": (64, 1500),
+        "mlp.0.kernel": (1200, 1024), "mlp.0.bias": (1024,),
+        "mlp.1.kernel": (1024, 1024), "mlp.1.bias": (1024,),
+        "output.kernel": (1024, 3), "output.bias": (3,),
+    }
+
+
+def test_shape_table_without_tracker_or_mlp():
+    shapes = param_shapes(CONFIG.replace(tracker_dim=0, mlp_layers=0))
+    assert not any(name.startswith("tracker.") for name in shapes)
+    assert "reduce.track.kernel" not in shapes
+    assert not any(name.startswith("mlp.") for name in shapes)
+    assert shapes["output.kernel"] == (4 * 3, 3)
+
+
+def test_config_rejects_bad_sizes():
+    with pytest.raises(ParamError, match="hidden_dim"):
+        ModelConfig(vocab_size=5, hidden_dim=0)
+    with pytest.raises(ParamError, match="tracker_dim"):
+        ModelConfig(vocab_size=5, tracker_dim=-1)
+
+
+def test_init_is_seeded_and_dtype_independent():
+    a = init_params(CONFIG, seed=1)
+    b = init_params(CONFIG, seed=1)
+    c = init_params(CONFIG, seed=2)
+    d = init_params(CONFIG, seed=1, dtype=np.float64)
+    check_params(a, CONFIG)
+    for name in a:
+        assert a[name].dtype == np.float32 and d[name].dtype == np.float64
+        assert np.array_equal(a[name], b[name])
+        assert np.array_equal(a[name], d[name].astype(np.float32))
+    assert not np.array_equal(a["reduce.left.kernel"], c["reduce.left.kernel"])
+    # forget-gate biases start at 1 (tracker gates i,f,g,o; reduce gates a,i,f1,f2,o)
+    assert np.all(a["tracker.bias"][2:4] == 1) and np.all(a["tracker.bias"][:2] == 0)
+    assert np.all(a["reduce.left.bias"][6:12] == 1) and np.all(a["reduce.left.bias"][:6] == 0)
+
+
+def test_save_load_round_trip_is_bit_identical(tmp_path):
+    params = init_params(CONFIG, seed=3)
+    path = tmp_path / "model.npz"
+    save_params(path, params, CONFIG, VOCAB)
+    loaded = load_params(path)
+    assert loaded.config == CONFIG
+    assert list(loaded.vocab) == VOCAB
+    assert set(loaded.params) == set(params)
+    for name, value in params.items():
+        assert loaded.params[name].dtype == value.dtype
+        assert np.array_equal(loaded.params[name], value)
+    # saving what was loaded gives the same arrays again
+    save_params(tmp_path / "again.npz", loaded.params, loaded.config, loaded.vocab)
+    with np.load(path) as first, np.load(tmp_path / "again.npz") as second:
+        assert sorted(first.files) == sorted(second.files)
+        for name in first.files:
+            assert np.array_equal(first[name], second[name]), name
+    meta = json.loads(str(np.load(path)["meta.config"]))
+    assert meta["lowercase"] is True and meta["hidden_dim"] == 3
+
+
+def _write_raw(path, arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+def _raw_arrays():
+    arrays = dict(init_params(CONFIG, seed=0))
+    arrays["meta.config"] = np.array(CONFIG.to_json())
+    arrays["meta.vocab"] = np.array(VOCAB)
+    return arrays
+
+
+def test_missing_entry_is_named(tmp_path):
+    arrays = _raw_arrays()
+    del arrays["reduce.right.kernel"]
+    with pytest.raises(ParamError, match=r"missing parameter 'reduce.right.kernel' \(expected shape \(3, 15\)\)"):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
+
+
+def test_extra_entry_is_named(tmp_path):
+    arrays = _raw_arrays()
+    arrays["mlp.7.kernel"] = np.zeros((2, 2), np.float32)
+    with pytest.raises(ParamError, match=r"unexpected parameter 'mlp.7.kernel' with shape \(2, 2\)"):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
+
+
+def test_misshaped_entry_names_expected_and_found(tmp_path):
+    arrays = _raw_arrays()
+    arrays["projection.kernel"] = np.zeros((6, 4), np.float32)
+    with pytest.raises(ParamError, match=r"'projection.kernel' has shape \(6, 4\), expected \(4, 6\)"):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
+
+
+@pytest.mark.parametrize("meta", ["meta.config", "meta.vocab"])
+def test_missing_meta_is_named(tmp_path, meta):
+    arrays = _raw_arrays()
+    del arrays[meta]
+    with pytest.raises(ParamError, match=meta):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
+
+
+def test_vocab_size_must_match(tmp_path):
+    arrays = _raw_arrays()
+    arrays["meta.vocab"] = np.array(VOCAB[:-1])
+    with pytest.raises(ParamError, match="meta.vocab"):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
+
+
+def test_pickled_entries_are_refused(tmp_path):
+    arrays = _raw_arrays()
+    arrays["meta.vocab"] = np.array(VOCAB, dtype=object)
+    with pytest.raises(ParamError, match="pickle"):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
+
+
+def test_missing_file_is_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.npz"):
+        load_params(tmp_path / "nope.npz")
+
+
+def test_failed_save_leaves_the_old_file_intact(tmp_path):
+    path = tmp_path / "model.npz"
+    good = init_params(CONFIG, seed=0)
+    save_params(path, good, CONFIG, VOCAB)
+    before = path.read_bytes()
+    bad = dict(good)
+    bad["output.bias"] = np.zeros(4, np.float32)
+    with pytest.raises(ParamError, match="output.bias"):
+        save_params(path, bad, CONFIG, VOCAB)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz"]
