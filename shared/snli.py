@@ -1,0 +1,243 @@
+"""Reading SNLI pairs (SPEC §2): premise, hypothesis, gold label, pair id.
+
+Three input forms are accepted by :func:`read_snli`:
+
+* SNLI's jsonl, one JSON object a line with the fields
+  ``sentence1_binary_parse``, ``sentence2_binary_parse``, ``gold_label`` and
+  ``pairID`` (other fields are ignored);
+* SNLI's tab-separated ``.txt``/``.tsv``, whose first row names the columns
+  (they are found by name, so column order does not matter);
+* the unzipped ``snli_1.0/`` folder, where ``split`` picks
+  ``snli_1.0_{split}.jsonl`` (or the ``.txt`` when there is no jsonl).
+
+Every row is checked whole (JSON, fields, label, both parses) before it is
+counted, so a broken row is reported whatever its label. A row whose gold
+label is ``-`` (annotators did not agree) is skipped and counted, or kept with
+``NO_LABEL`` when ``keep_unlabeled=True``: the ``encode`` command needs every
+row, in file order. A malformed row raises :class:`SNLIFormatError`, naming the
+file and line, or is skipped and listed in the :class:`LoadReport` with
+``skip_malformed=True``; it is never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+from shared.transitions import ParseError, Sentence, parse
+
+LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (SPEC §2)
+LABEL_IDS = {name: i for i, name in enumerate(LABELS)}
+NO_LABEL = -1  # a kept row whose gold label is '-'
+UNLABELED = "-"  # SNLI's gold label when annotators did not agree
+
+SPLITS = ("train", "dev", "test")
+
+# The rows shipped with the repository (see data/README.md for attribution).
+SAMPLE_PATH = pathlib.Path(__file__).resolve().parent.parent / "data" / "snli_1.0_dev_sample.jsonl"
+
+# The fields a row needs, under their SNLI names.
+PREMISE_FIELD = "sentence1_binary_parse"
+HYPOTHESIS_FIELD = "sentence2_binary_parse"
+LABEL_FIELD = "gold_label"
+ID_FIELD = "pairID"
+REQUIRED_FIELDS = (LABEL_FIELD, PREMISE_FIELD, HYPOTHESIS_FIELD, ID_FIELD)
+
+# Suffixes read as tab-separated text; everything else is read as jsonl.
+_TSV_SUFFIXES = (".txt", ".tsv")
+
+PathLike = Union[str, pathlib.Path]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One premise/hypothesis pair and its label (0..2, or NO_LABEL)."""
+
+    premise: Sentence
+    hypothesis: Sentence
+    label: int
+    pair_id: str
+
+
+@dataclass
+class LoadReport:
+    """What :func:`read_snli` read, kept and skipped."""
+
+    path: pathlib.Path
+    rows_read: int = 0  # data rows seen (not the header, not blank lines)
+    pairs: int = 0  # rows kept as Pairs
+    skipped_no_label: int = 0  # gold label '-' and keep_unlabeled=False
+    skipped_malformed: int = 0  # only ever non-zero with skip_malformed=True
+    malformed: list[tuple[int, str]] = field(default_factory=list)  # (line number, reason)
+
+    def __str__(self) -> str:
+        text = (
+            f"{self.path.name}: {self.rows_read:,} rows read, {self.pairs:,} pairs kept, "
+            f"{self.skipped_no_label:,} skipped without gold label, "
+            f"{self.skipped_malformed:,} skipped as malformed"
+        )
+        if self.malformed:
+            line_no, reason = self.malformed[0]
+            text += f" (first: line {line_no}: {reason})"
+        return text
+
+
+class SNLIFormatError(ValueError):
+    """A row that cannot be read; the message names the file and the line."""
+
+    def __init__(self, path: pathlib.Path, line_no: int, reason: str):
+        self.path = path
+        self.line_no = line_no
+        self.reason = reason
+        super().__init__(f"{path}, line {line_no}: {reason}")
+
+
+class _RowError(Exception):
+    """Internal: why one row is malformed (turned into SNLIFormatError or counted)."""
+
+
+def resolve_path(path: PathLike, split: str = "dev") -> pathlib.Path:
+    """The data file that ``path`` names: the file itself, or for an SNLI folder
+    the file of ``split`` in it (jsonl preferred over txt)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no SNLI data at {path} (expected a .jsonl or .txt file, or the snli_1.0/ folder)")
+    if not path.is_dir():
+        return path
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    # Accept both the snli_1.0/ folder and the folder it was unzipped into.
+    folders = [path, path / "snli_1.0"]
+    candidates = [folder / f"snli_1.0_{split}.{ext}" for folder in folders for ext in ("jsonl", "txt")]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    tried = ", ".join(str(c) for c in candidates)
+    raise FileNotFoundError(f"no {split} split in folder {path} (tried {tried})")
+
+
+def read_snli(
+    path: PathLike,
+    *,
+    split: str = "dev",
+    keep_unlabeled: bool = False,
+    skip_malformed: bool = False,
+    limit: int | None = None,
+) -> tuple[list[Pair], LoadReport]:
+    """Read SNLI pairs from a jsonl file, a tab-separated txt file or the SNLI folder.
+
+    Args:
+      path: a ``.jsonl`` file, a ``.txt``/``.tsv`` file, or the ``snli_1.0/`` folder.
+      split: with a folder, which of ``train``/``dev``/``test`` to read.
+      keep_unlabeled: keep rows whose gold label is ``-`` with label NO_LABEL
+        (every row then becomes a Pair, in file order) instead of skipping them.
+      skip_malformed: skip and count malformed rows instead of raising.
+      limit: stop once this many pairs are kept (None: read everything).
+
+    Returns:
+      The kept pairs in file order, and a LoadReport.
+
+    Raises:
+      FileNotFoundError: ``path`` does not exist, or the folder lacks the split.
+      SNLIFormatError: a malformed row, when ``skip_malformed`` is False.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    file = resolve_path(path, split)
+    report = LoadReport(path=file)
+    pairs: list[Pair] = []
+    rows = _tsv_rows(file) if file.suffix.lower() in _TSV_SUFFIXES else _jsonl_rows(file)
+    for line_no, row in rows:
+        if limit is not None and len(pairs) >= limit:
+            break
+        report.rows_read += 1
+        try:
+            pair = _pair_from_row(row)
+        except _RowError as error:
+            if not skip_malformed:
+                raise SNLIFormatError(file, line_no, str(error)) from None
+            report.skipped_malformed += 1
+            report.malformed.append((line_no, str(error)))
+            continue
+        if pair.label == NO_LABEL and not keep_unlabeled:
+            report.skipped_no_label += 1
+            continue
+        pairs.append(pair)
+    report.pairs = len(pairs)
+    return pairs, report
+
+
+# A row is (line number, fields by name), or (line number, _RowError) when the
+# line itself cannot be split into fields; the caller decides what to do.
+_Row = tuple[int, Union[dict, _RowError]]
+
+
+def _jsonl_rows(file: pathlib.Path) -> Iterator[_Row]:
+    with open(file, encoding="utf-8") as lines:
+        for line_no, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue  # a trailing newline or blank line is not a row
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                yield line_no, _RowError(f"invalid JSON ({error.msg} at column {error.colno})")
+                continue
+            if not isinstance(row, dict):
+                yield line_no, _RowError(f"expected a JSON object, got {type(row).__name__}")
+                continue
+            yield line_no, row
+
+
+def _tsv_rows(file: pathlib.Path) -> Iterator[_Row]:
+    # No csv module: SNLI's txt has no quoting, and sentences contain '"'.
+    with open(file, encoding="utf-8", newline="") as lines:
+        header_line = next(lines, "")
+        header = header_line.rstrip("\r\n").split("\t")
+        missing = [name for name in REQUIRED_FIELDS if name not in header]
+        if missing:
+            raise SNLIFormatError(file, 1, f"header row lacks column(s) {', '.join(missing)}")
+        columns = {name: header.index(name) for name in REQUIRED_FIELDS}
+        for line_no, line in enumerate(lines, start=2):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            cells = line.split("\t")
+            # A short row simply lacks the fields past its end; _pair_from_row
+            # names the first missing one.
+            yield line_no, {name: cells[i] for name, i in columns.items() if i < len(cells)}
+
+
+def _pair_from_row(row: dict | _RowError) -> Pair:
+    if isinstance(row, _RowError):
+        raise row
+    for name in REQUIRED_FIELDS:
+        if name not in row:
+            raise _RowError(f"missing field {name!r}")
+    gold = row[LABEL_FIELD]
+    if gold == UNLABELED:
+        label = NO_LABEL
+    elif gold in LABEL_IDS:
+        label = LABEL_IDS[gold]
+    else:
+        raise _RowError(f"unknown gold label {gold!r}; expected one of {LABELS} or {UNLABELED!r}")
+    pair_id = row[ID_FIELD]
+    if isinstance(pair_id, bool) or not isinstance(pair_id, (str, int)):
+        raise _RowError(f"field {ID_FIELD!r} must be a string, got {type(pair_id).__name__}")
+    return Pair(
+        premise=_parse_field(row, PREMISE_FIELD),
+        hypothesis=_parse_field(row, HYPOTHESIS_FIELD),
+        label=label,
+        pair_id=str(pair_id),
+    )
+
+
+def _parse_field(row: dict, name: str) -> Sentence:
+    text = row[name]
+    if not isinstance(text, str):
+        raise _RowError(f"field {name!r} must be a string, got {type(text).__name__}")
+    try:
+        return parse(text)
+    except ParseError as error:
+        raise _RowError(f"field {name!r}: {error}") from None
