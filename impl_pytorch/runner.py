@@ -1,0 +1,67 @@
+"""The PyTorch SPINN behind the shared Runner interface (docs/runner-interface.md)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from shared.batching import PairBatch
+from shared.params import ModelConfig
+
+from . import convert, train
+
+
+def torch_device(device: str) -> torch.device:
+    """"cpu" -> cpu; "gpu" -> the first visible CUDA device ("cuda:N" also accepted)."""
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "gpu" or str(device).startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device {device!r} asked for, but PyTorch sees no CUDA device")
+        return torch.device("cuda" if device == "gpu" else device)
+    raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+
+
+class Runner:
+    framework = "pytorch"
+
+    def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, **options):
+        if options:
+            raise TypeError(f"the PyTorch runner takes no options, got {sorted(options)}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.config = config
+        self.dtype = dtype
+        self.device = torch_device(device)
+        self.seed = seed
+        self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout)
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.steps = 0  # training steps taken (numbers the dropout draws)
+
+    def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self.model.eval()
+        with torch.inference_mode():  # no graph is recorded at all
+            premise, hypothesis, logits = self.model(*train.model_inputs(batch, self.device))
+        return tuple(t.cpu().numpy() for t in (premise, hypothesis, logits))
+
+    def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
+        return train.loss_and_grads(self.model, batch, self.device)
+
+    def set_optimizer(self, name: str, lr: float, **kwargs) -> None:
+        self.optimizer = train.make_optimizer(name, self.model, lr, **kwargs)
+
+    def train_step(self, batch: PairBatch) -> float:
+        if self.optimizer is None:
+            raise RuntimeError("call set_optimizer first")
+        loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed, step=self.steps)
+        self.steps += 1
+        return loss
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        return convert.to_canonical(self.model)
+
+    def compile_stats(self) -> dict:
+        return {"traces": 0, "compile_s": 0.0}  # eager: nothing is traced or compiled

@@ -1,0 +1,354 @@
+"""PyTorch-specific checks (the agreement with the reference lives in
+test_equivalence.py): the .npz round trip, dropout, the per-batch graph,
+batch/unbatch, float64 end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from impl_pytorch import convert, train
+from impl_pytorch.model import Reduce, batch, unbatch
+from impl_pytorch.runner import Runner
+from shared import reference
+from shared.batching import make_pair_batch
+from shared.compare import max_abs_err
+from shared.params import ParamError, init_params, save_params
+from shared.snli import Pair
+from shared.transitions import PAD, REDUCE, SHIFT
+
+from conftest import shaped_sentence, small_config_for
+
+
+# --------------------------------------------------------------------------
+# Canonical .npz
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("tracker_dim,mlp_layers", [(3, 2), (0, 0)], ids=["tracker", "bare"])
+def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_layers):
+    config = small_config_for(len(vocab), tracker_dim=tracker_dim, mlp_layers=mlp_layers)
+    first, second = tmp_path / "first.npz", tmp_path / "second.npz"
+    save_params(first, init_params(config, seed=1, dtype=dtype), config, vocab.words)
+    model, words = convert.load(first, dtype=np.dtype(dtype).name)
+    convert.save(model, second, words)
+    with np.load(first, allow_pickle=False) as a, np.load(second, allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            assert a[name].dtype == b[name].dtype, name
+            assert a[name].shape == b[name].shape, name
+            assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def test_kernels_are_transposed_into_linear_weights(small_config):
+    params = init_params(small_config, seed=2)
+    model = convert.from_canonical(params, small_config)
+    state = model.state_dict()
+    for name, (torch_name, transposed) in convert.name_map(small_config).items():
+        expected = params[name].T if transposed else params[name]
+        assert np.array_equal(state[torch_name].numpy(), expected), name
+    # nn.Linear computes x @ weight.T: the canonical x @ kernel
+    x = np.random.default_rng(0).standard_normal((4, small_config.hidden_dim)).astype(np.float32)
+    got = model.spinn.reduce.left(torch.from_numpy(x)).detach().numpy()
+    want = x @ params["reduce.left.kernel"] + params["reduce.left.bias"]
+    assert max_abs_err(got, want) <= 1e-6
+
+
+def test_model_does_not_share_memory_with_the_given_arrays(small_config, small_batch):
+    params = init_params(small_config, seed=2)
+    before = {name: value.copy() for name, value in params.items()}
+    runner = Runner(params, small_config)
+    runner.set_optimizer("sgd", lr=1.0)
+    runner.train_step(small_batch)
+    for name in params:
+        assert np.array_equal(params[name], before[name]), name
+    assert not np.array_equal(runner.get_params()["reduce.left.kernel"], before["reduce.left.kernel"])
+
+
+@pytest.mark.parametrize("name", ["reduce.right.kernel", "tracker.bias", "mlp.1.kernel"])
+def test_missing_entry_is_named(small_config, name):
+    params = init_params(small_config, seed=2)
+    del params[name]
+    with pytest.raises(ParamError, match=f"missing parameter '{name}'"):
+        convert.from_canonical(params, small_config)
+
+
+@pytest.mark.parametrize("name", ["tracker.kernel_input", "projection.bias", "output.kernel"])
+def test_wrong_shape_is_named(small_config, name):
+    params = init_params(small_config, seed=2)
+    params[name] = params[name].T if params[name].ndim == 2 else params[name][:-1]
+    with pytest.raises(ParamError, match=f"'{name}' has shape"):
+        convert.from_canonical(params, small_config)
+
+
+def test_bad_file_entries_are_named(tmp_path, small_config, vocab):
+    good = tmp_path / "good.npz"
+    save_params(good, init_params(small_config, seed=2), small_config, vocab.words)
+    arrays = dict(np.load(good, allow_pickle=False))
+    missing, wrong = dict(arrays), dict(arrays)
+    del missing["reduce.track.kernel"]
+    wrong["embed.embedding"] = wrong["embed.embedding"][:, :-1]
+    np.savez(tmp_path / "missing.npz", **missing)
+    np.savez(tmp_path / "wrong.npz", **wrong)
+    with pytest.raises(ParamError, match="reduce.track.kernel"):
+        convert.load(tmp_path / "missing.npz")
+    with pytest.raises(ParamError, match=r"'embed.embedding' has shape \(\d+, 5\), expected \(\d+, 6\)"):
+        convert.load(tmp_path / "wrong.npz")
+
+
+# --------------------------------------------------------------------------
+# Dropout: training only
+# --------------------------------------------------------------------------
+
+
+def test_dropout_acts_in_training_only(small_config, small_batch):
+    params = init_params(small_config, seed=3, dtype=np.float64)
+    noisy = Runner(params, small_config, dtype="float64", dropout=0.5)
+    plain = Runner(params, small_config, dtype="float64", dropout=0.0)
+    device = torch.device("cpu")
+    inputs = train.model_inputs(small_batch, device)
+
+    # Eval mode: deterministic, and the same as a model without dropout.
+    first, second, without = noisy.encode(small_batch), noisy.encode(small_batch), plain.encode(small_batch)
+    for a, b, c in zip(first, second, without):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+
+    # Train mode with dropout: each (seed, step) draws its own masks,
+    # and the same (seed, step) draws the same ones.
+    def train_logits(runner, seed, step):
+        runner.model.train()
+        with torch.no_grad(), train.dropout_randomness(seed, step, device):
+            return runner.model(*inputs)[2].numpy()
+
+    rng_state = torch.get_rng_state()
+    step0, step1, other_seed = (train_logits(noisy, 0, 0), train_logits(noisy, 0, 1), train_logits(noisy, 1, 0))
+    assert np.array_equal(torch.get_rng_state().numpy(), rng_state.numpy())  # the caller's RNG is untouched
+    assert max_abs_err(step0, step1) > 1e-3
+    assert max_abs_err(step0, other_seed) > 1e-3
+    assert max_abs_err(step0, first[2]) > 1e-3
+    assert np.array_equal(step0, train_logits(noisy, 0, 0))
+
+    # Train mode with dropout 0 is eval mode exactly.
+    assert np.array_equal(train_logits(plain, 0, 0), without[2])
+
+    # The Runner's training steps: repeatable from the seed, different across seeds.
+    def first_losses(seed):
+        runner = Runner(params, small_config, dtype="float64", dropout=0.5, seed=seed)
+        runner.set_optimizer("sgd", lr=0.0)  # lr 0: only the dropout masks change between steps
+        return [runner.train_step(small_batch) for _ in range(2)]
+
+    a, b, c = first_losses(0), first_losses(0), first_losses(1)
+    assert a == b
+    assert a[0] != a[1] and a[0] != c[0]
+    ref_loss = reference.loss(params, small_config, small_batch)
+    plain.set_optimizer("sgd", lr=0.0)
+    assert abs(plain.train_step(small_batch) - ref_loss) <= 1e-12  # dropout 0 trains on the eval loss
+
+
+# --------------------------------------------------------------------------
+# The graph is built from the data, per batch
+# --------------------------------------------------------------------------
+
+
+def autograd_nodes(tensor: torch.Tensor) -> list:
+    """Every autograd node reachable from tensor.grad_fn."""
+    seen, todo = set(), [tensor.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        todo.extend(next_node for next_node, _ in node.next_functions)
+    return list(seen)
+
+
+def predicted_nonlinearities(transitions: np.ndarray) -> tuple[int, int]:
+    """(tanh nodes, sigmoid nodes) the graph must hold for sentences with
+    these transitions <int>[S, T], encoded as one batch.
+
+    One batched Tracker call per step where some sentence acts (2 tanh,
+    3 sigmoid), one batched Reduce call per step where some sentence
+    reduces (2 tanh, 4 sigmoid). A tracker call reaches the loss only when
+    one of its sentences reduces at that step or later (otherwise its state
+    is never read).
+    """
+    acts = transitions != PAD
+    reduces = transitions == REDUCE
+    reduces_now_or_later = np.flip(np.cumsum(np.flip(reduces, axis=1), axis=1), axis=1) > 0
+    tracker_steps = int(np.any(acts & reduces_now_or_later, axis=0).sum())
+    reduce_steps = int(np.any(reduces, axis=0).sum())
+    return 2 * tracker_steps + 2 * reduce_steps, 3 * tracker_steps + 4 * reduce_steps
+
+
+def count(nodes, name: str) -> int:
+    return sum(node.name() == name for node in nodes)
+
+
+def test_graph_is_rebuilt_per_batch_from_the_trees(small_config, vocab):
+    words = vocab.words[2:8]  # six words: 11 steps, N = 6 and T = 11 for both batches
+    same_shape = [Pair(shaped_sentence(words, "left"), shaped_sentence(words, "left"), 0, f"l{i}")
+                  for i in range(3)]
+    mixed = [Pair(shaped_sentence(words, "left"), shaped_sentence(words, "right"), 0, f"m{i}")
+             for i in range(3)]
+    left_batch, mixed_batch = make_pair_batch(same_shape, vocab), make_pair_batch(mixed, vocab)
+    assert left_batch.premise_transitions.shape == mixed_batch.premise_transitions.shape == (3, 11)
+
+    model = convert.from_canonical(init_params(small_config, seed=4), small_config)
+    model.eval()
+    device = torch.device("cpu")
+
+    def nonlinearities(pair_batch):
+        nodes = autograd_nodes(train.batch_loss(model, pair_batch, device))
+        return count(nodes, "TanhBackward0"), count(nodes, "SigmoidBackward0"), len(nodes)
+
+    def transitions(pair_batch):
+        return np.concatenate([pair_batch.premise_transitions, pair_batch.hypothesis_transitions])
+
+    left_counts, mixed_counts = nonlinearities(left_batch), nonlinearities(mixed_batch)
+    # Left-branching (S S R S R ...): 11 tracker steps, REDUCE on steps 2, 4, 6, 8, 10.
+    assert predicted_nonlinearities(transitions(left_batch)) == (2 * 11 + 2 * 5, 3 * 11 + 4 * 5)
+    # Adding right-branching (S S S S S S R R R R R): REDUCE also on steps 7 and 9.
+    assert predicted_nonlinearities(transitions(mixed_batch)) == (2 * 11 + 2 * 7, 3 * 11 + 4 * 7)
+    assert left_counts[:2] == predicted_nonlinearities(transitions(left_batch))
+    assert mixed_counts[:2] == predicted_nonlinearities(transitions(mixed_batch))
+    # Same array shapes, different trees, different graphs; and the first
+    # batch again gives its own graph again (nothing was kept from before).
+    assert left_counts[2] != mixed_counts[2]
+    assert nonlinearities(left_batch) == left_counts
+
+
+def test_graph_matches_prediction_on_real_parses(small_config, small_batch):
+    model = convert.from_canonical(init_params(small_config, seed=4), small_config)
+    model.eval()
+    nodes = autograd_nodes(train.batch_loss(model, small_batch, torch.device("cpu")))
+    transitions = np.concatenate([small_batch.premise_transitions, small_batch.hypothesis_transitions])
+    assert (count(nodes, "TanhBackward0"), count(nodes, "SigmoidBackward0")) == \
+        predicted_nonlinearities(transitions)
+
+
+# --------------------------------------------------------------------------
+# The pieces
+# --------------------------------------------------------------------------
+
+
+def test_batch_unbatch_round_trip():
+    rng = torch.Generator().manual_seed(0)
+    items = [(torch.randn(5, generator=rng), torch.randn(5, generator=rng)) for _ in range(4)]
+    h, c = batch(items)
+    assert h.shape == c.shape == (4, 5)
+    back = unbatch((h, c))
+    assert len(back) == 4
+    for (h0, c0), (h1, c1) in zip(items, back):
+        assert torch.equal(h0, h1) and torch.equal(c0, c1)
+    h2, c2 = batch(back)
+    assert torch.equal(h2, h) and torch.equal(c2, c)
+
+
+def test_reduce_matches_the_spec_formula():
+    torch.manual_seed(0)
+    H, D = 4, 3
+    reduce = Reduce(H, D).double()
+    left = (torch.randn(H, dtype=torch.float64), torch.randn(H, dtype=torch.float64))
+    right = (torch.randn(H, dtype=torch.float64), torch.randn(H, dtype=torch.float64))
+    tracking = torch.randn(D, dtype=torch.float64)
+    [(h, c)] = reduce([left], [right], [tracking])
+    z = reduce.left(left[0]) + reduce.right(right[0]) + reduce.track(tracking)
+    a, i, f1, f2, o = z.detach().split(H)
+    c_want = a.tanh() * i.sigmoid() + f1.sigmoid() * left[1] + f2.sigmoid() * right[1]
+    assert torch.allclose(c, c_want, rtol=0, atol=1e-14)
+    assert torch.allclose(h, o.sigmoid() * c_want.tanh(), rtol=0, atol=1e-14)
+
+
+def test_pad_anywhere_changes_nothing(small_config, vocab):
+    """PAD in the middle of a sequence is a no-op too, for the tracker as well."""
+    params = init_params(small_config, seed=5, dtype=np.float64)
+    model = convert.from_canonical(params, small_config, dtype="float64")
+    model.eval()
+    ops = [SHIFT, SHIFT, REDUCE, SHIFT, SHIFT, REDUCE, REDUCE]
+    padded = [PAD, SHIFT, PAD, PAD, SHIFT, REDUCE, PAD, SHIFT, SHIFT, PAD, REDUCE, REDUCE, PAD]
+    tokens = np.array([[5, 6, 7, 8]] * 2)
+    transitions = np.array([ops + [PAD] * 6, padded])
+    with torch.no_grad():
+        got = model.encode(torch.as_tensor(tokens), transitions).numpy()
+    want = reference.encode(params, small_config, tokens[:1], transitions[:1])
+    assert max_abs_err(got[0], want[0]) <= 1e-14
+    assert max_abs_err(got[1], want[0]) <= 1e-14
+
+
+@pytest.mark.parametrize("transitions,message", [
+    ([SHIFT, REDUCE, SHIFT, PAD], "sentence 0, step 1: REDUCE with fewer than two items"),
+    ([SHIFT, SHIFT, SHIFT, REDUCE], "sentence 0: 3 SHIFTs, but the batch has N=2 token slots"),
+    ([SHIFT, SHIFT, PAD, PAD], "sentence 0: transitions leave 2 items on the stack"),
+    ([SHIFT, SHIFT, 3, PAD], "sentence 0, step 2: unknown transition code 3"),
+])
+def test_bad_transitions_raise(small_config, transitions, message):
+    model = convert.from_canonical(init_params(small_config, seed=5), small_config)
+    with torch.no_grad(), pytest.raises(ValueError, match=message):
+        model.encode(torch.tensor([[5, 6]]), np.array([transitions]))
+
+
+# --------------------------------------------------------------------------
+# float64 end to end; devices; optimizers
+# --------------------------------------------------------------------------
+
+
+def test_float64_end_to_end(small_config, small_batch):
+    params = init_params(small_config, seed=6, dtype=np.float32)  # float32 file, float64 model
+    runner = Runner(params, small_config, dtype="float64", dropout=0.1)
+    assert all(p.dtype == torch.float64 for p in runner.model.parameters())
+    premise, hypothesis, logits = runner.encode(small_batch)
+    assert premise.dtype == hypothesis.dtype == logits.dtype == np.float64
+    loss, grads = runner.loss_and_grads(small_batch)
+    assert isinstance(loss, float) and all(g.dtype == np.float64 for g in grads.values())
+    runner.set_optimizer("adam", lr=0.01)
+    losses = [runner.train_step(small_batch) for _ in range(3)]
+    assert losses[-1] < losses[0]
+    trained = runner.get_params()
+    assert all(value.dtype == np.float64 for value in trained.values())
+    # The trained float64 weights, read back by the float64 reference, give the same outputs.
+    ref = reference.forward(trained, small_config, small_batch)
+    premise, hypothesis, logits = runner.encode(small_batch)
+    assert max_abs_err(premise, ref.premise) <= 1e-12
+    assert max_abs_err(hypothesis, ref.hypothesis) <= 1e-12
+    assert max_abs_err(logits, ref.logits) <= 1e-12
+
+
+def test_loss_and_grads_changes_nothing(small_config, small_batch):
+    params = init_params(small_config, seed=7, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64", dropout=0.5)
+    first = runner.loss_and_grads(small_batch)
+    second = runner.loss_and_grads(small_batch)  # eval mode: no dropout, and grads do not accumulate
+    assert first[0] == second[0]
+    for name in first[1]:
+        assert np.array_equal(first[1][name], second[1][name]), name
+    assert all(p.grad is None for p in runner.model.parameters())
+    for name, value in runner.get_params().items():
+        assert np.array_equal(value, params[name]), name
+
+
+def test_device_argument(small_config, small_batch):
+    params = init_params(small_config, seed=8, dtype=np.float64)
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'gpu'"):
+        Runner(params, small_config, device="tpu")
+    if torch.cuda.is_available():
+        gpu = Runner(params, small_config, dtype="float64", device="gpu")
+        assert next(gpu.model.parameters()).device.type == "cuda"
+        cpu = Runner(params, small_config, dtype="float64", device="cpu")
+        for a, b in zip(gpu.encode(small_batch), cpu.encode(small_batch)):
+            assert max_abs_err(a, b) <= 1e-12
+    else:
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            Runner(params, small_config, device="gpu")
+
+
+def test_optimizers_are_torch_optim(small_config):
+    runner = Runner(init_params(small_config, seed=9), small_config)
+    runner.set_optimizer("sgd", lr=0.1, momentum=0.9)
+    assert isinstance(runner.optimizer, torch.optim.SGD) and runner.optimizer.defaults["momentum"] == 0.9
+    runner.set_optimizer("adam", lr=0.1)
+    assert isinstance(runner.optimizer, torch.optim.Adam)
+    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
+        runner.set_optimizer("rmsprop", lr=0.1)
+    assert runner.compile_stats() == {"traces": 0, "compile_s": 0.0}
