@@ -1,0 +1,145 @@
+"""Canonical weights (SPEC §4) <-> the Flax params pytree, and .npz files.
+
+Flax's ``nn.Dense`` stores its kernel as ``[in, out]`` (``y = x @ kernel``),
+the canonical layout, and the Tracker declares its weights under their
+canonical names, so the conversion is a rename and nothing else:
+
+    canonical                  Flax path under variables["params"]
+    embed.embedding            spinn/embed/embedding
+    projection.{kernel,bias}   spinn/projection/{kernel,bias}
+    tracker.kernel_input       spinn/tracker/kernel_input      (D > 0)
+    tracker.kernel_hidden      spinn/tracker/kernel_hidden     (D > 0)
+    tracker.bias               spinn/tracker/bias              (D > 0)
+    reduce.left.{kernel,bias}  spinn/reduce/left/{kernel,bias}
+    reduce.right.kernel        spinn/reduce/right/kernel
+    reduce.track.kernel        spinn/reduce/track/kernel       (D > 0)
+    mlp.{k}.{kernel,bias}      mlp_{k}/{kernel,bias}           (Flax names list members name_k)
+    output.{kernel,bias}       output/{kernel,bias}
+
+Transposed: none. Split or fused: none. (PyTorch, which stores [out, in],
+transposes every kernel; see impl_pytorch/convert.py.)
+
+Both directions check the names and shapes against ``shared.params`` and
+against the tree ``SNLIClassifier.init`` would build, so a renamed module or a
+changed shape fails loudly here instead of training the wrong weights.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from shared.params import ModelConfig, ParamError, check_params, load_params, param_shapes, save_params
+from shared.transitions import SHIFT
+
+from .model import SNLIClassifier
+
+Variables = dict[str, Any]  # {"params": nested dict of arrays}, what model.apply takes
+
+
+def name_map(config: ModelConfig) -> dict[str, tuple[str, ...]]:
+    """Canonical name -> path in ``variables["params"]``, in canonical order."""
+    paths: dict[str, tuple[str, ...]] = {
+        "embed.embedding": ("spinn", "embed", "embedding"),
+        "projection.kernel": ("spinn", "projection", "kernel"),
+        "projection.bias": ("spinn", "projection", "bias"),
+    }
+    if config.tracker_dim > 0:
+        for leaf in ("kernel_input", "kernel_hidden", "bias"):
+            paths[f"tracker.{leaf}"] = ("spinn", "tracker", leaf)
+    paths["reduce.left.kernel"] = ("spinn", "reduce", "left", "kernel")
+    paths["reduce.left.bias"] = ("spinn", "reduce", "left", "bias")
+    paths["reduce.right.kernel"] = ("spinn", "reduce", "right", "kernel")
+    if config.tracker_dim > 0:
+        paths["reduce.track.kernel"] = ("spinn", "reduce", "track", "kernel")
+    for k in range(config.mlp_layers):
+        paths[f"mlp.{k}.kernel"] = (f"mlp_{k}", "kernel")
+        paths[f"mlp.{k}.bias"] = (f"mlp_{k}", "bias")
+    paths["output.kernel"] = ("output", "kernel")
+    paths["output.bias"] = ("output", "bias")
+    assert list(paths) == list(param_shapes(config)), "name map out of step with shared.params"
+    return paths
+
+
+def resolve_dtype(dtype) -> np.dtype:
+    """'float32' / 'float64' (or a NumPy dtype) -> np.dtype, checking that JAX can hold it."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if dtype == np.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "float64 needs JAX's 64-bit mode, which is off: set JAX_ENABLE_X64=1 in the environment "
+            "before starting Python, or call jax.config.update('jax_enable_x64', True) before "
+            "creating any arrays (JAX would otherwise silently compute in float32)")
+    return dtype
+
+
+@functools.lru_cache(maxsize=None)
+def _flax_shapes(config: ModelConfig, dtype_name: str) -> dict[tuple[str, ...], tuple[tuple[int, ...], str]]:
+    """Path -> (shape, dtype) of every weight SNLIClassifier.init creates (traced, not run)."""
+    model = SNLIClassifier(config, param_dtype=jnp.dtype(dtype_name))
+    tokens = jnp.zeros((1, 1), jnp.int32)
+    transitions = jnp.full((1, 1), SHIFT, jnp.int32)
+    shapes = jax.eval_shape(model.init, jax.random.key(0), tokens, transitions, tokens, transitions)
+    flat = jax.tree_util.tree_flatten_with_path(shapes["params"])[0]
+    return {tuple(k.key for k in path): (tuple(leaf.shape), str(leaf.dtype)) for path, leaf in flat}
+
+
+def _flatten(variables: Mapping) -> dict[tuple[str, ...], Any]:
+    if set(variables) != {"params"}:
+        raise ParamError(f"expected variables with one collection 'params', got {sorted(variables)}")
+    flat = jax.tree_util.tree_flatten_with_path(variables["params"])[0]
+    return {tuple(k.key for k in path): leaf for path, leaf in flat}
+
+
+def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, dtype="float32",
+                   device: jax.Device | None = None) -> Variables:
+    """Canonical dict -> ``{"params": ...}`` on ``device`` (default: JAX's default device)."""
+    dtype = resolve_dtype(dtype)
+    check_params(params, config)  # names and shapes, with a message naming the entry
+    paths = name_map(config)
+    expected = _flax_shapes(config, dtype.name)
+    assert len(expected) == len(paths) == len(params), (len(expected), len(paths), len(params))
+    tree: dict[str, Any] = {}
+    for name, path in paths.items():
+        value = np.asarray(params[name], dtype=dtype)  # no copy when the dtype already matches
+        assert expected[path] == (value.shape, dtype.name), (name, path, expected[path], value.shape)
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = jax.device_put(value, device)
+    return {"params": tree}
+
+
+def to_canonical(variables: Mapping, config: ModelConfig) -> dict[str, np.ndarray]:
+    """``{"params": ...}`` -> canonical name -> NumPy array (SPEC §4 names and shapes)."""
+    flat = _flatten(variables)
+    paths = name_map(config)
+    unknown = set(flat) - set(paths.values())
+    if unknown:
+        raise ParamError(f"Flax weights with no canonical name: {sorted('/'.join(p) for p in unknown)}")
+    out = {}
+    for name, path in paths.items():
+        if path not in flat:
+            raise ParamError(f"Flax weights lack {'/'.join(path)} (canonical {name!r})")
+        # A copy: on the CPU a NumPy view would share the buffer that the next
+        # (donating) training step may overwrite in place.
+        out[name] = np.array(jax.device_get(flat[path]), copy=True)
+    check_params(out, config)
+    return out
+
+
+def load(path: str | os.PathLike, dtype="float32", device: jax.Device | None = None):
+    """Read a canonical .npz -> (variables, config, vocab <str>[V])."""
+    loaded = load_params(path)
+    return from_canonical(loaded.params, loaded.config, dtype, device), loaded.config, loaded.vocab
+
+
+def save(variables: Mapping, config: ModelConfig, path: str | os.PathLike, vocab) -> None:
+    """Write the weights as a canonical .npz (with meta.config and meta.vocab)."""
+    save_params(path, to_canonical(variables, config), config, vocab)

@@ -1,0 +1,200 @@
+"""Loss, gradients, optax optimizers and the training step, as pure functions.
+
+Nothing here runs eagerly: ``runner.py`` compiles these functions with
+``jax.jit`` (explicitly: ``lower`` then ``compile``) once per batch shape.
+Because a Flax linen model holds no state, the whole training step, forward,
+backward through the ``lax.scan`` and the optax update, is one function
+
+    (trainable, frozen, opt_state, batch, labels, step, lr)
+        -> (trainable, opt_state, loss)
+
+* Optimizers are optax's own transformations, composed the way ``optax.sgd``
+  and ``optax.adam`` compose them, with the hyperparameters and defaults of
+  shared/optimizers.py; the learning rate is applied last, as an argument of
+  the compiled step, so a new learning rate never recompiles.
+* Frozen parameters are a separate argument that is not differentiated, so
+  XLA drops their gradient (e.g. the V x E embedding gradient) altogether.
+* Dropout: on the projected leaves and on the input of every classifier layer
+  (``model.py``), in training only. Its randomness is
+  ``fold_in(key(seed), step)``: a function of (seed, step) only, so a resumed
+  run draws the same masks, and the step, an array argument, never recompiles.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Mapping
+
+import flax.linen as nn
+import jax
+import numpy as np
+import optax
+from flax import traverse_util
+
+from shared import optimizers
+from shared.params import ModelConfig
+
+from .convert import name_map
+
+Params = Any  # the nested dict under variables["params"]
+Arrays = tuple  # (premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions)
+
+
+# ---------------------------------------------------------------------------
+# Loss and gradients
+# ---------------------------------------------------------------------------
+
+
+def forward(model: nn.Module, params: Params, arrays: Arrays, *, train: bool = False, rng=None):
+    """(premise <float>[B, H], hypothesis <float>[B, H], logits <float>[B, 3])."""
+    rngs = {"dropout": rng} if train and rng is not None else None
+    return model.apply({"params": params}, *arrays, train=train, rngs=rngs)
+
+
+def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Mean cross-entropy of integer labels 0..2, in the dtype of the logits."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+def loss_fn(params: Params, model: nn.Module, arrays: Arrays, labels: jax.Array, *, train: bool = False,
+            rng=None) -> jax.Array:
+    _, _, logits = forward(model, params, arrays, train=train, rng=rng)
+    return cross_entropy(logits, labels)
+
+
+def make_loss_and_grads(model: nn.Module) -> Callable:
+    """Eval mode (no dropout): (params, arrays, labels) -> (loss, grads like params)."""
+
+    def loss_and_grads(params, arrays, labels):
+        return jax.value_and_grad(loss_fn)(params, model, arrays, labels, train=False)
+
+    return loss_and_grads
+
+
+# ---------------------------------------------------------------------------
+# Optimizers (optax) and the shared state layout
+# ---------------------------------------------------------------------------
+
+
+def make_optimizer(name: str, dtype="float32", **hyper) -> optax.GradientTransformation:
+    """optax's SGD (with momentum), Adam or RMSprop, before the learning rate.
+
+    ``hyper`` takes the shared names (``momentum``, ``beta1``, ``beta2``,
+    ``rho``, ``eps``, ``weight_decay``) with the shared defaults. Weight decay
+    is the coupled L2 term ``g + wd * p`` (``optax.add_decayed_weights``
+    first). optax's RMSprop puts eps inside the square root, as the shared
+    definition does; its Adam adds eps to sqrt(v-hat), as the shared one does.
+
+    The hyperparameters are NumPy scalars of the parameters' ``dtype``: a
+    Python float would be a weakly typed float64 under x64, and optax's Adam
+    bias correction ``1 - b1 ** count`` would then be computed in float64.
+    """
+    h = {key: np.dtype(dtype).type(value) for key, value in optimizers.resolve(name, hyper).items()}
+    parts = []
+    if h["weight_decay"] > 0.0:
+        parts.append(optax.add_decayed_weights(h["weight_decay"]))
+    if name == "sgd":
+        if h["momentum"] > 0.0:
+            parts.append(optax.trace(decay=h["momentum"]))  # b = momentum * b + g
+    elif name == "adam":
+        parts.append(optax.scale_by_adam(b1=h["beta1"], b2=h["beta2"], eps=h["eps"]))
+    else:  # rmsprop
+        parts.append(optax.scale_by_rms(decay=h["rho"], eps=h["eps"], initial_scale=0.0))
+    return optax.chain(*(parts or [optax.identity()]))  # plain SGD: the gradient itself
+
+
+def partition(params: Params, frozen_paths: Iterable[tuple[str, ...]]) -> tuple[Params, Params]:
+    """Split a params tree into (trainable, frozen) trees of the same nesting."""
+    frozen_paths = set(frozen_paths)
+    flat = traverse_util.flatten_dict(params)
+    trainable = {k: v for k, v in flat.items() if k not in frozen_paths}
+    frozen = {k: v for k, v in flat.items() if k in frozen_paths}
+    return traverse_util.unflatten_dict(trainable), traverse_util.unflatten_dict(frozen)
+
+
+def merge(a: Params, b: Params) -> Params:
+    """The union of two trees with disjoint leaves."""
+    return traverse_util.unflatten_dict({**traverse_util.flatten_dict(a), **traverse_util.flatten_dict(b)})
+
+
+# Shared slot name -> (optax state class, field holding the per-parameter tree).
+_OPTAX_SLOTS = {
+    "momentum": (optax.TraceState, "trace"),
+    "m": (optax.ScaleByAdamState, "mu"),
+    "v": ((optax.ScaleByAdamState, optax.ScaleByRmsState), "nu"),
+}
+
+
+def _slot_states(opt_state) -> list:
+    """The inner states of an optax chain that hold per-parameter slots."""
+    holders = (optax.TraceState, optax.ScaleByAdamState, optax.ScaleByRmsState)
+    return [s for s in opt_state if isinstance(s, holders)]
+
+
+def state_to_shared(opt_state, name: str, hyper: Mapping[str, float], config: ModelConfig, step: int,
+                    frozen: Iterable[str]) -> dict[str, np.ndarray]:
+    """optax state -> the shared layout: ``step`` and ``{slot}/{canonical name}``."""
+    paths = name_map(config)
+    out = {optimizers.STEP: np.array(step, dtype=np.int64)}
+    states = _slot_states(opt_state)
+    for slot in optimizers.slots(name, hyper):
+        kind, field = _OPTAX_SLOTS[slot]
+        [holder] = [s for s in states if isinstance(s, kind)]
+        flat = traverse_util.flatten_dict(getattr(holder, field))
+        for canonical, path in paths.items():
+            if canonical not in frozen:
+                out[f"{slot}/{canonical}"] = np.asarray(jax.device_get(flat[path]))
+    return out
+
+
+def state_from_shared(opt_state, state: Mapping[str, np.ndarray], name: str, hyper: Mapping[str, float],
+                      config: ModelConfig, frozen: Iterable[str]):
+    """A shared-layout state -> an optax state shaped like ``opt_state`` (its dtypes and devices)."""
+    paths = name_map(config)
+    step = int(state[optimizers.STEP])
+    new = []
+    for inner in opt_state:
+        if isinstance(inner, (optax.TraceState, optax.ScaleByAdamState, optax.ScaleByRmsState)):
+            fields = {}
+            for slot in optimizers.slots(name, hyper):
+                kind, field = _OPTAX_SLOTS[slot]
+                if isinstance(inner, kind):
+                    old = traverse_util.flatten_dict(getattr(inner, field))
+                    fields[field] = traverse_util.unflatten_dict({
+                        path: jax.device_put(np.asarray(state[f"{slot}/{canonical}"], dtype=old[path].dtype),
+                                             old[path].sharding)
+                        for canonical, path in paths.items() if canonical not in frozen})
+            if isinstance(inner, optax.ScaleByAdamState):  # the bias correction counts updates
+                fields["count"] = jax.device_put(np.asarray(step, dtype=inner.count.dtype), inner.count.sharding)
+            inner = inner._replace(**fields)
+        new.append(inner)
+    return tuple(new)
+
+
+# ---------------------------------------------------------------------------
+# The training step
+# ---------------------------------------------------------------------------
+
+
+def make_train_step(model: nn.Module, optimizer: optax.GradientTransformation, seed: int = 0) -> Callable:
+    """(trainable, frozen, opt_state, arrays, labels, step <int32>[], lr <float>[])
+    -> (trainable, opt_state, loss).
+
+    The loss is the one computed on the weights before the update (in
+    training mode: dropout on when the model has a rate).
+    """
+
+    def train_step(trainable, frozen, opt_state, arrays, labels, step, lr):
+        # "rbg" (XLA's RngBitGenerator) rather than the default threefry:
+        # threefry's unrolled hash made this step compile twice as slowly on
+        # the CPU. Masks are still a function of (seed, step) on a backend.
+        rng = jax.random.fold_in(jax.random.key(seed, impl="rbg"), step)
+
+        def loss_of_trainable(trainable):
+            return loss_fn(merge(trainable, frozen), model, arrays, labels, train=True, rng=rng)
+
+        loss, grads = jax.value_and_grad(loss_of_trainable)(trainable)
+        updates, opt_state = optimizer.update(grads, opt_state, trainable)
+        updates = jax.tree_util.tree_map(lambda u: -lr * u, updates)  # lr has the params' dtype
+        return optax.apply_updates(trainable, updates), opt_state, loss
+
+    return train_step

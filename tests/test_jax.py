@@ -1,0 +1,403 @@
+"""JAX-specific checks (the agreement with the reference for the default
+layout lives in test_equivalence.py): compilation counted per bucket shape,
+both stack layouts against the reference, memory of the backward pass, the
+persistent compilation cache, the .npz round trip, dropout, float64 and
+float32 end to end, optimizers."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from impl_jax import convert, train
+from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
+from impl_jax.runner import Runner, disable_compilation_cache, step_memory
+from shared import optimizers, reference
+from shared.batching import make_batches, make_pair_batch
+from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
+from shared.params import ModelConfig, ParamError, init_params, save_params
+
+from conftest import small_config_for
+
+BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+class CompileCounter:
+    """Counts XLA compilations JAX itself reports, independently of the Runner."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, event: str, duration: float, **kwargs) -> None:
+        if event == BACKEND_COMPILE:
+            self.count += 1
+
+    def __enter__(self):
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def __exit__(self, *exc):
+        jax.monitoring.unregister_event_duration_listener(self)
+
+
+# --------------------------------------------------------------------------
+# Compilation: once per bucket shape
+# --------------------------------------------------------------------------
+
+
+def test_same_bucket_shape_does_not_recompile(small_config, sample_pairs, vocab):
+    batches = make_batches(sample_pairs, vocab, batch_size=8)
+    first, second = [b for b in batches if (b.size, b.num_tokens) == (8, 16)][:2]
+    other = next(b for b in batches if b.num_tokens != 16)
+    assert first.pair_ids != second.pair_ids
+    runner = Runner(init_params(small_config, seed=1), small_config)
+    runner.set_optimizer("sgd", lr=0.1)
+
+    runner.encode(first)
+    assert runner.compile_stats()["traces"] == 1
+    with CompileCounter() as xla:
+        runner.encode(second)  # same (B, N, T): the executable is reused
+        runner.set_learning_rate(0.05)  # an argument of the step, not a constant in it
+    assert runner.compile_stats()["traces"] == 1 and xla.count == 0
+
+    runner.encode(other)  # a new shape: exactly one more
+    assert runner.compile_stats()["traces"] == 2
+
+    runner.train_step(first)
+    with CompileCounter() as xla:
+        runner.train_step(second)
+    stats = runner.compile_stats()
+    assert stats["traces"] == 3 and xla.count == 0
+    assert stats["shapes"] == [("encode", 8, 16, 31), ("encode", other.size, other.num_tokens, other.num_steps),
+                               ("train_step", 8, 16, 31)]
+    assert stats["compile_s"] == pytest.approx(stats["lower_s"] + stats["xla_compile_s"])
+    assert stats["lower_s"] > 0 and stats["xla_compile_s"] > 0
+
+
+def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small_batch):
+    cache = tmp_path / "jax-cache"
+    params = init_params(small_config, seed=2)
+    try:
+        first = Runner(params, small_config, compilation_cache_dir=cache)
+        expected = first.encode(small_batch)
+        assert first.compile_stats()["cache_misses"] == 1
+        files = [p for p in cache.rglob("*") if p.is_file()]
+        assert files, "no executable written to the cache directory"
+        # A new runner (as a new process would) finds the executable on disk.
+        second = Runner(params, small_config, compilation_cache_dir=cache)
+        got = second.encode(small_batch)
+        stats = second.compile_stats()
+        assert stats["traces"] == 1 and stats["cache_hits"] == 1 and stats["cache_misses"] == 0
+        for a, b in zip(got, expected):
+            assert np.array_equal(a, b)
+    finally:
+        disable_compilation_cache()
+    assert jax.config.jax_compilation_cache_dir is None
+
+
+# --------------------------------------------------------------------------
+# Both stack layouts against the reference
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_matches_reference(layout, small_config, sample_pairs, edge_pairs, vocab):
+    params = init_params(small_config, seed=3, dtype=np.float64)
+    batch = make_pair_batch(sample_pairs[:5] + edge_pairs, vocab, num_steps=130)  # PAD beyond 2N-1 too
+    runner = Runner(params, small_config, dtype="float64", layout=layout)
+    ref = reference.forward(params, small_config, batch)
+    for got, want in zip(runner.encode(batch), (ref.premise, ref.hypothesis, ref.logits)):
+        assert max_abs_err(got, want) <= 1e-12
+    loss, grads = runner.loss_and_grads(batch)
+    ref_loss, ref_grads = reference.loss_and_grads(params, small_config, batch)
+    assert abs(loss - ref_loss) <= 1e-12
+    errors = grad_rel_errs(grads, ref_grads)
+    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+
+
+# --------------------------------------------------------------------------
+# Memory of the backward pass
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_training_step_memory_grows_linearly_in_steps(layout):
+    """XLA's plan for the training step needs scratch memory growing linearly
+    in T (the per-step residuals are [B, H]-sized), not like S x T."""
+    config = ModelConfig(vocab_size=50, embed_dim=8, hidden_dim=8, tracker_dim=4, mlp_dim=8, mlp_layers=1)
+    sizes = (8, 16, 32)
+    temp = [step_memory(config, 4, n, layout=layout)["temp_size_in_bytes"] for n in sizes]
+    steps = [2 * n - 1 for n in sizes]
+    slope_small = (temp[1] - temp[0]) / (steps[1] - steps[0])
+    slope_large = (temp[2] - temp[1]) / (steps[2] - steps[1])
+    # S x T growth would double the slope from one doubling of N to the next.
+    assert slope_large <= 1.25 * slope_small, (temp, slope_small, slope_large)
+
+
+def test_where_over_the_whole_stack_stores_it_every_step():
+    """Why the model writes with a unique-index scatter: on the same toy loop,
+    a jnp.where over the carried stack makes the backward pass keep an S-sized
+    mask per step (S x T), the scatter only [B]-sized indices."""
+
+    def temp(write: str, S: int, B: int = 4, H: int = 8) -> int:
+        def loss(w, stack):
+            rows = jnp.arange(B)
+
+            def step(stack, t):
+                new = jnp.tanh(stack[rows, (t - 1) % S] @ w)
+                if write == "where":
+                    mask = (jnp.arange(S) == t % S)[None, :, None]
+                    stack = jnp.where(mask, new[:, None], stack)
+                else:
+                    stack = stack.at[rows, jnp.full((B,), t % S)].set(new, unique_indices=True)
+                return stack, None
+
+            return jax.lax.scan(step, stack, jnp.arange(2 * S))[0].sum()
+
+        args = (jax.ShapeDtypeStruct((H, H), jnp.float32), jax.ShapeDtypeStruct((B, S, H), jnp.float32))
+        return jax.jit(jax.grad(loss)).lower(*args).compile().memory_analysis().temp_size_in_bytes
+
+    def slope_ratio(temps):  # growth per unit of S, from S=32 to 64 against S=16 to 32
+        return ((temps[2] - temps[1]) / 32) / ((temps[1] - temps[0]) / 16)
+
+    where = [temp("where", s) for s in (16, 32, 64)]
+    scatter = [temp("scatter", s) for s in (16, 32, 64)]
+    assert slope_ratio(where) >= 1.6, where  # S x T: the slope doubles with S
+    assert slope_ratio(scatter) <= 1.25, scatter  # linear: the slope stays
+
+
+# --------------------------------------------------------------------------
+# Canonical .npz
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("tracker_dim,mlp_layers", [(3, 2), (0, 0)], ids=["tracker", "bare"])
+def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_layers):
+    config = small_config_for(len(vocab), tracker_dim=tracker_dim, mlp_layers=mlp_layers)
+    first, second = tmp_path / "first.npz", tmp_path / "second.npz"
+    save_params(first, init_params(config, seed=1, dtype=np.dtype(dtype)), config, vocab.words)
+    variables, loaded_config, words = convert.load(first, dtype=dtype)
+    assert loaded_config == config
+    assert all(leaf.dtype == np.dtype(dtype) for leaf in jax.tree_util.tree_leaves(variables))
+    convert.save(variables, config, second, words)
+    with np.load(first, allow_pickle=False) as a, np.load(second, allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            assert a[name].dtype == b[name].dtype, name
+            assert a[name].shape == b[name].shape, name
+            assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def test_flax_tree_is_the_canonical_dict_renamed(small_config, small_batch):
+    params = init_params(small_config, seed=2)
+    variables = convert.from_canonical(params, small_config)
+    for name, path in convert.name_map(small_config).items():
+        node = variables["params"]
+        for key in path:
+            node = node[key]
+        assert np.array_equal(np.asarray(node), params[name]), name  # no transposes
+    # nn.Dense computes x @ kernel + bias: the canonical layout as is
+    x = np.random.default_rng(0).standard_normal((4, small_config.hidden_dim)).astype(np.float32)
+    dense = variables["params"]["spinn"]["reduce"]["left"]
+    got = jax.numpy.asarray(x) @ dense["kernel"] + dense["bias"]
+    assert max_abs_err(got, x @ params["reduce.left.kernel"] + params["reduce.left.bias"]) <= 1e-6
+
+
+def test_wrong_entries_are_named(tmp_path, small_config, vocab):
+    params = init_params(small_config, seed=2)
+    missing = {k: v for k, v in params.items() if k != "reduce.right.kernel"}
+    with pytest.raises(ParamError, match="missing parameter 'reduce.right.kernel'"):
+        convert.from_canonical(missing, small_config)
+    with pytest.raises(ParamError, match="unexpected parameter 'mlp.9.kernel'"):
+        convert.from_canonical({**params, "mlp.9.kernel": np.zeros((2, 2), np.float32)}, small_config)
+    wrong = {**params, "tracker.kernel_input": params["tracker.kernel_input"].T}
+    with pytest.raises(ParamError, match=r"'tracker.kernel_input' has shape \(12, 15\), expected \(15, 12\)"):
+        convert.from_canonical(wrong, small_config)
+    # From a file: the file and the entry are named.
+    good = tmp_path / "good.npz"
+    save_params(good, params, small_config, vocab.words)
+    arrays = dict(np.load(good, allow_pickle=False))
+    arrays["embed.embedding"] = arrays["embed.embedding"][:, :-1]
+    np.savez(tmp_path / "wrong.npz", **arrays)
+    with pytest.raises(ParamError, match=r"wrong.npz: parameter 'embed.embedding' has shape \(\d+, 5\)"):
+        convert.load(tmp_path / "wrong.npz")
+    # A Flax tree missing a leaf cannot be saved.
+    variables = convert.from_canonical(params, small_config)
+    del variables["params"]["spinn"]["reduce"]["track"]
+    with pytest.raises(ParamError, match="spinn/reduce/track/kernel"):
+        convert.to_canonical(variables, small_config)
+
+
+def test_runner_arguments_are_checked(small_config):
+    params = init_params(small_config, seed=2)
+    with pytest.raises(TypeError, match="unknown JAX runner options"):
+        Runner(params, small_config, xla=True)
+    with pytest.raises(ValueError, match="unknown stack layout"):
+        Runner(params, small_config, layout="linked")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'gpu'"):
+        Runner(params, small_config, device="tpu")
+    with pytest.raises(RuntimeError, match="set_optimizer"):
+        Runner(params, small_config).train_step(None)
+    # float64 without JAX's 64-bit mode would silently compute in float32: refused.
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match="JAX_ENABLE_X64"):
+            Runner(params, small_config, dtype="float64")
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+
+
+def test_runner_does_not_share_memory_with_the_given_arrays(small_config, small_batch):
+    params = init_params(small_config, seed=2)
+    before = {name: value.copy() for name, value in params.items()}
+    runner = Runner(params, small_config)
+    snapshot = runner.get_params()
+    runner.set_optimizer("sgd", lr=1.0)
+    runner.train_step(small_batch)  # donates the weights: XLA may overwrite their buffers
+    for name in params:
+        assert np.array_equal(params[name], before[name]), name
+        assert np.array_equal(snapshot[name], before[name]), name
+    assert not np.array_equal(runner.get_params()["reduce.left.kernel"], before["reduce.left.kernel"])
+
+
+# --------------------------------------------------------------------------
+# Dropout: training only
+# --------------------------------------------------------------------------
+
+
+def test_dropout_acts_in_training_only(small_config, small_batch):
+    params = init_params(small_config, seed=4, dtype=np.float64)
+    noisy = Runner(params, small_config, dtype="float64", dropout=0.5)
+    ref = reference.forward(params, small_config, small_batch)
+    # Eval mode (encode, loss_and_grads): no dropout at all.
+    for got, want in zip(noisy.encode(small_batch), (ref.premise, ref.hypothesis, ref.logits)):
+        assert max_abs_err(got, want) <= 1e-12
+    ref_loss = reference.loss(params, small_config, small_batch)
+    assert abs(noisy.loss_and_grads(small_batch)[0] - ref_loss) <= 1e-12
+
+    # Training mode: masks drawn from (seed, step); lr 0 keeps the weights.
+    noisy.set_optimizer("sgd", lr=0.0)
+    losses = [noisy.train_step(small_batch) for _ in range(2)]
+    assert abs(losses[0] - ref_loss) > 1e-3 and losses[0] != losses[1]
+    again = Runner(params, small_config, dtype="float64", dropout=0.5)
+    again.set_optimizer("sgd", lr=0.0)
+    assert again.train_step(small_batch) == losses[0]  # same seed, same step: same masks
+
+    # The model: train=True with rate 0 is eval mode exactly; with a rate, dropout acts.
+    arrays = tuple(jnp.asarray(getattr(small_batch, n)) for n in
+                   ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions"))
+    plain = SNLIClassifier(small_config, param_dtype=jnp.float64)
+    dropped = SNLIClassifier(small_config, dropout_rate=0.5, param_dtype=jnp.float64)
+
+    @jax.jit  # one compilation for the three forward passes
+    def logits(p, key):
+        return (train.forward(plain, p, arrays, train=True, rng=key)[2], train.forward(plain, p, arrays)[2],
+                train.forward(dropped, p, arrays, train=True, rng=key)[2])
+
+    plain_train, plain_eval, dropped_train = logits(convert.from_canonical(params, small_config, "float64")["params"],
+                                                    jax.random.key(0))
+    assert np.array_equal(plain_train, plain_eval)
+    assert max_abs_err(dropped_train, ref.logits) > 1e-3
+
+
+# --------------------------------------------------------------------------
+# Dtypes end to end
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype,other", [("float32", "f64"), ("float64", "f32")])
+def test_training_step_computes_in_one_dtype(dtype, other, small_config, small_batch):
+    """With x64 on (conftest), nothing in the float32 step is promoted to
+    float64 (no Python float or default-dtype array sneaks in), and the
+    float64 step holds no float32."""
+    runner = Runner(init_params(small_config, seed=5), small_config, dtype=dtype)
+    runner.set_optimizer("adam", lr=0.01, weight_decay=0.01)
+    arrays, _ = runner._arrays(small_batch)
+    args = runner._train_args(arrays, runner._labels(small_batch))
+    jaxpr = str(jax.make_jaxpr(runner._functions["train_step"])(*args))
+    assert f"{dtype[0]}{dtype[-2:]}[" in jaxpr.replace("float", "f")  # sanity: the dtype appears
+    assert f"{other}[" not in jaxpr
+
+
+def test_float64_end_to_end(small_config, small_batch):
+    params = init_params(small_config, seed=6, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64")
+    outputs = runner.encode(small_batch)
+    assert all(out.dtype == np.float64 for out in outputs)
+    lr, expected = 0.3, params
+    runner.set_optimizer("sgd", lr=lr)
+    for _ in range(3):  # three SGD steps, against three reference steps
+        ref_loss, ref_grads = reference.loss_and_grads(expected, small_config, small_batch)
+        assert abs(runner.train_step(small_batch) - ref_loss) <= 1e-12
+        expected = reference.sgd_step(expected, ref_grads, lr)
+    trained = runner.get_params()
+    for name, value in expected.items():
+        assert trained[name].dtype == np.float64
+        assert max_abs_err(trained[name], value) <= 1e-12, name
+
+
+# --------------------------------------------------------------------------
+# Optimizers: optax, the shared definitions, frozen weights, state
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,hyper", [("sgd", {"momentum": 0.9, "weight_decay": 0.01}),
+                                        ("adam", {"beta1": 0.8}), ("rmsprop", {})])
+def test_optimizers_follow_the_shared_definition(name, hyper, small_config, small_batch):
+    params = init_params(small_config, seed=7, dtype=np.float64)
+    frozen = ("embed.embedding",)
+    runner = Runner(params, small_config, dtype="float64")
+    runner.set_optimizer(name, lr=0.01, frozen=frozen, **hyper)
+    resolved = optimizers.resolve(name, hyper)
+    state = optimizers.zero_state(name, resolved, {k: v.shape for k, v in params.items()}, frozen, np.float64)
+    expected = params
+    for step in range(2):
+        _, grads = reference.loss_and_grads(expected, small_config, small_batch)
+        expected = optimizers.apply(name, resolved, 0.01, expected, grads, state, frozen)
+        runner.train_step(small_batch)
+    trained = runner.get_params()
+    for key in expected:
+        assert max_abs_err(trained[key], expected[key]) <= 1e-10, key
+    assert np.array_equal(trained["embed.embedding"], params["embed.embedding"])
+
+    # The state in the shared layout, and back: a restored runner continues identically.
+    saved = runner.optimizer_state()
+    assert set(saved) == set(state) and int(saved["step"]) == 2
+    for key in state:
+        assert max_abs_err(saved[key], state[key]) <= 1e-10, key
+    restored = Runner(trained, small_config, dtype="float64")
+    restored.set_optimizer(name, lr=0.01, frozen=frozen, **hyper)
+    restored.load_optimizer_state(saved)
+    assert restored.train_step(small_batch) == runner.train_step(small_batch)
+    for key, value in runner.get_params().items():
+        assert np.array_equal(restored.get_params()[key], value), key
+
+
+# --------------------------------------------------------------------------
+# Devices
+# --------------------------------------------------------------------------
+
+
+def test_device_argument(small_config, small_batch, device):
+    params = init_params(small_config, seed=8, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64", device=device)
+    leaf = jax.tree_util.tree_leaves(runner.params)[0]
+    assert leaf.devices() == {jax.devices(device)[0]}
+    assert runner.layout == DEFAULT_LAYOUT
+    try:
+        gpu = jax.devices("gpu")
+    except RuntimeError:
+        gpu = []
+    if gpu:
+        cpu = Runner(params, small_config, dtype="float64", device="cpu")
+        on_gpu = Runner(params, small_config, dtype="float64", device="gpu")
+        for a, b in zip(on_gpu.encode(small_batch), cpu.encode(small_batch)):
+            assert max_abs_err(a, b) <= 1e-12
+        assert isinstance(on_gpu.peak_memory_bytes(), int)
+    else:
+        with pytest.raises(ValueError, match="no JAX gpu device"):
+            Runner(params, small_config, device="gpu")
