@@ -1,0 +1,36 @@
+"""SPINN in TensorFlow 2, as one static graph: ``tf.function`` + ``tf.while_loop``.
+
+What this package shows about its framework:
+
+* The whole encoder is traced once into a graph. Sentence length, step count
+  and batch size are ``None`` dimensions of the input signature, so ONE trace
+  serves every batch shape (the Runner counts traces, and the tests fail if
+  TensorFlow retraces).
+* The transition steps are a ``tf.while_loop`` whose trip count is a
+  run-time tensor. Nothing in the body may branch on a value in Python: SHIFT,
+  REDUCE and PAD are chosen per sentence by masks (``tf.where``) and index
+  arithmetic, and every sentence computes a tracker step and a composition at
+  every step, whatever its transition.
+* The stack is the thin stack of Bowman et al. (2016): a memory of rows
+  written once (the leaves, then one composition per step), and an integer
+  stack of row numbers per sentence. In the graph executor the memory is a
+  ``tf.TensorArray`` (one element per row and sentence, read with ``gather``
+  and written with ``scatter``), because a plain tensor updated inside a while
+  loop is copied at every step; under XLA (``jit_compile=True``), which cannot
+  compile TensorArray scatters but updates buffers in place, it is a plain
+  tensor. The two are the same function with a different memory container.
+* Weights live in ``tf.Variable``s inside ``tf.Module``s; the tracker's and
+  the composition's kernels are fused (one matmul per step each), so the
+  canonical ``.npz`` is split and joined on the way in and out (``convert.py``).
+* Training uses ``tf.GradientTape`` (gradients flow back through the while
+  loop) and Keras 3 optimizers (SGD, Adam, RMSprop) on the raw variables.
+* Results are bit-identical from call to call, so a resumed training run
+  equals an uninterrupted one. That takes care in TensorFlow: Grappler turns
+  a chain of three adds into one ``AddN``, whose CPU kernel reorders its
+  inputs by which buffer it can reuse; the model keeps every sum to two terms
+  or a ``reduce_sum`` (model.py, ``Reduce`` and ``classify``).
+
+Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
+``train.py`` (loss, gradients, optimizers, dropout), ``runner.py`` (the
+adapter of docs/runner-interface.md, with trace counting and the XLA switch).
+"""

@@ -1,0 +1,224 @@
+"""The TensorFlow SPINN behind the shared Runner interface (docs/runner-interface.md).
+
+Each entry point (encode, loss_and_grads, train_step) is one ``tf.function``
+with an input signature whose sizes are ``None``: traced once, it serves every
+batch size B, token count N and step count T. :class:`Traced` counts traces
+(Python runs only while TensorFlow traces) and times the trace
+(``get_concrete_function``) apart from the first call, which is where
+TensorFlow optimises the graph (Grappler) or XLA compiles it.
+
+Options: ``xla=True`` compiles the same functions with ``jit_compile=True``
+(the memory becomes a plain tensor, see model.py). It is still one trace,
+but XLA compiles one program per distinct input shape: counted as
+``xla_compilations``, the time of those calls added to ``compile_s``.
+``memory="tensor_array"|"dense"`` picks the memory container explicitly
+(default: TensorArray on the CPU without XLA, dense otherwise).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from shared import optimizers
+from shared.batching import PairBatch
+from shared.params import ModelConfig, param_shapes
+
+from . import convert, train
+from .model import MEMORIES
+
+TOKENS = tf.TensorSpec([None, None], tf.int32)  # [B, N]
+TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]
+LABELS = tf.TensorSpec([None], tf.int32)  # [B]
+SEED = tf.TensorSpec([2], tf.int32)  # a stateless random seed
+INPUTS = [TOKENS, TRANSITIONS, TOKENS, TRANSITIONS]
+
+
+def tf_device(device: str) -> str:
+    """"cpu" -> "/CPU:0"; "gpu" -> "/GPU:0", the first visible GPU."""
+    if device == "cpu":
+        return "/CPU:0"
+    if device == "gpu":
+        if not tf.config.list_physical_devices("GPU"):
+            raise RuntimeError("device 'gpu' asked for, but TensorFlow sees no GPU")
+        return "/GPU:0"
+    raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+
+
+class Traced:
+    """One tf.function with a fixed input signature, and what building it cost."""
+
+    def __init__(self, name: str, fn: Callable, input_signature: Sequence[tf.TensorSpec], jit_compile: bool):
+        self.name = name
+        self.jit_compile = jit_compile
+        self.traces = 0
+        self.trace_s = 0.0  # Python -> graph (get_concrete_function)
+        self.compile_calls_s = 0.0  # calls that optimised/compiled first (their run time included)
+        self.shapes: set[tuple] = set()  # input shapes seen; with XLA, one compilation each
+
+        def traced(*args):
+            self.traces += 1  # a Python side effect: runs when TensorFlow traces, never in the graph
+            return fn(*args)
+
+        # autograph=False: the loop is an explicit tf.while_loop; nothing is rewritten behind our back.
+        self.function = tf.function(traced, input_signature=input_signature, jit_compile=jit_compile,
+                                    autograph=False)
+        self._concrete = None
+
+    def __call__(self, *args):
+        if self._concrete is None:
+            start = time.perf_counter()
+            self._concrete = self.function.get_concrete_function()  # the trace, timed on its own
+            self.trace_s += time.perf_counter() - start
+        shape = tuple(tuple(a.shape) for a in args)
+        compiles = not self.shapes or (self.jit_compile and shape not in self.shapes)
+        self.shapes.add(shape)
+        start = time.perf_counter()
+        out = self.function(*args)  # (not self._concrete: a retrace would show in self.traces)
+        if compiles:
+            for t in tf.nest.flatten(out):
+                t.numpy()  # wait for the result
+            self.compile_calls_s += time.perf_counter() - start
+        return out
+
+    @property
+    def compilations(self) -> int:
+        """XLA programs built (one per distinct input shape); 0 without XLA."""
+        return len(self.shapes) if self.jit_compile else 0
+
+    def stats(self) -> dict:
+        return {"traces": self.traces, "trace_s": self.trace_s, "first_calls_s": self.compile_calls_s,
+                "xla_compilations": self.compilations, "shapes": len(self.shapes)}
+
+
+class Runner:
+    framework = "tensorflow"
+
+    def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
+                 memory: str | None = None, **options):
+        if options:
+            raise TypeError(f"unknown TensorFlow runner options {sorted(options)} (known: xla, memory)")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        # Default memory: the TensorArray for the CPU graph executor (see model.py);
+        # a dense tensor under XLA (which cannot compile the TensorArray scatter)
+        # and on a GPU, where the TensorArray's one-element-per-item scatter
+        # would be hundreds of tiny device copies a step, while copying the
+        # dense memory costs microseconds at GPU memory bandwidth.
+        memory = memory or ("dense" if xla or device == "gpu" else "tensor_array")
+        if memory not in MEMORIES:
+            raise ValueError(f"memory must be one of {MEMORIES}, got {memory!r}")
+        if xla and memory == "tensor_array":
+            raise ValueError("XLA cannot compile the TensorArray memory (TensorListScatterIntoExistingList); "
+                             "use memory='dense' with xla=True")
+        self.config = config
+        self.dtype = dtype
+        self.device = tf_device(device)
+        self.seed = seed
+        self.xla = bool(xla)
+        self.memory = memory
+        with tf.device(self.device):
+            self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory)
+        model = self.model
+
+        def encode(*inputs):  # the four int32 arrays of a PairBatch
+            return model(*inputs)
+
+        def loss_and_grads(*inputs_and_labels):
+            *inputs, labels = inputs_and_labels
+            return train.loss_and_grads(model, inputs, labels)
+
+        self._encode = Traced("encode", encode, INPUTS, self.xla)
+        self._loss_and_grads = Traced("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla)
+        self._train_step: Traced | None = None
+        self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
+        self.optimizer = None
+        self._optimizer_spec: tuple | None = None  # (name, hyperparameters, frozen canonical names)
+        self.steps = 0  # training steps taken: numbers the dropout draws (restored with the optimizer state)
+
+    def _tensors(self, arrays):
+        with tf.device(self.device):
+            return [tf.constant(a) for a in arrays]
+
+    def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with tf.device(self.device):
+            out = self._encode(*self._tensors(train.model_inputs(batch, self.config)))
+        return tuple(t.numpy() for t in out)
+
+    def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
+        arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
+        with tf.device(self.device):
+            loss, grads = self._loss_and_grads(*self._tensors(arrays))
+        return float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads])
+
+    def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
+        hyper = optimizers.resolve(name, hyper)
+        frozen = optimizers.check_frozen(frozen, param_shapes(self.config))
+        with tf.device(self.device):
+            optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
+        if self._train_step is not None:
+            self._retired.append(self._train_step)
+        model, weight_decay = self.model, hyper["weight_decay"]
+
+        def train_step(*inputs_labels_seed):
+            *inputs, labels, seed = inputs_labels_seed
+            return train.train_step(model, optimizer, inputs, labels, seed, frozen=frozen, weight_decay=weight_decay)
+
+        # A new optimizer has new slot variables (and maybe other frozen
+        # entries), so it gets its own traced step; the step count is kept.
+        self._train_step = Traced("train_step", train_step, INPUTS + [LABELS, SEED], self.xla)
+        self.optimizer = optimizer
+        self._optimizer_spec = (name, hyper, frozen)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._need_optimizer()
+        train.set_learning_rate(self.optimizer, lr)  # a variable the traced step reads: no retrace
+
+    def train_step(self, batch: PairBatch) -> float:
+        self._need_optimizer()
+        arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
+        # The dropout seed of this step, a function of (seed, step) only: new
+        # masks every step, and a resumed run draws the masks of an uninterrupted one.
+        step_seed = np.random.SeedSequence([self.seed, self.steps]).generate_state(2) % (2**31 - 1)
+        with tf.device(self.device):
+            loss = self._train_step(*self._tensors(arrays + (step_seed.astype(np.int32),)))
+        self.steps += 1
+        return float(loss.numpy())
+
+    def optimizer_state(self) -> dict[str, np.ndarray]:
+        self._need_optimizer()
+        return train.optimizer_state(self.model, self.optimizer, *self._optimizer_spec, step=self.steps)
+
+    def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._need_optimizer()
+        self.steps = train.load_optimizer_state(self.model, self.optimizer, *self._optimizer_spec, state)
+
+    def _need_optimizer(self) -> None:
+        if self.optimizer is None:
+            raise RuntimeError("call set_optimizer first")
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        return convert.to_canonical(self.model)
+
+    def _functions(self) -> list[Traced]:
+        return [self._encode, self._loss_and_grads] + self._retired + (
+            [self._train_step] if self._train_step is not None else [])
+
+    def compile_stats(self) -> dict:
+        """traces and compile_s (SPEC §6) summed over the entry points used so far;
+        compile_s = trace time + the calls that optimised/compiled (their run included).
+        Per function: traces, trace_s, first_calls_s, xla_compilations, shapes."""
+        functions = self._functions()
+        return {
+            "traces": sum(f.traces for f in functions),
+            "compile_s": sum(f.trace_s + f.compile_calls_s for f in functions),
+            "trace_s": sum(f.trace_s for f in functions),
+            "xla": self.xla,
+            "xla_compilations": sum(f.compilations for f in functions),
+            "memory": self.memory,
+            "functions": {f.name: f.stats() for f in functions if f.traces or f.shapes},
+        }

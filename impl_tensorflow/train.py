@@ -1,0 +1,241 @@
+"""Loss, gradients, optimizers and the training step (TensorFlow).
+
+The functions here build graph pieces; ``runner.py`` wraps them in
+``tf.function``s with a fixed input signature, so each is traced once.
+``tf.GradientTape`` records the forward pass, the while loop included, and
+``tape.gradient`` adds the backward loop to the same graph. The optimizers are
+Keras 3's SGD, Adam and RMSprop (the framework's own library) on the raw
+``tf.Variable``s, with the shared hyperparameter names, defaults and state
+layout of shared/optimizers.py; make_optimizer lists where Keras computes
+differently.
+
+Dropout is stateless: the training step takes a seed <int32>[2] made on the
+host from (Runner seed, step number), so the traced graph draws fresh masks
+at every step without any random state inside it, and a resumed run draws
+the masks of an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from shared import optimizers
+from shared.batching import PairBatch
+from shared.params import ModelConfig, param_shapes
+
+from . import convert
+from .model import SNLIClassifier, check_inputs
+
+# Keras 3 picks its backend when first imported; the optimizers below must be
+# the TensorFlow ones. (Only a default: an explicit choice is respected, and
+# checked in make_optimizer.)
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+import keras  # noqa: E402
+
+OPTIMIZERS = optimizers.OPTIMIZERS
+
+
+# --------------------------------------------------------------------------
+# Host side: batches -> checked int32 arrays
+# --------------------------------------------------------------------------
+
+
+def model_inputs(batch: PairBatch, config: ModelConfig) -> tuple[np.ndarray, ...]:
+    """The four model arguments as int32 arrays, checked on the host (the graph cannot raise)."""
+    arrays = (batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens, batch.hypothesis_transitions)
+    arrays = tuple(np.asarray(a, dtype=np.int32) for a in arrays)
+    for side, (tokens, transitions) in (("premise", arrays[:2]), ("hypothesis", arrays[2:])):
+        try:
+            check_inputs(tokens, transitions, config.vocab_size)
+        except ValueError as err:
+            raise ValueError(f"{side}: {err}") from None
+    return arrays
+
+
+def labels_array(batch: PairBatch) -> np.ndarray:
+    labels = np.asarray(batch.labels, dtype=np.int32)
+    if np.any(labels < 0) or np.any(labels > 2):
+        raise ValueError("loss needs labels 0..2 on every row (unlabeled rows must be filtered out)")
+    return labels
+
+
+# --------------------------------------------------------------------------
+# Graph side
+# --------------------------------------------------------------------------
+
+
+def batch_loss(model: SNLIClassifier, inputs, labels, training: bool = False, seed=None) -> tf.Tensor:
+    """Mean cross-entropy of the batch (a 0-d tensor)."""
+    _, _, logits = model(*inputs, training=training, seed=seed)
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
+def _dense(grad) -> tf.Tensor:
+    # The embedding's gradient arrives as IndexedSlices (rows of the looked-up
+    # words); canonical gradients and the optimizers' dense updates want a tensor.
+    return tf.convert_to_tensor(grad)
+
+
+def loss_and_grads(model: SNLIClassifier, inputs, labels) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    """Eval mode: the loss and its gradient for every entry of convert.variables(model), in order."""
+    variables = list(convert.variables(model).values())
+    with tf.GradientTape() as tape:
+        loss = batch_loss(model, inputs, labels)
+    grads = tape.gradient(loss, variables)  # backwards through the while loop
+    return loss, [_dense(g) for g in grads]
+
+
+# --------------------------------------------------------------------------
+# Optimizers (Keras 3) with the shared names, state layout and frozen entries
+# --------------------------------------------------------------------------
+
+
+def trainable(model: SNLIClassifier, frozen: Sequence[str]) -> list[tuple[str, tf.Variable, np.ndarray | None]]:
+    """The variables an optimizer updates: (TensorFlow name, variable, row mask).
+
+    ``frozen`` holds canonical names. A variable whose every block is frozen
+    (e.g. ``embed.embedding``) is left out, so its gradient is never computed.
+    A fused variable with some blocks frozen stays in, with a 0/1 mask
+    <float>[rows, 1] that zeroes those rows of its gradient (from zero state,
+    SGD, Adam and RMSprop then never move them).
+    """
+    frozen = set(frozen)
+    rows: dict[str, list[tuple[int, int, bool]]] = {}
+    for name, (tf_name, start, stop) in convert.name_map(model.config).items():
+        rows.setdefault(tf_name, []).append((start, stop, name in frozen))
+    out = []
+    for tf_name, variable in convert.variables(model).items():
+        blocks = rows[tf_name]
+        if all(is_frozen for _, _, is_frozen in blocks):
+            continue
+        mask = None
+        if any(is_frozen for _, _, is_frozen in blocks):
+            mask = np.ones((variable.shape[0],) + (1,) * (len(variable.shape) - 1), variable.dtype.as_numpy_dtype)
+            for start, stop, is_frozen in blocks:
+                if is_frozen:
+                    mask[start:stop] = 0
+        out.append((tf_name, variable, mask))
+    return out
+
+
+def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Sequence[str] = (),
+                   **hyper) -> keras.optimizers.Optimizer:
+    """keras.optimizers.SGD, Adam or RMSprop over the trainable variables.
+
+    ``hyper`` takes the shared names of shared/optimizers.py (``momentum``,
+    ``beta1``, ``beta2``, ``rho``, ``eps``, ``weight_decay``) with the shared
+    defaults, mapped onto Keras' (``beta_1``, ``epsilon``, ...). Built here,
+    eagerly: its slot variables must exist before the training step is traced
+    (a tf.function may not create variables on every trace).
+
+    Where Keras computes differently from the shared definition:
+    ``weight_decay`` is NOT given to Keras (its decay is decoupled, AdamW
+    style); train_step adds the shared coupled term ``g + wd * p`` to the
+    gradient instead. Keras' Adam adds epsilon to sqrt(v) before the bias
+    correction of v (acting as ``eps * sqrt(1 - b2^t)`` in the shared
+    formula). Keras' SGD momentum keeps ``m = momentum * m - lr * g`` and adds
+    it, i.e. ``m = -lr * b`` for the shared buffer ``b`` while lr is constant
+    (optimizer_state converts with the current lr). RMSprop matches exactly.
+    In float64, Keras still passes some numbers through float32: the learning
+    rate is a float32 variable, and SGD's momentum and Adam's beta powers are
+    made from float32 constants (0.9 acts as 0.89999998), a 1e-8 relative
+    difference; values float32 holds exactly (0.5, 0.875, 0.125) avoid it.
+    """
+    if keras.backend.backend() != "tensorflow":
+        raise RuntimeError(f"Keras runs on the {keras.backend.backend()!r} backend; "
+                           "set KERAS_BACKEND=tensorflow to train the TensorFlow SPINN")
+    hyper = optimizers.resolve(name, hyper)  # ValueError for an unknown name or hyperparameter
+    optimizers.check_frozen(frozen, convert.name_map(model.config))
+    if name == "sgd":
+        optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=hyper["momentum"])
+    elif name == "adam":
+        optimizer = keras.optimizers.Adam(learning_rate=lr, beta_1=hyper["beta1"], beta_2=hyper["beta2"],
+                                          epsilon=hyper["eps"])
+    else:
+        optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=hyper["rho"], epsilon=hyper["eps"])
+    optimizer.build([variable for _, variable, _ in trainable(model, frozen)])
+    return optimizer
+
+
+def set_learning_rate(optimizer: keras.optimizers.Optimizer, lr: float) -> None:
+    """Assign the optimizer's learning-rate variable: the traced step reads it, nothing retraces."""
+    optimizer.learning_rate = lr
+
+
+def _slot_variables(optimizer: keras.optimizers.Optimizer, name: str, slot: str) -> list:
+    """Keras' per-variable slot list for a shared slot name, in build order (the trainable() order)."""
+    lists = {("sgd", "momentum"): "momentums", ("adam", "m"): "_momentums", ("adam", "v"): "_velocities",
+             ("rmsprop", "v"): "_velocities"}
+    return getattr(optimizer, lists[(name, slot)])
+
+
+def _to_shared(name: str, slot: str, value: np.ndarray, lr: float) -> np.ndarray:
+    return -value / lr if (name, slot) == ("sgd", "momentum") else value
+
+
+def _from_shared(name: str, slot: str, value: np.ndarray, lr: float) -> np.ndarray:
+    return -lr * value if (name, slot) == ("sgd", "momentum") else value
+
+
+def optimizer_state(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, name: str, hyper: dict,
+                    frozen: Sequence[str], step: int) -> dict[str, np.ndarray]:
+    """The optimizer's state in the shared layout: ``step`` and ``{slot}/{param}``
+    arrays with canonical names and [in, out] kernels (zeros before the first step)."""
+    lr = float(optimizer.learning_rate.numpy())
+    variables = trainable(model, frozen)
+    mapping = convert.name_map(model.config)
+    out: dict[str, np.ndarray] = {optimizers.STEP: np.array(step, dtype=np.int64)}
+    for slot in optimizers.slots(name, hyper):
+        values = {tf_name: _to_shared(name, slot, np.asarray(keras_variable.numpy()), lr)
+                  for (tf_name, _, _), keras_variable in zip(variables, _slot_variables(optimizer, name, slot))}
+        for canonical, (tf_name, start, stop) in mapping.items():
+            if canonical not in frozen:
+                out[f"{slot}/{canonical}"] = np.array(values[tf_name][start:stop], copy=True)
+    optimizers.check_state(out, optimizers.state_shapes(name, hyper, param_shapes(model.config), frozen))
+    return out
+
+
+def load_optimizer_state(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, name: str, hyper: dict,
+                         frozen: Sequence[str], state: Mapping[str, np.ndarray]) -> int:
+    """Put a shared-layout state into ``optimizer``; returns its step count."""
+    optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(model.config), frozen))
+    lr = float(optimizer.learning_rate.numpy())
+    step = int(state[optimizers.STEP])
+    variables = trainable(model, frozen)
+    blocks: dict[str, list[tuple[str, int, int]]] = {}
+    for canonical, (tf_name, start, stop) in convert.name_map(model.config).items():
+        blocks.setdefault(tf_name, []).append((canonical, start, stop))
+    for slot in optimizers.slots(name, hyper):
+        for (tf_name, variable, _), keras_variable in zip(variables, _slot_variables(optimizer, name, slot)):
+            parts = [np.asarray(state[f"{slot}/{canonical}"]) if canonical not in frozen
+                     else np.zeros((stop - start,) + tuple(variable.shape[1:])) for canonical, start, stop in blocks[tf_name]]
+            value = _from_shared(name, slot, np.concatenate(parts, axis=0), lr)
+            keras_variable.assign(value.astype(variable.dtype.as_numpy_dtype))
+    optimizer.iterations.assign(step)  # Adam's bias correction counts from here
+    return step
+
+
+def train_step(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, inputs, labels, seed, *,
+               frozen: Sequence[str] = (), weight_decay: float = 0.0) -> tf.Tensor:
+    """One optimizer step in training mode (dropout on, if the model has a
+    rate); returns the loss computed before the update. Frozen parameters get
+    no update (their gradients are not even computed when a whole variable is
+    frozen); ``weight_decay`` is the shared coupled L2 term ``g + wd * p``."""
+    variables = trainable(model, frozen)
+    with tf.GradientTape() as tape:
+        loss = batch_loss(model, inputs, labels, training=True, seed=seed)
+    grads = tape.gradient(loss, [variable for _, variable, _ in variables])
+    updates = []
+    for (_, variable, mask), grad in zip(variables, grads):
+        grad = _dense(grad)
+        if weight_decay:
+            grad = grad + weight_decay * variable
+        if mask is not None:
+            grad = grad * mask
+        updates.append((grad, variable))
+    optimizer.apply_gradients(updates)
+    return loss

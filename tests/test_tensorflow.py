@@ -1,0 +1,352 @@
+"""TensorFlow-specific checks: one trace for every shape, the XLA variant,
+the canonical .npz round trip, dropout, float64, input checks.
+
+Agreement with the float64 reference on shared cases lives in
+test_equivalence.py; every number here is also measured against the
+reference, never against TensorFlow itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import small_config_for
+from impl_tensorflow import convert
+from impl_tensorflow.runner import Runner
+from shared import optimizers, reference
+from shared.batching import PairBatch, make_pair_batch
+from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
+from shared.params import ParamError, init_params, param_shapes, save_params
+from shared.transitions import PAD, REDUCE, SHIFT
+
+
+def shaped_batches(pairs, vocab):
+    """Batches of different B, N and T (same pairs padded differently, and different pairs)."""
+    return [
+        make_pair_batch(pairs[:3], vocab, num_tokens=30),
+        make_pair_batch(pairs[3:8], vocab, num_tokens=40, num_steps=90),
+        make_pair_batch(pairs[8:9], vocab),  # B = 1, its own N, T = 2N - 1
+        make_pair_batch(pairs[:12], vocab, num_tokens=64),
+    ]
+
+
+def assert_matches_reference(runner, params, config, batch, tol=1e-12):
+    premise, hypothesis, logits = runner.encode(batch)
+    ref = reference.forward(params, config, batch)
+    assert max_abs_err(premise, ref.premise) <= tol
+    assert max_abs_err(hypothesis, ref.hypothesis) <= tol
+    assert max_abs_err(logits, ref.logits) <= tol
+
+
+# --------------------------------------------------------------------------
+# One trace serves every shape
+# --------------------------------------------------------------------------
+
+
+def test_one_trace_for_every_batch_shape(device, small_config, sample_pairs, vocab):
+    params = init_params(small_config, seed=11, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64", device=device)
+    runner.set_optimizer("sgd", lr=0.0)  # lr 0: the weights stay those of the reference
+    batches = shaped_batches(sample_pairs, vocab)
+    assert len({(b.size, b.num_tokens, b.num_steps) for b in batches}) == len(batches)
+    for batch in batches:
+        assert_matches_reference(runner, params, small_config, batch)
+        loss, _ = runner.loss_and_grads(batch)
+        assert abs(runner.train_step(batch) - loss) <= 1e-12
+    stats = runner.compile_stats()
+    per_function = {name: f["traces"] for name, f in stats["functions"].items()}
+    assert per_function == {"encode": 1, "loss_and_grads": 1, "train_step": 1}, per_function
+    assert stats["traces"] == 3
+    assert stats["functions"]["encode"]["shapes"] == len(batches)
+    assert stats["xla_compilations"] == 0 and not stats["xla"]
+    assert stats["compile_s"] >= stats["trace_s"] > 0.0
+
+
+def test_backward_loop_never_saves_the_memory(small_config):
+    """The thin stack's point: per step the gradient keeps the small [S, *]
+    tensors a step read, never the memory (a TensorArray, a variant tensor).
+    Inspected in the traced graph: no per-step accumulator holds a variant."""
+    runner = Runner(init_params(small_config, seed=1), small_config)
+    graph = runner._loss_and_grads.function.get_concrete_function().graph
+    accumulators = [op for op in graph.get_operations() if op.type == "EmptyTensorList"]
+    assert accumulators, "expected the while loop's gradient to stack per-step values"
+    kept = {op.get_attr("element_dtype") for op in accumulators}
+    assert tf.variant not in kept, kept
+
+
+# --------------------------------------------------------------------------
+# XLA: the same function with jit_compile=True
+# --------------------------------------------------------------------------
+
+
+def test_xla_variant_matches_reference(device, vocab, sample_pairs):
+    config = small_config_for(len(vocab))
+    params = init_params(config, seed=12, dtype=np.float64)
+    runner = Runner(params, config, dtype="float64", device=device, xla=True)
+    batches = shaped_batches(sample_pairs, vocab)[:2]
+    for batch in batches + batches[:1]:  # the third call repeats a shape: no new compilation
+        assert_matches_reference(runner, params, config, batch)
+    batch = batches[0]
+    loss, grads = runner.loss_and_grads(batch)
+    ref_loss, ref_grads = reference.loss_and_grads(params, config, batch)
+    assert abs(loss - ref_loss) <= 1e-12
+    errors = grad_rel_errs(grads, ref_grads)
+    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+    stats = runner.compile_stats()
+    assert stats["xla"] and stats["traces"] == 2  # encode and loss_and_grads, one trace each
+    # XLA compiles one program per input shape: two for encode, one for the gradients.
+    assert stats["functions"]["encode"]["xla_compilations"] == 2
+    assert stats["xla_compilations"] == 3
+
+
+def test_xla_sgd_step_matches_reference(device, small_config, small_batch):
+    params = init_params(small_config, seed=13, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64", device=device, xla=True)
+    runner.set_optimizer("sgd", lr=0.5)
+    ref_loss, ref_grads = reference.loss_and_grads(params, small_config, small_batch)
+    assert abs(runner.train_step(small_batch) - ref_loss) <= 1e-10
+    expected = reference.sgd_step(params, ref_grads, 0.5)
+    updated = runner.get_params()
+    for name in expected:
+        assert max_abs_err(updated[name], expected[name]) <= 1e-10, name
+
+
+def test_memory_containers_agree(device, small_config, small_batch):
+    """TensorArray memory (graph executor) and dense memory (for XLA) are one model."""
+    params = init_params(small_config, seed=14, dtype=np.float64)
+    ref = reference.forward(params, small_config, small_batch)
+    for memory in ("tensor_array", "dense"):
+        runner = Runner(params, small_config, dtype="float64", device=device, memory=memory)
+        assert runner.compile_stats()["memory"] == memory
+        assert_matches_reference(runner, params, small_config, small_batch)
+    with pytest.raises(ValueError, match="XLA cannot compile"):
+        Runner(params, small_config, xla=True, memory="tensor_array")
+    with pytest.raises(TypeError, match="unknown"):
+        Runner(params, small_config, unroll=2)
+
+
+# --------------------------------------------------------------------------
+# The canonical .npz
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+def test_load_save_bit_identical(tmp_path, vocab, dtype):
+    config = small_config_for(len(vocab))
+    params = init_params(config, seed=15, dtype=dtype)
+    source, copy = tmp_path / "in.npz", tmp_path / "out.npz"
+    save_params(source, params, config, vocab.to_array())
+    model, words = convert.load(source, dtype=np.dtype(dtype).name)
+    convert.save(model, copy, words)
+    with np.load(source, allow_pickle=False) as a, np.load(copy, allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
+            assert a[name].tobytes() == b[name].tobytes(), name
+    # The fused variables really hold the blocks the map says.
+    H, D = config.hidden_dim, config.tracker_dim
+    kernel = model.spinn.reduce.kernel.numpy()
+    assert np.array_equal(kernel[H:2 * H], params["reduce.right.kernel"])
+    assert np.array_equal(model.spinn.tracker.kernel.numpy()[3 * H:], params["tracker.kernel_hidden"])
+    assert kernel.shape == (2 * H + D, 5 * H)
+
+
+def test_wrong_entries_are_errors_that_name_them(tmp_path, vocab):
+    config = small_config_for(len(vocab))
+    params = init_params(config, seed=16)
+    missing = {k: v for k, v in params.items() if k != "tracker.bias"}
+    with pytest.raises(ParamError, match="tracker.bias"):
+        convert.from_canonical(missing, config)
+    with pytest.raises(ParamError, match="mlp.9.kernel"):
+        convert.from_canonical({**params, "mlp.9.kernel": np.zeros((7, 7), np.float32)}, config)
+    with pytest.raises(ParamError, match=r"reduce.left.kernel.*\(25, 5\).*\(5, 25\)"):
+        convert.from_canonical({**params, "reduce.left.kernel": params["reduce.left.kernel"].T}, config)
+    no_tracker = config.replace(tracker_dim=0)  # tracker entries are extra without a tracker
+    with pytest.raises(ParamError, match="tracker"):
+        convert.from_canonical(params, no_tracker)
+    # A bad file: written by hand, since save_params refuses bad sets.
+    bad = {**params, "projection.bias": np.zeros(3, np.float32)}
+    path = tmp_path / "bad.npz"
+    np.savez(path, **bad, **{"meta.config": np.array(config.to_json()), "meta.vocab": vocab.to_array()})
+    with pytest.raises(ParamError, match="projection.bias"):
+        convert.load(path)
+    with pytest.raises(ValueError, match="dtype"):
+        convert.from_canonical(params, config, dtype="float16")
+    # The gradient map checks counts too.
+    model = convert.from_canonical(params, config)
+    with pytest.raises(ValueError, match="gradients for"):
+        convert.grads_to_canonical(model, [np.zeros(1)])
+
+
+# --------------------------------------------------------------------------
+# Dropout, float64, input checks, devices
+# --------------------------------------------------------------------------
+
+
+def test_dropout_only_in_training(device, small_config, small_batch):
+    params = init_params(small_config, seed=17, dtype=np.float64)
+    plain = Runner(params, small_config, dtype="float64", device=device)
+    dropped = Runner(params, small_config, dtype="float64", device=device, dropout=0.5, seed=3)
+    ref = reference.forward(params, small_config, small_batch)
+    for got, want in zip(dropped.encode(small_batch), (ref.premise, ref.hypothesis, ref.logits)):
+        assert max_abs_err(got, want) <= 1e-12  # eval mode: no dropout
+    eval_loss = reference.loss(params, small_config, small_batch)
+    assert abs(dropped.loss_and_grads(small_batch)[0] - eval_loss) <= 1e-12
+    # Training: lr 0 keeps the weights, so only dropout moves the loss.
+    for runner in (plain, dropped):
+        runner.set_optimizer("sgd", lr=0.0)
+    assert abs(plain.train_step(small_batch) - eval_loss) <= 1e-12
+    losses = [dropped.train_step(small_batch) for _ in range(2)]
+    assert all(abs(loss - eval_loss) > 1e-6 for loss in losses)
+    assert abs(losses[0] - losses[1]) > 1e-9  # new masks at every step
+    again = Runner(params, small_config, dtype="float64", device=device, dropout=0.5, seed=3)
+    again.set_optimizer("sgd", lr=0.0)
+    assert again.train_step(small_batch) == losses[0]  # repeatable from the seed
+    assert again.compile_stats()["traces"] == 1  # one traced train step, dropout included
+
+
+def test_float64_end_to_end(device, small_config, small_batch):
+    params = init_params(small_config, seed=18, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64", device=device)
+    assert all(v.dtype == tf.float64 for v in convert.variables(runner.model).values())
+    premise, hypothesis, logits = runner.encode(small_batch)
+    assert premise.dtype == hypothesis.dtype == logits.dtype == np.float64
+    assert_matches_reference(runner, params, small_config, small_batch, tol=1e-13)  # out of float32's reach
+    _, grads = runner.loss_and_grads(small_batch)
+    assert all(g.dtype == np.float64 for g in grads.values())
+    runner.set_optimizer("adam", lr=0.01)
+    runner.train_step(small_batch)
+    slots = [v for v in runner.optimizer.variables if str(v.dtype) == "float64"]  # Adam's m and v
+    assert len(slots) == 2 * len(convert.variables(runner.model))
+    updated = runner.get_params()
+    assert all(v.dtype == np.float64 for v in updated.values())
+    assert max_abs_err(updated["reduce.left.kernel"], params["reduce.left.kernel"]) > 1e-4
+
+
+def test_invalid_inputs_raise(small_config, small_batch):
+    runner = Runner(init_params(small_config, seed=19), small_config)
+    cases = {
+        "REDUCE with fewer than two": lambda t: t.__setitem__((0, slice(None)), [SHIFT, REDUCE] + [PAD] * (t.shape[1] - 2)),
+        "unknown transition code": lambda t: t.__setitem__((1, 0), 7),
+        "REDUCEs for": lambda t: t.__setitem__((2, slice(None)), [SHIFT, SHIFT] + [PAD] * (t.shape[1] - 2)),
+        "no SHIFT": lambda t: t.__setitem__((3, slice(None)), PAD),
+    }
+    for message, corrupt in cases.items():
+        transitions = small_batch.premise_transitions.copy()
+        corrupt(transitions)
+        bad = PairBatch(**{**small_batch.to_dict(), "premise_transitions": transitions},
+                                    pair_ids=small_batch.pair_ids)
+        with pytest.raises(ValueError, match=f"premise: sentence .*{message}"):
+            runner.encode(bad)
+    tokens = small_batch.hypothesis_tokens.copy()
+    tokens[0, 0] = small_config.vocab_size
+    bad = PairBatch(**{**small_batch.to_dict(), "hypothesis_tokens": tokens}, pair_ids=small_batch.pair_ids)
+    with pytest.raises(ValueError, match="hypothesis: .*outside the vocabulary"):
+        runner.encode(bad)
+    labels = small_batch.labels.copy()
+    labels[0] = -1
+    unlabeled = PairBatch(**{**small_batch.to_dict(), "labels": labels}, pair_ids=small_batch.pair_ids)
+    with pytest.raises(ValueError, match="labels"):
+        runner.loss_and_grads(unlabeled)
+
+
+def test_device_argument(small_config):
+    params = init_params(small_config, seed=20)
+    with pytest.raises(ValueError, match="device"):
+        Runner(params, small_config, device="tpu")
+    if tf.config.list_physical_devices("GPU"):
+        runner = Runner(params, small_config, device="gpu")
+        assert "GPU" in runner.model.spinn.reduce.kernel.device
+    else:
+        with pytest.raises(RuntimeError, match="no GPU"):
+            Runner(params, small_config, device="gpu")
+    runner = Runner(params, small_config, device="cpu")
+    assert "CPU" in runner.model.spinn.reduce.kernel.device
+
+
+# --------------------------------------------------------------------------
+# Optimizers: the shared definitions on Keras, determinism
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,hyper", [("sgd", {"momentum": 0.875, "weight_decay": 0.01}), ("rmsprop", {"rho": 0.8})],
+                         ids=["sgd-momentum-wd", "rmsprop"])
+def test_optimizers_follow_the_shared_definition(device, small_config, small_batch, name, hyper):
+    """Three float64 steps against shared/optimizers.apply: Keras' SGD momentum
+    (kept as -lr * b) and its decoupled weight decay (not used: the coupled
+    term is added to the gradient) are translated; the state too. (Momentum
+    and lr are float32-exact: Keras rounds them through float32, train.py.)"""
+    params = init_params(small_config, seed=21, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64", device=device)
+    runner.set_optimizer(name, 0.125, **hyper)  # an lr float32 holds exactly
+    hyper = optimizers.resolve(name, hyper)
+    shapes = param_shapes(small_config)
+    state = optimizers.zero_state(name, hyper, shapes, dtype=np.float64)
+    expected = params
+    for _ in range(3):
+        _, grads = reference.loss_and_grads(expected, small_config, small_batch)
+        expected = optimizers.apply(name, hyper, 0.125, expected, grads, state)
+        runner.train_step(small_batch)
+    updated = runner.get_params()
+    for key in expected:
+        assert max_abs_err(updated[key], expected[key]) <= 1e-10, key
+    got = runner.optimizer_state()
+    optimizers.check_state(got, optimizers.state_shapes(name, hyper, shapes))
+    for key, value in state.items():
+        assert max_abs_err(got[key], value) <= 1e-10, key
+    # and a state loaded back reads out unchanged
+    runner.load_optimizer_state(got)
+    for key, value in runner.optimizer_state().items():
+        assert max_abs_err(value, got[key]) <= 1e-12, key
+
+
+def test_frozen_block_of_a_fused_variable(device, small_config, small_batch):
+    """reduce.right.kernel is rows of the fused reduce kernel: freezing it masks
+    those rows of the gradient, while the rest of the variable trains."""
+    params = init_params(small_config, seed=22)
+    runner = Runner(params, small_config, device=device)
+    runner.set_optimizer("adam", 0.05, frozen=("reduce.right.kernel", "embed.embedding"))
+    for _ in range(2):
+        runner.train_step(small_batch)
+    after = runner.get_params()
+    assert np.array_equal(after["reduce.right.kernel"], params["reduce.right.kernel"])
+    assert np.array_equal(after["embed.embedding"], params["embed.embedding"])
+    assert not np.array_equal(after["reduce.left.kernel"], params["reduce.left.kernel"])
+    assert not np.array_equal(after["reduce.track.kernel"], params["reduce.track.kernel"])
+    state = runner.optimizer_state()
+    assert "m/reduce.right.kernel" not in state and "m/reduce.left.kernel" in state
+    assert int(state["step"]) == 2
+    with pytest.raises(ValueError, match="no such parameter"):
+        runner.set_optimizer("sgd", 0.1, frozen=("reduce.kernel",))
+
+
+def test_learning_rate_changes_without_retracing(device, small_config, small_batch):
+    params = init_params(small_config, seed=23, dtype=np.float64)
+    runner = Runner(params, small_config, dtype="float64", device=device)
+    runner.set_optimizer("sgd", 0.5)
+    expected = params
+    for lr in (0.5, 0.25, 0.125):
+        runner.set_learning_rate(lr)
+        _, grads = reference.loss_and_grads(expected, small_config, small_batch)
+        expected = reference.sgd_step(expected, grads, lr)
+        runner.train_step(small_batch)
+    for key, value in runner.get_params().items():
+        assert max_abs_err(value, expected[key]) <= 1e-10, key
+    assert runner.compile_stats()["functions"]["train_step"]["traces"] == 1
+
+
+def test_results_are_bit_identical_from_the_first_call(small_config, small_batch):
+    """TensorFlow's CPU AddN sums its inputs in an order that depends on which
+    buffer it can reuse; the model avoids sums of three or more terms (see
+    Reduce), so a fresh function gives the same bits at every call, and a
+    resumed training run the same weights as an uninterrupted one."""
+    params = init_params(small_config, seed=24)
+    runner = Runner(params, small_config)
+    first = runner.loss_and_grads(small_batch)[1]
+    for _ in range(4):
+        again = runner.loss_and_grads(small_batch)[1]
+        assert all(np.array_equal(again[k], first[k]) for k in first)
+    other = Runner(params, small_config).loss_and_grads(small_batch)[1]
+    assert all(np.array_equal(other[k], first[k]) for k in first)
