@@ -248,6 +248,7 @@ def run(spec: WorkerSpec) -> int:
                 runner.set_optimizer("adam", lr=1e-3)
             if spec.device == "gpu":
                 devices.reset_device_peak(spec.framework)
+            load_before = os.getloadavg()[0]
             with RssSampler() as rss:
                 numbers = measure(spec, runner, batches, mode, config)
             padding = padding_report(batches)
@@ -264,6 +265,8 @@ def run(spec: WorkerSpec) -> int:
                                    else rss.peak),
                 "peak_rss_bytes": rss.peak,
                 "padding_waste": padding.waste,
+                # Other work on the machine skews timings: the 1-minute load average around the measurement.
+                "load_avg_1min": [load_before, os.getloadavg()[0]],
                 "data": dataset.name,
                 "model": json.loads(config.to_json()),
                 "optimizer": "adam" if mode == "train" else None,
