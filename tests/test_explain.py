@@ -1,0 +1,173 @@
+"""``python -m bench explain``: what each framework built, on a tiny model.
+
+What must hold, and is asserted here: PyTorch's autograd graph depends on
+the batch's trees (same B, N, T, other trees: another node count) but not on
+padding; TensorFlow's traced graph and JAX's jaxpr do not depend on the trees
+(or, for TensorFlow, on any size: one trace); JAX traces once per shape. The
+graph files are written and parse.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bench import explain as ex
+from bench.cli import main
+from bench.frameworks import FRAMEWORKS
+
+TINY = ["--embed-dim", "4", "--hidden-dim", "4", "--tracker-dim", "2", "--mlp-dim", "4", "--mlp-layers", "1"]
+
+
+def run(*flags: str, timing: bool = False, out=None) -> dict:
+    argv = TINY + list(flags) + ([] if timing else ["--no-timing"]) + (["--out", str(out)] if out else [])
+    return ex.explain(ex.parse_args(argv))
+
+
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory):
+    """Every framework once, timed (JAX compiles, TensorFlow runs), graphs written."""
+    out = tmp_path_factory.mktemp("graphs")
+    return run("--shape", "random", "--length", "5", timing=True, out=out), out
+
+
+@pytest.fixture(scope="module")
+def by_shape():
+    """Counts only, for the same words in three tree shapes (same B, N, T)."""
+    return {shape: run("--shape", shape, "--length", "6") for shape in ("left", "right", "random")}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
+def test_explain_reports_positive_counts_and_times(timed, framework):
+    result, _ = timed
+    r = result[framework]
+    if framework == "pytorch":
+        assert r["autograd_nodes"] > 0 and r["parameters_reached"] > 0
+        assert r["python_steps"] == result["batch"]["num_steps"] == 9
+        assert r["tracker_calls"] > 0 and r["reduce_calls"] > 0 and r["traces"] == 0
+        assert r["forward_s"] > 0 and r["backward_s"] >= 0
+    elif framework == "tensorflow":
+        for fn in ("encode", "loss_and_grads"):
+            assert r[fn]["ops"] > 0 and all(n > 0 for n in r[fn]["while_body_ops"])
+            assert r[fn]["trace_s"] > 0 and r[fn]["first_call_s"] > 0 and r[fn]["call_s"] > 0
+        assert r["encode"]["while_loops"] == 1 and r["loss_and_grads"]["while_loops"] == 2  # forward, backward
+        assert r["loop_variables"] == len(r["loop_state"]) > 0
+    else:
+        for fn in ("encode", "loss_and_grads"):
+            assert r[fn]["eqns"] > 0 and all(n > 0 for n in r[fn]["scan_body_eqns"])
+            assert r[fn]["compile_s"] > 0 and r[fn]["call_s"] > 0
+        assert r["encode"]["scans"] == 1 and r["loss_and_grads"]["scans"] == 2  # forward, reversed
+        assert r["encode"]["scan_lengths"] == [result["batch"]["num_steps"]]
+
+
+def test_pytorch_graph_follows_the_trees_not_the_padding(by_shape):
+    left, right, rand = (by_shape[s]["pytorch"] for s in ("left", "right", "random"))
+    batch = by_shape["left"]["batch"]
+    assert by_shape["random"]["batch"]["num_steps"] == batch["num_steps"]  # same B, N, T
+    assert left["autograd_nodes"] != rand["autograd_nodes"]
+    # every sentence left-branching: all move in lockstep, as right-branching ones do
+    assert left["autograd_nodes"] == right["autograd_nodes"] == left["other_trees"]["right"]
+    for r in (left, right, rand):
+        assert r["padded_nodes"] == r["autograd_nodes"]  # PAD steps record nothing
+        assert r["traces"] == 0
+
+
+def test_pytorch_graph_in_lockstep_does_not_grow_with_the_batch():
+    one = run("--framework", "pytorch", "--shape", "left", "--length", "6", "--batch-size", "1")["pytorch"]
+    three = run("--framework", "pytorch", "--shape", "left", "--length", "6", "--batch-size", "3")["pytorch"]
+    assert one["autograd_nodes"] == three["autograd_nodes"]
+    assert one["reduce_rows"] * 3 == three["reduce_rows"]  # the rows grow, the calls do not
+    assert one["reduce_calls"] == three["reduce_calls"]
+
+
+def test_tensorflow_graph_is_one_trace_for_every_tree_and_size(by_shape):
+    counts = [(r["tensorflow"]["encode"]["ops"], r["tensorflow"]["encode"]["while_body_ops"],
+               r["tensorflow"]["loss_and_grads"]["ops"], r["tensorflow"]["loss_and_grads"]["while_body_ops"])
+              for r in by_shape.values()]
+    other = run("--framework", "tensorflow", "--shape", "balanced", "--length", "3", "--batch-size", "1")
+    t = other["tensorflow"]
+    counts.append((t["encode"]["ops"], t["encode"]["while_body_ops"], t["loss_and_grads"]["ops"],
+                   t["loss_and_grads"]["while_body_ops"]))
+    assert all(c == counts[0] for c in counts)
+    assert all(r["tensorflow"]["traces_for_variants"] == 1 for r in by_shape.values())
+    assert "?" in " ".join(t["loop_state"])  # sizes unknown while tracing
+
+
+def test_jax_jaxpr_does_not_depend_on_the_trees_but_traces_per_shape(by_shape):
+    counts = [(r["jax"]["encode"]["eqns"], r["jax"]["encode"]["scan_body_eqns"],
+               r["jax"]["loss_and_grads"]["eqns"], r["jax"]["loss_and_grads"]["scan_body_eqns"])
+              for r in by_shape.values()]
+    assert all(c == counts[0] for c in counts)
+    longer = run("--framework", "jax", "--shape", "left", "--length", "9")["jax"]
+    assert longer["encode"]["scan_body_eqns"] == counts[0][1]  # the body does not grow with T
+    assert longer["encode"]["scan_lengths"] == [17]  # T is a parameter of the scan
+    assert all(r["jax"]["traces_for_variants"] == 2 for r in by_shape.values())  # the padded batch is a new shape
+    assert by_shape["left"]["jax"]["loop_state"]["carry"][2] == "int32[4]"  # a stack pointer per sentence, no value
+
+
+def test_tracker_off_shrinks_every_graph(by_shape):
+    off = run("--shape", "left", "--length", "6", "--tracker-dim", "0")
+    on = by_shape["left"]
+    assert off["pytorch"]["autograd_nodes"] < on["pytorch"]["autograd_nodes"]
+    assert off["pytorch"]["tracker_calls"] == 0
+    assert off["tensorflow"]["encode"]["while_body_ops"][0] < on["tensorflow"]["encode"]["while_body_ops"][0]
+    assert off["jax"]["encode"]["scan_body_eqns"][0] < on["jax"]["encode"]["scan_body_eqns"][0]
+
+
+def test_graph_files_exist_and_parse(timed):
+    result, out = timed
+    assert set(result["files"]) == {"explain.json", "pytorch_autograd.dot", "jax_encode.jaxpr.txt",
+                                    "jax_loss_and_grads.jaxpr.txt", "tensorflow_encode.pbtxt",
+                                    "tensorflow_loss_and_grads.pbtxt"}
+    dot = (out / "pytorch_autograd.dot").read_text()
+    assert dot.startswith("digraph autograd {") and dot.rstrip().endswith("}")
+    nodes = set(re.findall(r"^  (n\d+) \[label=", dot, re.M))
+    edges = re.findall(r"^  (n\d+) -> (n\d+);$", dot, re.M)
+    assert len(nodes) == result["pytorch"]["autograd_nodes"]
+    assert edges and all(a in nodes and b in nodes for a, b in edges)
+    assert '"reduce.left.kernel"' in dot  # parameters carry their canonical names
+
+    assert "scan[" in (out / "jax_encode.jaxpr.txt").read_text()
+    assert (out / "jax_loss_and_grads.jaxpr.txt").read_text().count("scan[") == 2
+
+    from google.protobuf import text_format
+    from tensorflow.core.framework import graph_pb2
+
+    for name, loops in (("encode", 1), ("loss_and_grads", 2)):
+        graph = text_format.Parse((out / f"tensorflow_{name}.pbtxt").read_text(), graph_pb2.GraphDef())
+        whiles = [node for node in graph.node if "While" in node.op]
+        assert len(whiles) == loops
+        bodies = {f.signature.name for f in graph.library.function}
+        assert all(node.attr["body"].func.name in bodies for node in whiles)
+    assert json.loads((out / "explain.json").read_text())["pytorch"]["autograd_nodes"] > 0
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
+def test_bad_input_shows_where_each_framework_reports_it(framework):
+    transitions = ex.explain_bad_input(ex.parse_args(["--framework", framework, "--bad-input", "transitions"] + TINY))
+    token = ex.explain_bad_input(ex.parse_args(["--framework", framework, "--bad-input", "token"] + TINY))
+    t, k = transitions[framework], token[framework]
+    if framework == "pytorch":  # an exception from a line of your own code
+        assert t["outcome"] == "raised" and t["where"].startswith("impl_pytorch/model.py, in forward")
+        assert "REDUCE with fewer than two items" in t["error"]
+        assert k["outcome"] == "raised" and k["where"].startswith("impl_pytorch/model.py")
+    elif framework == "tensorflow":  # checked on the host; the graph alone cannot say why
+        assert t["outcome"].startswith("raised by the host-side check") and "impl_tensorflow" in t["where"]
+        assert t["graph"]["outcome"].startswith("ran")
+        assert k["graph"]["outcome"] == "raised" and "{{node" in k["graph"]["error"]
+        assert k["graph"]["where"] is None  # no frame of your code: it comes from the runtime
+    else:  # no error at all
+        assert t["outcome"].startswith("ran") and k["outcome"].endswith("no (NaN)")
+    assert ex.format_text(transitions).startswith("bad input:")
+
+
+def test_cli_prints_json_and_text(capsys):
+    assert main(["explain", "--framework", "pytorch", "--shape", "left", "--length", "3", "--json", "--no-timing"]
+                + TINY) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["pytorch"]["autograd_nodes"] > 0 and "jax" not in result
+    assert main(["explain", "--framework", "pytorch", "--shape", "left", "--length", "3", "--no-timing"] + TINY) == 0
+    text = capsys.readouterr().out
+    assert "autograd nodes of the loss" in text and f"{result['pytorch']['autograd_nodes']}" in text
