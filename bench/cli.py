@@ -201,9 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extra_commands():
     """Subcommands that live in modules of their own."""
-    from bench import report, run
+    from bench import explain, report, run, train
 
-    return [run.register, report.register]
+    return [run.register, report.register, train.register, explain.register]
 
 
 def main(argv: list[str] | None = None) -> int:

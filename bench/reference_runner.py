@@ -1,13 +1,18 @@
-"""The float64 NumPy reference behind the runner interface (``--framework reference``)."""
+"""The float64 NumPy reference behind the runner interface (``--framework reference``).
+
+Training uses the NumPy optimizers of shared/optimizers.py, so the reference
+is also the oracle for training curves (``bench train --framework reference``
+on a small model: it is slow, one example at a time).
+"""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from shared import reference
-from shared.params import ModelConfig, cast_params
+from shared import optimizers, reference
+from shared.params import ModelConfig, cast_params, param_shapes
 
 
 class Runner:
@@ -21,7 +26,9 @@ class Runner:
             raise ValueError("the reference has no dropout (it is the eval-mode oracle)")
         self.config = config
         self.params = cast_params(params, np.float64)
+        self.optimizer = None  # (name, hyperparameters, frozen names)
         self.lr = None
+        self.state: dict[str, np.ndarray] = {}
 
     def encode(self, batch):
         out = reference.forward(self.params, self.config, batch)
@@ -30,20 +37,41 @@ class Runner:
     def loss_and_grads(self, batch):
         return reference.loss_and_grads(self.params, self.config, batch)
 
-    def set_optimizer(self, name: str, lr: float, **kwargs) -> None:
-        if name != "sgd":
-            raise ValueError("the reference implements plain SGD only")
+    def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
+        hyper = optimizers.resolve(name, hyper)
+        frozen = optimizers.check_frozen(frozen, self.params)
+        self.optimizer = (name, hyper, frozen)
+        self.lr = lr
+        self.state = optimizers.zero_state(name, hyper, param_shapes(self.config), frozen, dtype=np.float64)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._need_optimizer()
         self.lr = lr
 
     def train_step(self, batch) -> float:
-        if self.lr is None:
-            raise RuntimeError("call set_optimizer first")
+        self._need_optimizer()
+        name, hyper, frozen = self.optimizer
         value, grads = reference.loss_and_grads(self.params, self.config, batch)
-        self.params = reference.sgd_step(self.params, grads, self.lr)
+        self.params = optimizers.apply(name, hyper, self.lr, self.params, grads, self.state, frozen)
         return value
+
+    def optimizer_state(self) -> dict[str, np.ndarray]:
+        self._need_optimizer()
+        return {key: np.array(value, copy=True) for key, value in self.state.items()}
+
+    def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._need_optimizer()
+        name, hyper, frozen = self.optimizer
+        optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(self.config), frozen))
+        self.state = {key: np.array(value, dtype=np.int64 if key == optimizers.STEP else np.float64)
+                      for key, value in state.items()}
 
     def get_params(self):
         return {name: value.copy() for name, value in self.params.items()}
 
     def compile_stats(self) -> dict:
         return {"traces": 0, "compile_s": 0.0}
+
+    def _need_optimizer(self) -> None:
+        if self.optimizer is None:
+            raise RuntimeError("call set_optimizer first")

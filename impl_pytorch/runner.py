@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 
+from shared import optimizers
 from shared.batching import PairBatch
 from shared.params import ModelConfig
 
@@ -39,7 +40,8 @@ class Runner:
         self.seed = seed
         self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout)
         self.optimizer: torch.optim.Optimizer | None = None
-        self.steps = 0  # training steps taken (numbers the dropout draws)
+        self._optimizer_spec: tuple | None = None  # (name, hyperparameters, frozen names)
+        self.steps = 0  # training steps taken: numbers the dropout draws (restored with the optimizer state)
 
     def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
@@ -50,15 +52,32 @@ class Runner:
     def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
         return train.loss_and_grads(self.model, batch, self.device)
 
-    def set_optimizer(self, name: str, lr: float, **kwargs) -> None:
-        self.optimizer = train.make_optimizer(name, self.model, lr, **kwargs)
+    def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
+        self.optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
+        self._optimizer_spec = (name, optimizers.resolve(name, hyper), tuple(frozen))
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._need_optimizer()
+        train.set_learning_rate(self.optimizer, lr)
 
     def train_step(self, batch: PairBatch) -> float:
-        if self.optimizer is None:
-            raise RuntimeError("call set_optimizer first")
-        loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed, step=self.steps)
+        self._need_optimizer()
+        loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed, step=self.steps,
+                                frozen=self._optimizer_spec[2])
         self.steps += 1
         return loss
+
+    def optimizer_state(self) -> dict[str, np.ndarray]:
+        self._need_optimizer()
+        return train.optimizer_state(self.model, self.optimizer, *self._optimizer_spec, step=self.steps)
+
+    def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._need_optimizer()
+        self.steps = train.load_optimizer_state(self.model, self.optimizer, *self._optimizer_spec, state)
+
+    def _need_optimizer(self) -> None:
+        if self.optimizer is None:
+            raise RuntimeError("call set_optimizer first")
 
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)

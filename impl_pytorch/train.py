@@ -14,18 +14,19 @@ random state, each training step forks the generator
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shared import optimizers
 from shared.batching import PairBatch
 
 from . import convert
 from .model import SNLIClassifier
 
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = optimizers.OPTIMIZERS
 
 
 def model_inputs(batch: PairBatch, device: torch.device):
@@ -66,14 +67,115 @@ def loss_and_grads(model: SNLIClassifier, batch: PairBatch, device: torch.device
     return loss.item(), grads
 
 
-def make_optimizer(name: str, model: SNLIClassifier, lr: float, **kwargs) -> torch.optim.Optimizer:
-    """torch.optim.SGD or torch.optim.Adam over all parameters; ``kwargs``
-    go to the optimizer (momentum, betas, eps, weight_decay, ...)."""
+def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Sequence[str] = (),
+                   **hyper) -> torch.optim.Optimizer:
+    """torch.optim.SGD, Adam or RMSprop over the trainable parameters.
+
+    ``hyper`` takes the shared names of shared/optimizers.py (``momentum``,
+    ``beta1``, ``beta2``, ``rho``, ``eps``, ``weight_decay``) with the shared
+    defaults, mapped onto PyTorch's (``betas``, ``alpha``, ...). ``frozen``
+    names canonical parameters the optimizer leaves alone (they are not given
+    to it, and set_trainable turns their gradient off in training).
+
+    PyTorch's ``weight_decay`` is the coupled L2 term of the shared definition
+    (``g + wd * p``). Its RMSprop adds ``eps`` outside the square root
+    (``g / (sqrt(v) + eps)``), where the shared definition, Keras and optax
+    add it inside: the one place where PyTorch's update differs by design.
+    """
+    hyper = optimizers.resolve(name, hyper)
+    frozen = set(optimizers.check_frozen(frozen, convert.name_map(model.config)))
+    params = [param for canonical, param in canonical_parameters(model).items() if canonical not in frozen]
+    wd = hyper["weight_decay"]
     if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr, **kwargs)
+        return torch.optim.SGD(params, lr=lr, momentum=hyper["momentum"], weight_decay=wd)
     if name == "adam":
-        return torch.optim.Adam(model.parameters(), lr=lr, **kwargs)
-    raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}")
+        return torch.optim.Adam(params, lr=lr, betas=(hyper["beta1"], hyper["beta2"]), eps=hyper["eps"],
+                                weight_decay=wd)
+    return torch.optim.RMSprop(params, lr=lr, alpha=hyper["rho"], eps=hyper["eps"], weight_decay=wd)
+
+
+def canonical_parameters(model: SNLIClassifier) -> dict[str, torch.nn.Parameter]:
+    """canonical name -> the PyTorch parameter that holds it (maybe transposed)."""
+    parameters = dict(model.named_parameters())
+    return {name: parameters[torch_name] for name, (torch_name, _) in convert.name_map(model.config).items()}
+
+
+def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+# Canonical slot (shared/optimizers.py) -> the key of torch.optim's per-parameter state.
+_TORCH_SLOTS = {
+    "sgd": {"momentum": "momentum_buffer"},
+    "adam": {"m": "exp_avg", "v": "exp_avg_sq"},
+    "rmsprop": {"v": "square_avg"},
+}
+
+
+def optimizer_state(model: SNLIClassifier, optimizer: torch.optim.Optimizer, name: str, hyper: dict,
+                    frozen: Sequence[str], step: int) -> dict[str, np.ndarray]:
+    """The optimizer's state in the shared layout: ``step`` and ``{slot}/{param}``
+    arrays with canonical names and [in, out] kernels (zeros before the first step)."""
+    mapping = convert.name_map(model.config)
+    params = canonical_parameters(model)
+    out: dict[str, np.ndarray] = {optimizers.STEP: np.array(step, dtype=np.int64)}
+    for key in optimizers.state_shapes(name, hyper, param_shapes(model), frozen):
+        if key == optimizers.STEP:
+            continue
+        slot, canonical = key.split("/", 1)
+        param = params[canonical]
+        tensor = optimizer.state.get(param, {}).get(_TORCH_SLOTS[name][slot])
+        if tensor is None:
+            tensor = torch.zeros_like(param)
+        out[key] = convert._to_numpy(tensor, mapping[canonical][1])
+    return out
+
+
+def load_optimizer_state(model: SNLIClassifier, optimizer: torch.optim.Optimizer, name: str, hyper: dict,
+                         frozen: Sequence[str], state: Mapping[str, np.ndarray]) -> int:
+    """Put a shared-layout state into ``optimizer``; returns its step count."""
+    optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(model), frozen))
+    mapping = convert.name_map(model.config)
+    params = canonical_parameters(model)
+    step = int(state[optimizers.STEP])
+    slots = optimizers.slots(name, hyper)
+    optimizer.state.clear()
+    for canonical, param in params.items():
+        if canonical in frozen:
+            continue
+        entry = {}
+        for slot in slots:
+            value = np.asarray(state[f"{slot}/{canonical}"])
+            value = np.ascontiguousarray(value.T) if mapping[canonical][1] else value
+            entry[_TORCH_SLOTS[name][slot]] = torch.tensor(value, dtype=param.dtype, device=param.device)
+        if name in ("adam", "rmsprop"):
+            # torch keeps a step per parameter: a float tensor on the CPU, as its own _init_group makes it.
+            entry["step"] = torch.tensor(float(step), dtype=torch.get_default_dtype())
+        if entry and (name != "sgd" or step > 0):
+            optimizer.state[param] = entry
+    return step
+
+
+def param_shapes(model: SNLIClassifier) -> dict[str, tuple[int, ...]]:
+    from shared.params import param_shapes as shapes
+
+    return shapes(model.config)
+
+
+@contextlib.contextmanager
+def trainable(model: SNLIClassifier, frozen: Sequence[str]) -> Iterator[None]:
+    """Run the block with the gradients of ``frozen`` parameters off (autograd
+    then skips them, e.g. the V x E embedding gradient), restored afterwards."""
+    params = canonical_parameters(model)
+    switched = [params[name] for name in frozen if params[name].requires_grad]
+    for param in switched:
+        param.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for param in switched:
+            param.requires_grad_(True)
 
 
 @contextlib.contextmanager
@@ -88,13 +190,14 @@ def dropout_randomness(seed: int, step: int, device: torch.device) -> Iterator[N
 
 
 def train_step(model: SNLIClassifier, optimizer: torch.optim.Optimizer, batch: PairBatch,
-               device: torch.device, *, seed: int = 0, step: int = 0) -> float:
+               device: torch.device, *, seed: int = 0, step: int = 0, frozen: Sequence[str] = ()) -> float:
     """One optimizer step in training mode (dropout on, if the model has a
-    rate); returns the loss computed before the update."""
+    rate); returns the loss computed before the update. The dropout masks are
+    a function of (seed, step) only, so a resumed run draws the same ones."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    with dropout_randomness(seed, step, device):
+    with dropout_randomness(seed, step, device), trainable(model, frozen):
         loss = batch_loss(model, batch, device)
-    loss.backward()  # the graph of this batch, walked once and freed
+        loss.backward()  # the graph of this batch, walked once and freed
     optimizer.step()
     return loss.item()

@@ -136,10 +136,13 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     ``weight_decay`` is NOT given to Keras (its decay is decoupled, AdamW
     style); train_step adds the shared coupled term ``g + wd * p`` to the
     gradient instead. Keras' Adam adds epsilon to sqrt(v) before the bias
-    correction of v (acting as ``eps * sqrt(1 - b2^t)`` in the shared
-    formula). Keras' SGD momentum keeps ``m = momentum * m - lr * g`` and adds
-    it, i.e. ``m = -lr * b`` for the shared buffer ``b`` while lr is constant
-    (optimizer_state converts with the current lr). RMSprop matches exactly.
+    correction of v (an epsilon acts as ``eps / sqrt(1 - b2^t)`` in the shared
+    formula) and computes the bias corrections from float32-rounded betas; the
+    training step feeds it an epsilon and a learning rate that turn its
+    update into the shared one (adam_corrections). Keras' SGD momentum keeps
+    ``m = momentum * m - lr * g`` and adds it, i.e. ``m = -lr * b`` for the
+    shared buffer ``b`` while lr is constant (optimizer_state converts with
+    the current lr). RMSprop matches exactly.
     In float64, Keras still passes some numbers through float32: the learning
     rate is a float32 variable, and SGD's momentum and Adam's beta powers are
     made from float32 constants (0.9 acts as 0.89999998), a 1e-8 relative
@@ -155,6 +158,22 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     elif name == "adam":
         optimizer = keras.optimizers.Adam(learning_rate=lr, beta_1=hyper["beta1"], beta_2=hyper["beta2"],
                                           epsilon=hyper["eps"])
+        # Two places where Keras' Adam computes otherwise than the shared one
+        # (PyTorch, optax, the NumPy reference), and what adam_corrections
+        # feeds it before each step so that its own update is the shared one:
+        # * it adds epsilon to sqrt(v) before the bias correction of v, where
+        #   an epsilon weighs 1/sqrt(1 - beta2^t) times more (30x at step 1):
+        #   its epsilon becomes a variable set to eps * sqrt(1 - beta2^t);
+        # * it computes the bias corrections from the betas rounded to float32
+        #   (0.999 -> 0.99900001), while its moving averages use 1 - beta from
+        #   the exact value: v-hat comes out 1.3e-5 too large at every step, and
+        #   over 200 steps the loss curve drifts by 1e-2 from the others. Its
+        #   learning-rate variable becomes the rate times the ratio of the exact
+        #   to the float32 corrections (set_learning_rate sets the rate itself).
+        optimizer.epsilon = tf.Variable(hyper["eps"], dtype=model.embed.embedding.dtype, trainable=False,
+                                        name="adam_epsilon_hat")
+        optimizer.shared = {"eps": hyper["eps"], "beta1": hyper["beta1"], "beta2": hyper["beta2"],
+                            "lr": tf.Variable(lr, dtype=tf.float64, trainable=False, name="adam_shared_lr")}
     else:
         optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=hyper["rho"], epsilon=hyper["eps"])
     optimizer.build([variable for _, variable, _ in trainable(model, frozen)])
@@ -162,7 +181,10 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
 
 
 def set_learning_rate(optimizer: keras.optimizers.Optimizer, lr: float) -> None:
-    """Assign the optimizer's learning-rate variable: the traced step reads it, nothing retraces."""
+    """Assign the optimizer's learning-rate variable: the traced step reads it, nothing retraces.
+    (Adam: the shared rate, which adam_corrections turns into Keras' before each step.)"""
+    if hasattr(optimizer, "shared"):
+        optimizer.shared["lr"].assign(lr)
     optimizer.learning_rate = lr
 
 
@@ -237,5 +259,25 @@ def train_step(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, inp
         if mask is not None:
             grad = grad * mask
         updates.append((grad, variable))
+    if isinstance(optimizer, keras.optimizers.Adam):
+        adam_corrections(optimizer)
     optimizer.apply_gradients(updates)
     return loss
+
+
+def adam_corrections(optimizer: keras.optimizers.Adam) -> None:
+    """Set Keras' epsilon and learning rate for the coming step t so that its
+    update is the shared lr * m-hat / (sqrt(v-hat) + eps) (see make_optimizer).
+    Runs in the graph, with t from optimizer.iterations; float64 throughout."""
+    shared = optimizer.shared
+    t = tf.cast(optimizer.iterations + 1, tf.float64)
+
+    def corrections(beta1, beta2):  # Keras' alpha / lr: sqrt(1 - beta2^t) / (1 - beta1^t)
+        return tf.sqrt(1.0 - tf.pow(tf.constant(beta2, tf.float64), t)) / (
+            1.0 - tf.pow(tf.constant(beta1, tf.float64), t))
+
+    exact = corrections(shared["beta1"], shared["beta2"])
+    as_keras = corrections(float(np.float32(shared["beta1"])), float(np.float32(shared["beta2"])))
+    optimizer.learning_rate.assign(tf.cast(shared["lr"] * exact / as_keras, optimizer.learning_rate.dtype))
+    epsilon_hat = shared["eps"] * tf.sqrt(1.0 - tf.pow(tf.constant(shared["beta2"], tf.float64), t))
+    optimizer.epsilon.assign(tf.cast(epsilon_hat, optimizer.epsilon.dtype))

@@ -349,6 +349,10 @@ def test_optimizers_are_torch_optim(small_config):
     assert isinstance(runner.optimizer, torch.optim.SGD) and runner.optimizer.defaults["momentum"] == 0.9
     runner.set_optimizer("adam", lr=0.1)
     assert isinstance(runner.optimizer, torch.optim.Adam)
-    with pytest.raises(ValueError, match="unknown optimizer 'rmsprop'"):
-        runner.set_optimizer("rmsprop", lr=0.1)
+    assert runner.optimizer.defaults["eps"] == 1e-8  # the shared default, whatever torch's is
+    runner.set_optimizer("rmsprop", lr=0.1)
+    assert isinstance(runner.optimizer, torch.optim.RMSprop)
+    assert runner.optimizer.defaults["alpha"] == 0.9  # shared rho, not torch's 0.99
+    with pytest.raises(ValueError, match="unknown optimizer 'adagrad'"):
+        runner.set_optimizer("adagrad", lr=0.1)
     assert runner.compile_stats() == {"traces": 0, "compile_s": 0.0}
