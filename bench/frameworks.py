@@ -51,4 +51,8 @@ IMPLEMENTATIONS = {
     "tensorflow": ("tensorflow", {}),
     "tensorflow-xla": ("tensorflow", {"xla": True}),
     "jax": ("jax", {}),
+    "jax-padded": ("jax", {"layout": "padded"}),
 }
+
+# Variants measured only when named with --implementations (not by default).
+OPT_IN = {"jax-padded"}

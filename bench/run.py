@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.datasets import add_data_arguments
-from bench.frameworks import FRAMEWORKS, IMPLEMENTATIONS, available
+from bench.frameworks import FRAMEWORKS, IMPLEMENTATIONS, OPT_IN, available
 from bench.worker import WorkerSpec, git_commit
 
 FULL_SIZES = {"embed_dim": 300, "hidden_dim": 300, "tracker_dim": 64, "mlp_dim": 1024, "mlp_layers": 2}
@@ -48,7 +48,8 @@ def register(sub) -> None:
     p.add_argument("--frameworks", type=_name_list, default=None,
                    help=f"comma-separated, from {','.join(FRAMEWORKS)} [default: every installed one]")
     p.add_argument("--implementations", type=_name_list, default=None,
-                   help=f"exact variants, from {','.join(IMPLEMENTATIONS)} [default: all of the frameworks]")
+                   help=f"exact variants, from {','.join(IMPLEMENTATIONS)} [default: those of the frameworks, "
+                        f"except the opt-in {','.join(sorted(OPT_IN))}]")
     p.add_argument("--batch-sizes", type=_int_list, default=None, help="[default: 1,32,128; quick: 1,8]")
     p.add_argument("--modes", type=_name_list, default=["infer", "train"], help="infer,train [default: both]")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
@@ -85,7 +86,8 @@ def plan_implementations(args) -> list[str]:
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
     if unknown:
         raise ValueError(f"unknown framework(s) {unknown}; choose from {list(FRAMEWORKS)}")
-    return [name for name, (framework, _) in IMPLEMENTATIONS.items() if framework in frameworks]
+    return [name for name, (framework, _) in IMPLEMENTATIONS.items()
+            if framework in frameworks and name not in OPT_IN]
 
 
 def read_records(path: Path) -> list[dict]:
