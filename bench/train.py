@@ -326,17 +326,10 @@ def _clean_temporaries(out_dir: Path) -> None:
 
 def read_metrics(path: Path) -> list[dict]:
     """The records of a metrics.jsonl; a line cut short by a kill is ignored."""
-    records = []
+    from bench.run import read_records
+
     path = Path(path)
-    if path.is_dir():
-        path = path / "metrics.jsonl"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records
+    return read_records(path / "metrics.jsonl" if path.is_dir() else path)
 
 
 class Metrics:
