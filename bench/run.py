@@ -67,6 +67,9 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="keep OUT/results.jsonl and measure only what it lacks")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per implementation [default: %(default)s]")
+    p.add_argument("--jax-compilation-cache", default=None, metavar="DIR",
+                   help="turn on JAX's persistent compilation cache in DIR (off by default); "
+                        "a second run then loads compiled programs instead of compiling them")
     add_data_arguments(p)
     p.set_defaults(func=cmd_run)
 
@@ -147,6 +150,8 @@ def cmd_run(args) -> int:
     print(f"benchmark: {', '.join(names)} -> {results}", file=sys.stderr)
     for name in names:
         framework, options = IMPLEMENTATIONS[name]
+        if framework == "jax" and args.jax_compilation_cache:
+            options = {**options, "compilation_cache_dir": str(Path(args.jax_compilation_cache).resolve())}
         batch_sizes = args.batch_sizes or ([1, 8] if quick else [1, 32, 128])
         spec = WorkerSpec(
             implementation=name, framework=framework, options=options, out_dir=str(out_dir),

@@ -105,3 +105,13 @@ def test_resume_completes_without_duplicates(tmp_path):
     assert main(args + ["--resume"]) == 0
     records = read_records(out / "results.jsonl")
     assert sorted((r["mode"], r["batch_size"]) for r in records) == [("infer", 2), ("train", 2)]
+
+
+def test_jax_compilation_cache_flag_fills_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    args = ["run", "--quick", "--implementations", "jax", "--modes", "infer", "--batch-sizes", "2",
+            "--out", str(tmp_path / "run"), "--jax-compilation-cache", str(cache)]
+    assert main(args) == 0
+    assert cache.is_dir() and any(cache.iterdir())
+    record = read_records(tmp_path / "run" / "results.jsonl")[0]
+    assert record["options"]["compilation_cache_dir"] == str(cache.resolve())
