@@ -67,6 +67,9 @@ def register(sub) -> None:
     p.add_argument("--resume", action="store_true",
                    help="keep OUT/results.jsonl and measure only what it lacks")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per implementation [default: %(default)s]")
+    p.add_argument("--buckets", type=_int_list, default=None,
+                   help="token-count bucket boundaries of the batches, e.g. 8,12,16,24,32,64: finer buckets "
+                        "mean less padding and more shapes to compile [default: 8,16,32,64]")
     p.add_argument("--jax-compilation-cache", default=None, metavar="DIR",
                    help="turn on JAX's persistent compilation cache in DIR (off by default); "
                         "a second run then loads compiled programs instead of compiling them")
@@ -160,6 +163,7 @@ def cmd_run(args) -> int:
             repeats=args.repeats or (3 if quick else 10),
             min_time=args.min_time if args.min_time is not None else (0.2 if quick else 1.0),
             agreement_pairs=8 if quick else 32,
+            buckets=args.buckets,
             skip=[[m, b] for (impl, m, b) in done if impl == name],
             git_commit=commit, run_id=run_id,
         )

@@ -42,6 +42,7 @@ class WorkerSpec:
     max_batches: int = 200  # never more timed batches than this
     agreement_pairs: int = 32  # pairs checked against the float64 reference
     seed: int = 0
+    buckets: list | None = None  # token-count bucket boundaries (None: shared.batching.DEFAULT_BUCKETS)
     skip: list = field(default_factory=list)  # [mode, batch size] pairs already measured (--resume)
     git_commit: str = "unknown"
     run_id: str = ""
@@ -204,7 +205,7 @@ def measure(spec: WorkerSpec, runner, batches, mode: str, config) -> dict:
 def run(spec: WorkerSpec) -> int:
     from bench import devices
     from bench.frameworks import runner_class
-    from shared.batching import make_batches, padding_report
+    from shared.batching import DEFAULT_BUCKETS, make_batches, padding_report
 
     devices.set_full_precision(spec.framework)
     runner_cls = runner_class(spec.framework)
@@ -239,7 +240,8 @@ def run(spec: WorkerSpec) -> int:
                 log(spec, f"{mode} B={batch_size}: already in {results}, skipped (--resume)")
                 continue
             labelled = [p for p in dataset.pairs if p.label >= 0] if mode == "train" else dataset.pairs
-            batches = make_batches(labelled, vocab, batch_size, shuffle=True, seed=spec.seed, drop_last=True)
+            batches = make_batches(labelled, vocab, batch_size, buckets=spec.buckets or DEFAULT_BUCKETS,
+                                   shuffle=True, seed=spec.seed, drop_last=True)
             if not batches:
                 log(spec, f"{mode} B={batch_size}: fewer pairs than one batch, skipped")
                 continue
@@ -265,6 +267,7 @@ def run(spec: WorkerSpec) -> int:
                                    else rss.peak),
                 "peak_rss_bytes": rss.peak,
                 "padding_waste": padding.waste,
+                "buckets": list(spec.buckets or DEFAULT_BUCKETS),
                 # Other work on the machine skews timings: the 1-minute load average around the measurement.
                 "load_avg_1min": [load_before, os.getloadavg()[0]],
                 "data": dataset.name,

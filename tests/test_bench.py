@@ -79,6 +79,7 @@ def test_quick_run_measures_every_implementation(quick_run):
         assert r["pairs_per_s"] > 0 and r["useful_flops_per_s"] > 0 and r["peak_mem_bytes"] > 0
         assert r["agreement_ok"] is True
         assert r["device"] == "cpu" and r["dtype"] == "float32"
+        assert r["buckets"] == [8, 16, 32, 64]  # the default of shared.batching
     by_impl = {r["implementation"]: r for r in records}
     assert by_impl["pytorch"]["compile_s"] == 0 and by_impl["pytorch"]["traces"] == 0
     assert by_impl["jax"]["traces"] >= 1
@@ -99,12 +100,14 @@ def test_report_renders_table_targets_and_plots(quick_run, tmp_path, capsys):
 
 def test_resume_completes_without_duplicates(tmp_path):
     out = tmp_path / "run"
-    args = ["run", "--quick", "--implementations", "pytorch", "--batch-sizes", "2", "--out", str(out)]
+    args = ["run", "--quick", "--implementations", "pytorch", "--batch-sizes", "2", "--buckets", "12,64",
+            "--out", str(out)]
     assert main(args + ["--modes", "infer"]) == 0
     assert main(args) == 2  # refuses to overwrite existing results
     assert main(args + ["--resume"]) == 0
     records = read_records(out / "results.jsonl")
     assert sorted((r["mode"], r["batch_size"]) for r in records) == [("infer", 2), ("train", 2)]
+    assert all(r["buckets"] == [12, 64] for r in records)
 
 
 def test_jax_compilation_cache_flag_fills_the_cache(tmp_path):
