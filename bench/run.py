@@ -62,7 +62,7 @@ def register(sub) -> None:
                    help="model size: full (E=H=300, D=64, M=1024, L=2) or quick (16-wide) "
                         "[default: full; quick with --quick]")
     p.add_argument("--quick", action="store_true",
-                   help="tiny model, 64 pairs, few repeats: a few seconds per implementation (smoke tests, CI)")
+                   help="tiny model, 64 pairs, few repeats: under a minute per implementation (smoke tests, CI)")
     p.add_argument("--out", default="results/latest", help="output folder [default: %(default)s]")
     p.add_argument("--resume", action="store_true",
                    help="keep OUT/results.jsonl and measure only what it lacks")
