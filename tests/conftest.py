@@ -111,3 +111,13 @@ def edge_pairs(vocab) -> list[Pair]:
         Pair(right, one, 2, "right-one"),
         Pair(one, left, 1, "one-left"),
     ]
+
+
+def assert_npz_files_identical(first, second) -> None:
+    """Two .npz files hold the same entries with the same dtype, shape and bytes."""
+    with np.load(first, allow_pickle=False) as a, np.load(second, allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            assert a[name].dtype == b[name].dtype, name
+            assert a[name].shape == b[name].shape, name
+            assert a[name].tobytes() == b[name].tobytes(), name

@@ -26,6 +26,19 @@ def make_runner(framework, params, config, device, dtype="float32", **kw):
     return runner_class(framework)(params, config, dtype=dtype, device=device, **kw)
 
 
+def assert_float64_matches_reference(runner, params, config, batch):
+    """Encodings and logits within 1e-12, gradients within GRAD_REL_TOL_F64 relative."""
+    premise, hypothesis, logits = runner.encode(batch)
+    ref = reference.forward(params, config, batch)
+    assert max_abs_err(premise, ref.premise) <= 1e-12
+    assert max_abs_err(hypothesis, ref.hypothesis) <= 1e-12
+    assert max_abs_err(logits, ref.logits) <= 1e-12
+    _, grads = runner.loss_and_grads(batch)
+    _, ref_grads = reference.loss_and_grads(params, config, batch)
+    errors = grad_rel_errs(grads, ref_grads)
+    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+
+
 @pytest.mark.slow
 @framework
 def test_full_size_float32_agreement(framework, device, full_params, full_config, sample_batches, full_reference):
@@ -61,16 +74,8 @@ def test_gradients_match_reference(framework, device, dtype, tol, small_config, 
 def test_variants_match_reference(framework, device, vocab, small_batch, tracker_dim, mlp_layers):
     config = small_config_for(len(vocab), tracker_dim=tracker_dim, mlp_layers=mlp_layers)
     params = init_params(config, seed=4, dtype=np.float64)
-    runner = make_runner(framework, params, config, device, dtype="float64")
-    premise, hypothesis, logits = runner.encode(small_batch)
-    ref = reference.forward(params, config, small_batch)
-    assert max_abs_err(premise, ref.premise) <= 1e-12
-    assert max_abs_err(hypothesis, ref.hypothesis) <= 1e-12
-    assert max_abs_err(logits, ref.logits) <= 1e-12
-    _, grads = runner.loss_and_grads(small_batch)
-    _, ref_grads = reference.loss_and_grads(params, config, small_batch)
-    errors = grad_rel_errs(grads, ref_grads)
-    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+    assert_float64_matches_reference(make_runner(framework, params, config, device, dtype="float64"),
+                                     params, config, small_batch)
 
 
 @framework
@@ -125,16 +130,8 @@ def test_batch_and_padding_invariance(framework, device, small_config, sample_pa
 def test_edge_cases_match_reference(framework, device, small_config, edge_pairs, vocab):
     params = init_params(small_config, seed=8, dtype=np.float64)
     batch = make_pair_batch(edge_pairs, vocab)
-    runner = make_runner(framework, params, small_config, device, dtype="float64")
-    ref = reference.forward(params, small_config, batch)
-    premise, hypothesis, logits = runner.encode(batch)
-    assert max_abs_err(premise, ref.premise) <= 1e-12
-    assert max_abs_err(hypothesis, ref.hypothesis) <= 1e-12
-    assert max_abs_err(logits, ref.logits) <= 1e-12
-    _, grads = runner.loss_and_grads(batch)
-    _, ref_grads = reference.loss_and_grads(params, small_config, batch)
-    errors = grad_rel_errs(grads, ref_grads)
-    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+    assert_float64_matches_reference(make_runner(framework, params, small_config, device, dtype="float64"),
+                                     params, small_config, batch)
 
 
 @framework

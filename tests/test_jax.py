@@ -19,7 +19,7 @@ from shared.batching import make_batches, make_pair_batch
 from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
 from shared.params import ModelConfig, ParamError, init_params, save_params
 
-from conftest import small_config_for
+from conftest import assert_npz_files_identical, small_config_for
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 
@@ -183,12 +183,7 @@ def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_la
     assert loaded_config == config
     assert all(leaf.dtype == np.dtype(dtype) for leaf in jax.tree_util.tree_leaves(variables))
     convert.save(variables, config, second, words)
-    with np.load(first, allow_pickle=False) as a, np.load(second, allow_pickle=False) as b:
-        assert sorted(a.files) == sorted(b.files)
-        for name in a.files:
-            assert a[name].dtype == b[name].dtype, name
-            assert a[name].shape == b[name].shape, name
-            assert a[name].tobytes() == b[name].tobytes(), name
+    assert_npz_files_identical(first, second)
 
 
 def test_flax_tree_is_the_canonical_dict_renamed(small_config, small_batch):

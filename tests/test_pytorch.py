@@ -18,7 +18,7 @@ from shared.params import ParamError, init_params, save_params
 from shared.snli import Pair
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from conftest import shaped_sentence, small_config_for
+from conftest import assert_npz_files_identical, shaped_sentence, small_config_for
 
 
 # --------------------------------------------------------------------------
@@ -34,12 +34,7 @@ def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_la
     save_params(first, init_params(config, seed=1, dtype=dtype), config, vocab.words)
     model, words = convert.load(first, dtype=np.dtype(dtype).name)
     convert.save(model, second, words)
-    with np.load(first, allow_pickle=False) as a, np.load(second, allow_pickle=False) as b:
-        assert sorted(a.files) == sorted(b.files)
-        for name in a.files:
-            assert a[name].dtype == b[name].dtype, name
-            assert a[name].shape == b[name].shape, name
-            assert a[name].tobytes() == b[name].tobytes(), name
+    assert_npz_files_identical(first, second)
 
 
 def test_kernels_are_transposed_into_linear_weights(small_config):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import small_config_for
+from conftest import assert_npz_files_identical, small_config_for
 from impl_tensorflow import convert
 from impl_tensorflow.runner import Runner
 from shared import optimizers, reference
@@ -140,11 +140,7 @@ def test_load_save_bit_identical(tmp_path, vocab, dtype):
     save_params(source, params, config, vocab.to_array())
     model, words = convert.load(source, dtype=np.dtype(dtype).name)
     convert.save(model, copy, words)
-    with np.load(source, allow_pickle=False) as a, np.load(copy, allow_pickle=False) as b:
-        assert sorted(a.files) == sorted(b.files)
-        for name in a.files:
-            assert a[name].dtype == b[name].dtype and a[name].shape == b[name].shape, name
-            assert a[name].tobytes() == b[name].tobytes(), name
+    assert_npz_files_identical(source, copy)
     # The fused variables really hold the blocks the map says.
     H, D = config.hidden_dim, config.tracker_dim
     kernel = model.spinn.reduce.kernel.numpy()
