@@ -17,7 +17,7 @@ from impl_jax.runner import Runner, disable_compilation_cache, step_memory
 from shared import optimizers, reference
 from shared.batching import make_batches, make_pair_batch
 from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
-from shared.params import ModelConfig, ParamError, init_params, save_params
+from shared.params import ModelConfig, ParamError, init_params, load_params, save_params
 
 from conftest import assert_npz_files_identical, small_config_for
 
@@ -179,10 +179,11 @@ def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_la
     config = small_config_for(len(vocab), tracker_dim=tracker_dim, mlp_layers=mlp_layers)
     first, second = tmp_path / "first.npz", tmp_path / "second.npz"
     save_params(first, init_params(config, seed=1, dtype=np.dtype(dtype)), config, vocab.words)
-    variables, loaded_config, words = convert.load(first, dtype=dtype)
-    assert loaded_config == config
+    loaded = load_params(first)
+    assert loaded.config == config
+    variables = convert.from_canonical(loaded.params, loaded.config, dtype)
     assert all(leaf.dtype == np.dtype(dtype) for leaf in jax.tree_util.tree_leaves(variables))
-    convert.save(variables, config, second, words)
+    save_params(second, convert.to_canonical(variables, config), config, loaded.vocab)
     assert_npz_files_identical(first, second)
 
 
@@ -218,7 +219,7 @@ def test_wrong_entries_are_named(tmp_path, small_config, vocab):
     arrays["embed.embedding"] = arrays["embed.embedding"][:, :-1]
     np.savez(tmp_path / "wrong.npz", **arrays)
     with pytest.raises(ParamError, match=r"wrong.npz: parameter 'embed.embedding' has shape \(\d+, 5\)"):
-        convert.load(tmp_path / "wrong.npz")
+        load_params(tmp_path / "wrong.npz")
     # A Flax tree missing a leaf cannot be saved.
     variables = convert.from_canonical(params, small_config)
     del variables["params"]["spinn"]["reduce"]["track"]

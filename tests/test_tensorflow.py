@@ -18,7 +18,7 @@ from impl_tensorflow.runner import Runner
 from shared import optimizers, reference
 from shared.batching import PairBatch, make_pair_batch
 from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
-from shared.params import ParamError, init_params, param_shapes, save_params
+from shared.params import ParamError, init_params, load_params, param_shapes, save_params
 from shared.transitions import PAD, REDUCE, SHIFT
 
 
@@ -138,8 +138,9 @@ def test_load_save_bit_identical(tmp_path, vocab, dtype):
     params = init_params(config, seed=15, dtype=dtype)
     source, copy = tmp_path / "in.npz", tmp_path / "out.npz"
     save_params(source, params, config, vocab.to_array())
-    model, words = convert.load(source, dtype=np.dtype(dtype).name)
-    convert.save(model, copy, words)
+    loaded = load_params(source)
+    model = convert.from_canonical(loaded.params, loaded.config, dtype=np.dtype(dtype).name)
+    save_params(copy, convert.to_canonical(model), model.config, loaded.vocab)
     assert_npz_files_identical(source, copy)
     # The fused variables really hold the blocks the map says.
     H, D = config.hidden_dim, config.tracker_dim
@@ -167,7 +168,7 @@ def test_wrong_entries_are_errors_that_name_them(tmp_path, vocab):
     path = tmp_path / "bad.npz"
     np.savez(path, **bad, **{"meta.config": np.array(config.to_json()), "meta.vocab": vocab.to_array()})
     with pytest.raises(ParamError, match="projection.bias"):
-        convert.load(path)
+        load_params(path)
     with pytest.raises(ValueError, match="dtype"):
         convert.from_canonical(params, config, dtype="float16")
     # The gradient map checks counts too.
