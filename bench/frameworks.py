@@ -15,7 +15,7 @@ FRAMEWORKS = ("pytorch", "tensorflow", "jax")
 ALL = ("reference",) + FRAMEWORKS
 
 _MODULES = {
-    "reference": "bench.reference_runner",
+    "reference": "shared.reference_runner",
     "pytorch": "impl_pytorch.runner",
     "tensorflow": "impl_tensorflow.runner",
     "jax": "impl_jax.runner",

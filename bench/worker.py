@@ -179,9 +179,9 @@ def measure(spec: WorkerSpec, runner, batches, mode: str, config) -> dict:
             break
     after = runner.compile_stats()
     total = float(np.sum(times))
-    # Framework-specific parts of the warm-up (trace vs compile, lowering), when the runner reports them.
-    detail = {key: after_warmup[key] - before.get(key, 0) for key in after_warmup
-              if key not in ("traces", "compile_s") and isinstance(after_warmup[key], (int, float))}
+    warm = after_warmup.since(before)
+    # The parts of the warm-up (trace, lowering, XLA, first calls, cache), the same keys for every framework.
+    detail = {key: value for key, value in warm.to_dict().items() if key not in ("traces", "compile_s", "shapes")}
     return {
         "compile_detail": detail,
         "pairs_per_s": pairs / total,
@@ -190,12 +190,12 @@ def measure(spec: WorkerSpec, runner, batches, mode: str, config) -> dict:
         "step_s_p90": float(np.percentile(times, 90)),
         "timed_batches": len(times),
         "timed_pairs": pairs,
-        "compile_s": after_warmup["compile_s"] - before["compile_s"],
+        "compile_s": warm.compile_s,
         "first_call_s": first_call_s,
         "warmup_shapes": len(seen),
-        "traces": after["traces"] - before["traces"],
-        "traces_total": after["traces"],
-        "retraces_while_timed": after["traces"] - after_warmup["traces"],
+        "traces": after.traces - before.traces,
+        "traces_total": after.traces,
+        "retraces_while_timed": after.traces - after_warmup.traces,
         "useful_flops": flops,
         "useful_flops_per_s": flops / total,
         "device_name": devices.device_name(spec.framework, spec.device),
