@@ -71,7 +71,7 @@ COMMAND = "python -m bench explain"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from bench.cli import add_size_arguments
+    from bench.config import add_size_arguments
 
     p.add_argument("--framework", default="all", choices=("all",) + FRAMEWORK_ORDER,
                    help="which framework to explain [default: %(default)s]")
@@ -116,7 +116,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from bench.cli import _quiet_frameworks
+    from bench.config import quiet_frameworks as _quiet_frameworks
 
     _quiet_frameworks()
     if args.check_guide or args.sync_guide:
@@ -198,7 +198,7 @@ def make_batches(args: argparse.Namespace) -> Batches:
 
 
 def model_config(args: argparse.Namespace, vocab_size: int):
-    from bench.cli import config_from_args
+    from bench.config import model_config as config_from_args
 
     return config_from_args(args, vocab_size, lowercase=True)
 

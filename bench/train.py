@@ -326,7 +326,7 @@ def _clean_temporaries(out_dir: Path) -> None:
 
 def read_metrics(path: Path) -> list[dict]:
     """The records of a metrics.jsonl; a line cut short by a kill is ignored."""
-    from bench.run import read_records
+    from bench.records import read_records
 
     path = Path(path)
     return read_records(path / "metrics.jsonl" if path.is_dir() else path)
@@ -632,7 +632,7 @@ def _check_resume(saved: dict, now: dict) -> None:
 
 
 def register(sub) -> None:
-    from bench.cli import add_size_arguments
+    from bench.config import add_size_arguments
     from bench.datasets import add_data_arguments
     from bench.frameworks import ALL
 
@@ -763,7 +763,7 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
 def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair]) -> ParamFile:
     """Fresh weights (sizes from the flags, vocabulary from the data, GloVe
     if given) or the parameter file of ``--init``."""
-    from bench.cli import config_from_args as model_config_from_args
+    from bench.config import model_config as model_config_from_args
     from shared.glove import load_glove
     from shared.params import init_params
 
@@ -782,7 +782,7 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from bench.cli import _quiet_frameworks
+    from bench.config import quiet_frameworks as _quiet_frameworks
     from bench.datasets import load_dataset
 
     _quiet_frameworks()
@@ -809,7 +809,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from bench.cli import _quiet_frameworks
+    from bench.config import quiet_frameworks as _quiet_frameworks
     from bench.datasets import load_dataset
     from bench.frameworks import runner_class
 

@@ -1,0 +1,1 @@
+"""Training tools of ``python -m bench``: ``curves`` renders the metrics of training runs."""
