@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import commands, explain, train
+from bench import commands, explain
 from bench.benchmark import plan, report
+from bench.training import cli as training_cli
 from bench.training import curves
 
 
@@ -21,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.register(sub)  # run
     report.register(sub)  # report
     curves.register(sub)  # curves
-    train.register(sub)  # train, evaluate
+    training_cli.register(sub)  # train, evaluate
     explain.register(sub)  # explain
     return parser
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench.train import read_metrics
+from bench.training.metrics import read_metrics
 
 
 def register(sub) -> None:
