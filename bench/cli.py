@@ -1,7 +1,8 @@
 """``python -m bench``: the suite's command line.
 
 Argument parsing and dispatch only: each tool registers its subcommands and
-does its work in its own module, where the logic is tested.
+does its work in its own module (``bench/commands.py``, ``bench/benchmark/``,
+``bench/training/``, ``bench/explain/``), where the logic is tested.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import commands, explain
+from bench import commands
 from bench.benchmark import plan, report
+from bench.explain import cli as explain_cli
 from bench.training import cli as training_cli
 from bench.training import curves
 
@@ -23,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.register(sub)  # report
     curves.register(sub)  # curves
     training_cli.register(sub)  # train, evaluate
-    explain.register(sub)  # explain
+    explain_cli.register(sub)  # explain
     return parser
 
 
