@@ -1,4 +1,4 @@
-"""``init``, ``encode`` (SPEC §5) and ``data``: the model-file and data commands."""
+"""``init``, ``encode`` (docs/spec.md §5) and ``data``: the model-file and data commands."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, help="parameter file to write (.npz)")
     p.set_defaults(func=cmd_init)
 
-    p = sub.add_parser("encode", help="encode every row of an SNLI jsonl file (SPEC §5)")
+    p = sub.add_parser("encode", help="encode every row of an SNLI jsonl file (docs/spec.md §5)")
     p.add_argument("--framework", required=True, choices=ALL)
     p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
     p.add_argument("--data", required=True, help="SNLI-format pairs (.jsonl or .txt)")
@@ -73,7 +73,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------
-# encode (SPEC §5)
+# encode (docs/spec.md §5)
 # --------------------------------------------------------------------------
 
 

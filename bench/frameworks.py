@@ -56,7 +56,7 @@ def installed(framework: str) -> bool:
 
 
 # Implementations the benchmark measures: a framework plus Runner options.
-# A variant of a framework carries a suffix (SPEC §6).
+# A variant of a framework carries a suffix (docs/spec.md §6).
 IMPLEMENTATIONS = {
     "pytorch": ("pytorch", {}),
     "tensorflow": ("tensorflow", {}),

@@ -1,4 +1,4 @@
-"""Canonical weights (SPEC §4) <-> the Flax params pytree.
+"""Canonical weights (docs/spec.md §4) <-> the Flax params pytree.
 
 Flax's ``nn.Dense`` stores its kernel as ``[in, out]`` (``y = x @ kernel``),
 the canonical layout, and the Tracker declares its weights under their
@@ -116,7 +116,7 @@ def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, dtype=
 
 
 def to_canonical(variables: Mapping, config: ModelConfig) -> dict[str, np.ndarray]:
-    """``{"params": ...}`` -> canonical name -> NumPy array (SPEC §4 names and shapes)."""
+    """``{"params": ...}`` -> canonical name -> NumPy array (docs/spec.md §4 names and shapes)."""
     flat = _flatten(variables)
     paths = name_map(config)
     unknown = set(flat) - set(paths.values())

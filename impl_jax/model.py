@@ -1,4 +1,4 @@
-"""SPINN as Flax linen modules, run as one fixed-shape loop (SPEC §3).
+"""SPINN as Flax linen modules, run as one fixed-shape loop (docs/spec.md §3).
 
 Why linen (and not nnx): a linen module holds no state. Its weights are a
 plain nested dict passed to ``model.apply``, so the canonical ``.npz`` converts

@@ -1,4 +1,4 @@
-"""Canonical parameters (SPEC §4) <-> the PyTorch modules.
+"""Canonical parameters (docs/spec.md §4) <-> the PyTorch modules.
 
 The canonical layout stores kernels ``[in, out]`` (``y = x @ kernel``);
 ``nn.Linear`` stores ``weight`` as ``[out, in]`` (``y = x @ weight.T``), so

@@ -1,4 +1,4 @@
-"""Canonical parameters (SPEC §4) <-> the TensorFlow modules.
+"""Canonical parameters (docs/spec.md §4) <-> the TensorFlow modules.
 
 TensorFlow and the canonical file agree on ``[in, out]`` kernels
 (``y = x @ kernel``), so nothing is transposed. Two variables are fused so

@@ -17,7 +17,7 @@ from bench.records import read_records
 from shared.params import ModelConfig
 from shared.transitions import parse
 
-# SPEC §6: the keys other tools read.
+# docs/spec.md §6: the keys other tools read.
 SPEC_KEYS = {
     "implementation": str, "framework": str, "framework_version": str, "mode": str, "device": str,
     "device_name": str, "dtype": str, "batch_size": int, "pairs_per_s": float, "step_s_median": float,

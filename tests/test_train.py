@@ -208,7 +208,7 @@ def test_checkpoint_files_are_canonical(runs):
     checkpoint: Checkpoint = load_checkpoint(latest_checkpoint(out))
     assert checkpoint.state["step"] == 16 and checkpoint.state["epoch"] == 2
     assert checkpoint.state["batch_in_epoch"] == 0
-    # model.npz is exactly SPEC §4: the canonical loader accepts it, nothing extra.
+    # model.npz is exactly docs/spec.md §4: the canonical loader accepts it, nothing extra.
     with np.load(checkpoint.path / "model.npz", allow_pickle=False) as data:
         assert sorted(data.files) == sorted(list(INIT.params) + ["meta.config", "meta.vocab"])
     assert checkpoint.optimizer["name"] == "adam"

@@ -1,5 +1,5 @@
 """Checkpoints: ``checkpoints/step-NNNNNNNN/`` with model.npz (canonical,
-SPEC §4), optimizer.npz (the shared layout of shared/optimizers.py)
+docs/spec.md §4), optimizer.npz (the shared layout of shared/optimizers.py)
 and state.json (step, epoch, position in the epoch, ...).
 
 Atomicity: a checkpoint is written into a temporary folder and renamed into

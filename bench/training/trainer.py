@@ -10,7 +10,7 @@ What a run writes under ``out_dir``::
 
     run.json                   the run's settings (checked again by --resume)
     metrics.jsonl              one JSON object a line (bench/training/metrics.py)
-    checkpoints/step-00001234/ model.npz (canonical, SPEC §4), optimizer.npz
+    checkpoints/step-00001234/ model.npz (canonical, docs/spec.md §4), optimizer.npz
                                (shared layout of shared/optimizers.py), state.json
     model.npz                  the latest weights (canonical)
     best.npz                   the weights with the best dev accuracy so far
