@@ -1,25 +1,30 @@
-"""One small adapter interface for every implementation.
+"""The registry of implementations: which Runner class each name means.
 
-Each ``impl_<framework>/runner.py`` defines a class ``Runner`` with the same
-constructor and methods (documented in ``docs/runner-interface.md``); the
-benchmark, the ``encode``/``train`` commands and the equivalence tests drive
-all implementations through it. Frameworks are imported lazily, only when
-asked for, so a user with one framework installed can use that one.
+Each ``impl_<framework>/runner.py`` defines a class ``Runner``, a subclass of
+``shared.runner.Runner`` with the same constructor and methods (documented in
+``docs/runner-interface.md``); the benchmark, the ``encode``/``train``
+commands and the equivalence tests drive all implementations through it.
+Frameworks are imported lazily, only when asked for, so a user with one
+framework installed can use that one.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 FRAMEWORKS = ("pytorch", "tensorflow", "jax")
 ALL = ("reference",) + FRAMEWORKS
 
 _MODULES = {
-    "reference": "bench.reference_runner",
+    "reference": "shared.reference_runner",
     "pytorch": "impl_pytorch.runner",
     "tensorflow": "impl_tensorflow.runner",
     "jax": "impl_jax.runner",
 }
+
+# The library each framework's runner imports first.
+PACKAGES = {"reference": "numpy", "pytorch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
 
 
 def runner_class(framework: str):
@@ -37,6 +42,7 @@ def runner_class(framework: str):
 
 
 def available(framework: str) -> bool:
+    """The framework imports and its Runner loads (this imports the framework)."""
     try:
         runner_class(framework)
     except ImportError:
@@ -44,8 +50,13 @@ def available(framework: str) -> bool:
     return True
 
 
+def installed(framework: str) -> bool:
+    """The framework's library is installed (looked up, not imported: cheap, and silent)."""
+    return importlib.util.find_spec(PACKAGES[framework]) is not None
+
+
 # Implementations the benchmark measures: a framework plus Runner options.
-# A variant of a framework carries a suffix (SPEC §6).
+# A variant of a framework carries a suffix (docs/spec.md §6).
 IMPLEMENTATIONS = {
     "pytorch": ("pytorch", {}),
     "tensorflow": ("tensorflow", {}),

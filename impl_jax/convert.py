@@ -1,4 +1,4 @@
-"""Canonical weights (SPEC §4) <-> the Flax params pytree, and .npz files.
+"""Canonical weights (docs/spec.md §4) <-> the Flax params pytree.
 
 Flax's ``nn.Dense`` stores its kernel as ``[in, out]`` (``y = x @ kernel``),
 the canonical layout, and the Tracker declares its weights under their
@@ -27,14 +27,13 @@ changed shape fails loudly here instead of training the wrong weights.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shared.params import ModelConfig, ParamError, check_params, load_params, param_shapes, save_params
+from shared.params import ModelConfig, ParamError, check_params, param_shapes
 from shared.transitions import SHIFT
 
 from .model import SNLIClassifier
@@ -117,7 +116,7 @@ def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, dtype=
 
 
 def to_canonical(variables: Mapping, config: ModelConfig) -> dict[str, np.ndarray]:
-    """``{"params": ...}`` -> canonical name -> NumPy array (SPEC §4 names and shapes)."""
+    """``{"params": ...}`` -> canonical name -> NumPy array (docs/spec.md §4 names and shapes)."""
     flat = _flatten(variables)
     paths = name_map(config)
     unknown = set(flat) - set(paths.values())
@@ -132,14 +131,3 @@ def to_canonical(variables: Mapping, config: ModelConfig) -> dict[str, np.ndarra
         out[name] = np.array(jax.device_get(flat[path]), copy=True)
     check_params(out, config)
     return out
-
-
-def load(path: str | os.PathLike, dtype="float32", device: jax.Device | None = None):
-    """Read a canonical .npz -> (variables, config, vocab <str>[V])."""
-    loaded = load_params(path)
-    return from_canonical(loaded.params, loaded.config, dtype, device), loaded.config, loaded.vocab
-
-
-def save(variables: Mapping, config: ModelConfig, path: str | os.PathLike, vocab) -> None:
-    """Write the weights as a canonical .npz (with meta.config and meta.vocab)."""
-    save_params(path, to_canonical(variables, config), config, vocab)

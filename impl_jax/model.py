@@ -1,4 +1,4 @@
-"""SPINN as Flax linen modules, run as one fixed-shape loop (SPEC §3).
+"""SPINN as Flax linen modules, run as one fixed-shape loop (docs/spec.md §3).
 
 Why linen (and not nnx): a linen module holds no state. Its weights are a
 plain nested dict passed to ``model.apply``, so the canonical ``.npz`` converts
@@ -29,7 +29,7 @@ Two layouts of the stack (``layout=``):
 
 Both are differentiated by ``jax.grad`` through ``lax.scan`` without saving
 the whole stack at every step: the per-step residuals are the few [B, H]
-vectors a step reads, plus integer indices (see ``runner.step_memory``). Both
+vectors a step reads, plus integer indices (tests/test_jax.py measures it). Both
 give the same numbers; on a 2-core CPU at B=128, E=H=300, they encode equally
 fast and the thin stack trains ~10-15% faster (its write is one slab, and
 its backward pass copies nothing), so it is the default.

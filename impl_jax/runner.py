@@ -2,11 +2,11 @@
 
 ``jax.jit`` normally compiles behind the scenes on the first call with a new
 input shape. Here each program is compiled explicitly,
-``jax.jit(fn).lower(*args).compile()``, and the executable is kept in a dict
-keyed by the batch shape (B, N, T). So a compilation happens exactly once per
-bucket shape and program (encode, loss_and_grads, train_step), and the time it
-takes (tracing + lowering, then XLA) is measured apart from running:
-``compile_stats()``.
+``jax.jit(fn).trace(*args).lower().compile()``, and the executable is kept in
+a dict keyed by the batch shape (B, N, T). So a compilation happens exactly
+once per bucket shape and program (encode, loss_and_grads, train_step), and
+the time each stage takes (tracing, lowering, XLA) is measured apart from
+running: ``compile_stats()``.
 
 Options beyond the common interface:
 
@@ -23,16 +23,17 @@ Beyond the interface, as in impl_pytorch: ``set_optimizer(name, lr, frozen=...,
 an argument of the compiled step), ``optimizer_state`` and
 ``load_optimizer_state`` in the shared layout.
 
-``step_memory`` reports XLA's memory plan of a compiled training step for any
-batch shape without data: this is how the benchmark and tests show that the
-backward pass does not store the whole stack at every step.
+``trace(program, batch)`` hands out the traced program (its jaxpr) without
+compiling it, counted like every other trace: ``bench explain`` reads the
+scan and its carry there.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +41,8 @@ import numpy as np
 
 from shared import optimizers
 from shared.params import ModelConfig, param_shapes
+from shared.runner import CompileStats
+from shared.runner import Runner as RunnerBase
 
 from .convert import from_canonical, name_map, resolve_dtype, to_canonical
 from .model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
@@ -105,14 +108,7 @@ def disable_compilation_cache() -> None:
 # ---------------------------------------------------------------------------
 
 
-def _memory_dict(compiled) -> dict:
-    stats = compiled.memory_analysis()
-    keys = ("temp_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
-            "generated_code_size_in_bytes")
-    return {key: int(getattr(stats, key)) for key in keys if hasattr(stats, key)}
-
-
-class Runner:
+class Runner(RunnerBase):
     framework = "jax"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
@@ -123,39 +119,50 @@ class Runner:
                             "known: layout, compilation_cache_dir, unroll")
         if layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
         if compilation_cache_dir is not None:
             enable_compilation_cache(compilation_cache_dir)
-        self.config = config
         self.dtype = resolve_dtype(dtype)
         self.device = resolve_device(device)
         self.layout = layout
-        self.seed = seed
         self.model = SNLIClassifier(config, layout=layout, dropout_rate=dropout,
                                     param_dtype=jnp.dtype(self.dtype), unroll=unroll)
         self.params = from_canonical(params, config, self.dtype, self.device)["params"]
-        self.optimizer = None  # an optax transformation (before the learning rate)
-        self._optimizer_spec: tuple | None = None  # (name, hyperparameters, frozen names)
         self._frozen_paths: set = set()
         self.opt_state = None
         self._lr = None
-        self.steps = 0  # training steps taken: numbers the dropout draws (restored with the optimizer state)
-        # (program, batch shape) -> compiled executable; the functions they come from:
-        self._executables: dict[tuple, jax.stages.Compiled] = {}
+        # program -> its Python function, its jax.jit (whose trace cache is
+        # keyed on shapes), and what tracing and compiling it has cost.
         self._functions = {
             "encode": lambda params, arrays: self._forward(params, arrays),
             "loss_and_grads": make_loss_and_grads(self.model),
         }
-        self._stats = {"traces": 0, "compile_s": 0.0, "lower_s": 0.0, "xla_compile_s": 0.0,
-                       "cache_hits": 0, "cache_misses": 0, "shapes": [], "compiles": []}
+        self._jitted: dict[str, Callable] = {}
+        self._stats = {program: CompileStats() for program in PROGRAMS}
+        self._compiled_shapes: list[tuple] = []  # (program, B, N, T) of every compilation, in order
+        # (program, batch shape) -> compiled executable
+        self._executables: dict[tuple, jax.stages.Compiled] = {}
 
     def _forward(self, params, arrays):
         return self.model.apply({"params": params}, *arrays, train=False)
 
-    # -- compilation ------------------------------------------------------
+    # -- tracing and compilation -----------------------------------------
 
-    def _executable(self, program: str, args: tuple, shape: tuple, donate_argnums=()):
+    def _jit(self, program: str):
+        """``jax.jit`` of the program; its Python function counts the traces
+        (it runs only when JAX traces it, once per new input shape)."""
+        if program not in self._jitted:
+            function, stats = self._functions[program], self._stats[program]
+
+            def traced(*args):
+                stats.traces += 1
+                return function(*args)
+
+            # Donating the trainable weights and the optimizer state lets XLA update them in place.
+            self._jitted[program] = jax.jit(traced, donate_argnums=(0, 2) if program == "train_step" else ())
+        return self._jitted[program]
+
+    def _executable(self, program: str, args: tuple, shape: tuple):
         """The compiled ``program`` for this batch shape, compiling it on first use."""
         key = (program, shape)
         compiled = self._executables.get(key)
@@ -163,29 +170,51 @@ class Runner:
             hits0 = _CACHE_EVENTS["/jax/compilation_cache/cache_hits"]
             misses0 = _CACHE_EVENTS["/jax/compilation_cache/cache_misses"]
             start = time.perf_counter()
-            lowered = jax.jit(self._functions[program], donate_argnums=donate_argnums).lower(*args)
+            traced = self._jit(program).trace(*args)
+            traced_at = time.perf_counter()
+            lowered = traced.lower()
             lowered_at = time.perf_counter()
             compiled = lowered.compile()
             done = time.perf_counter()
             self._executables[key] = compiled
-            s = self._stats
-            s["traces"] += 1
-            s["lower_s"] += lowered_at - start
-            s["xla_compile_s"] += done - lowered_at
-            s["compile_s"] += done - start
-            s["cache_hits"] += _CACHE_EVENTS["/jax/compilation_cache/cache_hits"] - hits0
-            s["cache_misses"] += _CACHE_EVENTS["/jax/compilation_cache/cache_misses"] - misses0
-            s["shapes"].append((program,) + shape)
-            s["compiles"].append({"program": program, "shape": shape, "lower_s": lowered_at - start,
-                                  "xla_compile_s": done - lowered_at})
+            s = self._stats[program]
+            s.trace_s += traced_at - start
+            s.lower_s += lowered_at - traced_at
+            s.xla_compile_s += done - lowered_at
+            s.compile_s += done - start
+            s.xla_compilations += 1
+            s.cache_hits += _CACHE_EVENTS["/jax/compilation_cache/cache_hits"] - hits0
+            s.cache_misses += _CACHE_EVENTS["/jax/compilation_cache/cache_misses"] - misses0
+            s.shapes.append((program,) + shape)
+            self._compiled_shapes.append((program,) + shape)
         return compiled
 
-    def _arrays(self, batch) -> tuple[tuple, tuple]:
-        """The four int32 batch arrays on the device, and the shape key (B, N, T)."""
+    def program_args(self, program: str, batch) -> tuple:
+        """The arguments ``program`` ("encode", "loss_and_grads", "train_step")
+        takes for ``batch``, on the device: what its executable is called with."""
+        if program == "train_step":
+            self._need_optimizer()
+        elif program not in PROGRAMS:
+            raise ValueError(f"unknown program {program!r}; choose from {PROGRAMS}")
+        arrays = self._arrays(batch)
+        if program == "encode":
+            return (self.params, arrays)
+        if program == "loss_and_grads":
+            return (self.params, arrays, self._labels(batch))
+        return self._train_args(arrays, self._labels(batch))
+
+    def _run(self, program: str, batch) -> tuple:
+        """Run ``program`` on ``batch`` (compiling it first for a new batch
+        shape); its outputs, and the arguments it was called with."""
+        args = self.program_args(program, batch)
+        B, N = np.shape(batch.premise_tokens)
+        shape = (B, N, np.shape(batch.premise_transitions)[1])
+        return self._executable(program, args, shape)(*args), args
+
+    def _arrays(self, batch) -> tuple:
+        """The four int32 batch arrays, on the device."""
         names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-        arrays = tuple(jax.device_put(np.asarray(getattr(batch, n), dtype=np.int32), self.device) for n in names)
-        B, N = arrays[0].shape
-        return arrays, (B, N, arrays[1].shape[1])
+        return tuple(jax.device_put(np.asarray(getattr(batch, n), dtype=np.int32), self.device) for n in names)
 
     def _labels(self, batch):
         labels = np.asarray(batch.labels, dtype=np.int32)
@@ -196,15 +225,11 @@ class Runner:
     # -- the interface ----------------------------------------------------
 
     def encode(self, batch):
-        arrays, shape = self._arrays(batch)
-        args = (self.params, arrays)
-        premise, hypothesis, logits = self._executable("encode", args, shape)(*args)
+        (premise, hypothesis, logits), _ = self._run("encode", batch)
         return np.asarray(premise), np.asarray(hypothesis), np.asarray(logits)
 
     def loss_and_grads(self, batch):
-        arrays, shape = self._arrays(batch)
-        args = (self.params, arrays, self._labels(batch))
-        loss, grads = self._executable("loss_and_grads", args, shape)(*args)
+        (loss, grads), _ = self._run("loss_and_grads", batch)
         return float(loss), to_canonical({"params": grads}, self.config)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
@@ -218,7 +243,8 @@ class Runner:
         self.opt_state = jax.device_put(self.optimizer.init(trainable), self.device)
         self.set_learning_rate(lr)
         self._functions["train_step"] = make_train_step(self.model, self.optimizer, self.seed)
-        # A new optimizer is a new program: forget the old training steps.
+        # A new optimizer is a new program: forget the old training steps (their costs stay counted).
+        self._jitted.pop("train_step", None)
         self._executables = {k: v for k, v in self._executables.items() if k[0] != "train_step"}
 
     def set_learning_rate(self, lr: float) -> None:
@@ -227,12 +253,7 @@ class Runner:
         self._lr = jax.device_put(np.asarray(lr, dtype=self.dtype), self.device)
 
     def train_step(self, batch) -> float:
-        self._need_optimizer()
-        arrays, shape = self._arrays(batch)
-        args = self._train_args(arrays, self._labels(batch))
-        # Donating the trainable weights and the optimizer state lets XLA update them in place.
-        compiled = self._executable("train_step", args, shape, donate_argnums=(0, 2))
-        trainable, self.opt_state, loss = compiled(*args)
+        (trainable, self.opt_state, loss), args = self._run("train_step", batch)
         self.params = merge(trainable, args[1])
         self.steps += 1
         return float(loss)
@@ -255,68 +276,22 @@ class Runner:
         self.opt_state = state_from_shared(self.opt_state, state, name, hyper, self.config, frozen)
         self.steps = int(state[optimizers.STEP])
 
-    def _need_optimizer(self) -> None:
-        if self.optimizer is None:
-            raise RuntimeError("call set_optimizer first")
-
     def get_params(self) -> dict[str, np.ndarray]:
         return to_canonical({"params": self.params}, self.config)
 
-    def compile_stats(self) -> dict:
-        """traces (compilations), compile_s = lower_s (trace + lower) + xla_compile_s,
-        persistent-cache hits and misses, the (program, B, N, T) compiled, and
-        per compilation its times (``compiles``)."""
-        stats = dict(self._stats)
-        stats["shapes"] = list(stats["shapes"])
-        stats["compiles"] = [dict(c) for c in stats["compiles"]]
-        return stats
+    def compile_stats(self, program: str | None = None) -> CompileStats:
+        """traces (Python traces: one per program and shape), compile_s =
+        trace_s + lower_s + xla_compile_s, executables built, persistent-cache
+        hits and misses, and the (program, B, N, T) compiled, in order."""
+        if program is not None:
+            return copy.deepcopy(self._stats[program])
+        return CompileStats.total([self._stats[p] for p in PROGRAMS], shapes=self._compiled_shapes)
 
-    # -- memory -----------------------------------------------------------
+    # -- what jit builds (bench explain) ------------------------------------
 
-    def memory_analysis(self, batch, program: str = "train_step") -> dict:
-        """XLA's memory plan (bytes) of ``program`` compiled for this batch's shape."""
-        arrays, shape = self._arrays(batch)
-        if program == "train_step":
-            self._need_optimizer()
-            args, donate = self._train_args(arrays, self._labels(batch)), (0, 2)
-        else:
-            args = (self.params, arrays) if program == "encode" else (self.params, arrays, self._labels(batch))
-            donate = ()
-        return _memory_dict(self._executable(program, args, shape, donate_argnums=donate))
-
-    def peak_memory_bytes(self) -> int | None:
-        """Peak bytes in use on the device so far (GPU); None where JAX does not track it (CPU)."""
-        stats = self.device.memory_stats()
-        return int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None
-
-
-def step_memory(config: ModelConfig, batch_size: int, num_tokens: int, *, layout: str = DEFAULT_LAYOUT,
-                num_steps: int | None = None, dtype: str = "float32", optimizer: str = "sgd",
-                device: str = "cpu") -> dict:
-    """XLA's memory plan of one training step for a batch shape, without data or weights.
-
-    Compiles the train step for abstract inputs (``jax.ShapeDtypeStruct``) of
-    ``batch_size`` pairs, N = ``num_tokens``, T = ``num_steps`` (default 2N-1)
-    and returns ``compiled.memory_analysis()`` as a dict: ``temp_size_in_bytes``
-    is the scratch memory the step needs beyond its arguments and outputs,
-    which is where residuals saved for the backward pass live.
-    """
-    dtype = resolve_dtype(dtype)
-    dev = resolve_device(device)
-    T = 2 * num_tokens - 1 if num_steps is None else num_steps
-    model = SNLIClassifier(config, layout=layout, param_dtype=jnp.dtype(dtype))
-    opt = make_optimizer(optimizer, dtype)
-    sharding = jax.sharding.SingleDeviceSharding(dev)
-
-    def spec(shape, dt):
-        return jax.ShapeDtypeStruct(shape, dt, sharding=sharding)
-
-    tokens, transitions = spec((batch_size, num_tokens), jnp.int32), spec((batch_size, T), jnp.int32)
-    zeros = jnp.zeros((1, 1), jnp.int32)
-    params = jax.eval_shape(model.init, jax.random.key(0), zeros, zeros, zeros, zeros)["params"]
-    params = jax.tree_util.tree_map(lambda p: spec(p.shape, p.dtype), params)
-    opt_state = jax.tree_util.tree_map(lambda p: spec(p.shape, p.dtype), jax.eval_shape(opt.init, params))
-    args = (params, {}, opt_state, (tokens, transitions, tokens, transitions), spec((batch_size,), jnp.int32),
-            spec((), jnp.int32), spec((), dtype))
-    compiled = jax.jit(make_train_step(model, opt), donate_argnums=(0, 2)).lower(*args).compile()
-    return _memory_dict(compiled)
+    def trace(self, program: str, batch) -> jax.stages.Traced:
+        """``program`` ("encode", "loss_and_grads", "train_step") traced for
+        ``batch``'s shape, not compiled: ``.jaxpr`` is what XLA will be given,
+        ``.lower().compile()`` compiles it. A shape traced before is not
+        traced again (jit's cache), exactly as when it is compiled."""
+        return self._jit(program).trace(*self.program_args(program, batch))

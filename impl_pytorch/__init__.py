@@ -10,7 +10,7 @@ and :class:`~impl_pytorch.model.Reduce`, which gather the examples acting at
 this step into one matrix (``batch``) and hand the rows back (``unbatch``).
 This is the algorithm of James Bradbury's 2017 PyTorch SPINN (NVIDIA blog
 "Recursive Neural Networks with PyTorch") in today's PyTorch, with the
-arithmetic of SPEC §3.
+arithmetic of docs/spec.md §3.
 
 Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
 ``train.py`` (loss, gradients, optimizers, dropout), ``runner.py`` (the

@@ -1,4 +1,4 @@
-"""Canonical parameters (SPEC §4) <-> the PyTorch modules.
+"""Canonical parameters (docs/spec.md §4) <-> the PyTorch modules.
 
 The canonical layout stores kernels ``[in, out]`` (``y = x @ kernel``);
 ``nn.Linear`` stores ``weight`` as ``[out, in]`` (``y = x @ weight.T``), so
@@ -23,13 +23,12 @@ mis-shaped entry is an error that names it.
 
 from __future__ import annotations
 
-import os
 from typing import Mapping
 
 import numpy as np
 import torch
 
-from shared.params import ModelConfig, ParamError, check_params, load_params, param_shapes, save_params
+from shared.params import ModelConfig, ParamError, check_params, param_shapes
 
 from .model import SNLIClassifier
 
@@ -136,17 +135,4 @@ def grads_to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
     return out
 
 
-def load(path: str | os.PathLike, *, dtype="float32", device="cpu", dropout: float = 0.0):
-    """Read a canonical .npz -> (model, vocab <str>[V])."""
-    loaded = load_params(path)
-    model = from_canonical(loaded.params, loaded.config, dtype=dtype, device=device, dropout=dropout)
-    return model, loaded.vocab
-
-
-def save(model: SNLIClassifier, path: str | os.PathLike, vocab) -> None:
-    """Write the model as a canonical .npz (with meta.config and meta.vocab)."""
-    save_params(path, to_canonical(model), model.config, vocab)
-
-
-__all__ = ["DTYPES", "ParamError", "name_map", "from_canonical", "to_canonical", "grads_to_canonical",
-           "load", "save"]
+__all__ = ["DTYPES", "ParamError", "name_map", "from_canonical", "to_canonical", "grads_to_canonical"]

@@ -1,4 +1,4 @@
-"""The SPINN modules, define-by-run (SPEC §3).
+"""The SPINN modules, define-by-run (docs/spec.md §3).
 
 The graph is whatever Python does. A sentence's buffer and stack are Python
 lists of ``(h, c)`` items, the transition steps are a Python ``for`` loop, and
@@ -54,7 +54,7 @@ def unbatch(state: tuple[torch.Tensor, torch.Tensor]) -> list[Item]:
 
 class Tracker(nn.Module):
     """An LSTM cell that reads the parser state: h of the buffer front and of
-    the top two stack items (SPEC §3, gate order i, f, g, o).
+    the top two stack items (docs/spec.md §3, gate order i, f, g, o).
 
     Written out rather than ``nn.LSTMCell``, whose two biases (``bias_ih``,
     ``bias_hh``) would both have to be trained against one canonical
@@ -84,7 +84,7 @@ class Tracker(nn.Module):
 
 class Reduce(nn.Module):
     """The TreeLSTM composition of two stack items, with the tracker's h as a
-    third input (SPEC §3, gate order a, i, f1, f2, o)."""
+    third input (docs/spec.md §3, gate order a, i, f1, f2, o)."""
 
     def __init__(self, hidden_dim: int, tracker_dim: int):
         super().__init__()
@@ -136,7 +136,7 @@ class SPINN(nn.Module):
         words = list(zip(real[:, :H].unbind(0), real[:, H:].unbind(0)))
         starts = np.cumsum([0] + num_leaves).tolist()
 
-        # SPEC §3 reads zeros where the buffer is empty or the stack has fewer
+        # docs/spec.md §3 reads zeros where the buffer is empty or the stack has fewer
         # than two items. As in the 2017 code, a "null" item sits at the
         # bottom of every buffer (once) and stack (twice), so buf[-1],
         # stack[-1] and stack[-2] always exist; the 2017 code used the

@@ -1,8 +1,15 @@
-"""The PyTorch SPINN behind the shared Runner interface (docs/runner-interface.md)."""
+"""The PyTorch SPINN behind the shared Runner interface (docs/runner-interface.md).
+
+Eager code: nothing is traced or compiled, so ``compile_stats()`` reports
+zeros. What there is to see instead is the autograd graph each batch records
+(``record_loss``) and how often the Python loop calls Tracker and Reduce
+(``count_calls``): ``bench explain`` shows both.
+"""
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import contextlib
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -10,6 +17,7 @@ import torch
 from shared import optimizers
 from shared.batching import PairBatch
 from shared.params import ModelConfig
+from shared.runner import Runner as RunnerBase
 
 from . import convert, train
 
@@ -25,23 +33,16 @@ def torch_device(device: str) -> torch.device:
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
 
-class Runner:
+class Runner(RunnerBase):
     framework = "pytorch"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, **options):
         if options:
             raise TypeError(f"the PyTorch runner takes no options, got {sorted(options)}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        self.config = config
-        self.dtype = dtype
+        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
         self.device = torch_device(device)
-        self.seed = seed
         self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout)
-        self.optimizer: torch.optim.Optimizer | None = None
-        self._optimizer_spec: tuple | None = None  # (name, hyperparameters, frozen names)
-        self.steps = 0  # training steps taken: numbers the dropout draws (restored with the optimizer state)
 
     def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
@@ -75,12 +76,40 @@ class Runner:
         self._need_optimizer()
         self.steps = train.load_optimizer_state(self.model, self.optimizer, *self._optimizer_spec, state)
 
-    def _need_optimizer(self) -> None:
-        if self.optimizer is None:
-            raise RuntimeError("call set_optimizer first")
-
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)
 
-    def compile_stats(self) -> dict:
-        return {"traces": 0, "compile_s": 0.0}  # eager: nothing is traced or compiled
+    # -- what the define-by-run graph looks like (bench explain) ------------
+
+    def record_loss(self, batch: PairBatch) -> torch.Tensor:
+        """The eval-mode loss of ``batch`` with the autograd graph recorded for
+        it: ``loss.grad_fn`` is the root, ``loss.backward()`` walks and frees it."""
+        self.model.eval()
+        return train.batch_loss(self.model, batch, self.device)
+
+    @contextlib.contextmanager
+    def count_calls(self) -> Iterator[dict[str, int]]:
+        """Counts, while inside, the Python loop's calls of Tracker and Reduce
+        and the rows Reduce composed in all: {"tracker", "reduce", "reduce_rows"}."""
+        calls = {"tracker": 0, "reduce": 0, "reduce_rows": 0}
+
+        def on_reduce(module, inputs, output):
+            calls["reduce"] += 1
+            calls["reduce_rows"] += len(inputs[0])
+
+        def on_tracker(module, inputs, output):
+            calls["tracker"] += 1
+
+        spinn = self.model.spinn
+        hooks = [spinn.reduce.register_forward_hook(on_reduce)]
+        if spinn.tracker is not None:
+            hooks.append(spinn.tracker.register_forward_hook(on_tracker))
+        try:
+            yield calls
+        finally:
+            for hook in hooks:
+                hook.remove()
+
+    def parameter_names(self) -> dict[int, str]:
+        """id() of each parameter tensor -> its canonical name."""
+        return {id(param): name for name, param in train.canonical_parameters(self.model).items()}

@@ -1,4 +1,4 @@
-"""Canonical parameters (SPEC §4) <-> the TensorFlow modules.
+"""Canonical parameters (docs/spec.md §4) <-> the TensorFlow modules.
 
 TensorFlow and the canonical file agree on ``[in, out]`` kernels
 (``y = x @ kernel``), so nothing is transposed. Two variables are fused so
@@ -27,13 +27,12 @@ mis-shaped entry is an error that names it. The same map turns gradients
 
 from __future__ import annotations
 
-import os
 from typing import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from shared.params import ModelConfig, ParamError, check_params, load_params, param_shapes, save_params
+from shared.params import ModelConfig, ParamError, check_params, param_shapes
 
 from .model import SNLIClassifier
 
@@ -145,17 +144,5 @@ def grads_to_canonical(model: SNLIClassifier, grads: Sequence) -> dict[str, np.n
     return to_canonical_arrays({tf_name: np.asarray(g) for tf_name, g in zip(names, grads)}, model.config)
 
 
-def load(path: str | os.PathLike, *, dtype="float32", dropout: float = 0.0, memory: str = "tensor_array"):
-    """Read a canonical .npz -> (model, vocab <str>[V])."""
-    loaded = load_params(path)
-    model = from_canonical(loaded.params, loaded.config, dtype=dtype, dropout=dropout, memory=memory)
-    return model, loaded.vocab
-
-
-def save(model: SNLIClassifier, path: str | os.PathLike, vocab) -> None:
-    """Write the model as a canonical .npz (with meta.config and meta.vocab)."""
-    save_params(path, to_canonical(model), model.config, vocab)
-
-
 __all__ = ["DTYPES", "ParamError", "tf_dtype", "variables", "name_map", "from_canonical", "to_canonical",
-           "to_canonical_arrays", "grads_to_canonical", "load", "save"]
+           "to_canonical_arrays", "grads_to_canonical"]

@@ -1,4 +1,4 @@
-"""The SPINN modules as one static graph (SPEC §3).
+"""The SPINN modules as one static graph (docs/spec.md §3).
 
 Nothing here looks at a value in Python. The batch is a set of tensors whose
 sizes are only known when the graph runs, the transition steps are one
@@ -59,7 +59,7 @@ from shared.transitions import PAD, REDUCE, SHIFT
 MEMORIES = ("tensor_array", "dense")
 
 # Row 0 of the memory holds zeros for every sentence: pointers to it read as
-# "absent" (SPEC §3: zeros for an empty buffer or a missing stack item).
+# "absent" (docs/spec.md §3: zeros for an empty buffer or a missing stack item).
 ABSENT = 0
 
 
@@ -69,7 +69,7 @@ ABSENT = 0
 
 
 def check_inputs(tokens: np.ndarray, transitions: np.ndarray, vocab_size: int) -> None:
-    """Raise ValueError unless every row is a valid sentence (SPEC §1).
+    """Raise ValueError unless every row is a valid sentence (docs/spec.md §1).
 
     Vectorised over the batch (a Python loop per sentence would cost more
     than some encoder runs). The graph trusts these checks: an invalid
@@ -144,7 +144,7 @@ class Linear(tf.Module):
 
 class Tracker(tf.Module):
     """An LSTM cell that reads the parser state: h of the buffer front and of
-    the top two stack items (SPEC §3, gate order i, f, g, o).
+    the top two stack items (docs/spec.md §3, gate order i, f, g, o).
 
     ``kernel`` is ``[tracker.kernel_input; tracker.kernel_hidden]`` stacked,
     <float>[3H + D, 4D], so a step is one matmul of ``[b, s1, s2, h_t]``.
@@ -175,7 +175,7 @@ class Tracker(tf.Module):
 
 class Reduce(tf.Module):
     """The TreeLSTM composition of two stack items, with the tracker's h as a
-    third input (SPEC §3, gate order a, i, f1, f2, o).
+    third input (docs/spec.md §3, gate order a, i, f1, f2, o).
 
     ``kernel`` is ``[reduce.left.kernel; reduce.right.kernel; reduce.track.kernel]``
     stacked, <float>[2H + D, 5H]; ``bias`` is ``reduce.left.bias``.

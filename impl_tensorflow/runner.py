@@ -17,6 +17,7 @@ but XLA compiles one program per distinct input shape: counted as
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Callable, Mapping, Sequence
 
@@ -26,6 +27,8 @@ import tensorflow as tf
 from shared import optimizers
 from shared.batching import PairBatch
 from shared.params import ModelConfig, param_shapes
+from shared.runner import CompileStats
+from shared.runner import Runner as RunnerBase
 
 from . import convert, train
 from .model import MEMORIES
@@ -51,14 +54,17 @@ def tf_device(device: str) -> str:
 class Traced:
     """One tf.function with a fixed input signature, and what building it cost."""
 
-    def __init__(self, name: str, fn: Callable, input_signature: Sequence[tf.TensorSpec], jit_compile: bool):
+    def __init__(self, name: str, fn: Callable, input_signature: Sequence[tf.TensorSpec], jit_compile: bool,
+                 shape_log: list | None = None):
         self.name = name
         self.jit_compile = jit_compile
         self.traces = 0
         self.trace_s = 0.0  # Python -> graph (get_concrete_function)
         self.compile_calls_s = 0.0  # calls that optimised/compiled first (their run time included)
-        self.shapes: set[tuple] = set()  # input shapes seen; with XLA, one compilation each
+        self.shapes: list[tuple] = []  # (B, N, T) of the batches seen, in order; with XLA, one compilation each
+        self._shape_log = shape_log if shape_log is not None else []  # (name, B, N, T): the runner's, in order
 
+        @functools.wraps(fn)
         def traced(*args):
             self.traces += 1  # a Python side effect: runs when TensorFlow traces, never in the graph
             return fn(*args)
@@ -68,16 +74,23 @@ class Traced:
                                     autograph=False)
         self._concrete = None
 
-    def __call__(self, *args):
+    def concrete_function(self):
+        """The traced graph (``.graph``), tracing it (timed) on first use."""
         if self._concrete is None:
             start = time.perf_counter()
-            self._concrete = self.function.get_concrete_function()  # the trace, timed on its own
+            self._concrete = self.function.get_concrete_function()
             self.trace_s += time.perf_counter() - start
-        shape = tuple(tuple(a.shape) for a in args)
+        return self._concrete
+
+    def __call__(self, *args):
+        self.concrete_function()  # the trace, timed on its own
+        shape = (*args[0].shape, args[1].shape[1])  # (B, N, T): the pair's arrays share N and T
         compiles = not self.shapes or (self.jit_compile and shape not in self.shapes)
-        self.shapes.add(shape)
+        if shape not in self.shapes:
+            self.shapes.append(shape)
+            self._shape_log.append((self.name, *shape))
         start = time.perf_counter()
-        out = self.function(*args)  # (not self._concrete: a retrace would show in self.traces)
+        out = self.function(*args)  # (not the concrete function: a retrace would show in self.traces)
         if compiles:
             for t in tf.nest.flatten(out):
                 t.numpy()  # wait for the result
@@ -89,12 +102,13 @@ class Traced:
         """XLA programs built (one per distinct input shape); 0 without XLA."""
         return len(self.shapes) if self.jit_compile else 0
 
-    def stats(self) -> dict:
-        return {"traces": self.traces, "trace_s": self.trace_s, "first_calls_s": self.compile_calls_s,
-                "xla_compilations": self.compilations, "shapes": len(self.shapes)}
+    def stats(self) -> CompileStats:
+        return CompileStats(traces=self.traces, compile_s=self.trace_s + self.compile_calls_s, trace_s=self.trace_s,
+                            first_calls_s=self.compile_calls_s, xla_compilations=self.compilations,
+                            shapes=[(self.name, *shape) for shape in self.shapes])
 
 
-class Runner:
+class Runner(RunnerBase):
     framework = "tensorflow"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
@@ -102,8 +116,7 @@ class Runner:
                  memory: str | None = None, **options):
         if options:
             raise TypeError(f"unknown TensorFlow runner options {sorted(options)} (known: xla, memory)")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
         # Default memory: the TensorArray for the CPU graph executor (see model.py);
         # a dense tensor under XLA (which cannot compile the TensorArray scatter)
         # and on a GPU, where the TensorArray's one-element-per-item scatter
@@ -115,10 +128,7 @@ class Runner:
         if xla and memory == "tensor_array":
             raise ValueError("XLA cannot compile the TensorArray memory (TensorListScatterIntoExistingList); "
                              "use memory='dense' with xla=True")
-        self.config = config
-        self.dtype = dtype
         self.device = tf_device(device)
-        self.seed = seed
         self.xla = bool(xla)
         self.memory = memory
         with tf.device(self.device):
@@ -132,13 +142,11 @@ class Runner:
             *inputs, labels = inputs_and_labels
             return train.loss_and_grads(model, inputs, labels)
 
-        self._encode = Traced("encode", encode, INPUTS, self.xla)
-        self._loss_and_grads = Traced("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla)
+        self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
+        self._encode = Traced("encode", encode, INPUTS, self.xla, self._shapes)
+        self._loss_and_grads = Traced("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla, self._shapes)
         self._train_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
-        self.optimizer = None
-        self._optimizer_spec: tuple | None = None  # (name, hyperparameters, frozen canonical names)
-        self.steps = 0  # training steps taken: numbers the dropout draws (restored with the optimizer state)
 
     def _tensors(self, arrays):
         with tf.device(self.device):
@@ -170,7 +178,7 @@ class Runner:
 
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
-        self._train_step = Traced("train_step", train_step, INPUTS + [LABELS, SEED], self.xla)
+        self._train_step = Traced("train_step", train_step, INPUTS + [LABELS, SEED], self.xla, self._shapes)
         self.optimizer = optimizer
         self._optimizer_spec = (name, hyper, frozen)
 
@@ -197,10 +205,6 @@ class Runner:
         self._need_optimizer()
         self.steps = train.load_optimizer_state(self.model, self.optimizer, *self._optimizer_spec, state)
 
-    def _need_optimizer(self) -> None:
-        if self.optimizer is None:
-            raise RuntimeError("call set_optimizer first")
-
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)
 
@@ -208,17 +212,33 @@ class Runner:
         return [self._encode, self._loss_and_grads] + self._retired + (
             [self._train_step] if self._train_step is not None else [])
 
-    def compile_stats(self) -> dict:
-        """traces and compile_s (SPEC §6) summed over the entry points used so far;
-        compile_s = trace time + the calls that optimised/compiled (their run included).
-        Per function: traces, trace_s, first_calls_s, xla_compilations, shapes."""
-        functions = self._functions()
-        return {
-            "traces": sum(f.traces for f in functions),
-            "compile_s": sum(f.trace_s + f.compile_calls_s for f in functions),
-            "trace_s": sum(f.trace_s for f in functions),
-            "xla": self.xla,
-            "xla_compilations": sum(f.compilations for f in functions),
-            "memory": self.memory,
-            "functions": {f.name: f.stats() for f in functions if f.traces or f.shapes},
-        }
+    def compile_stats(self, program: str | None = None) -> CompileStats:
+        """Summed over the entry points used so far (or of one: "encode",
+        "loss_and_grads", "train_step"): traces, compile_s = trace time + the
+        calls that optimised or XLA-compiled (their run included)."""
+        if program is None:
+            return CompileStats.total([f.stats() for f in self._functions()], shapes=self._shapes)
+        return CompileStats.total([f.stats() for f in self._functions() if f.name == program])
+
+    # -- what tf.function builds (bench explain) ----------------------------
+
+    def traced_function(self, program: str) -> Traced:
+        """The traced entry point "encode", "loss_and_grads" or "train_step":
+        ``.concrete_function().graph`` is its graph, ``.function`` the bare
+        tf.function (called with tensors, it skips the host-side checks of
+        ``encode`` and friends)."""
+        if program == "train_step":
+            self._need_optimizer()
+            return self._train_step
+        functions = {"encode": self._encode, "loss_and_grads": self._loss_and_grads}
+        if program not in functions:
+            raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
+        return functions[program]
+
+    def program_inputs(self, batch: PairBatch, program: str = "encode") -> list[tf.Tensor]:
+        """The tensors ``program`` ("encode" or "loss_and_grads") is called
+        with for ``batch``, checked on the host first."""
+        arrays = train.model_inputs(batch, self.config)
+        if program == "loss_and_grads":
+            arrays += (train.labels_array(batch),)
+        return self._tensors(arrays)

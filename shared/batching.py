@@ -1,4 +1,4 @@
-"""Pairs -> padded NumPy batches (SPEC §2), with length bucketing.
+"""Pairs -> padded NumPy batches (docs/spec.md §2), with length bucketing.
 
 A batch of B pairs is four int32 arrays and the labels::
 

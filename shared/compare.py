@@ -6,7 +6,7 @@ from typing import Mapping
 
 import numpy as np
 
-# Agreement with the float64 reference (SPEC §3; the implementation issues).
+# Agreement with the float64 reference (docs/spec.md §3; the implementation issues).
 ENCODING_TOL_F32 = 1e-5  # max abs error of sentence encodings, float32
 LOGITS_TOL_F32 = 1e-4  # max abs error of logits, float32
 GRAD_REL_TOL_F64 = 1e-8  # relative gradient error, float64 (small model)

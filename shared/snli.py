@@ -1,4 +1,4 @@
-"""Reading SNLI pairs (SPEC §2): premise, hypothesis, gold label, pair id.
+"""Reading SNLI pairs (docs/spec.md §2): premise, hypothesis, gold label, pair id.
 
 Three input forms are accepted by :func:`read_snli`:
 
@@ -28,7 +28,7 @@ from typing import Iterator, Union
 
 from shared.transitions import ParseError, Sentence, parse
 
-LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (SPEC §2)
+LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (docs/spec.md §2)
 LABEL_IDS = {name: i for i, name in enumerate(LABELS)}
 NO_LABEL = -1  # a kept row whose gold label is '-'
 UNLABELED = "-"  # SNLI's gold label when annotators did not agree

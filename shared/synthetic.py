@@ -33,29 +33,22 @@ Two generators:
 * :func:`shaped_pairs` — random words in trees of a chosen shape and length,
   with random labels, for throughput benchmarks where only the transitions
   matter.
-
-:func:`write_jsonl` writes either kind as SNLI jsonl, which
-:func:`shared.snli.read_snli` reads back to equal pairs.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import pathlib
 from dataclasses import dataclass
-from typing import Iterable, Union
 
 import numpy as np
 
-from shared.snli import LABEL_IDS, LABELS, NO_LABEL, UNLABELED, Pair
+from shared.snli import LABEL_IDS, LABELS, Pair
 from shared.transitions import (
     PLAIN_SHAPES,
     REDUCE,
     SHIFT,
     Sentence,
     Tree,
-    build_tree,
     parse,
     plain_transitions,
     to_bracket,
@@ -266,26 +259,3 @@ def shaped_pairs(
         premise, hypothesis = sentence(), sentence()
         pairs.append(Pair(premise, hypothesis, int(rng.integers(len(LABELS))), f"shaped-{i}"))
     return pairs
-
-
-def write_jsonl(pairs: Iterable[Pair], path: Union[str, pathlib.Path]) -> None:
-    """Write pairs as SNLI jsonl (``sentence1``/``2`` as plain text, their binary
-    parses, ``gold_label`` and ``pairID``); NO_LABEL is written as ``-``."""
-    path = pathlib.Path(path)
-    with open(path, "w", encoding="utf-8") as out:
-        for pair in pairs:
-            if pair.label != NO_LABEL and not 0 <= pair.label < len(LABELS):
-                raise ValueError(f"pair {pair.pair_id!r}: label {pair.label} is not 0..2 or NO_LABEL")
-            row = {
-                "gold_label": UNLABELED if pair.label == NO_LABEL else LABELS[pair.label],
-                "pairID": pair.pair_id,
-                "sentence1": " ".join(pair.premise.tokens),
-                "sentence1_binary_parse": _binary_parse(pair.premise),
-                "sentence2": " ".join(pair.hypothesis.tokens),
-                "sentence2_binary_parse": _binary_parse(pair.hypothesis),
-            }
-            out.write(json.dumps(row) + "\n")
-
-
-def _binary_parse(sentence: Sentence) -> str:
-    return to_bracket(build_tree(sentence.tokens, sentence.transitions))

@@ -1,4 +1,4 @@
-"""Binary parses -> shift/reduce transition sequences (SPEC §1).
+"""Binary parses -> shift/reduce transition sequences (docs/spec.md §1).
 
 A sentence reaches the model as two parallel sequences: its tokens, and the
 transitions that build its tree bottom-up on a stack. Each token is one SHIFT;
@@ -63,7 +63,7 @@ def parse(text: str, plain_shape: str = "left") -> Sentence:
     """Parse a binary parse string, or plain tokenized text, into a Sentence.
 
     Text that contains no bracket at all is read as plain tokens and given the
-    tree shape ``plain_shape`` (``left`` by default, SPEC §1).
+    tree shape ``plain_shape`` (``left`` by default, docs/spec.md §1).
     """
     if not isinstance(text, str):
         raise TypeError(f"expected a string to parse, got {type(text).__name__}")
@@ -132,7 +132,7 @@ def plain_transitions(n: int, shape: str = "left") -> list[int]:
 
 
 def check_transitions(transitions: Sequence[int], n_tokens: int | None = None) -> None:
-    """Raise ValueError unless ``transitions`` is valid (SPEC §1).
+    """Raise ValueError unless ``transitions`` is valid (docs/spec.md §1).
 
     Valid: only PAD/SHIFT/REDUCE codes; n SHIFTs for n tokens (n >= 1); n-1
     REDUCEs; never a REDUCE with fewer than two items on the stack and never a

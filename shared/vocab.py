@@ -1,9 +1,9 @@
-"""Token <-> id mapping (SPEC §2): id 0 is ``<pad>``, id 1 is ``<unk>``.
+"""Token <-> id mapping (docs/spec.md §2): id 0 is ``<pad>``, id 1 is ``<unk>``.
 
 The word list is the whole vocabulary: ``words[i]`` is the word of id ``i``.
 It is stored in a parameter file as ``meta.vocab`` (:meth:`Vocabulary.to_array`)
 together with the ``lowercase`` flag, so any implementation can look tokens up
-the same way (SPEC §5).
+the same way (docs/spec.md §5).
 """
 
 from __future__ import annotations

@@ -9,14 +9,15 @@ import types
 import numpy as np
 import pytest
 
+from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, sentence_flops
+from bench.benchmark.measure import pairwise_agreement
 from bench.cli import main
-from bench.flops import TRAIN_FACTOR, batch_flops, classifier_flops, sentence_flops
 from bench.frameworks import IMPLEMENTATIONS, OPT_IN
-from bench.run import pairwise_agreement, read_records
+from bench.records import read_records
 from shared.params import ModelConfig
 from shared.transitions import parse
 
-# SPEC §6: the keys other tools read.
+# docs/spec.md §6: the keys other tools read.
 SPEC_KEYS = {
     "implementation": str, "framework": str, "framework_version": str, "mode": str, "device": str,
     "device_name": str, "dtype": str, "batch_size": int, "pairs_per_s": float, "step_s_median": float,

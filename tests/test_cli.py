@@ -1,4 +1,4 @@
-"""The command line: init -> encode (SPEC §5) with the reference, and data stats."""
+"""The command line: init -> encode (docs/spec.md §5) with the reference, and data stats."""
 
 from __future__ import annotations
 

@@ -14,8 +14,10 @@ import re
 
 import pytest
 
-from bench import explain as ex
 from bench.cli import main
+from bench.explain.arguments import parse_args
+from bench.explain.bad_input import explain_bad_input
+from bench.explain.report import explain, format_text
 from bench.frameworks import FRAMEWORKS
 
 TINY = ["--embed-dim", "4", "--hidden-dim", "4", "--tracker-dim", "2", "--mlp-dim", "4", "--mlp-layers", "1"]
@@ -23,7 +25,7 @@ TINY = ["--embed-dim", "4", "--hidden-dim", "4", "--tracker-dim", "2", "--mlp-di
 
 def run(*flags: str, timing: bool = False, out=None) -> dict:
     argv = TINY + list(flags) + ([] if timing else ["--no-timing"]) + (["--out", str(out)] if out else [])
-    return ex.explain(ex.parse_args(argv))
+    return explain(parse_args(argv))
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +148,8 @@ def test_graph_files_exist_and_parse(timed):
 
 @pytest.mark.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
 def test_bad_input_shows_where_each_framework_reports_it(framework):
-    transitions = ex.explain_bad_input(ex.parse_args(["--framework", framework, "--bad-input", "transitions"] + TINY))
-    token = ex.explain_bad_input(ex.parse_args(["--framework", framework, "--bad-input", "token"] + TINY))
+    transitions = explain_bad_input(parse_args(["--framework", framework, "--bad-input", "transitions"] + TINY))
+    token = explain_bad_input(parse_args(["--framework", framework, "--bad-input", "token"] + TINY))
     t, k = transitions[framework], token[framework]
     if framework == "pytorch":  # an exception from a line of your own code
         assert t["outcome"] == "raised" and t["where"].startswith("impl_pytorch/model.py, in forward")
@@ -160,7 +162,7 @@ def test_bad_input_shows_where_each_framework_reports_it(framework):
         assert k["graph"]["where"] is None  # no frame of your code: it comes from the runtime
     else:  # no error at all
         assert t["outcome"].startswith("ran") and k["outcome"].endswith("no (NaN)")
-    assert ex.format_text(transitions).startswith("bad input:")
+    assert format_text(transitions).startswith("bad input:")
 
 
 def test_cli_prints_json_and_text(capsys):

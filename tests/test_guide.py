@@ -13,18 +13,19 @@ import re
 
 import pytest
 
-from bench import explain as ex
+from bench import guide_sync as gs
+from bench.explain.report import format_text
 
-TEXT = ex.GUIDE.read_text()
-EXCERPTS = ex.guide_excerpts(TEXT)
-FIGURES = ex.guide_figures(TEXT)
-NUMBERS = ex.guide_numbers(TEXT)
+TEXT = gs.GUIDE.read_text()
+EXCERPTS = gs.guide_excerpts(TEXT)
+FIGURES = gs.guide_figures(TEXT)
+NUMBERS = gs.guide_numbers(TEXT)
 RESULTS: dict = {}  # figure command -> its result, run once per session (counts only, no timing)
 
 
 def result_of(command: str) -> dict:
     if command not in RESULTS:
-        RESULTS[command] = ex.run_figure(command, timing=False)
+        RESULTS[command] = gs.run_figure(command, timing=False)
     return RESULTS[command]
 
 
@@ -39,25 +40,25 @@ def test_the_guide_has_excerpts_figures_and_quotes():
 
 @pytest.mark.parametrize("path, spec, body", EXCERPTS, ids=[f"{p} {s[:40]}" for p, s, _ in EXCERPTS])
 def test_excerpt_matches_the_source(path, spec, body):
-    fresh = ex.extract(path, spec)
+    fresh = gs.extract(path, spec)
     assert body == fresh, f"the guide's excerpt of {path} drifted (python -m bench explain --sync-guide):\n" \
-                          + ex._diff(body, fresh)
+                          + gs._diff(body, fresh)
 
 
 @pytest.mark.parametrize("figure", FIGURES, ids=[f.id for f in FIGURES])
 def test_figure_matches_a_fresh_run(figure):
-    assert figure.command.startswith(ex.COMMAND + " ") or figure.command == ex.COMMAND
-    fresh = ex.format_text(result_of(figure.command)) + "\n"
-    assert ex.mask(figure.body) == ex.mask(fresh), \
-        f"{figure.id} ({figure.command}) drifted:\n" + ex._diff(ex.mask(figure.body), ex.mask(fresh))
+    assert figure.command.startswith(gs.COMMAND + " ") or figure.command == gs.COMMAND
+    fresh = format_text(result_of(figure.command)) + "\n"
+    assert gs.mask(figure.body) == gs.mask(fresh), \
+        f"{figure.id} ({figure.command}) drifted:\n" + gs._diff(gs.mask(figure.body), gs.mask(fresh))
 
 
 @pytest.mark.parametrize("number, figure_id, key", NUMBERS, ids=[f"{f}:{k}" for _, f, k in NUMBERS])
 def test_quoted_number_is_the_figures(number, figure_id, key):
     commands = {f.id: f.command for f in FIGURES}
     assert figure_id in commands, f"{number} quotes {figure_id}, which the guide does not have"
-    value = ex.lookup(result_of(commands[figure_id]), key)
-    assert ex.number_matches(number, value, key), f"the guide says {number} for {figure_id} {key}, a fresh run {value}"
+    value = gs.lookup(result_of(commands[figure_id]), key)
+    assert gs.number_matches(number, value, key), f"the guide says {number} for {figure_id} {key}, a fresh run {value}"
 
 
 def test_check_finds_drift_and_sync_repairs_it(tmp_path):
@@ -72,13 +73,13 @@ def test_check_finds_drift_and_sync_repairs_it(tmp_path):
     broken = broken.replace(f'[{number}](#{fig} "{key}")', f'[{int(number) + 1}](#{fig} "{key}")', 1)
     copy = tmp_path / "guide.md"
     copy.write_text(broken)
-    problems = ex.sync_guide(copy, results=RESULTS)
+    problems = gs.sync_guide(copy, results=RESULTS)
     assert len(problems) == 3, problems
     assert problems[0].startswith(f"excerpt {path}") and "# an edit" in problems[0]
     assert problems[1].startswith(f"figure {figure.id}") and problems[2].startswith(f"number {int(number) + 1}")
-    assert ex.sync_guide(copy, write=True, timing=False, results=RESULTS) == []
-    assert ex.sync_guide(copy, results=RESULTS) == []
-    assert ex.mask(copy.read_text()) == ex.mask(TEXT)
+    assert gs.sync_guide(copy, write=True, timing=False, results=RESULTS) == []
+    assert gs.sync_guide(copy, results=RESULTS) == []
+    assert gs.mask(copy.read_text()) == gs.mask(TEXT)
 
 
 def test_values_quoted_as_code_come_from_a_figure():

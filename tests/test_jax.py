@@ -13,11 +13,11 @@ import pytest
 
 from impl_jax import convert, train
 from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
-from impl_jax.runner import Runner, disable_compilation_cache, step_memory
+from impl_jax.runner import Runner, disable_compilation_cache
 from shared import optimizers, reference
 from shared.batching import make_batches, make_pair_batch
 from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
-from shared.params import ModelConfig, ParamError, init_params, save_params
+from shared.params import ModelConfig, ParamError, init_params, load_params, save_params
 
 from conftest import assert_npz_files_identical, small_config_for
 
@@ -56,24 +56,25 @@ def test_same_bucket_shape_does_not_recompile(small_config, sample_pairs, vocab)
     runner.set_optimizer("sgd", lr=0.1)
 
     runner.encode(first)
-    assert runner.compile_stats()["traces"] == 1
+    assert runner.compile_stats().traces == 1
     with CompileCounter() as xla:
         runner.encode(second)  # same (B, N, T): the executable is reused
         runner.set_learning_rate(0.05)  # an argument of the step, not a constant in it
-    assert runner.compile_stats()["traces"] == 1 and xla.count == 0
+    assert runner.compile_stats().traces == 1 and xla.count == 0
 
     runner.encode(other)  # a new shape: exactly one more
-    assert runner.compile_stats()["traces"] == 2
+    assert runner.compile_stats().traces == 2
 
     runner.train_step(first)
     with CompileCounter() as xla:
         runner.train_step(second)
     stats = runner.compile_stats()
-    assert stats["traces"] == 3 and xla.count == 0
-    assert stats["shapes"] == [("encode", 8, 16, 31), ("encode", other.size, other.num_tokens, other.num_steps),
+    assert stats.traces == 3 and xla.count == 0
+    assert stats.shapes == [("encode", 8, 16, 31), ("encode", other.size, other.num_tokens, other.num_steps),
                                ("train_step", 8, 16, 31)]
-    assert stats["compile_s"] == pytest.approx(stats["lower_s"] + stats["xla_compile_s"])
-    assert stats["lower_s"] > 0 and stats["xla_compile_s"] > 0
+    assert stats.compile_s == pytest.approx(stats.trace_s + stats.lower_s + stats.xla_compile_s)
+    assert stats.trace_s > 0 and stats.lower_s > 0 and stats.xla_compile_s > 0
+    assert stats.xla_compilations == 3 and runner.compile_stats("encode").xla_compilations == 2
 
 
 def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small_batch):
@@ -82,14 +83,14 @@ def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small
     try:
         first = Runner(params, small_config, compilation_cache_dir=cache)
         expected = first.encode(small_batch)
-        assert first.compile_stats()["cache_misses"] == 1
+        assert first.compile_stats().cache_misses == 1
         files = [p for p in cache.rglob("*") if p.is_file()]
         assert files, "no executable written to the cache directory"
         # A new runner (as a new process would) finds the executable on disk.
         second = Runner(params, small_config, compilation_cache_dir=cache)
         got = second.encode(small_batch)
         stats = second.compile_stats()
-        assert stats["traces"] == 1 and stats["cache_hits"] == 1 and stats["cache_misses"] == 0
+        assert stats.traces == 1 and stats.cache_hits == 1 and stats.cache_misses == 0
         for a, b in zip(got, expected):
             assert np.array_equal(a, b)
     finally:
@@ -122,13 +123,34 @@ def test_layout_matches_reference(layout, small_config, sample_pairs, edge_pairs
 # --------------------------------------------------------------------------
 
 
+def step_temp_bytes(config: ModelConfig, batch_size: int, num_tokens: int, layout: str) -> int:
+    """XLA's scratch memory for one SGD training step at B = ``batch_size``,
+    N = ``num_tokens``, T = 2N - 1, compiled for abstract inputs (no data, no
+    weights): where the residuals saved for the backward pass live."""
+    model = SNLIClassifier(config, layout=layout)
+    optimizer = train.make_optimizer("sgd", np.float32)
+
+    def spec(shape, dtype):
+        return jax.ShapeDtypeStruct(shape, dtype)
+
+    tokens = spec((batch_size, num_tokens), jnp.int32)
+    transitions = spec((batch_size, 2 * num_tokens - 1), jnp.int32)
+    zeros = jnp.zeros((1, 1), jnp.int32)
+    params = jax.eval_shape(model.init, jax.random.key(0), zeros, zeros, zeros, zeros)["params"]
+    opt_state = jax.eval_shape(optimizer.init, params)
+    args = (params, {}, opt_state, (tokens, transitions, tokens, transitions), spec((batch_size,), jnp.int32),
+            spec((), jnp.int32), spec((), jnp.float32))
+    compiled = jax.jit(train.make_train_step(model, optimizer), donate_argnums=(0, 2)).lower(*args).compile()
+    return int(compiled.memory_analysis().temp_size_in_bytes)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_training_step_memory_grows_linearly_in_steps(layout):
     """XLA's plan for the training step needs scratch memory growing linearly
     in T (the per-step residuals are [B, H]-sized), not like S x T."""
     config = ModelConfig(vocab_size=50, embed_dim=8, hidden_dim=8, tracker_dim=4, mlp_dim=8, mlp_layers=1)
     sizes = (8, 16, 32)
-    temp = [step_memory(config, 4, n, layout=layout)["temp_size_in_bytes"] for n in sizes]
+    temp = [step_temp_bytes(config, 4, n, layout) for n in sizes]
     steps = [2 * n - 1 for n in sizes]
     slope_small = (temp[1] - temp[0]) / (steps[1] - steps[0])
     slope_large = (temp[2] - temp[1]) / (steps[2] - steps[1])
@@ -179,10 +201,11 @@ def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_la
     config = small_config_for(len(vocab), tracker_dim=tracker_dim, mlp_layers=mlp_layers)
     first, second = tmp_path / "first.npz", tmp_path / "second.npz"
     save_params(first, init_params(config, seed=1, dtype=np.dtype(dtype)), config, vocab.words)
-    variables, loaded_config, words = convert.load(first, dtype=dtype)
-    assert loaded_config == config
+    loaded = load_params(first)
+    assert loaded.config == config
+    variables = convert.from_canonical(loaded.params, loaded.config, dtype)
     assert all(leaf.dtype == np.dtype(dtype) for leaf in jax.tree_util.tree_leaves(variables))
-    convert.save(variables, config, second, words)
+    save_params(second, convert.to_canonical(variables, config), config, loaded.vocab)
     assert_npz_files_identical(first, second)
 
 
@@ -218,7 +241,7 @@ def test_wrong_entries_are_named(tmp_path, small_config, vocab):
     arrays["embed.embedding"] = arrays["embed.embedding"][:, :-1]
     np.savez(tmp_path / "wrong.npz", **arrays)
     with pytest.raises(ParamError, match=r"wrong.npz: parameter 'embed.embedding' has shape \(\d+, 5\)"):
-        convert.load(tmp_path / "wrong.npz")
+        load_params(tmp_path / "wrong.npz")
     # A Flax tree missing a leaf cannot be saved.
     variables = convert.from_canonical(params, small_config)
     del variables["params"]["spinn"]["reduce"]["track"]
@@ -311,9 +334,7 @@ def test_training_step_computes_in_one_dtype(dtype, other, small_config, small_b
     float64 step holds no float32."""
     runner = Runner(init_params(small_config, seed=5), small_config, dtype=dtype)
     runner.set_optimizer("adam", lr=0.01, weight_decay=0.01)
-    arrays, _ = runner._arrays(small_batch)
-    args = runner._train_args(arrays, runner._labels(small_batch))
-    jaxpr = str(jax.make_jaxpr(runner._functions["train_step"])(*args))
+    jaxpr = str(runner.trace("train_step", small_batch).jaxpr)
     assert f"{dtype[0]}{dtype[-2:]}[" in jaxpr.replace("float", "f")  # sanity: the dtype appears
     assert f"{other}[" not in jaxpr
 
@@ -392,7 +413,7 @@ def test_device_argument(small_config, small_batch, device):
         on_gpu = Runner(params, small_config, dtype="float64", device="gpu")
         for a, b in zip(on_gpu.encode(small_batch), cpu.encode(small_batch)):
             assert max_abs_err(a, b) <= 1e-12
-        assert isinstance(on_gpu.peak_memory_bytes(), int)
+        assert isinstance(jax.devices("gpu")[0].memory_stats()["peak_bytes_in_use"], int)
     else:
         with pytest.raises(ValueError, match="no JAX gpu device"):
             Runner(params, small_config, device="gpu")

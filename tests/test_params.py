@@ -1,4 +1,4 @@
-"""Canonical parameter table, initialisation and the .npz file (SPEC §4)."""
+"""Canonical parameter table, initialisation and the .npz file (docs/spec.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Synthetic pairs: determinism, balance, validity, rules, shapes, jsonl round trip."""
+"""Synthetic pairs: determinism, balance, validity, rules, shapes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from shared.snli import LABELS, NO_LABEL, Pair, read_snli
+from shared.snli import LABELS, Pair
 from shared.synthetic import (
     ADVERBS,
     AGENT_ADJECTIVES,
@@ -22,7 +22,6 @@ from shared.synthetic import (
     random_transitions,
     shaped_pairs,
     synthetic_pairs,
-    write_jsonl,
 )
 from shared.transitions import check_transitions, plain_transitions
 from shared.vocab import Vocabulary
@@ -85,25 +84,6 @@ def test_contradictions_hide_the_length_cue():
     pairs = [p for p in synthetic_pairs(600, seed=4) if LABELS[p.label] == "contradiction"]
     same = sum(len(p.premise) == len(p.hypothesis) for p in pairs)
     assert 0.3 < same / len(pairs) < 0.7
-
-
-def test_jsonl_round_trip(tmp_path):
-    pairs = synthetic_pairs(60, seed=5) + shaped_pairs(30, length=9, min_length=1, seed=5)
-    pairs.append(Pair(pairs[0].premise, pairs[0].hypothesis, NO_LABEL, "unlabeled"))
-    path = tmp_path / "synth.jsonl"
-    write_jsonl(pairs, path)
-    back, report = read_snli(path, keep_unlabeled=True)
-    assert back == pairs
-    assert report.rows_read == len(pairs)
-    assert read_snli(path)[1].skipped_no_label == 1
-    first = path.read_text(encoding="utf-8").splitlines()[0]
-    assert '"sentence1": "' + " ".join(pairs[0].premise.tokens) + '"' in first
-
-
-def test_write_jsonl_rejects_bad_labels(tmp_path):
-    pair = synthetic_pairs(1)[0]
-    with pytest.raises(ValueError, match="label 3"):
-        write_jsonl([Pair(pair.premise, pair.hypothesis, 3, "x")], tmp_path / "x.jsonl")
 
 
 @pytest.mark.parametrize("shape", ["left", "right", "balanced"])

@@ -18,7 +18,7 @@ from impl_tensorflow.runner import Runner
 from shared import optimizers, reference
 from shared.batching import PairBatch, make_pair_batch
 from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
-from shared.params import ParamError, init_params, param_shapes, save_params
+from shared.params import ParamError, init_params, load_params, param_shapes, save_params
 from shared.transitions import PAD, REDUCE, SHIFT
 
 
@@ -56,12 +56,12 @@ def test_one_trace_for_every_batch_shape(device, small_config, sample_pairs, voc
         loss, _ = runner.loss_and_grads(batch)
         assert abs(runner.train_step(batch) - loss) <= 1e-12
     stats = runner.compile_stats()
-    per_function = {name: f["traces"] for name, f in stats["functions"].items()}
+    per_function = {name: runner.compile_stats(name).traces for name in ("encode", "loss_and_grads", "train_step")}
     assert per_function == {"encode": 1, "loss_and_grads": 1, "train_step": 1}, per_function
-    assert stats["traces"] == 3
-    assert stats["functions"]["encode"]["shapes"] == len(batches)
-    assert stats["xla_compilations"] == 0 and not stats["xla"]
-    assert stats["compile_s"] >= stats["trace_s"] > 0.0
+    assert stats.traces == 3
+    assert len(runner.compile_stats("encode").shapes) == len(batches)
+    assert stats.xla_compilations == 0 and not runner.xla
+    assert stats.compile_s >= stats.trace_s > 0.0
 
 
 def test_backward_loop_never_saves_the_memory(small_config):
@@ -69,7 +69,7 @@ def test_backward_loop_never_saves_the_memory(small_config):
     tensors a step read, never the memory (a TensorArray, a variant tensor).
     Inspected in the traced graph: no per-step accumulator holds a variant."""
     runner = Runner(init_params(small_config, seed=1), small_config)
-    graph = runner._loss_and_grads.function.get_concrete_function().graph
+    graph = runner.traced_function("loss_and_grads").concrete_function().graph
     accumulators = [op for op in graph.get_operations() if op.type == "EmptyTensorList"]
     assert accumulators, "expected the while loop's gradient to stack per-step values"
     kept = {op.get_attr("element_dtype") for op in accumulators}
@@ -95,10 +95,10 @@ def test_xla_variant_matches_reference(device, vocab, sample_pairs):
     errors = grad_rel_errs(grads, ref_grads)
     assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
     stats = runner.compile_stats()
-    assert stats["xla"] and stats["traces"] == 2  # encode and loss_and_grads, one trace each
+    assert runner.xla and stats.traces == 2  # encode and loss_and_grads, one trace each
     # XLA compiles one program per input shape: two for encode, one for the gradients.
-    assert stats["functions"]["encode"]["xla_compilations"] == 2
-    assert stats["xla_compilations"] == 3
+    assert runner.compile_stats("encode").xla_compilations == 2
+    assert stats.xla_compilations == 3
 
 
 def test_xla_sgd_step_matches_reference(device, small_config, small_batch):
@@ -119,7 +119,7 @@ def test_memory_containers_agree(device, small_config, small_batch):
     ref = reference.forward(params, small_config, small_batch)
     for memory in ("tensor_array", "dense"):
         runner = Runner(params, small_config, dtype="float64", device=device, memory=memory)
-        assert runner.compile_stats()["memory"] == memory
+        assert runner.memory == memory
         assert_matches_reference(runner, params, small_config, small_batch)
     with pytest.raises(ValueError, match="XLA cannot compile"):
         Runner(params, small_config, xla=True, memory="tensor_array")
@@ -138,8 +138,9 @@ def test_load_save_bit_identical(tmp_path, vocab, dtype):
     params = init_params(config, seed=15, dtype=dtype)
     source, copy = tmp_path / "in.npz", tmp_path / "out.npz"
     save_params(source, params, config, vocab.to_array())
-    model, words = convert.load(source, dtype=np.dtype(dtype).name)
-    convert.save(model, copy, words)
+    loaded = load_params(source)
+    model = convert.from_canonical(loaded.params, loaded.config, dtype=np.dtype(dtype).name)
+    save_params(copy, convert.to_canonical(model), model.config, loaded.vocab)
     assert_npz_files_identical(source, copy)
     # The fused variables really hold the blocks the map says.
     H, D = config.hidden_dim, config.tracker_dim
@@ -167,7 +168,7 @@ def test_wrong_entries_are_errors_that_name_them(tmp_path, vocab):
     path = tmp_path / "bad.npz"
     np.savez(path, **bad, **{"meta.config": np.array(config.to_json()), "meta.vocab": vocab.to_array()})
     with pytest.raises(ParamError, match="projection.bias"):
-        convert.load(path)
+        load_params(path)
     with pytest.raises(ValueError, match="dtype"):
         convert.from_canonical(params, config, dtype="float16")
     # The gradient map checks counts too.
@@ -200,7 +201,7 @@ def test_dropout_only_in_training(device, small_config, small_batch):
     again = Runner(params, small_config, dtype="float64", device=device, dropout=0.5, seed=3)
     again.set_optimizer("sgd", lr=0.0)
     assert again.train_step(small_batch) == losses[0]  # repeatable from the seed
-    assert again.compile_stats()["traces"] == 1  # one traced train step, dropout included
+    assert again.compile_stats().traces == 1  # one traced train step, dropout included
 
 
 def test_float64_end_to_end(device, small_config, small_batch):
@@ -330,7 +331,7 @@ def test_learning_rate_changes_without_retracing(device, small_config, small_bat
         runner.train_step(small_batch)
     for key, value in runner.get_params().items():
         assert max_abs_err(value, expected[key]) <= 1e-10, key
-    assert runner.compile_stats()["functions"]["train_step"]["traces"] == 1
+    assert runner.compile_stats("train_step").traces == 1
 
 
 def test_results_are_bit_identical_from_the_first_call(small_config, small_batch):

@@ -1,4 +1,4 @@
-"""Training end to end (bench/train.py) in every framework.
+"""Training end to end (bench/training/) in every framework.
 
 Equivalence is measured against the float64 NumPy reference (its SGD, Adam
 and RMSprop live in shared/optimizers.py), and between frameworks, never by
@@ -15,14 +15,18 @@ import shutil
 import numpy as np
 import pytest
 
-from bench import train as training
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS, runner_class
-from bench.train import (Checkpoint, TrainConfig, confusion_matrix, evaluate_pairs, latest_checkpoint,
-                         list_checkpoints, load_checkpoint, read_metrics, train)
+from bench.training import checkpoint as checkpoints
+from bench.training.checkpoint import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
+from bench.training.evaluate import confusion_matrix, evaluate_pairs
+from bench.training.metrics import read_metrics
+from bench.training.settings import TrainConfig
+from bench.training.trainer import train
 from shared import optimizers
 from shared.compare import (LOGITS_TOL_F32, TRAIN_LOSS_REL_TOL_ADAM, TRAIN_LOSS_REL_TOL_SGD, curve_rel_err,
                             max_abs_err)
+from shared.batching import make_pair_batch
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
 from shared.snli import SAMPLE_PATH
 from shared.synthetic import synthetic_pairs
@@ -179,7 +183,7 @@ def test_crash_during_checkpoint_keeps_the_previous_one(runs, tmp_path, monkeypa
         path.write_bytes(b"half an npz")
         raise Killed()
 
-    monkeypatch.setattr(training, "save_optimizer_state", crash)
+    monkeypatch.setattr(checkpoints, "save_optimizer_state", crash)
     cfg.epochs = 2
     with pytest.raises(Killed):
         train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
@@ -204,7 +208,7 @@ def test_checkpoint_files_are_canonical(runs):
     checkpoint: Checkpoint = load_checkpoint(latest_checkpoint(out))
     assert checkpoint.state["step"] == 16 and checkpoint.state["epoch"] == 2
     assert checkpoint.state["batch_in_epoch"] == 0
-    # model.npz is exactly SPEC §4: the canonical loader accepts it, nothing extra.
+    # model.npz is exactly docs/spec.md §4: the canonical loader accepts it, nothing extra.
     with np.load(checkpoint.path / "model.npz", allow_pickle=False) as data:
         assert sorted(data.files) == sorted(list(INIT.params) + ["meta.config", "meta.vocab"])
     assert checkpoint.optimizer["name"] == "adam"
@@ -230,13 +234,13 @@ def test_trained_model_evaluates_alike_in_every_framework(runs, trained_in):
     ref_runner = runner_class("reference")(model.params, model.config)
     want = evaluate_pairs(ref_runner, pairs, VOCAB, batch_size=8, buckets=(16,))
     assert 0.0 < want.accuracy < 1.0
-    _, _, ref_logits = ref_runner.encode(training.make_pair_batch(DEV_PAIRS, VOCAB, num_tokens=16))
+    _, _, ref_logits = ref_runner.encode(make_pair_batch(DEV_PAIRS, VOCAB, num_tokens=16))
     for fw in FRAMEWORKS:
         runner = runner_class(fw)(model.params, model.config)
         got = evaluate_pairs(runner, pairs, VOCAB, batch_size=8, buckets=(16,))
         assert got.accuracy == want.accuracy, fw
         assert np.array_equal(got.confusion, want.confusion), fw
-        _, _, logits = runner.encode(training.make_pair_batch(DEV_PAIRS, VOCAB, num_tokens=16))
+        _, _, logits = runner.encode(make_pair_batch(DEV_PAIRS, VOCAB, num_tokens=16))
         assert max_abs_err(logits, ref_logits) <= LOGITS_TOL_F32, fw
     # and the dev accuracy the training run recorded is the one every framework measures
     last_dev = [r for r in result.evals if r["split"] == "dev"][-1]
@@ -256,7 +260,7 @@ def test_optimizer_state_moves_between_frameworks(runs, framework):
     runner.load_optimizer_state(state)
     for key, value in runner.optimizer_state().items():
         assert np.array_equal(value, state[key]), key
-    batch = training.make_pair_batch(TRAIN_PAIRS[:8], VOCAB, num_tokens=16)
+    batch = make_pair_batch(TRAIN_PAIRS[:8], VOCAB, num_tokens=16)
     loss = runner.train_step(batch)
     ref_loss, grads = runner_class("reference")(params, CONFIG).loss_and_grads(batch)
     ref_state = {k: np.asarray(v, dtype=np.float64) for k, v in state.items()}
@@ -274,7 +278,7 @@ def test_optimizer_state_moves_between_frameworks(runs, framework):
 def test_frozen_embedding_is_not_trained(framework):
     runner = runner_class(framework)(INIT.params, CONFIG)
     runner.set_optimizer("adam", 0.05, frozen=("embed.embedding",))
-    batch = training.make_pair_batch(TRAIN_PAIRS[:8], VOCAB, num_tokens=16)
+    batch = make_pair_batch(TRAIN_PAIRS[:8], VOCAB, num_tokens=16)
     runner.train_step(batch)
     runner.train_step(batch)
     after = runner.get_params()

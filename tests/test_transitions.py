@@ -1,4 +1,4 @@
-"""Binary parses -> transitions (SPEC §1): examples, bad input, properties."""
+"""Binary parses -> transitions (docs/spec.md §1): examples, bad input, properties."""
 
 from __future__ import annotations
 

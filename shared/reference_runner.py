@@ -13,9 +13,10 @@ import numpy as np
 
 from shared import optimizers, reference
 from shared.params import ModelConfig, cast_params, param_shapes
+from shared.runner import Runner as RunnerBase
 
 
-class Runner:
+class Runner(RunnerBase):
     framework = "reference"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float64",
@@ -24,7 +25,7 @@ class Runner:
             raise ValueError("the NumPy reference runs on the CPU only")
         if dropout:
             raise ValueError("the reference has no dropout (it is the eval-mode oracle)")
-        self.config = config
+        super().__init__(params, config, dtype="float64", device=device, dropout=dropout, seed=seed)
         self.params = cast_params(params, np.float64)
         self.optimizer = None  # (name, hyperparameters, frozen names)
         self.lr = None
@@ -68,10 +69,3 @@ class Runner:
 
     def get_params(self):
         return {name: value.copy() for name, value in self.params.items()}
-
-    def compile_stats(self) -> dict:
-        return {"traces": 0, "compile_s": 0.0}
-
-    def _need_optimizer(self) -> None:
-        if self.optimizer is None:
-            raise RuntimeError("call set_optimizer first")

@@ -1,10 +1,11 @@
 """``python -m bench run``: the cross-framework benchmark (the suite's main job).
 
 The parent process only plans and collects: each implementation is measured
-by ``python -m bench.worker`` in a subprocess of its own, which appends its
-records to ``OUT/results.jsonl`` as it goes. At the end the parent compares
-the implementations' outputs pairwise, prints a table and the targets, and
-fails (exit 1) if any implementation crashed or disagreed with the reference.
+by ``python -m bench.benchmark.worker`` in a subprocess of its own, which
+appends its records to ``OUT/results.jsonl`` as it goes. At the end the
+parent compares the implementations' outputs pairwise, prints a table and
+the targets, and fails (exit 1) if any implementation crashed or disagreed
+with the reference.
 """
 
 from __future__ import annotations
@@ -12,20 +13,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
+from bench.benchmark.measure import git_commit, pairwise_agreement
+from bench.benchmark.report import format_table, format_targets
+from bench.benchmark.worker import WorkerSpec
+from bench.config import preset, worker_env
 from bench.datasets import add_data_arguments
-from bench.frameworks import FRAMEWORKS, IMPLEMENTATIONS, OPT_IN, available
-from bench.worker import WorkerSpec, git_commit
+from bench.frameworks import FRAMEWORKS, IMPLEMENTATIONS, OPT_IN, installed
+from bench.records import read_records, write_json
 
-FULL_SIZES = {"embed_dim": 300, "hidden_dim": 300, "tracker_dim": 64, "mlp_dim": 1024, "mlp_layers": 2}
-QUICK_SIZES = {"embed_dim": 16, "hidden_dim": 16, "tracker_dim": 4, "mlp_dim": 32, "mlp_layers": 1}
+QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "repeats": 3, "min_time": 0.2, "agreement_pairs": 8}
+FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "repeats": 10, "min_time": 1.0, "agreement_pairs": 32}
 
 
 def _int_list(text: str) -> list[int]:
@@ -85,7 +87,8 @@ def plan_implementations(args) -> list[str]:
         return args.implementations
     frameworks = args.frameworks
     if frameworks is None:
-        frameworks = [f for f in FRAMEWORKS if available(f)]
+        # Looked up, not imported: the workers import the frameworks, the parent never does.
+        frameworks = [f for f in FRAMEWORKS if installed(f)]
         missing = sorted(set(FRAMEWORKS) - set(frameworks))
         if missing:
             print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
@@ -96,40 +99,42 @@ def plan_implementations(args) -> list[str]:
             if framework in frameworks and name not in OPT_IN]
 
 
-def read_records(path: Path) -> list[dict]:
-    """Records of a results.jsonl; a line cut short by an interruption is ignored."""
-    records = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records
-
-
-def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
-    """Max abs differences of encodings and logits between implementations."""
-    loaded = {}
+def worker_specs(args, names: list[str], out_dir: Path, done: set) -> list[WorkerSpec]:
+    """One WorkerSpec per implementation: what the flags (and --quick) ask for."""
+    defaults = QUICK if args.quick else FULL
+    sizes = preset(args.size or ("quick" if args.quick else "full"))
+    data = {"data": args.data, "split": args.split, "num_pairs": args.num_pairs or defaults["num_pairs"],
+            "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
+    run_id, commit = time.strftime("%Y%m%dT%H%M%S"), git_commit()
+    specs = []
     for name in names:
-        path = out_dir / "agreement" / f"{name}.npz"
-        if path.exists():
-            loaded[name] = np.load(path)
-    table = {}
-    keys = sorted(loaded)
-    for i, a in enumerate(keys):
-        for b in keys[i + 1:]:
-            table[f"{a} vs {b}"] = {
-                "max_abs_diff_encoding": float(max(np.abs(loaded[a]["premise"] - loaded[b]["premise"]).max(),
-                                                   np.abs(loaded[a]["hypothesis"] - loaded[b]["hypothesis"]).max())),
-                "max_abs_diff_logits": float(np.abs(loaded[a]["logits"] - loaded[b]["logits"]).max()),
-            }
-    return table
+        framework, options = IMPLEMENTATIONS[name]
+        if framework == "jax" and args.jax_compilation_cache:
+            options = {**options, "compilation_cache_dir": str(Path(args.jax_compilation_cache).resolve())}
+        specs.append(WorkerSpec(
+            implementation=name, framework=framework, options=options, out_dir=str(out_dir),
+            device=args.device, dtype=args.dtype, modes=args.modes,
+            batch_sizes=args.batch_sizes or defaults["batch_sizes"], data=data, sizes=sizes,
+            repeats=args.repeats or defaults["repeats"],
+            min_time=args.min_time if args.min_time is not None else defaults["min_time"],
+            agreement_pairs=defaults["agreement_pairs"], buckets=args.buckets,
+            skip=[[m, b] for (impl, m, b) in done if impl == name], git_commit=commit, run_id=run_id))
+    return specs
+
+
+def run_worker(spec: WorkerSpec, out_dir: Path, timeout: float) -> int | str:
+    """Measure one implementation in a process of its own; its exit code (or "timeout")."""
+    spec_path = out_dir / "specs" / f"{spec.implementation}.json"
+    spec_path.parent.mkdir(exist_ok=True)
+    spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
+    try:
+        return subprocess.run([sys.executable, "-m", "bench.benchmark.worker", str(spec_path)],
+                              env=worker_env(spec.dtype), timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        return "timeout"
 
 
 def cmd_run(args) -> int:
-    from bench.report import format_table, format_targets
-
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     results = out_dir / "results.jsonl"
@@ -137,52 +142,21 @@ def cmd_run(args) -> int:
         raise ValueError(f"{results} already holds results: use --resume to complete it, "
                          f"or another --out (nothing is overwritten)")
     names = plan_implementations(args)
-    quick = args.quick
-    sizes = QUICK_SIZES if (args.size or ("quick" if quick else "full")) == "quick" else FULL_SIZES
-    data = {"data": args.data, "split": args.split, "num_pairs": args.num_pairs or (64 if quick else None),
-            "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
-    run_id = time.strftime("%Y%m%dT%H%M%S")
-    commit = git_commit()
     done = {(r["implementation"], r["mode"], r["batch_size"]) for r in read_records(results)}
-    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-               XLA_PYTHON_CLIENT_PREALLOCATE="false", NVIDIA_TF32_OVERRIDE="0",
-               JAX_DEFAULT_MATMUL_PRECISION="highest")
-    if args.dtype == "float64":
-        env["JAX_ENABLE_X64"] = "1"
     failures = []
     print(f"benchmark: {', '.join(names)} -> {results}", file=sys.stderr)
-    for name in names:
-        framework, options = IMPLEMENTATIONS[name]
-        if framework == "jax" and args.jax_compilation_cache:
-            options = {**options, "compilation_cache_dir": str(Path(args.jax_compilation_cache).resolve())}
-        batch_sizes = args.batch_sizes or ([1, 8] if quick else [1, 32, 128])
-        spec = WorkerSpec(
-            implementation=name, framework=framework, options=options, out_dir=str(out_dir),
-            device=args.device, dtype=args.dtype, modes=args.modes, batch_sizes=batch_sizes,
-            data=data, sizes=sizes,
-            repeats=args.repeats or (3 if quick else 10),
-            min_time=args.min_time if args.min_time is not None else (0.2 if quick else 1.0),
-            agreement_pairs=8 if quick else 32,
-            buckets=args.buckets,
-            skip=[[m, b] for (impl, m, b) in done if impl == name],
-            git_commit=commit, run_id=run_id,
-        )
-        spec_path = out_dir / "specs" / f"{name}.json"
-        spec_path.parent.mkdir(exist_ok=True)
-        spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
+    for k, spec in enumerate(worker_specs(args, names, out_dir, done), start=1):
+        print(f"[{spec.implementation}] implementation {k} of {len(names)}", file=sys.stderr)
         started = time.perf_counter()
-        try:
-            code = subprocess.run([sys.executable, "-m", "bench.worker", str(spec_path)], env=env,
-                                  timeout=args.timeout).returncode
-        except subprocess.TimeoutExpired:
-            code = "timeout"
-        print(f"[{name}] finished in {time.perf_counter() - started:.0f} s (exit {code})", file=sys.stderr)
+        code = run_worker(spec, out_dir, args.timeout)
+        print(f"[{spec.implementation}] finished in {time.perf_counter() - started:.0f} s (exit {code})",
+              file=sys.stderr)
         if code != 0:
-            failures.append((name, code))
+            failures.append((spec.implementation, code))
 
     records = [r for r in read_records(results) if r["implementation"] in names]
     agreement = pairwise_agreement(out_dir, names)
-    (out_dir / "agreement.json").write_text(json.dumps(agreement, indent=1) + "\n")
+    write_json(out_dir / "agreement.json", agreement)
     print()
     print(format_table(records))
     print()

@@ -1,6 +1,6 @@
 """Useful work, counted once, from the transitions actually present.
 
-Only the matrix products of SPEC §3 are counted (2 FLOPs per multiply-add):
+Only the matrix products of docs/spec.md §3 are counted (2 FLOPs per multiply-add):
 they are the work a dense matmul peak can be compared with. Gate
 nonlinearities and elementwise products are O(H) per step against O(H^2) for
 the products, so leaving them out changes the count by about 1 % at H=300 and

@@ -1,0 +1,180 @@
+"""The measurements of one implementation: agreement with the reference, and timing.
+
+Used inside a worker process (bench/benchmark/worker.py); ``pairwise_agreement``
+and ``git_commit`` also by the parent that collects the results.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.benchmark import devices
+from bench.benchmark.flops import batch_flops
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def git_commit() -> str:
+    """The commit being measured (``-dirty`` with uncommitted changes to tracked files)."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             cwd=ROOT, timeout=10)
+        if out.returncode == 0:
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                   text=True, cwd=ROOT, timeout=10).stdout.strip()
+            return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return "unknown"
+
+
+class RssSampler:
+    """Peak resident memory of this process over a window, sampled every few ms."""
+
+    def __init__(self, interval: float = 0.005):
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._process.memory_info().rss)
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self.peak = self._process.memory_info().rss
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+
+def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str) -> dict:
+    """``runner`` against the float64 reference on the same weights: encodings
+    and logits on ``pairs``, gradients on the cheapest four of them. Keeps the
+    outputs in ``out_dir/agreement/{name}.npz`` for the pairwise comparison."""
+    from shared import reference
+    from shared.batching import make_pair_batch, pair_length
+    from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs,
+                                max_abs_err)
+
+    batch = make_pair_batch(pairs, vocab)
+    premise, hypothesis, logits = runner.encode(batch)
+    ref = reference.forward(params, config, batch)
+    grad_batch = batch.select(np.argsort([pair_length(p) for p in pairs])[:4])  # the cheapest four
+    _, grads = runner.loss_and_grads(grad_batch)
+    _, ref_grads = reference.loss_and_grads(params, config, grad_batch)
+    result = {
+        "max_abs_err_encoding": max(max_abs_err(premise, ref.premise), max_abs_err(hypothesis, ref.hypothesis)),
+        "max_abs_err_logits": max_abs_err(logits, ref.logits),
+        "max_rel_err_grads": max(grad_rel_errs(grads, ref_grads).values()),
+        "agreement_pairs": len(pairs),
+    }
+    if dtype == "float32":
+        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= ENCODING_TOL_F32
+                                      and result["max_abs_err_logits"] <= LOGITS_TOL_F32
+                                      and result["max_rel_err_grads"] <= GRAD_REL_TOL_F32)
+    else:
+        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= 1e-10
+                                      and result["max_abs_err_logits"] <= 1e-10)
+    agreement_dir = Path(out_dir) / "agreement"
+    agreement_dir.mkdir(parents=True, exist_ok=True)
+    np.savez(agreement_dir / f"{name}.npz", premise=premise, hypothesis=hypothesis, logits=logits,
+             pair_id=np.array(batch.pair_ids))
+    return result
+
+
+def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
+    """Max abs differences of encodings and logits between implementations."""
+    loaded = {}
+    for name in names:
+        path = Path(out_dir) / "agreement" / f"{name}.npz"
+        if path.exists():
+            loaded[name] = np.load(path)
+    table = {}
+    keys = sorted(loaded)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            table[f"{a} vs {b}"] = {
+                "max_abs_diff_encoding": float(max(np.abs(loaded[a]["premise"] - loaded[b]["premise"]).max(),
+                                                   np.abs(loaded[a]["hypothesis"] - loaded[b]["hypothesis"]).max())),
+                "max_abs_diff_logits": float(np.abs(loaded[a]["logits"] - loaded[b]["logits"]).max()),
+            }
+    return table
+
+
+def measure(runner, batches, mode: str, config, *, repeats: int, min_time: float, max_batches: int,
+            framework: str, device: str, status=None) -> dict:
+    """Warm up on every shape the timed batches use, then time them.
+
+    ``status(text)``, if given, hears which phase is running (warm-up or timing).
+    """
+    step = runner.encode if mode == "infer" else runner.train_step
+    plan = [batches[k % len(batches)] for k in range(max_batches)]
+    before = runner.compile_stats()
+    first_call_s = 0.0
+    seen = set()
+    warmup = plan[:max(repeats, 1)] + batches
+    if status:
+        status(f"{mode} B={batches[0].size}: warm-up ({len({_shape(b) for b in warmup})} shapes)")
+    for batch in warmup:
+        shape = _shape(batch)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        t0 = time.perf_counter()
+        step(batch)
+        first_call_s += time.perf_counter() - t0
+    after_warmup = runner.compile_stats()
+    step(plan[0])  # one more warm batch: caches, allocator, thread pools
+    if status:
+        status(f"{mode} B={batches[0].size}: timing")
+    times, pairs, flops = [], 0, 0
+    started = time.perf_counter()
+    for batch in plan:
+        t0 = time.perf_counter()
+        step(batch)  # encode returns NumPy and train_step a float: both wait for the device
+        times.append(time.perf_counter() - t0)
+        pairs += batch.size
+        flops += batch_flops(config, batch, mode)
+        if len(times) >= repeats and time.perf_counter() - started >= min_time:
+            break
+    after = runner.compile_stats()
+    total = float(np.sum(times))
+    warm = after_warmup.since(before)
+    # The parts of the warm-up (trace, lowering, XLA, first calls, cache), the same keys for every framework.
+    detail = {key: value for key, value in warm.to_dict().items() if key not in ("traces", "compile_s", "shapes")}
+    return {
+        "compile_detail": detail,
+        "pairs_per_s": pairs / total,
+        "step_s_median": float(np.median(times)),
+        "step_s_p10": float(np.percentile(times, 10)),
+        "step_s_p90": float(np.percentile(times, 90)),
+        "timed_batches": len(times),
+        "timed_pairs": pairs,
+        "compile_s": warm.compile_s,
+        "first_call_s": first_call_s,
+        "warmup_shapes": len(seen),
+        "traces": after.traces - before.traces,
+        "traces_total": after.traces,
+        "retraces_while_timed": after.traces - after_warmup.traces,
+        "useful_flops": flops,
+        "useful_flops_per_s": flops / total,
+        "device_name": devices.device_name(framework, device),
+    }
+
+
+def _shape(batch) -> tuple[int, int, int]:
+    return (batch.size, batch.num_tokens, batch.num_steps)

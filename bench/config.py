@@ -1,0 +1,82 @@
+"""Settings every command shares: the model-size presets (defined here only)
+and the process settings the frameworks need before they are imported."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Sequence
+
+from shared.params import ModelConfig
+
+SIZE_FIELDS = ("embed_dim", "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers")
+
+SIZES = {
+    # name: (embed_dim, hidden_dim, tracker_dim, mlp_dim, mlp_layers)
+    "full": (300, 300, 64, 1024, 2),  # the 2016 paper's SPINN-PI model
+    "small": (32, 32, 8, 64, 1),  # quick experiments and smoke tests
+    "quick": (16, 16, 4, 32, 1),  # bench run --quick: the harness end to end in seconds
+}
+
+
+def preset(name: str) -> dict[str, int]:
+    """The sizes of a preset as ModelConfig fields."""
+    return dict(zip(SIZE_FIELDS, SIZES[name]))
+
+
+def add_size_arguments(parser: argparse.ArgumentParser, presets: Sequence[str] = ("full", "small")) -> None:
+    group = parser.add_argument_group("model size")
+    group.add_argument("--size", choices=sorted(presets), default="full",
+                       help="preset sizes (full: E=H=300, D=64, M=1024, L=2) [default: %(default)s]")
+    for flag in SIZE_FIELDS:
+        group.add_argument(f"--{flag.replace('_', '-')}", type=int, default=None, help="override the preset")
+
+
+def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> ModelConfig:
+    """The ModelConfig that ``--size`` and the size overrides describe."""
+    sizes = preset(args.size)
+    for key in sizes:
+        if getattr(args, key) is not None:
+            sizes[key] = getattr(args, key)
+    return ModelConfig(vocab_size=vocab_size, lowercase=lowercase, **sizes)
+
+
+# --------------------------------------------------------------------------
+# Framework process settings (entry points and benchmark workers)
+# --------------------------------------------------------------------------
+
+# Set for every benchmark worker, whatever the caller's environment says.
+WORKER_ENV = {
+    "PYTHONUNBUFFERED": "1",
+    "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # JAX: take GPU memory as needed
+    "NVIDIA_TF32_OVERRIDE": "0",  # real float32 matmuls on NVIDIA GPUs
+    "JAX_DEFAULT_MATMUL_PRECISION": "highest",
+}
+
+# Defaults a user may override. TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's C++
+# INFO and WARNING lines (the CPU-feature notice, the oneDNN notice, absl's
+# "before InitializeLog" line) off the terminal; errors still show. It only
+# hides the messages: TF_ENABLE_ONEDNN_OPTS, which changes numerics, is left
+# as the environment has it.
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def quiet_frameworks() -> None:
+    """Process-wide settings for the frameworks, before any of them is imported
+    (called by every command that runs one)."""
+    for key, value in {**QUIET_ENV, **WORKER_ENV}.items():
+        if key != "PYTHONUNBUFFERED":
+            os.environ.setdefault(key, value)
+    # TensorFlow's and JAX's Python-side warnings go through the logging
+    # module (absl's handler among them): only errors reach the terminal.
+    for name in ("tensorflow", "absl", "jax._src.xla_bridge"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def worker_env(dtype: str = "float32") -> dict[str, str]:
+    """The environment of a benchmark worker process."""
+    env = {**QUIET_ENV, **os.environ, **WORKER_ENV}
+    if dtype == "float64":
+        env["JAX_ENABLE_X64"] = "1"
+    return env

@@ -1,0 +1,64 @@
+"""The flags of ``python -m bench explain``, and the command that reproduces a result."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench.config import add_size_arguments
+
+FRAMEWORK_ORDER = ("pytorch", "tensorflow", "jax")
+SHAPES = ("sample", "random", "left", "right", "balanced")
+COMMAND = "python -m bench explain"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--framework", default="all", choices=("all",) + FRAMEWORK_ORDER,
+                   help="which framework to explain [default: %(default)s]")
+    p.add_argument("--batch-size", type=int, default=2,
+                   help="pairs in the batch; each pair is two sentences [default: %(default)s]")
+    p.add_argument("--shape", default="sample", choices=SHAPES,
+                   help="sample: the first pairs of the embedded SNLI sample (their own parse trees); "
+                        "random/left/right/balanced: random words in trees of that shape, --length words "
+                        "each [default: %(default)s]")
+    p.add_argument("--length", type=int, default=8, help="words per generated sentence [default: %(default)s]")
+    p.add_argument("--data-seed", type=int, default=0, help="seed of generated words and trees [default: %(default)s]")
+    p.add_argument("--seed", type=int, default=0, help="weight initialisation seed [default: %(default)s]")
+    add_size_arguments(p)
+    p.set_defaults(size="small")
+    p.add_argument("--no-timing", action="store_true",
+                   help="counts only: trace, but do not compile or run the compiled programs")
+    p.add_argument("--out", default=None, help="folder to write the graphs to (.dot, .jaxpr.txt, .pbtxt)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON instead of text")
+    p.add_argument("--bad-input", default=None, choices=("transitions", "token"),
+                   help="debugging: break the first premise (transitions: a REDUCE with one item on the "
+                        "stack; token: an id outside the vocabulary) and show what each framework does")
+    p.add_argument("--check-guide", action="store_true",
+                   help="compare the guide's excerpts and figures with the code and fresh runs; exit 1 on drift")
+    p.add_argument("--sync-guide", action="store_true",
+                   help="rewrite the guide's excerpts from the code and its figures from fresh runs")
+    p.add_argument("--guide", default=None,
+                   help="the guide for --check-guide/--sync-guide [default: docs/static-vs-dynamic.md]")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The explain flags alone (``argv`` without ``python -m bench explain``)."""
+    p = argparse.ArgumentParser(prog=COMMAND)
+    add_arguments(p)
+    return p.parse_args(argv)
+
+
+def frameworks(args: argparse.Namespace) -> tuple[str, ...]:
+    """The frameworks ``--framework`` asks for, in the order the output shows them."""
+    return FRAMEWORK_ORDER if args.framework == "all" else (args.framework,)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that reproduces ``args``' figures (flags that differ from the defaults)."""
+    defaults = parse_args([])
+    flags = []
+    for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", "embed_dim",
+                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers"):
+        value = getattr(args, flag)
+        if value != getattr(defaults, flag):
+            flags.append(f"--{flag.replace('_', '-')} {value}")
+    return " ".join([COMMAND] + flags)

@@ -1,0 +1,129 @@
+"""Checkpoints: ``checkpoints/step-NNNNNNNN/`` with model.npz (canonical,
+docs/spec.md §4), optimizer.npz (the shared layout of shared/optimizers.py)
+and state.json (step, epoch, position in the epoch, ...).
+
+Atomicity: a checkpoint is written into a temporary folder and renamed into
+place (a rename is atomic), so a run killed at any moment leaves only complete
+checkpoints; a half-written temporary folder is ignored and removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from shared.params import ModelConfig, ParamFile, load_params, save_params
+
+CHECKPOINT_FILES = ("model.npz", "optimizer.npz", "state.json")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # not every platform opens folders
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_optimizer_state(path: Path, state: Mapping[str, np.ndarray], description: str) -> None:
+    """The optimizer state as an .npz (entries ``step`` and ``{slot}/{param}``
+    plus ``meta.optimizer``, a JSON string); read back without pickle."""
+    arrays = {key: np.asarray(value) for key, value in state.items()}
+    arrays["meta.optimizer"] = np.array(description)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def load_optimizer_state(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    description = json.loads(str(arrays.pop("meta.optimizer")))
+    return arrays, description
+
+
+def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_config: ModelConfig,
+                    vocab_words, optimizer_state: Mapping[str, np.ndarray], optimizer_description: str,
+                    state: dict, keep: int = 2) -> Path:
+    """Write ``checkpoints/step-{step:08d}/`` atomically; keep the newest ``keep``.
+
+    Everything goes into a temporary folder first; one ``os.rename`` then
+    publishes it. A crash before the rename leaves the earlier checkpoints
+    as they were (the temporary folder is removed by the next run).
+    """
+    root = Path(out_dir) / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{state['step']:08d}"
+    tmp = root / f".tmp-step-{state['step']:08d}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        save_params(tmp / "model.npz", params, model_config, vocab_words)
+        save_optimizer_state(tmp / "optimizer.npz", optimizer_state, optimizer_description)
+        with open(tmp / "state.json", "w") as f:
+            json.dump(state, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        if final.exists():  # the same step saved before (a resumed run that had nothing left to do)
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(out_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(out_dir: Path) -> list[Path]:
+    """Complete checkpoints, oldest first (temporary folders are never listed)."""
+    root = Path(out_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [p for p in root.glob("step-*") if p.is_dir() and all((p / f).is_file() for f in CHECKPOINT_FILES)]
+    return sorted(found, key=lambda p: p.name)
+
+
+def latest_checkpoint(out_dir: Path) -> Path | None:
+    found = list_checkpoints(out_dir)
+    return found[-1] if found else None
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    model: ParamFile
+    optimizer_state: dict
+    optimizer: dict  # the description: name, lr, frozen, hyperparameters
+    state: dict  # step, epoch, batch_in_epoch, elapsed_s, best_dev_accuracy, ...
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    path = Path(path)
+    for name in CHECKPOINT_FILES:
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"checkpoint {path} lacks {name}")
+    opt_state, description = load_optimizer_state(path / "optimizer.npz")
+    state = json.loads((path / "state.json").read_text())
+    return Checkpoint(path, load_params(path / "model.npz"), opt_state, description, state)
+
+
+def clean_temporaries(out_dir: Path) -> None:
+    """Remove the temporary folders a killed run left behind."""
+    root = Path(out_dir) / "checkpoints"
+    if root.is_dir():
+        for tmp in root.glob(".tmp-step-*"):
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,219 @@
+"""``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface.
+
+Flags in, library calls out: the loop is bench/training/trainer.py, the
+evaluation bench/training/evaluate.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bench.config import add_size_arguments, model_config, quiet_frameworks
+from bench.datasets import add_data_arguments, load_dataset
+from bench.frameworks import ALL, runner_class
+from bench.records import write_json
+from bench.training.evaluate import evaluate_pairs, format_confusion
+from bench.training.settings import EMBEDDING, TrainConfig
+from bench.training.trainer import train
+from shared import optimizers
+from shared.batching import DEFAULT_BUCKETS
+from shared.params import ParamFile, init_params, load_params
+from shared.snli import Pair
+from shared.vocab import Vocabulary
+
+def register(sub) -> None:
+    p = sub.add_parser("train", help="train the SNLI classifier in one framework (checkpoints, metrics, resume)",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--framework", required=True, choices=ALL)
+    add_data_arguments(p)
+    group = p.add_argument_group("dev data")
+    group.add_argument("--dev", default="auto",
+                       help="dev pairs for the accuracy at each epoch end: 'auto' (the dev split of an SNLI folder, "
+                            "fresh pairs for synthetic, none otherwise), 'none', 'sample', 'synthetic', "
+                            "or a path [default: %(default)s]")
+    group.add_argument("--dev-pairs", type=int, default=None,
+                       help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
+    group = p.add_argument_group("model")
+    add_size_arguments(p)
+    group.add_argument("--init", default=None,
+                       help="start from this canonical parameter file (its sizes and vocabulary) "
+                            "instead of fresh weights")
+    group.add_argument("--glove", default=None, help="GloVe text file to fill the embedding from")
+    group.add_argument("--freeze-embeddings", action="store_true",
+                       help="do not train the embedding (the 2016 paper kept GloVe fixed)")
+    group.add_argument("--min-freq", type=int, default=1, help="vocabulary: drop rarer words [default: %(default)s]")
+    group.add_argument("--max-vocab", type=int, default=None, help="vocabulary: keep at most this many words")
+    group.add_argument("--vocab-with-dev", action="store_true",
+                       help="vocabulary: also the words of the dev pairs (sensible with frozen GloVe vectors)")
+    group.add_argument("--init-seed", type=int, default=None, help="weight initialisation seed [default: --seed]")
+    group = p.add_argument_group("optimization")
+    group.add_argument("--optimizer", default="adam", choices=optimizers.OPTIMIZERS, help="[default: %(default)s]")
+    group.add_argument("--lr", type=float, default=1e-3, help="learning rate at step 0 [default: %(default)s]")
+    group.add_argument("--lr-decay", type=float, default=1.0,
+                       help="lr(step) = lr * DECAY ** (step / --lr-decay-steps), the 2016 schedule "
+                            "(0.75 every 10,000 steps) [default: %(default)s: constant]")
+    group.add_argument("--lr-decay-steps", type=int, default=10000, help="[default: %(default)s]")
+    group.add_argument("--momentum", type=float, default=None, help="sgd: momentum [default: 0]")
+    group.add_argument("--beta1", type=float, default=None, help="adam [default: 0.9]")
+    group.add_argument("--beta2", type=float, default=None, help="adam [default: 0.999]")
+    group.add_argument("--rho", type=float, default=None, help="rmsprop: decay of the squared-gradient mean [0.9]")
+    group.add_argument("--eps", type=float, default=None, help="adam, rmsprop [default: 1e-8]")
+    group.add_argument("--weight-decay", type=float, default=None,
+                       help="L2 term added to the gradient, g + wd * w [default: 0]")
+    group.add_argument("--batch-size", type=int, default=32, help="pairs per step [default: %(default)s]")
+    group.add_argument("--epochs", type=int, default=1, help="[default: %(default)s]")
+    group.add_argument("--steps", type=int, default=None, help="stop after this many steps in all (even mid-epoch)")
+    group.add_argument("--dropout", type=float, default=0.0,
+                       help="dropout rate on the projected leaves and classifier inputs [default: %(default)s]")
+    group.add_argument("--seed", type=int, default=0, help="batch order, dropout, init [default: %(default)s]")
+    group.add_argument("--drop-last", action="store_true", help="drop each bucket's short last batch")
+    group.add_argument("--buckets", default=",".join(map(str, DEFAULT_BUCKETS)),
+                       help="token-count buckets, comma-separated [default: %(default)s]")
+    group = p.add_argument_group("run")
+    group.add_argument("--out", required=True, help="run folder: metrics, checkpoints, model.npz, best.npz")
+    group.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    group.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
+    group.add_argument("--dtype", default=None, choices=("float32", "float64"),
+                       help="[default: float64 for reference, else float32]")
+    group.add_argument("--eval-batch-size", type=int, default=128, help="[default: %(default)s]")
+    group.add_argument("--train-eval-pairs", type=int, default=2000,
+                       help="training pairs whose accuracy is measured at each epoch end [default: %(default)s]")
+    group.add_argument("--log-every", type=int, default=10, help="steps per metrics record [default: %(default)s]")
+    group.add_argument("--keep-checkpoints", type=int, default=2, help="[default: %(default)s]")
+    group.add_argument("--quiet", action="store_true", help="no progress on the terminal")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("evaluate", help="accuracy and confusion matrix of a parameter file on SNLI-format data")
+    p.add_argument("--framework", required=True, choices=ALL)
+    p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
+    add_data_arguments(p)
+    p.set_defaults(split="dev")
+    p.add_argument("--batch-size", type=int, default=128, help="[default: %(default)s]")
+    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
+    p.add_argument("--dtype", default=None, choices=("float32", "float64"))
+    p.add_argument("--out", default=None, help="also write the result as JSON here")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def _buckets(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"--buckets: expected comma-separated token counts, got {text!r}") from None
+    if not values:
+        raise ValueError("--buckets: give at least one token count")
+    return values
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    hyper = {key: getattr(args, key) for key in ("momentum", "beta1", "beta2", "rho", "eps", "weight_decay")
+             if getattr(args, key) is not None}
+    unknown = sorted(set(hyper) - set(optimizers.DEFAULTS[args.optimizer]))
+    if unknown:
+        flags = ", ".join("--" + key.replace("_", "-") for key in unknown)
+        raise ValueError(f"--optimizer {args.optimizer} takes no {flags}")
+    return TrainConfig(
+        framework=args.framework, optimizer=args.optimizer, lr=args.lr, lr_decay=args.lr_decay,
+        lr_decay_steps=args.lr_decay_steps, hyper=hyper, batch_size=args.batch_size, epochs=args.epochs,
+        steps=args.steps, dropout=args.dropout, seed=args.seed, freeze_embeddings=args.freeze_embeddings,
+        buckets=_buckets(args.buckets), drop_last=args.drop_last,
+        dtype=args.dtype or ("float64" if args.framework == "reference" else "float32"), device=args.device,
+        eval_batch_size=args.eval_batch_size, train_eval_pairs=args.train_eval_pairs, log_every=args.log_every,
+        keep_checkpoints=args.keep_checkpoints)
+
+
+def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
+    """The dev pairs that ``--dev`` names (see its help)."""
+    from shared import synthetic
+    from shared.snli import SAMPLE_PATH, read_snli
+
+    dev = args.dev
+    if dev == "auto":
+        if args.data == "synthetic":
+            dev = "synthetic"
+        elif args.data not in ("sample", "shaped") and Path(args.data).is_dir():
+            dev = args.data
+        else:
+            return "none", []
+    if dev == "none":
+        return "none", []
+    if dev == "synthetic":
+        # Another seed than the training pairs: fresh pairs of the same grammar.
+        n = args.dev_pairs or 1000
+        return f"synthetic-{n}-seed{args.data_seed + 1}", synthetic.synthetic_pairs(n, seed=args.data_seed + 1)
+    path = SAMPLE_PATH if dev == "sample" else Path(dev)
+    pairs, report = read_snli(path, split="dev", limit=args.dev_pairs)
+    return str(report.path), pairs
+
+
+def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair]) -> ParamFile:
+    """Fresh weights (sizes from the flags, vocabulary from the data, GloVe
+    if given) or the parameter file of ``--init``."""
+    from shared.glove import load_glove
+
+    if args.init:
+        if args.glove:
+            raise ValueError("--init and --glove exclude each other (the file already holds its embedding)")
+        return load_params(args.init)
+    pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
+    vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=True, max_size=args.max_vocab)
+    config = model_config(args, len(vocab), lowercase=True)
+    seed = args.seed if args.init_seed is None else args.init_seed
+    params = init_params(config, seed=seed)
+    if args.glove:
+        print(load_glove(args.glove, vocab, params[EMBEDDING]), file=sys.stderr)
+    return ParamFile(params, config, vocab.to_array())
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    quiet_frameworks()
+    cfg = config_from_args(args)
+    if cfg.dtype == "float64":
+        os.environ.setdefault("JAX_ENABLE_X64", "1")  # before JAX is imported
+    dataset = load_dataset(args)
+    if dataset.report is not None:
+        print(dataset.report, file=sys.stderr)
+    dev_name, dev_pairs = load_dev(args)
+    data_info = {"data": args.data, "name": dataset.name, "split": args.split, "num_pairs": args.num_pairs,
+                 "data_seed": args.data_seed, "dev": dev_name}
+    if args.data == "shaped":
+        data_info.update(shape=args.shape, length=args.length)
+    result = train(cfg, args.out, dataset.pairs, init=lambda: build_init(args, dataset.pairs, dev_pairs),
+                   dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+    summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1)}
+    for split in ("dev", "train"):
+        last = [r for r in result.evals if r["split"] == split]
+        if last:
+            summary[f"{split}_accuracy"] = round(last[-1]["accuracy"], 4)
+    print(f"trained {cfg.framework}: {json.dumps(summary)}; weights in {Path(args.out) / 'model.npz'}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    quiet_frameworks()
+    if args.dtype == "float64":
+        os.environ.setdefault("JAX_ENABLE_X64", "1")  # before JAX is imported
+    loaded = load_params(args.params)
+    vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
+    dataset = load_dataset(args, keep_unlabeled=True)
+    dtype = args.dtype or ("float64" if args.framework == "reference" else "float32")
+    runner = runner_class(args.framework)(loaded.params, loaded.config, dtype=dtype, device=args.device)
+    result = evaluate_pairs(runner, dataset.pairs, vocab, batch_size=args.batch_size)
+    name = str(dataset.report.path) if dataset.report is not None else dataset.name  # the file actually read
+    print(f"{args.framework} ({dtype}) on {name}: accuracy {result.accuracy:.2%} "
+          f"({int(np.trace(result.confusion)):,} of {result.pairs:,} pairs; {result.skipped_unlabeled:,} rows "
+          f"without gold label left out), loss {result.loss:.4f}")
+    print(format_confusion(result.confusion))
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json(out, {"framework": args.framework, "dtype": dtype, "params": str(args.params), "data": name,
+                         **result.to_dict()})
+    return 0

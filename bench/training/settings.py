@@ -1,0 +1,115 @@
+"""How to train (TrainConfig), and the batches of every epoch as a pure function of (seed, epoch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from shared import optimizers
+from shared.batching import DEFAULT_BUCKETS, plan_batches
+from shared.snli import Pair
+
+EMBEDDING = "embed.embedding"
+
+
+@dataclass
+class TrainConfig:
+    """How to train (the model sizes live in the parameter file's ModelConfig)."""
+
+    framework: str = "pytorch"
+    optimizer: str = "adam"  # sgd, adam or rmsprop (shared/optimizers.py)
+    lr: float = 1e-3  # learning rate at step 0
+    lr_decay: float = 1.0  # lr(step) = lr * lr_decay ** (step / lr_decay_steps); 1: constant
+    lr_decay_steps: int = 10000
+    hyper: dict = field(default_factory=dict)  # optimizer hyperparameters (momentum, beta1, eps, weight_decay, ...)
+    batch_size: int = 32  # pairs per training step
+    epochs: int = 1  # passes over the training pairs
+    steps: int | None = None  # stop after this many steps in all, even mid-epoch (None: epochs decide)
+    dropout: float = 0.0  # rate on the projected leaves and the classifier inputs
+    seed: int = 0  # batch order and dropout masks (weights: the init seed)
+    freeze_embeddings: bool = False  # leave embed.embedding untouched (the 2016 paper kept GloVe fixed)
+    buckets: tuple = DEFAULT_BUCKETS  # token-count buckets of the batches (one compiled shape each)
+    drop_last: bool = False  # drop the short last batch of each bucket (fewer shapes to compile)
+    dtype: str = "float32"
+    device: str = "cpu"
+    eval_batch_size: int = 128
+    train_eval_pairs: int = 2000  # training pairs whose accuracy is measured each epoch (0: none)
+    log_every: int = 10  # steps per "train" metrics record (mean loss of those steps)
+    keep_checkpoints: int = 2  # newest checkpoints kept on disk
+
+    # Settings a resumed run must share with the run it continues (the rest,
+    # e.g. epochs or the framework, may change).
+    MUST_MATCH = ("optimizer", "lr", "lr_decay", "lr_decay_steps", "hyper", "batch_size", "dropout", "seed",
+                  "freeze_embeddings", "buckets", "drop_last")
+
+    def __post_init__(self) -> None:
+        self.buckets = tuple(self.buckets)
+        self.hyper = optimizers.resolve(self.optimizer, self.hyper)  # ValueError naming a bad one
+        for name in ("batch_size", "epochs", "lr_decay_steps", "eval_batch_size", "log_every", "keep_checkpoints"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.steps is not None and self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if not self.lr > 0 or not self.lr_decay > 0:
+            raise ValueError(f"lr and lr-decay must be > 0, got {self.lr} and {self.lr_decay}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.train_eval_pairs < 0:
+            raise ValueError(f"train-eval-pairs must be >= 0, got {self.train_eval_pairs}")
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def learning_rate(self, step: int) -> float:
+        return optimizers.learning_rate(self.lr, step, self.lr_decay, self.lr_decay_steps)
+
+    @property
+    def frozen(self) -> tuple[str, ...]:
+        return (EMBEDDING,) if self.freeze_embeddings else ()
+
+
+def check_resume(saved: dict, now: dict) -> None:
+    """A resumed run must have the settings and data of the run it continues
+    (``saved`` and ``now`` are run.json documents)."""
+    old, new = saved.get("train", {}), now["train"]
+    for key in TrainConfig.MUST_MATCH:
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, list):
+            a = tuple(a)
+        if isinstance(b, list):
+            b = tuple(b)
+        if a != b:
+            raise ValueError(f"--resume: {key} was {a!r} in the run being resumed, now {b!r}; "
+                             "give the same settings as the first command")
+    if saved.get("train_fingerprint") != now["train_fingerprint"]:
+        raise ValueError(f"--resume: the training data differ from the run being resumed "
+                         f"({saved.get('train_pairs')} pairs then, {now['train_pairs']} now): give the same --data")
+
+
+# --------------------------------------------------------------------------
+# Batches: a pure function of (seed, epoch)
+# --------------------------------------------------------------------------
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
+
+
+def epoch_plan(lengths: np.ndarray, cfg: TrainConfig, epoch: int) -> list[tuple[int | None, np.ndarray]]:
+    """(N, pair indices) of every batch of epoch ``epoch`` (0-based), in order."""
+    plan = plan_batches(lengths, cfg.batch_size, buckets=cfg.buckets, shuffle=True,
+                        seed=epoch_seed(cfg.seed, epoch), drop_last=cfg.drop_last)
+    return list(plan.batches)
+
+
+def data_fingerprint(pairs: Sequence[Pair]) -> str:
+    """A short hash of the pairs (ids, labels, tokens), so --resume can tell the data changed."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        digest.update(f"{pair.pair_id}\t{pair.label}\t{' '.join(pair.premise.tokens)}\t"
+                      f"{' '.join(pair.hypothesis.tokens)}\n".encode())
+    return digest.hexdigest()[:16]

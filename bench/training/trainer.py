@@ -1,0 +1,270 @@
+"""The training loop: one :class:`Trainer` drives any implementation through the Runner interface.
+
+The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``,
+``train_step``, ``encode``, ``get_params``, ``optimizer_state`` and
+``load_optimizer_state`` (docs/runner-interface.md) only, so PyTorch,
+TensorFlow and JAX train from the same batches in the same order, and
+checkpoints move between them.
+
+What a run writes under ``out_dir``::
+
+    run.json                   the run's settings (checked again by --resume)
+    metrics.jsonl              one JSON object a line (bench/training/metrics.py)
+    checkpoints/step-00001234/ model.npz (canonical, docs/spec.md §4), optimizer.npz
+                               (shared layout of shared/optimizers.py), state.json
+    model.npz                  the latest weights (canonical)
+    best.npz                   the weights with the best dev accuracy so far
+
+Repeatability: the batches of epoch e are a pure function of (seed, e) and the
+dropout masks of step s a pure function of (seed, s) in every framework, and a
+checkpoint records the step, the epoch and the position inside it. So a run
+resumed from a checkpoint takes exactly the steps the uninterrupted run takes.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from bench.frameworks import PACKAGES, runner_class
+from bench.progress import Progress
+from bench.records import write_json
+from bench.training.checkpoint import (clean_temporaries, latest_checkpoint, list_checkpoints, load_checkpoint,
+                                       save_checkpoint)
+from bench.training.evaluate import evaluate_pairs
+from bench.training.metrics import Metrics
+from bench.training.settings import TrainConfig, check_resume, data_fingerprint, epoch_plan
+from shared import optimizers
+from shared.batching import make_pair_batch, pair_length
+from shared.params import ParamFile, save_params
+from shared.snli import NO_LABEL, Pair
+from shared.vocab import Vocabulary
+
+
+@dataclass
+class TrainResult:
+    out_dir: Path
+    steps: int
+    epochs: float
+    params: dict  # the final weights, canonical
+    evals: list  # the "eval" records of this run
+    elapsed_s: float
+
+
+def _framework_version(framework: str) -> str:
+    """The installed version, read from the package metadata (nothing is imported)."""
+    package = PACKAGES.get(framework)
+    for name in (package, f"{package}-cpu"):
+        try:
+            return metadata.version(name)
+        except (metadata.PackageNotFoundError, TypeError):
+            continue
+    return "unknown"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+class Trainer:
+    """One training run in ``out_dir``, new or resumed from its last checkpoint.
+
+    ``init`` is a ParamFile (weights, ModelConfig, vocabulary) or a function
+    returning one (called only when there is no checkpoint to resume from).
+    Unlabelled pairs are not trained on. The constructor checks the folder
+    and prepares the runner; :meth:`run` trains, evaluating on ``dev_pairs``
+    (and a sample of the training pairs) and checkpointing at each epoch end.
+    """
+
+    def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
+                 init: Callable[[], ParamFile] | ParamFile | None = None, dev_pairs: Sequence[Pair] | None = None,
+                 resume: bool = False, data_info: dict | None = None, progress: bool = True,
+                 runner_options: dict | None = None):
+        self.cfg = cfg
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.train_pairs = [p for p in train_pairs if p.label != NO_LABEL]
+        if not self.train_pairs:
+            raise ValueError("no labelled training pairs")
+        self.dev_pairs = [p for p in dev_pairs if p.label != NO_LABEL] if dev_pairs else []
+        self.metrics_file = self.out_dir / "metrics.jsonl"
+        self.run_info = {"train": cfg.to_dict(), "data": dict(data_info or {}), "train_pairs": len(self.train_pairs),
+                         "train_fingerprint": data_fingerprint(self.train_pairs), "dev_pairs": len(self.dev_pairs)}
+        self.checkpoint = self._find_checkpoint(resume)
+        self._restore(init)
+        write_json(self.out_dir / "run.json", self.run_info)
+
+        self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
+        self.runner = runner_class(cfg.framework)(self.model.params, self.model.config, dtype=cfg.dtype,
+                                                  device=cfg.device, dropout=cfg.dropout, seed=cfg.seed,
+                                                  **(runner_options or {}))
+        self.runner.set_optimizer(cfg.optimizer, cfg.learning_rate(self.step), frozen=cfg.frozen, **cfg.hyper)
+        self.optimizer_description = optimizers.describe(cfg.optimizer, cfg.hyper, cfg.lr, cfg.frozen)
+        if self.checkpoint is not None:
+            self.runner.load_optimizer_state(self.checkpoint.optimizer_state)
+
+        self.lengths = np.array([pair_length(p) for p in self.train_pairs])
+        self.steps_per_epoch = len(epoch_plan(self.lengths, cfg, 0))
+        self.total = cfg.epochs * self.steps_per_epoch if cfg.steps is None else cfg.steps
+        rng = np.random.default_rng(cfg.seed)
+        chosen = np.sort(rng.permutation(len(self.train_pairs))[:cfg.train_eval_pairs])
+        self.train_eval = [self.train_pairs[i] for i in chosen]
+        self.progress = Progress(cfg.framework, self.total, unit="step", enabled=progress)
+        self.evals: list[dict] = []
+        self._window: list[tuple[float, int, float]] = []  # (loss, pairs, seconds) since the last "train" record
+        self._recent = collections.deque(maxlen=20)  # the same, for the progress line
+        self._started = time.perf_counter()
+
+    # -- the folder: a new run, or the one to resume ------------------------
+
+    def _find_checkpoint(self, resume: bool):
+        clean_temporaries(self.out_dir)
+        run_file = self.out_dir / "run.json"
+        if resume:
+            if not run_file.exists():
+                raise FileNotFoundError(f"--resume: no run to resume in {self.out_dir} (no run.json)")
+            check_resume(json.loads(run_file.read_text()), self.run_info)
+            found = latest_checkpoint(self.out_dir)
+            return load_checkpoint(found) if found is not None else None
+        if run_file.exists() or self.metrics_file.exists() or list_checkpoints(self.out_dir):
+            raise ValueError(f"{self.out_dir} already holds a run: add --resume to continue it, or choose another "
+                             "--out (nothing is overwritten)")
+        return None
+
+    def _restore(self, init) -> None:
+        """Weights and position: the checkpoint's, or ``init`` at step 0."""
+        if self.checkpoint is not None:
+            state = self.checkpoint.state
+            self.model = self.checkpoint.model
+            self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["batch_in_epoch"])
+            self.elapsed0 = float(state.get("elapsed_s", 0.0))
+            self.best = state.get("best_dev_accuracy")
+            Metrics.truncate(self.metrics_file, self.step)
+            return
+        if init is None:
+            raise ValueError("no initial weights given and no checkpoint to resume from")
+        self.model = init() if callable(init) else init
+        self.step = self.epoch = self.position = 0
+        self.elapsed0, self.best = 0.0, None
+        if self.metrics_file.exists():  # a resumed run killed before its first checkpoint: start over
+            self.metrics_file.unlink()
+
+    def elapsed(self) -> float:
+        return self.elapsed0 + time.perf_counter() - self._started
+
+    # -- the loop -----------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        self.metrics = Metrics(self.metrics_file)
+        try:
+            self._announce()
+            while self.step < self.total:
+                plan = epoch_plan(self.lengths, self.cfg, self.epoch)
+                while self.position < len(plan) and self.step < self.total:
+                    self._train_step(plan, *plan[self.position])
+                if self.position == len(plan):  # a whole epoch done
+                    self.epoch, self.position = self.epoch + 1, 0
+                epoch_float = self.epoch + self.position / len(plan)
+                self._log_window(epoch_float, self.cfg.learning_rate(self.step - 1))
+                self._end_of_period(epoch_float)
+        finally:
+            self.metrics.close()
+            self.progress.close()
+        return TrainResult(out_dir=self.out_dir, steps=self.step,
+                           epochs=self.epoch + self.position / self.steps_per_epoch,
+                           params=self.runner.get_params(), evals=self.evals, elapsed_s=self.elapsed())
+
+    def _announce(self) -> None:
+        cfg, model = self.cfg, self.model
+        if self.checkpoint is None:
+            self.metrics.write({"kind": "run", "step": 0, "framework": cfg.framework,
+                                "framework_version": _framework_version(cfg.framework), "config": cfg.to_dict(),
+                                "model": json.loads(model.config.to_json()), "data": self.run_info["data"],
+                                "train_pairs": len(self.train_pairs), "dev_pairs": len(self.dev_pairs),
+                                "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total,
+                                "weights": int(sum(np.size(v) for v in model.params.values())),
+                                "timestamp": _now()})
+            self.progress.write(f"{len(self.train_pairs):,} training pairs, {self.steps_per_epoch:,} steps per epoch, "
+                                f"{self.total:,} steps; dev {len(self.dev_pairs):,} pairs; metrics -> "
+                                f"{self.metrics_file}")
+        else:
+            self.metrics.write({"kind": "resume", "step": self.step, "framework": cfg.framework,
+                                "from": str(self.checkpoint.path), "timestamp": _now()})
+            self.progress.write(f"resumed from {self.checkpoint.path} at step {self.step:,} "
+                                f"(epoch {self.epoch}, batch {self.position})")
+
+    def _train_step(self, plan: list, size: int | None, indices: np.ndarray) -> None:
+        t0 = time.perf_counter()
+        batch = make_pair_batch([self.train_pairs[i] for i in indices], self.vocab, num_tokens=size)
+        lr = self.cfg.learning_rate(self.step)
+        if self.cfg.lr_decay != 1.0:
+            self.runner.set_learning_rate(lr)
+        loss = self.runner.train_step(batch)
+        if not math.isfinite(loss):
+            raise ValueError(f"loss is {loss} at step {self.step + 1} (epoch {self.epoch + 1}): try a lower --lr")
+        self.step += 1
+        self.position += 1
+        seconds = time.perf_counter() - t0
+        self._window.append((loss, batch.size, seconds))
+        self._recent.append((loss, batch.size, seconds))
+        epoch_float = self.epoch + self.position / len(plan)
+        losses, pairs, busy = zip(*self._recent)
+        self.progress.update(1, f"epoch {epoch_float:.2f} loss {np.mean(losses):.4f} lr {lr:.2e} "
+                                f"{sum(pairs) / max(sum(busy), 1e-9):,.0f} pairs/s")
+        if self.step % self.cfg.log_every == 0:
+            self._log_window(epoch_float, lr)
+
+    def _log_window(self, epoch_float: float, lr: float) -> None:
+        """One "train" record: the mean loss of the steps since the last one."""
+        if self._window:
+            losses, pairs, seconds = zip(*self._window)
+            self.metrics.write({"kind": "train", "step": self.step, "epoch": epoch_float,
+                                "loss": float(np.mean(losses)), "steps": len(losses), "lr": lr, "pairs": sum(pairs),
+                                "pairs_per_s": sum(pairs) / max(sum(seconds), 1e-9), "elapsed_s": self.elapsed()})
+        self._window = []
+
+    def _end_of_period(self, epoch_float: float) -> None:
+        """Evaluate, then checkpoint (at every epoch end and where the run stops)."""
+        cfg, model = self.cfg, self.model
+        for split, pairs in (("dev", self.dev_pairs), ("train", self.train_eval)):
+            if not pairs:
+                continue
+            t0 = time.perf_counter()
+            result = evaluate_pairs(self.runner, pairs, self.vocab, batch_size=cfg.eval_batch_size,
+                                    buckets=cfg.buckets)
+            record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict(),
+                      "eval_s": time.perf_counter() - t0, "elapsed_s": self.elapsed()}
+            self.metrics.write(record)
+            self.evals.append(record)
+            self.progress.write(f"epoch {epoch_float:.2f} step {self.step:,}: {split} accuracy {result.accuracy:.2%} "
+                                f"loss {result.loss:.4f} ({result.pairs:,} pairs)")
+        params = self.runner.get_params()
+        dev = [r for r in self.evals if r["split"] == "dev" and r["step"] == self.step]
+        if dev and (self.best is None or dev[0]["accuracy"] > self.best):
+            self.best = dev[0]["accuracy"]
+            save_params(self.out_dir / "best.npz", params, model.config, model.vocab)
+        state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.position,
+                 "elapsed_s": self.elapsed(), "best_dev_accuracy": self.best, "framework": cfg.framework,
+                 "timestamp": _now()}
+        path = save_checkpoint(self.out_dir, params=params, model_config=model.config, vocab_words=model.vocab,
+                               optimizer_state=self.runner.optimizer_state(),
+                               optimizer_description=self.optimizer_description, state=state,
+                               keep=cfg.keep_checkpoints)
+        save_params(self.out_dir / "model.npz", params, model.config, model.vocab)
+        self.metrics.write({"kind": "checkpoint", "step": self.step, "epoch": epoch_float, "path": str(path),
+                            "elapsed_s": self.elapsed()})
+
+
+def train(cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], **options) -> TrainResult:
+    """Train (see :class:`Trainer` for the options) and return the final state;
+    everything is also in ``out_dir`` (see the module docstring)."""
+    return Trainer(cfg, out_dir, train_pairs, **options).run()

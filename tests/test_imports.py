@@ -1,0 +1,130 @@
+"""No import circles in the project: shared/, bench/, impl_*/.
+
+Every module's imports are read from its source with ``ast`` (imports inside
+functions included, since they hide circles rather than remove them), turned
+into a graph of project modules, and searched for a cycle. Importing
+``a.b.c`` runs ``a`` and ``a.b`` first, so those count as imported too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("shared", "bench", "impl_pytorch", "impl_tensorflow", "impl_jax")
+
+
+def project_modules(root: Path, packages) -> dict[str, Path]:
+    """Dotted module name -> source file, for every .py file of the packages."""
+    modules = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _with_parents(name: str) -> list[str]:
+    """a.b.c -> [a, a.b, a.b.c]: what importing a.b.c runs."""
+    parts = name.split(".")
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules that module ``name`` imports, anywhere in its source."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module
+            # `from pkg import name`: the submodule pkg.name if there is one, else pkg itself.
+            targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
+                       for alias in node.names]
+        for target in targets:
+            found.update(m for m in _with_parents(target) if m in modules)
+    found.discard(name)
+    return found
+
+
+def import_graph(root: Path, packages) -> dict[str, set[str]]:
+    modules = project_modules(root, packages)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as [a, b, ..., a], or None (depth-first search)."""
+    state: dict[str, str] = {}  # "open" while on the current path, "done" afterwards
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for child in sorted(graph.get(node, ())):
+            if state.get(child) == "open":
+                return path[path.index(child):] + [child]
+            if child not in state:
+                cycle = visit(child)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_project_has_no_import_circle():
+    graph = import_graph(ROOT, PACKAGES)
+    assert len(graph) > 40 and "bench.cli" in graph and "impl_jax.runner" in graph
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_framework_free_code_imports_no_implementation_or_tool():
+    """shared/ is the bottom layer: it imports neither impl_* nor bench."""
+    graph = import_graph(ROOT, PACKAGES)
+    upward = {name: sorted(m for m in imported if not m.startswith("shared"))
+              for name, imported in graph.items() if name.startswith("shared")}
+    assert {name: found for name, found in upward.items() if found} == {}
+
+
+def test_the_walk_sees_function_level_and_relative_imports():
+    graph = import_graph(ROOT, PACKAGES)
+    assert "impl_jax.convert" in graph["impl_jax.runner"]  # from .convert import ...
+    assert "impl_pytorch.train" in graph["impl_pytorch.runner"]  # from . import convert, train
+    assert "shared.glove" in graph["bench.commands"]  # imported inside cmd_init
+
+
+@pytest.fixture
+def circular_package(tmp_path):
+    """pkg.a imports pkg.b at the top; pkg.b imports pkg.a inside a function."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def late():\n    from .a import thing\n    return thing\n")
+    (package / "c.py").write_text("import pkg.a\n")
+    return tmp_path
+
+
+def test_a_circle_hidden_in_a_function_is_found_and_named(circular_package):
+    graph = import_graph(circular_package, ("pkg",))
+    assert graph == {"pkg": set(), "pkg.a": {"pkg", "pkg.b"}, "pkg.b": {"pkg", "pkg.a"}, "pkg.c": {"pkg", "pkg.a"}}
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
+    del graph["pkg.b"]
+    assert find_cycle(graph) is None
