@@ -1,4 +1,4 @@
-"""Canonical parameters (SPEC §4): names, shapes, initialisation, .npz files.
+"""Canonical parameters (docs/spec.md §4): names, shapes, initialisation, .npz files.
 
 Every implementation loads and saves exactly this layout, so one file gives
 the same numbers in PyTorch, TensorFlow and JAX. Kernels are ``[in, out]``
@@ -26,7 +26,7 @@ class ParamError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Model sizes (SPEC §3). Defaults are the full-size model of the tests."""
+    """Model sizes (docs/spec.md §3). Defaults are the full-size model of the tests."""
 
     vocab_size: int  # V: rows of the embedding, <pad> = 0 and <unk> = 1 included
     embed_dim: int = 300  # E: word vector size (GloVe 300d in the 2016 paper)
@@ -35,6 +35,9 @@ class ModelConfig:
     mlp_dim: int = 1024  # M: width of the classifier MLP
     mlp_layers: int = 2  # L: number of ReLU layers before the output layer
     lowercase: bool = True  # words are lowercased before the vocabulary lookup
+    # A transition classifier on the tracker state (docs/spec.md §7): the model
+    # can then decide its own parse. Needs the tracker (tracker_dim > 0).
+    transition_head: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "embed_dim", "hidden_dim", "mlp_dim"):
@@ -43,6 +46,11 @@ class ModelConfig:
         for name in ("tracker_dim", "mlp_layers"):
             if getattr(self, name) < 0:
                 raise ParamError(f"config: {name} must be >= 0, got {getattr(self, name)}")
+        if not isinstance(self.transition_head, bool):
+            raise ParamError(f"config: transition_head must be true or false, got {self.transition_head!r}")
+        if self.transition_head and self.tracker_dim == 0:
+            raise ParamError("config: transition_head needs the tracker (tracker_dim > 0), "
+                             "because the head reads the tracker state")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -54,6 +62,8 @@ class ModelConfig:
         if "vocab_size" not in data:
             raise ParamError("meta.config lacks 'vocab_size'")
         # Unknown keys are allowed (extensions may record more) and ignored here.
+        # A key this version knows but the file lacks takes its default: files
+        # written before the transition head existed load as models without one.
         return cls(**{k: v for k, v in data.items() if k in known})
 
     def replace(self, **changes) -> "ModelConfig":
@@ -85,6 +95,11 @@ def param_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         width = M
     shapes["output.kernel"] = (width, 3)
     shapes["output.bias"] = (3,)
+    if config.transition_head:
+        # Last in the table, so init_params draws every other weight exactly as
+        # for the same model without a head (same seed, same numbers).
+        shapes["tracker.transition.kernel"] = (D, 2)  # column 0 scores SHIFT, column 1 REDUCE
+        shapes["tracker.transition.bias"] = (2,)
     return shapes
 
 
@@ -93,7 +108,8 @@ def init_params(config: ModelConfig, seed: int = 0, dtype=np.float32) -> dict[st
 
     Embeddings ~ N(0, 1) (GloVe vectors, when loaded, overwrite rows);
     kernels ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch.nn.Linear does;
-    biases zero, except the forget gates of the tracker and of Reduce, which
+    biases zero (the transition head's too: no initial preference between
+    SHIFT and REDUCE beyond what the kernel gives), except the forget gates of the tracker and of Reduce, which
     start at 1 so early training does not forget everything.
     The draw is done in float64 and then cast, so float32 and float64
     parameter sets from the same seed hold the same values up to rounding.

@@ -1,4 +1,4 @@
-"""Canonical parameter table, initialisation and the .npz file (SPEC §4)."""
+"""Canonical parameter table, initialisation and the .npz file (docs/spec.md §4)."""
 
 from __future__ import annotations
 
@@ -151,3 +151,72 @@ def test_failed_save_leaves_the_old_file_intact(tmp_path):
         save_params(path, bad, CONFIG, VOCAB)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz"]
+
+
+# --------------------------------------------------------------------------
+# The transition head (docs/spec.md §7)
+# --------------------------------------------------------------------------
+
+HEAD_CONFIG = CONFIG.replace(transition_head=True)
+
+
+def test_head_entries_exactly_when_configured():
+    with_head = param_shapes(HEAD_CONFIG)
+    without = param_shapes(CONFIG)
+    assert set(with_head) - set(without) == {"tracker.transition.kernel", "tracker.transition.bias"}
+    assert with_head["tracker.transition.kernel"] == (2, 2)  # [D, 2]
+    assert with_head["tracker.transition.bias"] == (2,)
+    assert not any("transition" in name for name in without)
+
+
+def test_head_needs_the_tracker():
+    with pytest.raises(ParamError, match="transition_head needs the tracker"):
+        CONFIG.replace(tracker_dim=0, transition_head=True)
+
+
+def test_head_init_leaves_the_other_weights_as_without_head():
+    with_head = init_params(HEAD_CONFIG, seed=4)
+    without = init_params(CONFIG, seed=4)
+    check_params(with_head, HEAD_CONFIG)
+    for name, value in without.items():
+        assert np.array_equal(with_head[name], value), name
+    kernel = with_head["tracker.transition.kernel"]
+    assert np.all(np.abs(kernel) <= 1 / np.sqrt(2)) and np.any(kernel != 0)
+    assert np.all(with_head["tracker.transition.bias"] == 0)
+
+
+def test_head_saved_and_loaded(tmp_path):
+    params = init_params(HEAD_CONFIG, seed=5)
+    params["tracker.transition.bias"] = np.array([0.25, -0.5], np.float32)
+    path = tmp_path / "head.npz"
+    save_params(path, params, HEAD_CONFIG, VOCAB)
+    loaded = load_params(path)
+    assert loaded.config.transition_head is True
+    assert json.loads(str(np.load(path)["meta.config"]))["transition_head"] is True
+    for name, value in params.items():
+        assert np.array_equal(loaded.params[name], value), name
+
+
+def test_file_without_the_key_loads_as_no_head(tmp_path):
+    arrays = _raw_arrays()
+    meta = json.loads(CONFIG.to_json())
+    del meta["transition_head"]  # a file written before the head existed
+    arrays["meta.config"] = np.array(json.dumps(meta))
+    loaded = load_params(_write_raw(tmp_path / "old.npz", arrays))
+    assert loaded.config.transition_head is False
+    assert loaded.config == CONFIG
+
+
+def test_head_flag_without_head_entries_names_the_missing_entry(tmp_path):
+    arrays = _raw_arrays()
+    arrays["meta.config"] = np.array(HEAD_CONFIG.to_json())
+    with pytest.raises(ParamError, match=r"missing parameter 'tracker.transition.kernel' \(expected shape \(2, 2\)\)"):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
+
+
+def test_head_entries_without_the_flag_are_unexpected(tmp_path):
+    arrays = _raw_arrays()
+    arrays["tracker.transition.kernel"] = np.zeros((2, 2), np.float32)
+    arrays["tracker.transition.bias"] = np.zeros(2, np.float32)
+    with pytest.raises(ParamError, match="unexpected parameter 'tracker.transition.kernel'"):
+        load_params(_write_raw(tmp_path / "m.npz", arrays))
