@@ -1,4 +1,4 @@
-"""Reading SNLI pairs (SPEC §2): premise, hypothesis, gold label, pair id.
+"""Reading SNLI pairs (docs/spec.md §2): premise, hypothesis, gold label, pair id.
 
 Three input forms are accepted by :func:`read_snli`:
 
@@ -28,7 +28,7 @@ from typing import Iterator, Union
 
 from shared.transitions import ParseError, Sentence, parse
 
-LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (SPEC §2)
+LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (docs/spec.md §2)
 LABEL_IDS = {name: i for i, name in enumerate(LABELS)}
 NO_LABEL = -1  # a kept row whose gold label is '-'
 UNLABELED = "-"  # SNLI's gold label when annotators did not agree
@@ -51,14 +51,27 @@ _TSV_SUFFIXES = (".txt", ".tsv")
 PathLike = Union[str, pathlib.Path]
 
 
+NO_ROW = -1  # a pair that did not come from a data file
+
+
 @dataclass(frozen=True)
 class Pair:
-    """One premise/hypothesis pair and its label (0..2, or NO_LABEL)."""
+    """One premise/hypothesis pair and its label (0..2, or NO_LABEL).
+
+    ``row`` is where the pair sits in its data file: the 0-based index of its
+    line among the file's data rows (every non-empty line of a jsonl file;
+    the lines after the header of a txt file), malformed and unlabeled rows
+    included. It seeds the pair's uniform numbers in sampled mode
+    (docs/spec.md §7), so the same pair draws the same samples however the
+    file is batched. It is bookkeeping, not content: two pairs with the same
+    sentences, label and id are equal whatever their rows.
+    """
 
     premise: Sentence
     hypothesis: Sentence
     label: int
     pair_id: str
+    row: int = field(default=NO_ROW, compare=False)
 
 
 @dataclass
@@ -154,7 +167,7 @@ def read_snli(
             break
         report.rows_read += 1
         try:
-            pair = _pair_from_row(row)
+            pair = _pair_from_row(row, report.rows_read - 1)
         except _RowError as error:
             if not skip_malformed:
                 raise SNLIFormatError(file, line_no, str(error)) from None
@@ -209,7 +222,7 @@ def _tsv_rows(file: pathlib.Path) -> Iterator[_Row]:
             yield line_no, {name: cells[i] for name, i in columns.items() if i < len(cells)}
 
 
-def _pair_from_row(row: dict | _RowError) -> Pair:
+def _pair_from_row(row: dict | _RowError, index: int) -> Pair:
     if isinstance(row, _RowError):
         raise row
     for name in REQUIRED_FIELDS:
@@ -230,6 +243,7 @@ def _pair_from_row(row: dict | _RowError) -> Pair:
         hypothesis=_parse_field(row, HYPOTHESIS_FIELD),
         label=label,
         pair_id=str(pair_id),
+        row=index,
     )
 
 

@@ -122,6 +122,28 @@ def test_txt_and_jsonl_agree(tmp_path):
     assert all(isinstance(p, Pair) for p in from_txt)
 
 
+def test_row_counts_every_data_row(tmp_path):
+    """Pair.row (which seeds sampled parses, docs/spec.md §7) is the 0-based
+    index among non-empty lines: blank lines are not rows, while malformed
+    and unlabeled rows still take their index."""
+    rows = [_row(pair_id="a"), "", _row(label="-", pair_id="b"), "{oops", "", _row(pair_id="c")]
+    path = _write_jsonl(tmp_path / "pairs.jsonl", rows)
+    pairs, _ = read_snli(path, skip_malformed=True)
+    assert [(p.pair_id, p.row) for p in pairs] == [("a", 0), ("c", 3)]
+    kept, _ = read_snli(path, skip_malformed=True, keep_unlabeled=True)
+    assert [(p.pair_id, p.row) for p in kept] == [("a", 0), ("b", 1), ("c", 3)]
+    txt, _ = read_snli(_write_txt(tmp_path / "pairs.txt", [_row(pair_id="a"), _row(pair_id="b")]))
+    assert [p.row for p in txt] == [0, 1]  # the header is not a row
+    whole, _ = read_snli(SAMPLE_PATH, keep_unlabeled=True)
+    assert [p.row for p in whole] == list(range(SAMPLE_ROWS))
+
+
+def test_row_is_not_part_of_equality():
+    pair = Pair(parse("( a b )"), parse("c"), 0, "p")
+    assert pair.row == -1
+    assert pair == Pair(parse("( a b )"), parse("c"), 0, "p", row=7)
+
+
 def test_txt_header_must_name_columns(tmp_path):
     path = _write_txt(tmp_path / "bad.txt", [_row()], header=["gold_label", "sentence1_binary_parse", "pairID"])
     with pytest.raises(SNLIFormatError, match=r"line 1: .*sentence2_binary_parse"):
