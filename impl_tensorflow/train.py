@@ -143,20 +143,24 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     ``m = momentum * m - lr * g`` and adds it, i.e. ``m = -lr * b`` for the
     shared buffer ``b`` while lr is constant (optimizer_state converts with
     the current lr). RMSprop matches exactly.
-    In float64, Keras still passes some numbers through float32: the learning
-    rate is a float32 variable, and SGD's momentum and Adam's beta powers are
-    made from float32 constants (0.9 acts as 0.89999998), a 1e-8 relative
-    difference; values float32 holds exactly (0.5, 0.875, 0.125) avoid it.
+    Keras keeps a float learning rate in a float32 variable, which in float64
+    would make lr = 0.1 act as 0.10000000149: the rate is instead a variable
+    of the model's dtype, handed to Keras as a callable that it reads at
+    every step (a traced step reads the variable: no retrace). In float64,
+    Keras still makes SGD's momentum and Adam's beta powers from float32
+    constants (0.9 acts as 0.89999998), a 1e-8 relative difference; values
+    float32 holds exactly (0.5, 0.875, 0.125) avoid it.
     """
     if keras.backend.backend() != "tensorflow":
         raise RuntimeError(f"Keras runs on the {keras.backend.backend()!r} backend; "
                            "set KERAS_BACKEND=tensorflow to train the TensorFlow SPINN")
     hyper = optimizers.resolve(name, hyper)  # ValueError for an unknown name or hyperparameter
     optimizers.check_frozen(frozen, convert.name_map(model.config))
+    rate = tf.Variable(lr, dtype=model.embed.embedding.dtype, trainable=False, name="learning_rate")
     if name == "sgd":
-        optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=hyper["momentum"])
+        optimizer = keras.optimizers.SGD(learning_rate=lambda: rate, momentum=hyper["momentum"])
     elif name == "adam":
-        optimizer = keras.optimizers.Adam(learning_rate=lr, beta_1=hyper["beta1"], beta_2=hyper["beta2"],
+        optimizer = keras.optimizers.Adam(learning_rate=lambda: rate, beta_1=hyper["beta1"], beta_2=hyper["beta2"],
                                           epsilon=hyper["eps"])
         # Two places where Keras' Adam computes otherwise than the shared one
         # (PyTorch, optax, the NumPy reference), and what adam_corrections
@@ -175,7 +179,7 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
         optimizer.shared = {"eps": hyper["eps"], "beta1": hyper["beta1"], "beta2": hyper["beta2"],
                             "lr": tf.Variable(lr, dtype=tf.float64, trainable=False, name="adam_shared_lr")}
     else:
-        optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=hyper["rho"], epsilon=hyper["eps"])
+        optimizer = keras.optimizers.RMSprop(learning_rate=lambda: rate, rho=hyper["rho"], epsilon=hyper["eps"])
     optimizer.build([variable for _, variable, _ in trainable(model, frozen)])
     return optimizer
 
@@ -185,7 +189,7 @@ def set_learning_rate(optimizer: keras.optimizers.Optimizer, lr: float) -> None:
     (Adam: the shared rate, which adam_corrections turns into Keras' before each step.)"""
     if hasattr(optimizer, "shared"):
         optimizer.shared["lr"].assign(lr)
-    optimizer.learning_rate = lr
+    optimizer.learning_rate.assign(lr)  # the variable behind Keras' callable rate
 
 
 def _slot_variables(optimizer: keras.optimizers.Optimizer, name: str, slot: str) -> list:
