@@ -4,7 +4,8 @@
 input shape. Here each program is compiled explicitly,
 ``jax.jit(fn).lower(*args).compile()``, and the executable is kept in a dict
 keyed by the batch shape (B, N, T). So a compilation happens exactly once per
-bucket shape and program (encode, loss_and_grads, train_step), and the time it
+bucket shape and program (encode, loss_and_grads, train_step, and parse once
+per transitions mode, docs/spec.md §7), and the time it
 takes (tracing + lowering, then XLA) is measured apart from running:
 ``compile_stats()``.
 
@@ -30,6 +31,7 @@ backward pass does not store the whole stack at every step.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Mapping, Sequence
@@ -40,13 +42,15 @@ import numpy as np
 
 from shared import optimizers
 from shared.params import ModelConfig, param_shapes
+from shared.parsing import Parsed, check_mode, sentence_lengths
 
 from .convert import from_canonical, name_map, resolve_dtype, to_canonical
 from .model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
-from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge, partition, state_from_shared,
-                    state_to_shared)
+from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge, parse_forward, partition,
+                    state_from_shared, state_to_shared)
 
-PROGRAMS = ("encode", "loss_and_grads", "train_step")
+PROGRAMS = ("encode", "loss_and_grads", "train_step", "parse")
+HEAD_KERNEL = "tracker.transition.kernel"
 
 # ---------------------------------------------------------------------------
 # Devices and the persistent compilation cache
@@ -116,7 +120,8 @@ class Runner:
     framework = "jax"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
-                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, layout: str = DEFAULT_LAYOUT,
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
+                 layout: str = DEFAULT_LAYOUT,
                  compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1, **options):
         if options:
             raise TypeError(f"unknown JAX runner options {sorted(options)}; "
@@ -125,6 +130,11 @@ class Runner:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if transition_weight < 0:
+            raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
+        if transition_weight > 0 and not config.transition_head:
+            raise ValueError(f"transition_weight {transition_weight} needs the transition head {HEAD_KERNEL!r}, "
+                             "which this model lacks (its config has transition_head false; docs/spec.md §7)")
         if compilation_cache_dir is not None:
             enable_compilation_cache(compilation_cache_dir)
         self.config = config
@@ -132,6 +142,7 @@ class Runner:
         self.device = resolve_device(device)
         self.layout = layout
         self.seed = seed
+        self.transition_weight = float(transition_weight)  # the supervised loss of docs/spec.md §7
         self.model = SNLIClassifier(config, layout=layout, dropout_rate=dropout,
                                     param_dtype=jnp.dtype(self.dtype), unroll=unroll)
         self.params = from_canonical(params, config, self.dtype, self.device)["params"]
@@ -141,11 +152,14 @@ class Runner:
         self.opt_state = None
         self._lr = None
         self.steps = 0  # training steps taken: numbers the dropout draws (restored with the optimizer state)
-        # (program, batch shape) -> compiled executable; the functions they come from:
+        # (program, mode, batch shape) -> compiled executable; the functions they come from:
         self._executables: dict[tuple, jax.stages.Compiled] = {}
         self._functions = {
             "encode": lambda params, arrays: self._forward(params, arrays),
-            "loss_and_grads": make_loss_and_grads(self.model),
+            "loss_and_grads": make_loss_and_grads(self.model, self.transition_weight),
+            # mode is bound (a Python constant) before jit: one program per mode
+            "parse": lambda params, arrays, uniforms, *, mode: parse_forward(self.model, params, arrays, mode,
+                                                                             uniforms),
         }
         self._stats = {"traces": 0, "compile_s": 0.0, "lower_s": 0.0, "xla_compile_s": 0.0,
                        "cache_hits": 0, "cache_misses": 0, "shapes": [], "compiles": []}
@@ -155,15 +169,19 @@ class Runner:
 
     # -- compilation ------------------------------------------------------
 
-    def _executable(self, program: str, args: tuple, shape: tuple, donate_argnums=()):
-        """The compiled ``program`` for this batch shape, compiling it on first use."""
-        key = (program, shape)
+    def _executable(self, program: str, args: tuple, shape: tuple, donate_argnums=(), mode: str | None = None):
+        """The compiled ``program`` for this batch shape (and transitions ``mode``,
+        parse only), compiling it on first use."""
+        key = (program, mode, shape)
         compiled = self._executables.get(key)
         if compiled is None:
             hits0 = _CACHE_EVENTS["/jax/compilation_cache/cache_hits"]
             misses0 = _CACHE_EVENTS["/jax/compilation_cache/cache_misses"]
+            function = self._functions[program]
+            if mode is not None:
+                function = functools.partial(function, mode=mode)
             start = time.perf_counter()
-            lowered = jax.jit(self._functions[program], donate_argnums=donate_argnums).lower(*args)
+            lowered = jax.jit(function, donate_argnums=donate_argnums).lower(*args)
             lowered_at = time.perf_counter()
             compiled = lowered.compile()
             done = time.perf_counter()
@@ -175,9 +193,10 @@ class Runner:
             s["compile_s"] += done - start
             s["cache_hits"] += _CACHE_EVENTS["/jax/compilation_cache/cache_hits"] - hits0
             s["cache_misses"] += _CACHE_EVENTS["/jax/compilation_cache/cache_misses"] - misses0
-            s["shapes"].append((program,) + shape)
-            s["compiles"].append({"program": program, "shape": shape, "lower_s": lowered_at - start,
-                                  "xla_compile_s": done - lowered_at})
+            label = program if mode is None else f"{program}:{mode}"  # e.g. "parse:predicted"
+            s["shapes"].append((label,) + shape)
+            s["compiles"].append({"program": program, "mode": mode, "shape": shape,
+                                  "lower_s": lowered_at - start, "xla_compile_s": done - lowered_at})
         return compiled
 
     def _arrays(self, batch) -> tuple[tuple, tuple]:
@@ -201,6 +220,43 @@ class Runner:
         premise, hypothesis, logits = self._executable("encode", args, shape)(*args)
         return np.asarray(premise), np.asarray(hypothesis), np.asarray(logits)
 
+    def parse(self, batch, mode: str = "predicted", uniforms=None) -> Parsed:
+        """Encode with the transitions of ``mode`` (docs/spec.md §7), eval mode.
+
+        One compiled call per batch: in predicted and sampled mode every
+        decision is taken on the device inside the scan (model.py), nothing
+        comes back to Python between steps. ``uniforms``: sampled mode's
+        (premise_u, hypothesis_u) <float>[B, T] of shared.parsing.batch_uniforms
+        (ignored in the other modes, as by the reference).
+        """
+        check_mode(mode)
+        if not self.config.transition_head:
+            raise ValueError(f"parse needs the transition head {HEAD_KERNEL!r}, which this model lacks "
+                             "(its config has transition_head false; docs/spec.md §7)")
+        arrays, shape = self._arrays(batch)
+        B, _, T = shape
+        if mode != "gold":
+            for side, transitions in (("premise", arrays[1]), ("hypothesis", arrays[3])):
+                lengths = sentence_lengths(np.asarray(transitions))
+                if np.any(lengths < 1):
+                    raise ValueError(f"{mode} mode: {side} row {int(np.argmin(lengths))} has no SHIFT, "
+                                     "so the sentence has no tokens")
+                if np.any(2 * lengths - 1 > T):
+                    raise ValueError(f"{mode} mode: a {side} of {int(lengths.max())} tokens needs "
+                                     f"{2 * int(lengths.max()) - 1} steps, the batch has T={T}")
+        u = None
+        if mode == "sampled":
+            if uniforms is None:
+                raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): "
+                                 "see shared.parsing.batch_uniforms")
+            if len(uniforms) != 2 or any(np.shape(side_u) != (B, T) for side_u in uniforms):
+                raise ValueError(f"uniforms: expected (premise_u, hypothesis_u) of shape {(B, T)} each, got "
+                                 f"{[np.shape(side_u) for side_u in uniforms]}")
+            u = tuple(jax.device_put(np.asarray(side_u, dtype=self.dtype), self.device) for side_u in uniforms)
+        args = (self.params, arrays, u)
+        out = self._executable("parse", args, shape, mode=mode)(*args)
+        return Parsed(**{name: np.asarray(value) for name, value in out.items()})
+
     def loss_and_grads(self, batch):
         arrays, shape = self._arrays(batch)
         args = (self.params, arrays, self._labels(batch))
@@ -217,7 +273,7 @@ class Runner:
         trainable, _ = partition(self.params, self._frozen_paths)
         self.opt_state = jax.device_put(self.optimizer.init(trainable), self.device)
         self.set_learning_rate(lr)
-        self._functions["train_step"] = make_train_step(self.model, self.optimizer, self.seed)
+        self._functions["train_step"] = make_train_step(self.model, self.optimizer, self.seed, self.transition_weight)
         # A new optimizer is a new program: forget the old training steps.
         self._executables = {k: v for k, v in self._executables.items() if k[0] != "train_step"}
 
