@@ -15,6 +15,7 @@ canonical names, so the conversion is a rename and nothing else:
     reduce.track.kernel        spinn/reduce/track/kernel       (D > 0)
     mlp.{k}.{kernel,bias}      mlp_{k}/{kernel,bias}           (Flax names list members name_k)
     output.{kernel,bias}       output/{kernel,bias}
+    tracker.transition.{kernel,bias}  spinn/tracker/transition/{kernel,bias}  (transition_head; §7)
 
 Transposed: none. Split or fused: none. (PyTorch, which stores [out, in],
 transposes every kernel; see impl_pytorch/convert.py.)
@@ -61,6 +62,9 @@ def name_map(config: ModelConfig) -> dict[str, tuple[str, ...]]:
         paths[f"mlp.{k}.bias"] = (f"mlp_{k}", "bias")
     paths["output.kernel"] = ("output", "kernel")
     paths["output.bias"] = ("output", "bias")
+    if config.transition_head:  # last, as in the canonical table
+        paths["tracker.transition.kernel"] = ("spinn", "tracker", "transition", "kernel")
+        paths["tracker.transition.bias"] = ("spinn", "tracker", "transition", "bias")
     assert list(paths) == list(param_shapes(config)), "name map out of step with shared.params"
     return paths
 

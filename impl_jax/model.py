@@ -1,4 +1,4 @@
-"""SPINN as Flax linen modules, run as one fixed-shape loop (docs/spec.md §3).
+"""SPINN as Flax linen modules, run as one fixed-shape loop (docs/spec.md §3, §7).
 
 Why linen (and not nnx): a linen module holds no state. Its weights are a
 plain nested dict passed to ``model.apply``, so the canonical ``.npz`` converts
@@ -33,6 +33,15 @@ vectors a step reads, plus integer indices (tests/test_jax.py measures it). Both
 give the same numbers; on a 2-core CPU at B=128, E=H=300, they encode equally
 fast and the thin stack trains ~10-15% faster (its write is one slab, and
 its backward pass copies nothing), so it is the default.
+
+Parses decided by the model (docs/spec.md §7): ``SPINN.parse`` runs the same
+step in the same kind of scan, but the op of each step may come from the
+transition head instead of the data. Define-by-run code would bring t_R > t_S
+back to Python and branch; here the decision is one more mask, computed on the
+device inside the loop (``_decide``), and the transitions followed come out
+of the scan as its per-step output ys <int32>[T, B]. The mode ("gold",
+"predicted", "sampled") is a Python argument: each mode is its own traced
+program. ``__call__`` stays the plain gold-mode encoder, without the head.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ import jax
 import jax.numpy as jnp
 
 from shared.params import ModelConfig
+from shared.parsing import MODES, REDUCE_COLUMN, SHIFT_COLUMN
 from shared.transitions import PAD, REDUCE, SHIFT
 
 LAYOUTS = ("thin", "padded")
@@ -61,27 +71,38 @@ class Tracker(nn.Module):
     """The tracker LSTM: reads the buffer front and the two top stack items.
 
     Weights keep their canonical names (``tracker.kernel_input`` etc.), so the
-    conversion is a rename. Gate order i, f, g, o.
+    conversion is a rename. Gate order i, f, g, o. With ``transition_head``
+    the tracker also owns the head of docs/spec.md §7, ``tracker.transition``
+    (a Dense layer D -> 2: column 0 scores SHIFT, column 1 REDUCE).
     """
 
     hidden_dim: int  # H
     tracker_dim: int  # D > 0
     param_dtype: Dtype = jnp.float32
+    transition_head: bool = False
 
-    @nn.compact
-    def __call__(self, buffer_h, top_h, below_h, state):
-        """buffer_h, top_h, below_h <float>[B, H]; state (h, c) <float>[B, D] -> new (h, c)."""
+    def setup(self):
         H, D = self.hidden_dim, self.tracker_dim
         init = nn.initializers.lecun_normal()  # shapes only: real values come from the canonical dict
-        kernel_input = self.param("kernel_input", init, (3 * H, 4 * D), self.param_dtype)
-        kernel_hidden = self.param("kernel_hidden", init, (D, 4 * D), self.param_dtype)
-        bias = self.param("bias", nn.initializers.zeros, (4 * D,), self.param_dtype)
+        self.kernel_input = self.param("kernel_input", init, (3 * H, 4 * D), self.param_dtype)
+        self.kernel_hidden = self.param("kernel_hidden", init, (D, 4 * D), self.param_dtype)
+        self.bias = self.param("bias", nn.initializers.zeros, (4 * D,), self.param_dtype)
+        if self.transition_head:
+            self.transition = nn.Dense(2, param_dtype=self.param_dtype)
+
+    def __call__(self, buffer_h, top_h, below_h, state):
+        """buffer_h, top_h, below_h <float>[B, H]; state (h, c) <float>[B, D] -> new (h, c)."""
         h, c = state
-        z = jnp.concatenate([buffer_h, top_h, below_h], axis=-1) @ kernel_input + h @ kernel_hidden + bias
+        z = (jnp.concatenate([buffer_h, top_h, below_h], axis=-1) @ self.kernel_input + h @ self.kernel_hidden
+             + self.bias)
         i, f, g, o = jnp.split(z, 4, axis=-1)
         c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
         return h, c
+
+    def transition_logits(self, h):
+        """The head: tracker state h <float>[B, D] -> t = (t_S, t_R) <float>[B, 2]."""
+        return self.transition(h)
 
 
 class Reduce(nn.Module):
@@ -129,32 +150,21 @@ class SPINN(nn.Module):
         self.projection = nn.Dense(2 * c.hidden_dim, param_dtype=self.param_dtype)
         self.leaf_dropout = nn.Dropout(self.dropout_rate)
         if c.tracker_dim > 0:
-            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, self.param_dtype)
+            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, self.param_dtype, c.transition_head)
         self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.param_dtype)
 
     def __call__(self, tokens, transitions, train: bool = False):
-        """tokens <int32>[B, N], transitions <int32>[B, T] -> encodings <float>[B, H]."""
-        H, D = self.config.hidden_dim, self.config.tracker_dim
-        B, N = tokens.shape
+        """tokens <int32>[B, N], transitions <int32>[B, T] -> encodings <float>[B, H].
+
+        Gold mode only, and the transition head is never evaluated here
+        (``parse`` is the path that reads it)."""
         T = transitions.shape[1]
-        S = N + 1  # at most N items, plus one free slot above the top (see _step)
-
-        leaves = self.projection(self.embed(tokens))  # [B, N, 2H]: [h; c] of every word
-        leaves = self.leaf_dropout(leaves, deterministic=not train)
-        dtype = leaves.dtype
-        # The buffer holds as many leaves as there are SHIFTs (tokens past that are padding).
-        n_leaves = jnp.sum(transitions == SHIFT, axis=1, dtype=jnp.int32)  # [B]
-
-        zero_index = jnp.zeros((B,), jnp.int32)
-        tracker_state = (jnp.zeros((B, D), dtype), jnp.zeros((B, D), dtype)) if D > 0 else ()
-        if self.layout == "padded":
-            stack = jnp.zeros((B, S, 2 * H), dtype)
-            pointers = ()  # the padded stack holds the vectors themselves
-        else:
-            # thin stack: the leaves first (rows 0..N-1), then one row per step.
-            stack = jnp.concatenate([jnp.swapaxes(leaves, 0, 1), jnp.zeros((T, B, 2 * H), dtype)], axis=0)
-            pointers = jnp.zeros((B, S), jnp.int32)
-        carry = (stack, pointers, zero_index, zero_index, tracker_state)
+        leaves, n_leaves = self._leaves(tokens, transitions, train)
+        carry = self._initial_carry(leaves, T)
+        if self.is_initializing() and self.config.transition_head:
+            # init() creates the weights a call touches; this path never reads
+            # the head, so touch it once here, outside the loop.
+            self.tracker.transition_logits(jnp.zeros((1, self.config.tracker_dim), leaves.dtype))
 
         # ---- the loop -------------------------------------------------------
         # lax.scan runs `_step` T times inside ONE compiled loop: the body is
@@ -177,34 +187,123 @@ class SPINN(nn.Module):
         )
         xs = (jnp.swapaxes(transitions, 0, 1), jnp.arange(T, dtype=jnp.int32))
         (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves)
+        return self._root(stack, pointers)
 
-        # After a valid sequence exactly one item is left: stack slot 0.
+    def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None, train: bool = False) -> dict:
+        """Encode with the transitions of ``mode`` (docs/spec.md §7), reading the head at every step.
+
+        tokens <int32>[B, N]; transitions <int32>[B, T]: followed in "gold"
+        mode; in "predicted" and "sampled" mode only their count of SHIFTs
+        per row (n) is used, and each sentence runs 2n-1 decided steps, then
+        PAD. uniforms <float>[B, T]: sampled mode's numbers, step t of a row
+        using column t. ``mode`` is a Python string: every mode traces its
+        own program. Returns a dict of
+          encodings <float>[B, H], transitions <int32>[B, T] (followed),
+          transition_logits <float>[B, T, 2] (t at non-PAD steps, else 0),
+          logprob, entropy <float>[B] (sums over choice steps; sampled mode, else 0).
+        """
+        if mode not in MODES:
+            raise ValueError(f"unknown transitions mode {mode!r}; expected one of {MODES}")
+        if not self.config.transition_head:
+            raise ValueError("parse needs the transition head 'tracker.transition.kernel', which this model "
+                             "lacks (its config has transition_head false; docs/spec.md §7)")
+        if mode == "sampled" and uniforms is None:
+            raise ValueError("sampled mode needs the uniform numbers <float>[B, T]")
+        if mode != "sampled" and uniforms is not None:
+            raise ValueError(f"uniform numbers are for sampled mode, not {mode!r}")
+        B, T = transitions.shape
+        leaves, n_leaves = self._leaves(tokens, transitions, train)
+        carry = self._initial_carry(leaves, T)
+
+        # The same scan as __call__, over the same step, which now also
+        # returns a per-step output ys: the op it followed, the head's t and
+        # (sampled mode) the step's log-probability and entropy. xs are
+        # (op, t, u): the data's transitions <int32>[T, B] in gold mode
+        # (None otherwise: the op is decided inside the loop), the step
+        # number, and the uniform numbers <float>[T, B] in sampled mode.
+        scan = nn.scan(
+            lambda module, carry, xs, leaves, n_leaves: module._step(carry, xs, leaves, n_leaves, mode, True),
+            variable_broadcast="params",
+            split_rngs={"params": False},
+            in_axes=(0, nn.broadcast, nn.broadcast),
+            length=T,
+            unroll=self.unroll,
+            check_constancy_invariants=self.is_initializing(),
+        )
+        xs = (jnp.swapaxes(transitions, 0, 1) if mode == "gold" else None, jnp.arange(T, dtype=jnp.int32),
+              jnp.swapaxes(uniforms, 0, 1) if mode == "sampled" else None)
+        (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves)
+        followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)
+        zeros = jnp.zeros((B,), leaves.dtype)
+        return {
+            "encodings": self._root(stack, pointers),
+            "transitions": followed,
+            "transition_logits": jnp.swapaxes(ys["logits"], 0, 1),
+            "logprob": jnp.sum(ys["logprob"], axis=0) if mode == "sampled" else zeros,
+            "entropy": jnp.sum(ys["entropy"], axis=0) if mode == "sampled" else zeros,
+        }
+
+    # ---- the pieces both paths share -----------------------------------------
+
+    def _leaves(self, tokens, transitions, train):
+        """The buffer: leaves <float>[B, N, 2H] ([h; c] of every word) and n_leaves <int32>[B]."""
+        leaves = self.projection(self.embed(tokens))  # [B, N, 2H]: [h; c] of every word
+        leaves = self.leaf_dropout(leaves, deterministic=not train)
+        # The buffer holds as many leaves as there are SHIFTs (tokens past that are padding).
+        n_leaves = jnp.sum(transitions == SHIFT, axis=1, dtype=jnp.int32)  # [B]
+        return leaves, n_leaves
+
+    def _initial_carry(self, leaves, T: int) -> tuple:
+        """The loop state before step 0: an empty stack, the tracker at zeros."""
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        B, N = leaves.shape[:2]
+        S = N + 1  # at most N items, plus one free slot above the top (see _step)
+        dtype = leaves.dtype
+        zero_index = jnp.zeros((B,), jnp.int32)
+        tracker_state = (jnp.zeros((B, D), dtype), jnp.zeros((B, D), dtype)) if D > 0 else ()
+        if self.layout == "padded":
+            stack = jnp.zeros((B, S, 2 * H), dtype)
+            pointers = ()  # the padded stack holds the vectors themselves
+        else:
+            # thin stack: the leaves first (rows 0..N-1), then one row per step.
+            stack = jnp.concatenate([jnp.swapaxes(leaves, 0, 1), jnp.zeros((T, B, 2 * H), dtype)], axis=0)
+            pointers = jnp.zeros((B, S), jnp.int32)
+        carry = (stack, pointers, zero_index, zero_index, tracker_state)
+        return carry
+
+    def _root(self, stack, pointers):
+        """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[B, H]."""
+        B = stack.shape[0] if self.layout == "padded" else stack.shape[1]
         rows = jnp.arange(B, dtype=jnp.int32)
         if self.layout == "padded":
             root = stack[:, 0]
         else:
             root = stack[pointers[:, 0], rows]
-        return _halves(root, H)[0]
+        return _halves(root, self.config.hidden_dim)[0]
 
-    def _step(self, carry, xs, leaves, n_leaves):
+    def _step(self, carry, xs, leaves, n_leaves, mode: str = "gold", head: bool = False):
         """One transition for every sentence of the batch.
 
         carry: stack (layout's array), pointers (thin: <int32>[B, S]),
-               sp, bp <int32>[B], tracker state; xs: op <int32>[B], t <int32>[].
+               sp, bp <int32>[B], tracker state; xs: op <int32>[B] (None when
+               decided), t <int32>[], and in sampled mode u <float>[B].
+        ``head``: also read the transition head and return ys (``parse``);
+        otherwise ys is None and the step is exactly the gold-mode step.
         """
         H = self.config.hidden_dim
         stack, pointers, sp, bp, tracker_state = carry
-        op, t = xs
+        op, t = xs[0], xs[1]
         N = leaves.shape[1]
-        rows = jnp.arange(op.shape[0], dtype=jnp.int32)
+        rows = jnp.arange(sp.shape[0], dtype=jnp.int32)
 
         # ---- masks: the "if op == ..." of the Python version, one bool per sentence.
         # Every sentence computes a tracker step AND a composition; the masks
         # decide which results are kept. PAD keeps nothing: stack, buffer and
         # tracker stay as they were, so padding cannot change a result.
-        is_shift = op == SHIFT
-        is_reduce = op == REDUCE
-        active = op != PAD
+        if mode == "gold":
+            is_shift = op == SHIFT
+            is_reduce = op == REDUCE
+            active = op != PAD
 
         # ---- reads, by pointer. sp counts the items on the stack: the top is
         # slot sp-1, the item below it slot sp-2; bp is the buffer front.
@@ -223,7 +322,14 @@ class SPINN(nn.Module):
             front = leaves[rows, front_index]
         else:
             front = stack[front_index, rows]  # the leaves are rows 0..N-1 of the thin stack
-        front = jnp.where((bp < n_leaves)[:, None], front, 0)
+        can_shift = bp < n_leaves  # the buffer is not empty
+        front = jnp.where(can_shift[:, None], front, 0)
+        if mode != "gold":
+            # The op is not known yet (the head decides it after the tracker
+            # update), but whether the step does anything is: a sentence is
+            # finished, and PADs from then on, when neither action is possible.
+            can_reduce = sp >= 2
+            active = can_shift | can_reduce
 
         # ---- tracker (kept only where the step is not PAD)
         tracking = None
@@ -233,6 +339,23 @@ class SPINN(nn.Module):
             keep = active[:, None]
             tracker_state = (jnp.where(keep, h_t, tracker_state[0]), jnp.where(keep, c_t, tracker_state[1]))
             tracking = tracker_state[0]
+
+        # ---- the transition head (parse only; a Python `if`, settled while tracing).
+        # It reads the state this step's tracker update just wrote; a REDUCE
+        # below composes with that same state (docs/spec.md §7).
+        ys = None
+        if head:
+            logits = self.tracker.transition_logits(tracking)  # [B, 2] = (t_S, t_R)
+            ys = {"logits": jnp.where(active[:, None], logits, 0)}
+            if mode != "gold":
+                # ---- the decision. Define-by-run code stops here at every
+                # step, brings t back to Python and branches on it. Here it
+                # never leaves the device: _decide turns t into the masks
+                # is_shift / is_reduce, which take the place of the gold op's
+                # masks, and the rest of the step is the same in every mode.
+                is_shift, is_reduce, choice_ys = _decide(logits, xs[2], can_shift, can_reduce, mode)
+                ys.update(choice_ys)
+                ys["op"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
 
         # ---- compose the two top items (used only where the step is REDUCE)
         composed = self.reduce(below, top, tracking)  # [B, 2H]
@@ -260,7 +383,41 @@ class SPINN(nn.Module):
             pointers = pointers.at[rows, write_slot].set(target, unique_indices=True)
         sp = sp + is_shift.astype(jnp.int32) - is_reduce.astype(jnp.int32)
         bp = bp + is_shift.astype(jnp.int32)
-        return (stack, pointers, sp, bp, tracker_state), None
+        return (stack, pointers, sp, bp, tracker_state), ys
+
+
+def _decide(logits, uniform, can_shift, can_reduce, mode: str):
+    """The decision of docs/spec.md §7, for every sentence at once, on the device.
+
+    logits <float>[B, 2] = (t_S, t_R); uniform <float>[B] (sampled mode);
+    can_shift (the buffer is not empty), can_reduce (two items or more on the
+    stack) <bool>[B]. Returns the masks is_shift, is_reduce <bool>[B] (both
+    false: the sentence is finished, a PAD step) and, in sampled mode, the
+    step's log-probability and entropy <float>[B], zero unless it was a choice.
+    """
+    # Define-by-run code writes this as `if t_R > t_S: reduce() else: shift()`,
+    # which needs the value of t in Python at every step. In a traced loop t
+    # has no value yet, so the branch becomes a mask: both actions' results
+    # are computed anyway (the step always composes AND shifts), and the
+    # decision only chooses which one is kept, like the gold op does.
+    choice = can_shift & can_reduce  # both actions possible: the head decides
+    diff = logits[:, REDUCE_COLUMN] - logits[:, SHIFT_COLUMN]  # t_R - t_S
+    ys = {}
+    if mode == "predicted":
+        wants_reduce = diff > 0  # t_R > t_S; a tie SHIFTs
+    else:
+        # Stable logs: log σ(x) = -softplus(-x), never log 0; p_R = exp(log σ(d)).
+        log_p_reduce, log_p_shift = jax.nn.log_sigmoid(diff), jax.nn.log_sigmoid(-diff)
+        wants_reduce = uniform < jnp.exp(log_p_reduce)  # REDUCE with probability p_R
+        taken = jnp.where(wants_reduce, log_p_reduce, log_p_shift)
+        entropy = -(jnp.exp(log_p_reduce) * log_p_reduce + jnp.exp(log_p_shift) * log_p_shift)
+        # A step with one possible action is no choice and adds nothing.
+        ys["logprob"] = jnp.where(choice, taken, 0)
+        ys["entropy"] = jnp.where(choice, entropy, 0)
+    # Where only one action is possible it is taken, whatever t says.
+    is_reduce = can_reduce & (~can_shift | wants_reduce)
+    is_shift = can_shift & ~is_reduce
+    return is_shift, is_reduce, ys
 
 
 class SNLIClassifier(nn.Module):
@@ -289,9 +446,34 @@ class SNLIClassifier(nn.Module):
         transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
         encodings = self.spinn(tokens, transitions, train)
         premise, hypothesis = encodings[:B], encodings[B:]
+        return premise, hypothesis, self._classify(premise, hypothesis, train)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+              mode: str = "predicted", uniforms=None, train: bool = False) -> dict:
+        """Both sides through ``SPINN.parse`` in ``mode`` (docs/spec.md §7).
+
+        uniforms: sampled mode's (premise_u, hypothesis_u) <float>[B, T] each,
+        else None. Returns the arrays of ``shared.parsing.Parsed`` by field name:
+        premise, hypothesis <float>[B, H], logits <float>[B, 3], and per side
+        {side}_transitions <int32>[B, T], {side}_transition_logits <float>[B, T, 2],
+        {side}_logprob and {side}_entropy <float>[B].
+        """
+        B = premise_tokens.shape[0]
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
+        u = None if uniforms is None else jnp.concatenate(uniforms, axis=0)
+        sentences = self.spinn.parse(tokens, transitions, mode, u, train)
+        premise, hypothesis = sentences["encodings"][:B], sentences["encodings"][B:]
+        out = {"premise": premise, "hypothesis": hypothesis, "logits": self._classify(premise, hypothesis, train)}
+        for key in ("transitions", "transition_logits", "logprob", "entropy"):
+            out[f"premise_{key}"] = sentences[key][:B]
+            out[f"hypothesis_{key}"] = sentences[key][B:]
+        return out
+
+    def _classify(self, premise, hypothesis, train: bool):
+        """The MLP over [p, q, p - q, p * q] -> class logits <float>[B, 3]."""
         x = jnp.concatenate([premise, hypothesis, premise - hypothesis, premise * hypothesis], axis=-1)
         # Dropout on the input of every classifier layer, as in the 2017 code.
         for layer in self.mlp:
             x = nn.relu(layer(self.mlp_dropout(x, deterministic=not train)))
-        logits = self.output(self.mlp_dropout(x, deterministic=not train))
-        return premise, hypothesis, logits
+        return self.output(self.mlp_dropout(x, deterministic=not train))

@@ -4,7 +4,8 @@
 input shape. Here each program is compiled explicitly,
 ``jax.jit(fn).trace(*args).lower().compile()``, and the executable is kept in
 a dict keyed by the batch shape (B, N, T). So a compilation happens exactly
-once per bucket shape and program (encode, loss_and_grads, train_step), and
+once per bucket shape and program (encode, loss_and_grads, train_step, and
+one parse program per transitions mode, docs/spec.md §7), and
 the time each stage takes (tracing, lowering, XLA) is measured apart from
 running: ``compile_stats()``.
 
@@ -31,6 +32,7 @@ scan and its carry there.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import time
 from typing import Callable, Mapping, Sequence
@@ -41,15 +43,20 @@ import numpy as np
 
 from shared import optimizers
 from shared.params import ModelConfig, param_shapes
+from shared.parsing import MODES, Parsed, check_mode, sentence_lengths
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
 
 from .convert import from_canonical, name_map, resolve_dtype, to_canonical
 from .model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
-from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge, partition, state_from_shared,
-                    state_to_shared)
+from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge, parse_forward, partition,
+                    state_from_shared, state_to_shared)
 
-PROGRAMS = ("encode", "loss_and_grads", "train_step")
+# One parse program per transitions mode: the mode is a Python constant of the trace.
+PARSE_PROGRAMS = tuple(f"parse:{mode}" for mode in MODES)
+PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS
+HEAD_KERNEL = "tracker.transition.kernel"
+
 
 # ---------------------------------------------------------------------------
 # Devices and the persistent compilation cache
@@ -112,14 +119,21 @@ class Runner(RunnerBase):
     framework = "jax"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
-                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, layout: str = DEFAULT_LAYOUT,
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
+                 layout: str = DEFAULT_LAYOUT,
                  compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1, **options):
         if options:
             raise TypeError(f"unknown JAX runner options {sorted(options)}; "
                             "known: layout, compilation_cache_dir, unroll")
         if layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
+        if transition_weight < 0:
+            raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
+        if transition_weight > 0 and not config.transition_head:
+            raise ValueError(f"transition_weight {transition_weight} needs the transition head {HEAD_KERNEL!r}, "
+                             "which this model lacks (its config has transition_head false; docs/spec.md §7)")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
+        self.transition_weight = float(transition_weight)  # the supervised loss of docs/spec.md §7
         if compilation_cache_dir is not None:
             enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
@@ -135,8 +149,10 @@ class Runner(RunnerBase):
         # keyed on shapes), and what tracing and compiling it has cost.
         self._functions = {
             "encode": lambda params, arrays: self._forward(params, arrays),
-            "loss_and_grads": make_loss_and_grads(self.model),
+            "loss_and_grads": make_loss_and_grads(self.model, self.transition_weight),
         }
+        for mode in MODES:  # the mode is bound before jit: one program per mode
+            self._functions[f"parse:{mode}"] = functools.partial(self._parse_forward, mode=mode)
         self._jitted: dict[str, Callable] = {}
         self._stats = {program: CompileStats() for program in PROGRAMS}
         self._compiled_shapes: list[tuple] = []  # (program, B, N, T) of every compilation, in order
@@ -145,6 +161,9 @@ class Runner(RunnerBase):
 
     def _forward(self, params, arrays):
         return self.model.apply({"params": params}, *arrays, train=False)
+
+    def _parse_forward(self, params, arrays, uniforms, *, mode):
+        return parse_forward(self.model, params, arrays, mode, uniforms)
 
     # -- tracing and compilation -----------------------------------------
 
@@ -228,6 +247,45 @@ class Runner(RunnerBase):
         (premise, hypothesis, logits), _ = self._run("encode", batch)
         return np.asarray(premise), np.asarray(hypothesis), np.asarray(logits)
 
+    def parse(self, batch, mode: str = "predicted", uniforms=None) -> Parsed:
+        """Encode with the transitions of ``mode`` (docs/spec.md §7), eval mode.
+
+        One compiled call per batch: in predicted and sampled mode every
+        decision is taken on the device inside the scan (model.py), nothing
+        comes back to Python between steps. ``uniforms``: sampled mode's
+        (premise_u, hypothesis_u) <float>[B, T] of shared.parsing.batch_uniforms
+        (ignored in the other modes, as by the reference).
+        """
+        check_mode(mode)
+        if not self.config.transition_head:
+            raise ValueError(f"parse needs the transition head {HEAD_KERNEL!r}, which this model lacks "
+                             "(its config has transition_head false; docs/spec.md §7)")
+        arrays = self._arrays(batch)
+        B, N = np.shape(batch.premise_tokens)
+        T = np.shape(batch.premise_transitions)[1]
+        if mode != "gold":
+            for side, transitions in (("premise", batch.premise_transitions),
+                                      ("hypothesis", batch.hypothesis_transitions)):
+                lengths = sentence_lengths(np.asarray(transitions))
+                if np.any(lengths < 1):
+                    raise ValueError(f"{mode} mode: {side} row {int(np.argmin(lengths))} has no SHIFT, "
+                                     "so the sentence has no tokens")
+                if np.any(2 * lengths - 1 > T):
+                    raise ValueError(f"{mode} mode: a {side} of {int(lengths.max())} tokens needs "
+                                     f"{2 * int(lengths.max()) - 1} steps, the batch has T={T}")
+        u = None
+        if mode == "sampled":
+            if uniforms is None:
+                raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): "
+                                 "see shared.parsing.batch_uniforms")
+            if len(uniforms) != 2 or any(np.shape(side_u) != (B, T) for side_u in uniforms):
+                raise ValueError(f"uniforms: expected (premise_u, hypothesis_u) of shape {(B, T)} each, got "
+                                 f"{[np.shape(side_u) for side_u in uniforms]}")
+            u = tuple(jax.device_put(np.asarray(side_u, dtype=self.dtype), self.device) for side_u in uniforms)
+        args = (self.params, arrays, u)
+        out = self._executable(f"parse:{mode}", args, (B, N, T))(*args)
+        return Parsed(**{name: np.asarray(value) for name, value in out.items()})
+
     def loss_and_grads(self, batch):
         (loss, grads), _ = self._run("loss_and_grads", batch)
         return float(loss), to_canonical({"params": grads}, self.config)
@@ -242,7 +300,7 @@ class Runner(RunnerBase):
         trainable, _ = partition(self.params, self._frozen_paths)
         self.opt_state = jax.device_put(self.optimizer.init(trainable), self.device)
         self.set_learning_rate(lr)
-        self._functions["train_step"] = make_train_step(self.model, self.optimizer, self.seed)
+        self._functions["train_step"] = make_train_step(self.model, self.optimizer, self.seed, self.transition_weight)
         # A new optimizer is a new program: forget the old training steps (their costs stay counted).
         self._jitted.pop("train_step", None)
         self._executables = {k: v for k, v in self._executables.items() if k[0] != "train_step"}

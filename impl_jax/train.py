@@ -18,6 +18,13 @@ backward through the ``lax.scan`` and the optax update, is one function
   (``model.py``), in training only. Its randomness is
   ``fold_in(key(seed), step)``: a function of (seed, step) only, so a resumed
   run draws the same masks, and the step, an array argument, never recompiles.
+* The supervised loss of docs/spec.md §7: with ``transition_weight`` > 0 the
+  forward pass is ``SNLIClassifier.parse`` in gold mode, which also returns
+  the head's teacher-forced logits, and their two-way cross-entropy against
+  the gold actions is added. The weight is a Python number fixed when the
+  function is made (a training setting, like the dropout rate): it is a
+  constant of the compiled program, and with weight 0 the program is the
+  plain one, without the head.
 """
 
 from __future__ import annotations
@@ -26,12 +33,15 @@ from typing import Any, Callable, Iterable, Mapping
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import traverse_util
 
 from shared import optimizers
 from shared.params import ModelConfig
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN
+from shared.transitions import PAD, REDUCE
 
 from .convert import name_map
 
@@ -50,22 +60,56 @@ def forward(model: nn.Module, params: Params, arrays: Arrays, *, train: bool = F
     return model.apply({"params": params}, *arrays, train=train, rngs=rngs)
 
 
+def parse_forward(model: nn.Module, params: Params, arrays: Arrays, mode: str, uniforms=None, *,
+                  train: bool = False, rng=None) -> dict:
+    """``SNLIClassifier.parse``: the arrays of shared.parsing.Parsed by field name.
+
+    ``mode`` is a Python string (each mode is its own program); ``uniforms``
+    is sampled mode's (premise_u, hypothesis_u) <float>[B, T] each, else None.
+    """
+    rngs = {"dropout": rng} if train and rng is not None else None
+    return model.apply({"params": params}, *arrays, mode, uniforms, train=train, rngs=rngs, method="parse")
+
+
 def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Mean cross-entropy of integer labels 0..2, in the dtype of the logits."""
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
+def transition_loss(parsed: dict, arrays: Arrays) -> jax.Array:
+    """The supervised transition term of docs/spec.md §7, before its weight.
+
+    The mean, over every non-PAD gold step of every premise and hypothesis,
+    of the two-way cross-entropy of softmax(t) against the gold action, t
+    being gold mode's teacher-forced logits. No validity mask: the head is
+    trained at every step, forced or not.
+    """
+    gold = jnp.concatenate([arrays[1], arrays[3]], axis=0)  # [2B, T]
+    logits = jnp.concatenate([parsed["premise_transition_logits"], parsed["hypothesis_transition_logits"]],
+                             axis=0)  # [2B, T, 2], zeros at PAD
+    actions = jnp.where(gold == REDUCE, REDUCE_COLUMN, SHIFT_COLUMN)
+    per_step = optax.softmax_cross_entropy_with_integer_labels(logits, actions)  # [2B, T]
+    real = gold != PAD
+    return jnp.sum(jnp.where(real, per_step, 0)) / jnp.sum(real).astype(per_step.dtype)
+
+
 def loss_fn(params: Params, model: nn.Module, arrays: Arrays, labels: jax.Array, *, train: bool = False,
-            rng=None) -> jax.Array:
+            rng=None, transition_weight: float = 0.0) -> jax.Array:
+    if transition_weight > 0:  # a Python number: this branch is taken while tracing
+        parsed = parse_forward(model, params, arrays, "gold", train=train, rng=rng)
+        return cross_entropy(parsed["logits"], labels) + transition_weight * transition_loss(parsed, arrays)
     _, _, logits = forward(model, params, arrays, train=train, rng=rng)
     return cross_entropy(logits, labels)
 
 
-def make_loss_and_grads(model: nn.Module) -> Callable:
-    """Eval mode (no dropout): (params, arrays, labels) -> (loss, grads like params)."""
+def make_loss_and_grads(model: nn.Module, transition_weight: float = 0.0) -> Callable:
+    """Eval mode (no dropout): (params, arrays, labels) -> (loss, grads like params).
+
+    ``transition_weight`` > 0 adds the supervised transition term (docs/spec.md §7)."""
 
     def loss_and_grads(params, arrays, labels):
-        return jax.value_and_grad(loss_fn)(params, model, arrays, labels, train=False)
+        return jax.value_and_grad(loss_fn)(params, model, arrays, labels, train=False,
+                                           transition_weight=transition_weight)
 
     return loss_and_grads
 
@@ -175,12 +219,14 @@ def state_from_shared(opt_state, state: Mapping[str, np.ndarray], name: str, hyp
 # ---------------------------------------------------------------------------
 
 
-def make_train_step(model: nn.Module, optimizer: optax.GradientTransformation, seed: int = 0) -> Callable:
+def make_train_step(model: nn.Module, optimizer: optax.GradientTransformation, seed: int = 0,
+                    transition_weight: float = 0.0) -> Callable:
     """(trainable, frozen, opt_state, arrays, labels, step <int32>[], lr <float>[])
     -> (trainable, opt_state, loss).
 
     The loss is the one computed on the weights before the update (in
-    training mode: dropout on when the model has a rate).
+    training mode: dropout on when the model has a rate), with the supervised
+    transition term when ``transition_weight`` > 0.
     """
 
     def train_step(trainable, frozen, opt_state, arrays, labels, step, lr):
@@ -190,7 +236,8 @@ def make_train_step(model: nn.Module, optimizer: optax.GradientTransformation, s
         rng = jax.random.fold_in(jax.random.key(seed, impl="rbg"), step)
 
         def loss_of_trainable(trainable):
-            return loss_fn(merge(trainable, frozen), model, arrays, labels, train=True, rng=rng)
+            return loss_fn(merge(trainable, frozen), model, arrays, labels, train=True, rng=rng,
+                           transition_weight=transition_weight)
 
         loss, grads = jax.value_and_grad(loss_of_trainable)(trainable)
         updates, opt_state = optimizer.update(grads, opt_state, trainable)

@@ -12,7 +12,12 @@ This is the algorithm of James Bradbury's 2017 PyTorch SPINN (NVIDIA blog
 "Recursive Neural Networks with PyTorch") in today's PyTorch, with the
 arithmetic of docs/spec.md §3.
 
+When the model chooses its own parse (docs/spec.md §7, ``SPINN.parse``), the
+same loop brings the transition head's logits back to Python once per step
+that has a choice, and the ``if`` is taken on the model's decision instead of
+the data's: the host round trip a define-by-run parser pays.
+
 Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
-``train.py`` (loss, gradients, optimizers, dropout), ``runner.py`` (the
+``train.py`` (losses, gradients, optimizers, dropout, parse), ``runner.py`` (the
 adapter of docs/runner-interface.md).
 """

@@ -14,6 +14,8 @@ split or fused: each canonical entry is exactly one PyTorch tensor.
     reduce.left.kernel / .bias   spinn.reduce.left.weight / .bias yes / no
     reduce.right.kernel          spinn.reduce.right.weight        yes
     reduce.track.kernel          spinn.reduce.track.weight        yes
+    tracker.transition.kernel    spinn.tracker.transition.weight  yes
+    tracker.transition.bias      spinn.tracker.transition.bias    no
     mlp.{k}.kernel / .bias       mlp.{k}.weight / .bias           yes / no
     output.kernel / .bias        output.weight / .bias            yes / no
 
@@ -48,11 +50,13 @@ def name_map(config: ModelConfig) -> dict[str, tuple[str, bool]]:
         "reduce.left.bias": ("spinn.reduce.left.bias", False),
         "reduce.right.kernel": ("spinn.reduce.right.weight", True),
         "reduce.track.kernel": ("spinn.reduce.track.weight", True),
+        "tracker.transition.kernel": ("spinn.tracker.transition.weight", True),  # the head, docs/spec.md §7
+        "tracker.transition.bias": ("spinn.tracker.transition.bias", False),
         "output.kernel": ("output.weight", True),
         "output.bias": ("output.bias", False),
     }
     mapping = {}
-    for name in param_shapes(config):  # the names this config has (no tracker entries when D = 0)
+    for name in param_shapes(config):  # this config's names (no tracker entries when D = 0, no head without one)
         if name.startswith("mlp."):
             _, k, kind = name.split(".")
             mapping[name] = (f"mlp.{k}.weight", True) if kind == "kernel" else (f"mlp.{k}.bias", False)

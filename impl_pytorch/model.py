@@ -1,4 +1,4 @@
-"""The SPINN modules, define-by-run (docs/spec.md §3).
+"""The SPINN modules, define-by-run (docs/spec.md §3, §7).
 
 The graph is whatever Python does. A sentence's buffer and stack are Python
 lists of ``(h, c)`` items, the transition steps are a Python ``for`` loop, and
@@ -9,6 +9,13 @@ is inside :class:`Tracker` and :class:`Reduce`: at each step they stack the
 rows of the examples that act (:func:`batch`), run one matrix multiply for
 all of them, and hand each example its row back (:func:`unbatch`).
 
+When the model decides its own parse (docs/spec.md §7, ``predicted`` and
+``sampled`` mode), that ``if`` needs a number the model has only just
+computed: at every step where some sentence has a choice, the transition
+head's logits come back from the device to Python (one ``.tolist()``), and
+Python picks each sentence's branch from them. That round trip per step is
+the price define-by-run pays for a parse that is not known in advance.
+
 Shapes: S sentences (2B when premise and hypothesis run together), N tokens,
 T steps, E embedding, H hidden, D tracker. Transitions stay a NumPy array on
 the host: Python reads them to decide what to compute, they never go to the
@@ -17,17 +24,22 @@ device.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from shared import parsing
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT
 
 # A stack or buffer item, or a tracker state: (h, c), each <float>[H] (or [D]).
 Item = tuple[torch.Tensor, torch.Tensor]
+
+HEAD_KERNEL = "tracker.transition.kernel"  # the canonical name errors point to
 
 
 # --------------------------------------------------------------------------
@@ -59,18 +71,23 @@ class Tracker(nn.Module):
     Written out rather than ``nn.LSTMCell``, whose two biases (``bias_ih``,
     ``bias_hh``) would both have to be trained against one canonical
     ``tracker.bias``.
+
+    With ``transition_head``, ``transition`` is the head of docs/spec.md §7:
+    a linear map from the new state h_t to t = (t_S, t_R). The tracker does
+    not call it; SPINN.parse does, after each tracker step.
     """
 
-    def __init__(self, hidden_dim: int, tracker_dim: int):
+    def __init__(self, hidden_dim: int, tracker_dim: int, transition_head: bool = False):
         super().__init__()
         self.input = nn.Linear(3 * hidden_dim, 4 * tracker_dim)  # [b, s1, s2] -> gates, with the bias
         self.hidden = nn.Linear(tracker_dim, 4 * tracker_dim, bias=False)  # h_t -> gates
+        self.transition = nn.Linear(tracker_dim, 2) if transition_head else None  # h_t -> (t_S, t_R)
 
     def forward(self, buffers: Sequence[list[Item]], stacks: Sequence[list[Item]],
                 states: Sequence[Item]) -> list[Item]:
         """One step for K examples: their buffers, stacks and tracker states
         (h_t, c_t) -> their K new states. Every buffer and stack has zero
-        items at the bottom (see SPINN.forward), so [-1] and [-2] always exist."""
+        items at the bottom (see SPINN._start), so [-1] and [-2] always exist."""
         buffer_front = torch.stack([buf[-1][0] for buf in buffers])  # [K, H]
         stack_top = torch.stack([stack[-1][0] for stack in stacks])  # [K, H]
         stack_second = torch.stack([stack[-2][0] for stack in stacks])  # [K, H]
@@ -106,20 +123,66 @@ class Reduce(nn.Module):
         return unbatch((h, c))
 
 
+@dataclass
+class Encoded:
+    """What :meth:`SPINN.parse` returns for S sentences.
+
+    The head's logits are kept as they were computed, one row per non-PAD
+    step in the order the steps ran (R rows in all), with the sentence and
+    column of each row: the supervised loss reads them that way, and
+    :meth:`transition_logits` lays them out as [S, T, 2].
+    """
+
+    encodings: torch.Tensor  # <float>[S, H]
+    transitions: np.ndarray  # <int32>[S, T] the transitions followed, PAD after each sentence's last step
+    step_logits: torch.Tensor  # <float>[R, 2] t = (t_S, t_R) at each non-PAD step, in the order run
+    step_rows: np.ndarray  # <int64>[R] the sentence of each row of step_logits
+    step_columns: np.ndarray  # <int64>[R] its column in transitions
+    logprob: torch.Tensor  # <float>[S] sampled mode: Σ log p(action taken) over choice steps; else zeros
+    entropy: torch.Tensor  # <float>[S] sampled mode: Σ entropy over choice steps; else zeros
+    host_syncs: int  # device-to-host reads of decisions (predicted, sampled: one per step with a choice)
+
+    def step_actions(self) -> np.ndarray:
+        """<int>[R] the transition followed at each row of step_logits (SHIFT or REDUCE)."""
+        return self.transitions[self.step_rows, self.step_columns]
+
+    def transition_logits(self) -> torch.Tensor:
+        """<float>[S, T, 2]: t at each non-PAD step, zeros at PAD (differentiable)."""
+        S, T = self.transitions.shape
+        out = self.encodings.new_zeros((S, T, 2))
+        if not len(self.step_rows):
+            return out
+        device = self.encodings.device
+        index = (torch.as_tensor(self.step_rows, device=device), torch.as_tensor(self.step_columns, device=device))
+        return out.index_put(index, self.step_logits)
+
+
 class SPINN(nn.Module):
     """The shift-reduce encoder: projected leaves and transitions -> one
-    encoding per sentence."""
+    encoding per sentence.
+
+    ``forward`` follows the data's transitions (encode, and the plain loss);
+    ``parse`` runs the transition head too, and in predicted and sampled mode
+    lets it choose the transitions (docs/spec.md §7).
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.hidden_dim = config.hidden_dim
         self.tracker_dim = config.tracker_dim
-        self.tracker = Tracker(config.hidden_dim, config.tracker_dim) if config.tracker_dim > 0 else None
+        self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head)
+                        if config.tracker_dim > 0 else None)
         self.reduce = Reduce(config.hidden_dim, config.tracker_dim)
 
-    def forward(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
-        """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
-        <int>[S, T] (NumPy, host) -> encodings <float>[S, H]."""
+    @property
+    def head(self) -> nn.Linear | None:
+        """The transition head (docs/spec.md §7), or None."""
+        return self.tracker.transition if self.tracker is not None else None
+
+    def _start(self, leaves: torch.Tensor, transitions: np.ndarray):
+        """The initial parser state of S sentences: (transitions as a NumPy
+        array, buffers, stacks, tracker states or None, leaves per sentence).
+        A sentence has as many leaves as its row has SHIFTs."""
         S, N, _ = leaves.shape
         H = self.hidden_dim
         transitions = np.asarray(transitions)
@@ -135,6 +198,7 @@ class SPINN(nn.Module):
         real = leaves.reshape(S * N, 2 * H)[torch.as_tensor(rows, device=leaves.device)]
         words = list(zip(real[:, :H].unbind(0), real[:, H:].unbind(0)))
         starts = np.cumsum([0] + num_leaves).tolist()
+        states = None
 
         # docs/spec.md §3 reads zeros where the buffer is empty or the stack has fewer
         # than two items. As in the 2017 code, a "null" item sits at the
@@ -151,6 +215,12 @@ class SPINN(nn.Module):
         if self.tracker is not None:
             zero_state = leaves.new_zeros(self.tracker_dim)
             states = [(zero_state, zero_state)] * S  # (h_t, c_t) per example
+        return transitions, buffers, stacks, states, num_leaves
+
+    def forward(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
+        """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
+        <int>[S, T] (NumPy, host) -> encodings <float>[S, H]."""
+        transitions, buffers, stacks, states, _ = self._start(leaves, transitions)
 
         # The Python loop over steps: what runs at step t, and so the graph,
         # is decided here, from this batch's transitions.
@@ -195,6 +265,175 @@ class SPINN(nn.Module):
             if len(stack) != 3:
                 raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
         return torch.stack([stack[-1][0] for stack in stacks])  # h of the one item left: [S, H]
+
+    def parse(self, leaves: torch.Tensor, transitions: np.ndarray, mode: str = "predicted",
+              uniforms: np.ndarray | None = None) -> Encoded:
+        """Run S sentences with the transition head, in ``mode`` (docs/spec.md §7).
+
+        Args:
+          leaves: <float>[S, N, 2H], [h; c] of each token slot.
+          transitions: <int>[S, T] (NumPy, host). Gold mode follows them
+            (teacher forcing: the head scores every step, the data decides);
+            in predicted and sampled mode only each row's number of SHIFTs,
+            n, is used, and the sentence runs exactly 2n-1 decided steps.
+          mode: "gold", "predicted" or "sampled".
+          uniforms: sampled mode: <float>[S, T]; step t of sentence s uses
+            uniforms[s, t].
+
+        Everything returned as a tensor keeps its graph, logprob and entropy
+        included.
+        """
+        parsing.check_mode(mode)
+        if self.head is None:
+            raise ValueError(f"{mode} mode needs the transition head, but the model has no {HEAD_KERNEL!r} "
+                             "(its config has transition_head false; docs/spec.md §7)")
+        gold, sampled = mode == "gold", mode == "sampled"
+        transitions, buffers, stacks, states, num_leaves = self._start(leaves, transitions)
+        S, T = transitions.shape
+        if gold:
+            num_steps = [T] * S  # the row says where its PADs are
+        else:
+            num_steps = [2 * n - 1 for n in num_leaves]  # n fixes the number of steps
+            for s, (n, steps) in enumerate(zip(num_leaves, num_steps)):
+                if n < 1:
+                    raise ValueError(f"sentence {s}: its row has no SHIFT, so it has no tokens to parse")
+                if steps > T:
+                    raise ValueError(f"sentence {s}: {n} tokens need {steps} steps, the row has {T}")
+        if sampled:
+            if uniforms is None:
+                raise ValueError("sampled mode needs the uniform numbers (see shared.parsing.batch_uniforms)")
+            if np.shape(uniforms) != (S, T):
+                raise ValueError(f"uniforms have shape {np.shape(uniforms)}, expected {(S, T)}")
+            uniforms = np.asarray(uniforms, dtype=np.float64).tolist()  # Python reads them one by one
+
+        followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
+        step_logits: list[torch.Tensor] = []  # per step, the head's [K, 2] for its K active sentences
+        step_rows: list[int] = []  # ... and the sentence of each row
+        step_columns: list[int] = []
+        choices: list[int] = []  # sampled mode: the rows (of all steps' rows) that were choices
+        reduced: list[bool] = []  # ... and whether each REDUCEd
+        host_syncs = 0
+
+        # The loop of forward, with the head. What runs at step t is decided
+        # here: in gold mode by the data, otherwise by the decisions the model
+        # took at the steps before.
+        for t in range(max(num_steps)):
+            if gold:
+                ops = followed[:, t].tolist()
+                active = [s for s, op in enumerate(ops) if op != PAD]
+            else:
+                active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
+            if not active:
+                continue
+            new_states = self.tracker([buffers[s] for s in active], [stacks[s] for s in active],
+                                      [states[s] for s in active])
+            for s, state in zip(active, new_states):
+                states[s] = state
+            # The head reads the state this step's tracker update just wrote:
+            # one small batched matmul for the K active sentences. The result
+            # stays on the device; nothing waits for it yet.
+            logits = self.head(torch.stack([states[s][0] for s in active]))  # [K, 2]
+            first_row = len(step_rows)
+            step_logits.append(logits)
+            step_rows.extend(active)
+            step_columns.extend([t] * len(active))
+
+            if not gold:
+                # The model decides. Which actions are possible is read off
+                # the Python lists: SHIFT needs a word left in the buffer
+                # (above its null item), REDUCE two items on the stack (above
+                # its two nulls).
+                can_shift = [len(buffers[s]) > 1 for s in active]
+                can_reduce = [len(stacks[s]) > 3 for s in active]
+                if any(a and b for a, b in zip(can_shift, can_reduce)):
+                    # The host round trip of define-by-run. The `if` below is
+                    # plain Python, so it needs plain numbers: the K x 2 logits
+                    # are copied off the device here, and Python waits for
+                    # them (on a GPU, for all the work queued before them).
+                    # Once per step, for the K sentences together; a step
+                    # where every sentence is forced needs no copy.
+                    host = logits.tolist()
+                    host_syncs += 1
+                    if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
+                        p_reduce = parsing.reduce_probability(np.asarray(host, dtype=np.float64)).tolist()
+                ops = [PAD] * S
+                for k, s in enumerate(active):
+                    if can_shift[k] and can_reduce[k]:
+                        # A real, data-dependent branch per sentence: what is
+                        # recorded below depends on what the model just said.
+                        if sampled:
+                            take_reduce = uniforms[s][t] < p_reduce[k]
+                            choices.append(first_row + k)
+                            reduced.append(take_reduce)
+                        else:
+                            t_shift, t_reduce = host[k]
+                            take_reduce = t_reduce > t_shift  # a tie SHIFTs
+                        ops[s] = REDUCE if take_reduce else SHIFT
+                    else:
+                        ops[s] = SHIFT if can_shift[k] else REDUCE  # one possible action: no choice
+                    followed[s, t] = ops[s]
+
+            # From here on, as in forward: SHIFT moves a list item, REDUCE
+            # queues the two top items for one batched Reduce call.
+            lefts, rights, trackings, reducing = [], [], [], []
+            for s in active:
+                buffer, stack = buffers[s], stacks[s]
+                if ops[s] == SHIFT:
+                    stack.append(buffer.pop())
+                elif ops[s] == REDUCE:
+                    if len(stack) < 4:
+                        raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
+                    rights.append(stack.pop())
+                    lefts.append(stack.pop())
+                    reducing.append(s)
+                    trackings.append(states[s][0])  # the h_t the head read
+                else:
+                    raise ValueError(f"sentence {s}, step {t}: unknown transition code {ops[s]}")
+            if reducing:
+                for s, item in zip(reducing, self.reduce(lefts, rights, trackings)):
+                    stacks[s].append(item)
+
+        for s, stack in enumerate(stacks):
+            if len(stack) != 3:
+                raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
+        encodings = torch.stack([stack[-1][0] for stack in stacks])  # h of the one item left: [S, H]
+        all_logits = torch.cat(step_logits) if step_logits else encodings.new_zeros((0, 2))  # [R, 2]
+        step_rows = np.asarray(step_rows, dtype=np.int64)
+        if choices:
+            logprob, entropy = _choice_sums(all_logits, step_rows, choices, reduced, S)
+        else:
+            logprob, entropy = encodings.new_zeros(S), encodings.new_zeros(S)
+        return Encoded(encodings, followed, all_logits, step_rows, np.asarray(step_columns, dtype=np.int64),
+                       logprob, entropy, host_syncs)
+
+
+def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list[int], reduced: list[bool],
+                 num_sentences: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sampled mode's per-sentence sums over choice steps (docs/spec.md §7):
+    log p(action taken) and the entropy of the step's Bernoulli, <float>[S]
+    each, differentiable through the logits.
+
+    With d = t_R - t_S: log p_R = log σ(d) and log p_S = log σ(-d), both by
+    F.logsigmoid (stable: saturated logits give 0, never log 0), and
+    p = exp(log p), which keeps a tiny probability tiny.
+
+    The terms are computed and summed in float64 and the sums cast back to
+    the model's dtype: a sentence adds up to 2n-2 terms of a few nats each,
+    and float32 sums of float32 terms drift by 1e-5 on the sample's longest
+    sentences, where float64 arithmetic on the float32 logits stays within
+    their own rounding.
+    """
+    device = step_logits.device
+    chosen = step_logits[torch.as_tensor(choices, device=device)].double()  # [C, 2], cast with its gradient
+    diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]
+    log_p_reduce, log_p_shift = F.logsigmoid(diff), F.logsigmoid(-diff)
+    took_reduce = torch.as_tensor(reduced, device=device)
+    step_logprob = torch.where(took_reduce, log_p_reduce, log_p_shift)
+    step_entropy = -(log_p_reduce.exp() * log_p_reduce + log_p_shift.exp() * log_p_shift)
+    sentence = torch.as_tensor(step_rows[choices], device=device)
+    zeros = chosen.new_zeros(num_sentences)
+    return (zeros.index_add(0, sentence, step_logprob).to(step_logits.dtype),
+            zeros.index_add(0, sentence, step_entropy).to(step_logits.dtype))
 
 
 # --------------------------------------------------------------------------
@@ -248,3 +487,22 @@ class SNLIClassifier(nn.Module):
         encodings = self.encode(tokens, transitions)  # [2B, H]
         premise, hypothesis = encodings[:B], encodings[B:]
         return premise, hypothesis, self.classify(premise, hypothesis)
+
+    def parse(self, premise_tokens: torch.Tensor, premise_transitions: np.ndarray,
+              hypothesis_tokens: torch.Tensor, hypothesis_transitions: np.ndarray, mode: str = "predicted",
+              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Encoded, torch.Tensor]:
+        """The pair batch in ``mode`` (docs/spec.md §7), with the transition
+        head -> (Encoded of the 2B sentences, premises first; logits <float>[B, 3]).
+
+        ``uniforms``: sampled mode, (premise_u, hypothesis_u) <float>[B, T]
+        each. Everything stays differentiable: logprob and entropy too.
+        """
+        B = premise_tokens.shape[0]
+        tokens = torch.cat([premise_tokens, hypothesis_tokens])  # [2B, N], as in forward
+        transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
+        if uniforms is not None:
+            uniforms = np.concatenate([np.asarray(uniforms[0]), np.asarray(uniforms[1])])  # [2B, T]
+        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H]
+        encoded = self.spinn.parse(leaves, transitions, mode, uniforms)
+        premise, hypothesis = encoded.encodings[:B], encoded.encodings[B:]
+        return encoded, self.classify(premise, hypothesis)

@@ -18,6 +18,7 @@ from shared import optimizers
 from shared.batching import PairBatch
 from shared.params import ModelConfig
 from shared.runner import Runner as RunnerBase
+from shared.parsing import Parsed
 
 from . import convert, train
 
@@ -37,21 +38,32 @@ class Runner(RunnerBase):
     framework = "pytorch"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
-                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, **options):
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
+                 **options):
         if options:
             raise TypeError(f"the PyTorch runner takes no options, got {sorted(options)}")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
         self.device = torch_device(device)
+        # The supervised loss of docs/spec.md §7 in loss_and_grads and train_step (> 0 needs the head).
+        self.transition_weight = train.check_transition_weight(config, transition_weight)
+        # Device-to-host reads of decisions by the last parse or encode (gold mode: none).
+        self.last_host_syncs = 0
         self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout)
 
     def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
         with torch.inference_mode():  # no graph is recorded at all
             premise, hypothesis, logits = self.model(*train.model_inputs(batch, self.device))
+        self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.cpu().numpy() for t in (premise, hypothesis, logits))
 
     def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
-        return train.loss_and_grads(self.model, batch, self.device)
+        return train.loss_and_grads(self.model, batch, self.device, self.transition_weight)
+
+    def parse(self, batch: PairBatch, mode: str = "predicted",
+              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> Parsed:
+        parsed, self.last_host_syncs = train.parse(self.model, batch, self.device, mode, uniforms)
+        return parsed
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         self.optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
@@ -64,7 +76,7 @@ class Runner(RunnerBase):
     def train_step(self, batch: PairBatch) -> float:
         self._need_optimizer()
         loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed, step=self.steps,
-                                frozen=self._optimizer_spec[2])
+                                frozen=self._optimizer_spec[2], transition_weight=self.transition_weight)
         self.steps += 1
         return loss
 

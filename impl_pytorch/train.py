@@ -5,6 +5,11 @@ graph shaped by this batch's trees), ``loss.backward()`` walks that graph
 once and frees it, ``optimizer.step()`` updates the weights in place. There
 is nothing to trace or compile, so a new tree shape costs nothing extra.
 
+The supervised loss of docs/spec.md §7 (``transition_weight`` > 0) adds
+the transition head's cross-entropy against the gold actions, the model
+following the gold transitions (teacher forcing); :func:`parse` runs the
+model in any of the three modes and returns the shared ``Parsed`` record.
+
 Dropout: ``nn.Dropout`` draws from PyTorch's global generator. So that a
 run is repeatable from the Runner's ``seed`` without touching the caller's
 random state, each training step forks the generator
@@ -20,11 +25,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from shared import optimizers
+from shared import optimizers, parsing
 from shared.batching import PairBatch
+from shared.params import ModelConfig
+from shared.transitions import REDUCE
 
 from . import convert
-from .model import SNLIClassifier
+from .model import HEAD_KERNEL, Encoded, SNLIClassifier
 
 OPTIMIZERS = optimizers.OPTIMIZERS
 
@@ -46,21 +53,48 @@ def labels_tensor(batch: PairBatch, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(labels.astype(np.int64), device=device)
 
 
-def batch_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device) -> torch.Tensor:
-    """Mean cross-entropy of the batch (a 0-d tensor with its graph);
-    train or eval mode is whatever the model is in."""
+def check_transition_weight(config: ModelConfig, transition_weight: float) -> float:
+    """``transition_weight`` as a float; > 0 needs a model with a transition head."""
+    transition_weight = float(transition_weight)
+    if not transition_weight >= 0.0:
+        raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
+    if transition_weight > 0 and not config.transition_head:
+        raise ValueError(f"transition_weight {transition_weight} needs the transition head, but the model has no "
+                         f"{HEAD_KERNEL!r} (its config has transition_head false; docs/spec.md §7)")
+    return transition_weight
+
+
+def transition_loss(encoded: Encoded) -> torch.Tensor:
+    """The mean, over every non-PAD step of every sentence, of the two-way
+    cross-entropy of softmax(t) against the action followed (in gold mode the
+    gold action). No validity mask: the head is trained at every step, forced
+    or not (docs/spec.md §7)."""
+    target = encoded.step_actions() == REDUCE  # column 1 (REDUCE) or 0 (SHIFT)
+    target = torch.as_tensor(target.astype(np.int64), device=encoded.step_logits.device)
+    return F.cross_entropy(encoded.step_logits, target)  # log-softmax inside: stable
+
+
+def batch_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device,
+               transition_weight: float = 0.0) -> torch.Tensor:
+    """Mean cross-entropy of the batch (a 0-d tensor with its graph), plus
+    ``transition_weight`` times the supervised transition loss when it is
+    positive; train or eval mode is whatever the model is in."""
     labels = labels_tensor(batch, device)
-    _, _, logits = model(*model_inputs(batch, device))
-    return F.cross_entropy(logits, labels)  # mean over the batch
+    if not transition_weight:
+        _, _, logits = model(*model_inputs(batch, device))
+        return F.cross_entropy(logits, labels)  # mean over the batch
+    # Teacher forcing: the gold transitions, with the head scored at every step.
+    encoded, logits = model.parse(*model_inputs(batch, device), mode="gold")
+    return F.cross_entropy(logits, labels) + transition_weight * transition_loss(encoded)
 
 
-def loss_and_grads(model: SNLIClassifier, batch: PairBatch, device: torch.device
-                   ) -> tuple[float, dict[str, np.ndarray]]:
+def loss_and_grads(model: SNLIClassifier, batch: PairBatch, device: torch.device,
+                   transition_weight: float = 0.0) -> tuple[float, dict[str, np.ndarray]]:
     """Eval mode: the loss and its gradient for every canonical parameter
     (canonical names, [in, out] kernels). Leaves the model unchanged."""
     model.eval()
     model.zero_grad(set_to_none=True)
-    loss = batch_loss(model, batch, device)
+    loss = batch_loss(model, batch, device, transition_weight)
     loss.backward()
     grads = convert.grads_to_canonical(model)
     model.zero_grad(set_to_none=True)
@@ -190,14 +224,63 @@ def dropout_randomness(seed: int, step: int, device: torch.device) -> Iterator[N
 
 
 def train_step(model: SNLIClassifier, optimizer: torch.optim.Optimizer, batch: PairBatch,
-               device: torch.device, *, seed: int = 0, step: int = 0, frozen: Sequence[str] = ()) -> float:
+               device: torch.device, *, seed: int = 0, step: int = 0, frozen: Sequence[str] = (),
+               transition_weight: float = 0.0) -> float:
     """One optimizer step in training mode (dropout on, if the model has a
     rate); returns the loss computed before the update. The dropout masks are
     a function of (seed, step) only, so a resumed run draws the same ones."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
     with dropout_randomness(seed, step, device), trainable(model, frozen):
-        loss = batch_loss(model, batch, device)
+        loss = batch_loss(model, batch, device, transition_weight)
         loss.backward()  # the graph of this batch, walked once and freed
     optimizer.step()
     return loss.item()
+
+
+# --------------------------------------------------------------------------
+# Parses decided by the model (docs/spec.md §7)
+# --------------------------------------------------------------------------
+
+
+def parse(model: SNLIClassifier, batch: PairBatch, device: torch.device, mode: str = "predicted",
+          uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[parsing.Parsed, int]:
+    """Eval mode, no graph: the batch in ``mode`` -> (shared.parsing.Parsed in
+    the model's dtype, the number of device-to-host reads of decisions).
+
+    Every mode needs the transition head (gold mode reports its teacher-forced
+    logits). ``uniforms`` (premise_u, hypothesis_u), each <float>[B, T] as
+    shared.parsing.batch_uniforms lays them out, is required in sampled mode
+    and refused in the others, where nothing would read it.
+    """
+    parsing.check_mode(mode)
+    if not model.config.transition_head:
+        raise ValueError(f"parse ({mode} mode) needs the transition head, but the model has no {HEAD_KERNEL!r} "
+                         "(its config has transition_head false; docs/spec.md §7)")
+    shape = np.shape(batch.premise_transitions)
+    if mode == "sampled":
+        if uniforms is None:
+            raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): "
+                             "see shared.parsing.batch_uniforms")
+        if len(uniforms) != 2 or any(np.shape(u) != shape for u in uniforms):
+            raise ValueError(f"uniforms must be two arrays of the transitions' shape {shape}, got "
+                             f"{[np.shape(u) for u in uniforms]}")
+    elif uniforms is not None:
+        raise ValueError(f"uniforms are for sampled mode only; {mode} mode does not draw")
+    model.eval()
+    with torch.inference_mode():
+        encoded, logits = model.parse(*model_inputs(batch, device), mode=mode, uniforms=uniforms)
+        B = len(logits)
+        transition_logits = encoded.transition_logits().cpu().numpy()
+        encodings = encoded.encodings.cpu().numpy()
+        logprob, entropy = encoded.logprob.cpu().numpy(), encoded.entropy.cpu().numpy()
+        logits = logits.cpu().numpy()
+    halves = {"premise": slice(0, B), "hypothesis": slice(B, 2 * B)}
+    arrays = {"logits": logits}
+    for side, rows in halves.items():
+        arrays[side] = encodings[rows]
+        arrays[f"{side}_transitions"] = encoded.transitions[rows]
+        arrays[f"{side}_transition_logits"] = transition_logits[rows]
+        arrays[f"{side}_logprob"] = logprob[rows]
+        arrays[f"{side}_entropy"] = entropy[rows]
+    return parsing.Parsed(**arrays), encoded.host_syncs

@@ -11,6 +11,12 @@ What this package shows about its framework:
   REDUCE and PAD are chosen per sentence by masks (``tf.where``) and index
   arithmetic, and every sentence computes a tracker step and a composition at
   every step, whatever its transition.
+* Parses decided by the model (docs/spec.md §7) stay in the graph: the
+  transition head's logits, the validity of each action (from the pointers)
+  and the rule (t_R > t_S, or u < p_R with u an input tensor) make ``op`` a
+  ``tf.where`` inside the same loop body, followed by the same masked step as
+  gold transitions. The followed transitions are written into TensorArrays,
+  loop variables like the memory; a parse is one call, one trace per mode.
 * The stack is the thin stack of Bowman et al. (2016): a memory of rows
   written once (the leaves, then one composition per step), and an integer
   stack of row numbers per sentence. In the graph executor the memory is a

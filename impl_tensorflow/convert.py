@@ -13,6 +13,8 @@ load -> save is bit-identical):
     tracker.kernel_input         spinn.tracker.kernel           [0, 3H)
     tracker.kernel_hidden        spinn.tracker.kernel           [3H, 3H + D)
     tracker.bias                 spinn.tracker.bias             all
+    tracker.transition.kernel    spinn.tracker.transition.kernel  all (only with a transition head)
+    tracker.transition.bias      spinn.tracker.transition.bias    all (only with a transition head)
     reduce.left.kernel           spinn.reduce.kernel            [0, H)
     reduce.right.kernel          spinn.reduce.kernel            [H, 2H)
     reduce.track.kernel          spinn.reduce.kernel            [2H, 2H + D)
@@ -58,6 +60,9 @@ def variables(model: SNLIClassifier) -> dict[str, tf.Variable]:
     if model.spinn.tracker is not None:
         out["spinn.tracker.kernel"] = model.spinn.tracker.kernel
         out["spinn.tracker.bias"] = model.spinn.tracker.bias
+        if model.spinn.tracker.transition is not None:
+            out["spinn.tracker.transition.kernel"] = model.spinn.tracker.transition.kernel
+            out["spinn.tracker.transition.bias"] = model.spinn.tracker.transition.bias
     out["spinn.reduce.kernel"] = model.spinn.reduce.kernel
     out["spinn.reduce.bias"] = model.spinn.reduce.bias
     for k, layer in enumerate(model.mlp):
@@ -80,6 +85,9 @@ def name_map(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
         "reduce.right.kernel": ("spinn.reduce.kernel", H, 2 * H),
         "reduce.track.kernel": ("spinn.reduce.kernel", 2 * H, 2 * H + D),
         "reduce.left.bias": ("spinn.reduce.bias", 0, 5 * H),
+        # The transition head lives in the tracker module (not fused).
+        "tracker.transition.kernel": ("spinn.tracker.transition.kernel", 0, D),
+        "tracker.transition.bias": ("spinn.tracker.transition.bias", 0, 2),
     }
     # Every other entry is one whole variable of the same name.
     return {name: fused.get(name, (name, 0, shape[0])) for name, shape in shapes.items()}

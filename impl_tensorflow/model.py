@@ -46,14 +46,29 @@ needs only the addresses and the memory's shape (tests/test_tensorflow.py
 checks the traced graph). Under XLA, TensorFlow does stack the dense memory
 per step, for its shape alone, and XLA, where every shape is static, drops
 that stack: peak memory measured at T = 31, 79, 127 grows linearly with T.
+
+Parses decided by the model (docs/spec.md §7). With a transition head the
+tracker state scores SHIFT and REDUCE at every step. ``SPINN.parse`` runs the
+same loop and the same masked step; only where ``op`` comes from differs. In
+gold mode it is read from the batch, as in ``__call__``; in predicted and
+sampled mode it is a tensor op on the head's logits and the pointers
+(validity), taken inside the graph, so the decision never leaves the device
+and one trace serves every batch. What each step decided is written into
+loop variables (TensorArrays of T elements) and returned with the encodings.
+The gold path of ``__call__`` builds exactly the graph it built before the
+head existed: the head's pieces are added by Python ``if``s on the mode,
+decided when tracing.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from shared.params import ModelConfig
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, check_mode
 from shared.transitions import PAD, REDUCE, SHIFT
 
 MEMORIES = ("tensor_array", "dense")
@@ -61,6 +76,26 @@ MEMORIES = ("tensor_array", "dense")
 # Row 0 of the memory holds zeros for every sentence: pointers to it read as
 # "absent" (docs/spec.md §3: zeros for an empty buffer or a missing stack item).
 ABSENT = 0
+
+# The canonical name of the transition head (docs/spec.md §7), for errors.
+HEAD_KERNEL = "tracker.transition.kernel"
+
+
+def require_head(config: ModelConfig, what: str) -> None:
+    """ValueError naming the head's kernel unless ``config`` has a transition head."""
+    if not config.transition_head:
+        raise ValueError(f"{what} needs the transition head, but the model has no {HEAD_KERNEL!r} "
+                         "(its config has transition_head false; docs/spec.md §7)")
+
+
+class SentenceParses(NamedTuple):
+    """What ``SPINN.parse`` returns for S sentences of T steps (docs/spec.md §7)."""
+
+    encodings: tf.Tensor  # <float>[S, H]
+    transitions: tf.Tensor  # <int32>[S, T] followed: gold mode the input; else 2n - 1 decided steps, then PAD
+    transition_logits: tf.Tensor  # <float>[S, T, 2] t = (t_S, t_R) at non-PAD steps, zeros at PAD
+    logprob: tf.Tensor  # <float>[S] sampled mode: sum over choice steps of log p(action taken); else zeros
+    entropy: tf.Tensor  # <float>[S] sampled mode: sum over choice steps of the step's entropy; else zeros
 
 
 # --------------------------------------------------------------------------
@@ -148,18 +183,33 @@ class Tracker(tf.Module):
 
     ``kernel`` is ``[tracker.kernel_input; tracker.kernel_hidden]`` stacked,
     <float>[3H + D, 4D], so a step is one matmul of ``[b, s1, s2, h_t]``.
+    ``transition`` is the transition head (docs/spec.md §7), present when the
+    config asks for it: ``t = h_t @ kernel + bias``, <float>[S, 2] = (t_S, t_R).
     """
 
-    def __init__(self, hidden_dim: int, tracker_dim: int, dtype: tf.DType, name: str = "tracker"):
+    def __init__(self, hidden_dim: int, tracker_dim: int, dtype: tf.DType, transition_head: bool = False,
+                 name: str = "tracker"):
         super().__init__(name=name)
         H, D = hidden_dim, tracker_dim
         with self.name_scope:
             self.kernel = tf.Variable(tf.zeros([3 * H + D, 4 * D], dtype), name="kernel")
             self.bias = tf.Variable(tf.zeros([4 * D], dtype), name="bias")
+            # Column 0 scores SHIFT, column 1 REDUCE (shared.parsing.SHIFT_COLUMN, REDUCE_COLUMN).
+            self.transition = Linear(D, 2, dtype, name="transition") if transition_head else None
 
     def read(self) -> tuple[tf.Tensor, tf.Tensor]:
         """(kernel, bias) as tensors, for SPINN to read once before its loop."""
         return self.kernel.read_value(), self.bias.read_value()
+
+    def read_head(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """The transition head's (kernel, bias) as tensors, read once before the loop."""
+        return self.transition.kernel.read_value(), self.transition.bias.read_value()
+
+    @staticmethod
+    def transition_logits(h, head_weights) -> tf.Tensor:
+        """h_t <float>[S, D] -> t = (t_S, t_R) <float>[S, 2]; ``head_weights`` from read_head()."""
+        kernel, bias = head_weights
+        return tf.matmul(h, kernel) + bias
 
     def __call__(self, front_h, top_h, below_h, state, weights=None):
         """<float>[S, H] each, state (h_t, c_t) <float>[S, D] -> the new (h_t, c_t).
@@ -214,6 +264,20 @@ class Reduce(tf.Module):
         return tf.concat([h, c], axis=1)
 
 
+def choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tensor:
+    """One sampled step's (log p(action taken), entropy), <float64>[S, 2] (docs/spec.md §7).
+
+    ``log_p`` = (log p_S, log p_R) = log σ(∓(t_R - t_S)) and ``p`` = exp(log_p),
+    <float64>[S, 2]; ``reduces`` <bool>[S] is the action taken. The entropy is
+    -(p_S log p_S + p_R log p_R). Both come out of one product and one sum,
+    so that log_p and p each feed at most two ops and their gradients stay
+    two-term sums (see Reduce); saturated logits give 0, never NaN.
+    """
+    taken = tf.one_hot(tf.where(reduces, REDUCE_COLUMN, SHIFT_COLUMN), 2, dtype=log_p.dtype)  # [S, 2]
+    weights = tf.stack([taken, -p], axis=1)  # [S, 2, 2]: row 0 picks log p(taken), row 1 weighs by -p
+    return tf.reduce_sum(log_p[:, None, :] * weights, axis=2)
+
+
 class SPINN(tf.Module):
     """The shift-reduce encoder: projected leaves and transitions -> one
     encoding per sentence, as one ``tf.while_loop``."""
@@ -226,7 +290,8 @@ class SPINN(tf.Module):
         self.tracker_dim = config.tracker_dim
         self.memory = memory
         with self.name_scope:
-            self.tracker = Tracker(config.hidden_dim, config.tracker_dim, dtype) if config.tracker_dim > 0 else None
+            self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, dtype, config.transition_head)
+                            if config.tracker_dim > 0 else None)
             self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype)
 
     # ---- the memory: write rows, read items by address --------------------
@@ -257,6 +322,31 @@ class SPINN(tf.Module):
     def __call__(self, leaves: tf.Tensor, transitions: tf.Tensor) -> tf.Tensor:
         """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
         <int32>[S, T] -> encodings <float>[S, H]. Inputs must pass check_inputs."""
+        return self._run(leaves, transitions)
+
+    def parse(self, leaves: tf.Tensor, transitions: tf.Tensor, mode: str = "predicted",
+              uniforms: tf.Tensor | None = None) -> SentenceParses:
+        """The encoder with its transition head (docs/spec.md §7).
+
+        leaves <float>[S, N, 2H]; transitions <int32>[S, T], passing
+        check_inputs: in gold mode they are followed, in predicted and sampled
+        mode only each row's number of SHIFTs (n) is used, and the head decides
+        2n - 1 steps; uniforms <float64>[S, T] (sampled mode only): step t of a
+        sentence REDUCEs, where both actions are valid, if ``uniforms[:, t]``
+        < p_R. Returns the encodings and what was followed and scored.
+        """
+        check_mode(mode)
+        if self.tracker is None or self.tracker.transition is None:
+            raise ValueError(f"parse needs the transition head, but the model has no {HEAD_KERNEL!r}")
+        if (mode == "sampled") != (uniforms is not None):
+            raise ValueError("uniforms are given in sampled mode, and only there")
+        return self._run(leaves, transitions, mode, uniforms, with_head=True)
+
+    def _run(self, leaves, transitions, mode: str = "gold", uniforms=None, with_head: bool = False):
+        """The loop behind __call__ (gold mode, no head: returns the encodings
+        <float>[S, H]) and parse (with the head: returns SentenceParses).
+        ``mode`` and ``with_head`` are Python values, fixed when tracing: they
+        choose which ops the graph has, never which ones run."""
         H, D = self.hidden_dim, self.tracker_dim
         dtype = leaves.dtype
         # Sizes are tensors: this graph serves every S, N and T.
@@ -277,19 +367,36 @@ class SPINN(tf.Module):
         # (under XLA a copy: +150 MB at B=128, N=16).
         tracker_weights = self.tracker.read() if self.tracker is not None else None
         reduce_weights = self.reduce.read()
+        deciding = mode != "gold"  # the head, not the batch, says what each step does
+        if with_head:
+            head_weights = self.tracker.read_head()
+        if deciding:
+            # A sentence of n words is finished after exactly 2n - 1 steps
+            # (docs/spec.md §7): n comes from the batch, the parse does not.
+            num_steps = 2 * n_leaves - 1  # [S]
+        if mode == "sampled":
+            uniforms_by_step = tf.transpose(uniforms)  # <float64>[T, S]
 
-        def step(t, memory, pointers, depth, buffer, state):
+        def step(t, memory, pointers, depth, buffer, state, taken=None):
             """One transition for every sentence. t <int32>[]; pointers <int32>[S, N + 2];
             depth (items on the stack), buffer (leaves shifted so far) <int32>[S];
-            state: tracker (h_t, c_t) <float>[S, D], or () without a tracker."""
-            op = tf.gather(transitions_by_step, t)  # [S]
+            state: tracker (h_t, c_t) <float>[S, D], or () without a tracker.
+            taken: with the head, a dict this step fills with what the head
+            scored and what was done (the loop of parse records it)."""
+            if deciding:
+                # The op is not known yet: the head decides it after the
+                # tracker has run. Until then only "is the sentence still
+                # going" matters: PAD changes nothing, as in gold mode.
+                active = t < num_steps
+            else:
+                op = tf.gather(transitions_by_step, t)  # [S]
 
-            # ---- masks: the `if op == ...` of the Python version, one bool per sentence.
-            # They are data, not control flow: every sentence takes the same
-            # path through the graph, and tf.where keeps or drops results.
-            is_shift = tf.equal(op, SHIFT)
-            is_reduce = tf.equal(op, REDUCE)
-            active = tf.not_equal(op, PAD)  # PAD changes nothing: stack, buffer, tracker
+                # ---- masks: the `if op == ...` of the Python version, one bool per sentence.
+                # They are data, not control flow: every sentence takes the same
+                # path through the graph, and tf.where keeps or drops results.
+                is_shift = tf.equal(op, SHIFT)
+                is_reduce = tf.equal(op, REDUCE)
+                active = tf.not_equal(op, PAD)  # PAD changes nothing: stack, buffer, tracker
 
             # ---- reads by pointer: where the buffer front, the stack top and the
             # item below it live. An absent item points at row 0 (zeros), so
@@ -307,6 +414,43 @@ class SPINN(tf.Module):
                 keep = active[:, None]
                 state = (tf.where(keep, h_t, state[0]), tf.where(keep, c_t, state[1]))
                 tracking = state[0]
+
+            if with_head:
+                # ---- the head reads the state this step's tracker update just
+                # wrote (h_t, equal to state[0] wherever the step is active; read
+                # before the tf.where so its gradient is a sum of two terms, see
+                # Reduce), and scores the two actions.
+                logits = Tracker.transition_logits(h_t, head_weights)  # [S, 2] = (t_S, t_R)
+                taken["logits"] = tf.where(active[:, None], logits, tf.zeros([], dtype))  # zeros at PAD
+            if deciding:
+                # ---- the decision, taken inside the graph. Define-by-run code
+                # must bring the head's verdict back to Python here to pick a
+                # branch; in the graph it is one more mask per sentence, and the
+                # masked step below is the one gold mode runs. Validity comes
+                # from the pointers: SHIFT while the buffer has leaves, REDUCE
+                # while the stack holds two items.
+                can_shift = buffer < n_leaves
+                can_reduce = depth >= 2
+                choice = active & can_shift & can_reduce  # both valid: the head chooses
+                t_shift, t_reduce = tf.unstack(logits, axis=1)  # one op: the gradient of logits stays a two-term sum
+                if mode == "predicted":
+                    wants_reduce = t_reduce > t_shift  # a tie SHIFTs
+                else:
+                    # p_R and the logs in float64, whatever the model's dtype, like
+                    # the uniforms: a float32 sum of 30 logs of size 1 loses 1e-5.
+                    diff = tf.cast(t_reduce, tf.float64) - tf.cast(t_shift, tf.float64)  # t_R - t_S
+                    log_p = tf.math.log_sigmoid(tf.stack([-diff, diff], axis=1))  # stable: log σ(x) = -softplus(-x)
+                    p = tf.exp(log_p)  # <float64>[S, 2] = (p_S, p_R); exp(log σ) keeps a tiny p_R tiny
+                    wants_reduce = tf.gather(uniforms_by_step, t) < p[:, REDUCE_COLUMN]  # u < p_R
+                # Where only one action is valid it is taken, whatever t says.
+                reduces = tf.where(choice, wants_reduce, tf.logical_not(can_shift))
+                is_shift = active & tf.logical_not(reduces)
+                is_reduce = active & reduces
+                op = tf.where(is_shift, SHIFT, tf.where(is_reduce, REDUCE, PAD))
+                taken["op"] = op
+                if mode == "sampled":
+                    scores = choice_scores(log_p, p, reduces)  # <float64>[S, 2]: (log p(taken), entropy)
+                    taken["scores"] = tf.where(choice[:, None], scores, tf.zeros([], tf.float64))  # choices only
 
             # ---- compose the two top items for every sentence, and write the
             # result as row 1 + t; only a REDUCE ever points at it.
@@ -327,25 +471,60 @@ class SPINN(tf.Module):
 
         zeros = tf.zeros([S], tf.int32)
         state = (tf.zeros([S, D], dtype), tf.zeros([S, D], dtype)) if D > 0 else ()
-        # ---- the loop --------------------------------------------------------
-        # tf.while_loop puts ONE copy of `step` into the graph and runs it T
-        # times, T a tensor known only at run time, so the same graph serves
-        # every sentence length. The body was traced once with symbolic shapes:
-        # it cannot inspect a transition in Python, hence the masks above. Loop
-        # variables (memory, pointers, ...) are what flows from one iteration
-        # to the next. For the gradient, TensorFlow builds a second while loop
-        # that runs the steps backwards, fed by per-step values the forward
-        # loop stacks up (only the small [S, *] tensors a step reads: the
-        # memory is never saved whole). maximum_iterations bounds those stacks,
-        # which XLA needs to know.
-        _, memory, pointers, _, _, _ = tf.while_loop(
+        if not with_head:
+            # ---- the loop --------------------------------------------------------
+            # tf.while_loop puts ONE copy of `step` into the graph and runs it T
+            # times, T a tensor known only at run time, so the same graph serves
+            # every sentence length. The body was traced once with symbolic shapes:
+            # it cannot inspect a transition in Python, hence the masks above. Loop
+            # variables (memory, pointers, ...) are what flows from one iteration
+            # to the next. For the gradient, TensorFlow builds a second while loop
+            # that runs the steps backwards, fed by per-step values the forward
+            # loop stacks up (only the small [S, *] tensors a step reads: the
+            # memory is never saved whole). maximum_iterations bounds those stacks,
+            # which XLA needs to know.
+            _, memory, pointers, _, _, _ = tf.while_loop(
+                lambda t, *_: t < T,
+                step,
+                (tf.constant(0), memory, tf.zeros([S, N + 2], tf.int32), zeros, zeros, state),
+                maximum_iterations=T,
+            )
+            # After a valid sequence exactly one item is left, in slot 2.
+            return self._read(memory, pointers[:, 2] * S + sentences)[:, :H]
+
+        # ---- the loop with the head: the same step, plus records. What a step
+        # reports in `taken` is written into loop variables: TensorArrays of T
+        # elements of [S, ...] (per-step outputs, like the memory, must flow
+        # through the loop; a Python list cannot, the body runs only once, when
+        # traced), and the running sums of logprob and entropy.
+        def recording_step(t, memory, pointers, depth, buffer, state, records):
+            taken = {}
+            t_next, memory, pointers, depth, buffer, state = step(t, memory, pointers, depth, buffer, state, taken)
+            records = dict(records, logits=records["logits"].write(t, taken["logits"]))
+            if deciding:
+                records["transitions"] = records["transitions"].write(t, taken["op"])
+            if mode == "sampled":
+                records["scores"] = records["scores"] + taken["scores"]  # two terms: a fixed sum
+            return t_next, memory, pointers, depth, buffer, state, records
+
+        records = {"logits": tf.TensorArray(dtype, size=T, element_shape=[None, 2])}
+        if deciding:
+            records["transitions"] = tf.TensorArray(tf.int32, size=T, element_shape=[None])
+        if mode == "sampled":
+            records["scores"] = tf.zeros([S, 2], tf.float64)  # per sentence: (logprob, entropy), summed in float64
+        _, memory, pointers, _, _, _, records = tf.while_loop(
             lambda t, *_: t < T,
-            step,
-            (tf.constant(0), memory, tf.zeros([S, N + 2], tf.int32), zeros, zeros, state),
+            recording_step,
+            (tf.constant(0), memory, tf.zeros([S, N + 2], tf.int32), zeros, zeros, state, records),
             maximum_iterations=T,
         )
-        # After a valid sequence exactly one item is left, in slot 2.
-        return self._read(memory, pointers[:, 2] * S + sentences)[:, :H]
+        encodings = self._read(memory, pointers[:, 2] * S + sentences)[:, :H]
+        followed = tf.transpose(records["transitions"].stack()) if deciding else transitions  # [S, T]
+        if mode == "sampled":
+            logprob, entropy = tf.unstack(tf.cast(records["scores"], dtype), axis=1)
+        else:
+            logprob = entropy = tf.zeros([S], dtype)
+        return SentenceParses(encodings, followed, tf.transpose(records["logits"].stack(), [1, 0, 2]), logprob, entropy)
 
 
 # --------------------------------------------------------------------------
@@ -418,3 +597,23 @@ class SNLIClassifier(tf.Module):
         encodings = self.encode(tokens, transitions, training, seed)  # [2B, H]
         premise, hypothesis = encodings[:B], encodings[B:]
         return premise, hypothesis, self.classify(premise, hypothesis, training, seed)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+              mode: str = "predicted", uniforms=None, training: bool = False, seed=None):
+        """Like __call__, with the transition head deciding (predicted, sampled)
+        or scoring (gold) every step (docs/spec.md §7). uniforms: sampled mode,
+        (premise_u, hypothesis_u) <float64>[B, T] each.
+
+        Returns (premise <float>[B, H], hypothesis <float>[B, H], logits
+        <float>[B, 3], SentenceParses of the 2B sentences, premises first).
+        """
+        require_head(self.config, "parse")
+        B = tf.shape(premise_tokens)[0]
+        tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
+        transitions = tf.concat([premise_transitions, hypothesis_transitions], axis=0)  # [2B, T]
+        if uniforms is not None:
+            uniforms = tf.concat(uniforms, axis=0)  # [2B, T]
+        leaves = self.projection(self.embed(tokens))  # [2B, N, 2H]
+        parses = self.spinn.parse(self._dropout(leaves, training, seed, 0), transitions, mode, uniforms)
+        premise, hypothesis = parses.encodings[:B], parses.encodings[B:]
+        return premise, hypothesis, self.classify(premise, hypothesis, training, seed), parses

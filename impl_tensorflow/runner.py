@@ -29,6 +29,7 @@ from shared.batching import PairBatch
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
+from shared.parsing import Parsed
 
 from . import convert, train
 from .model import MEMORIES
@@ -38,6 +39,7 @@ TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]
 LABELS = tf.TensorSpec([None], tf.int32)  # [B]
 SEED = tf.TensorSpec([2], tf.int32)  # a stateless random seed
 INPUTS = [TOKENS, TRANSITIONS, TOKENS, TRANSITIONS]
+UNIFORMS = tf.TensorSpec([None, None], tf.float64)  # [B, T], sampled mode (shared.parsing.batch_uniforms)
 
 
 def tf_device(device: str) -> str:
@@ -113,7 +115,7 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
-                 memory: str | None = None, **options):
+                 memory: str | None = None, transition_weight: float = 0.0, **options):
         if options:
             raise TypeError(f"unknown TensorFlow runner options {sorted(options)} (known: xla, memory)")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
@@ -128,25 +130,29 @@ class Runner(RunnerBase):
         if xla and memory == "tensor_array":
             raise ValueError("XLA cannot compile the TensorArray memory (TensorListScatterIntoExistingList); "
                              "use memory='dense' with xla=True")
+        # The supervised loss's weight (docs/spec.md §7), a training setting like dropout.
+        self.transition_weight = train.check_transition_weight(config, transition_weight)
         self.device = tf_device(device)
         self.xla = bool(xla)
         self.memory = memory
         with tf.device(self.device):
             self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory)
         model = self.model
+        transition_weight = self.transition_weight
 
         def encode(*inputs):  # the four int32 arrays of a PairBatch
             return model(*inputs)
 
         def loss_and_grads(*inputs_and_labels):
             *inputs, labels = inputs_and_labels
-            return train.loss_and_grads(model, inputs, labels)
+            return train.loss_and_grads(model, inputs, labels, transition_weight=transition_weight)
 
         self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
         self._encode = Traced("encode", encode, INPUTS, self.xla, self._shapes)
         self._loss_and_grads = Traced("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla, self._shapes)
         self._train_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
+        self._parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
 
     def _tensors(self, arrays):
         with tf.device(self.device):
@@ -156,6 +162,33 @@ class Runner(RunnerBase):
         with tf.device(self.device):
             out = self._encode(*self._tensors(train.model_inputs(batch, self.config)))
         return tuple(t.numpy() for t in out)
+
+    def parse(self, batch: PairBatch, mode: str = "predicted",
+              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> Parsed:
+        """Eval mode: encode with the transitions of ``mode`` (docs/spec.md §7),
+        "gold", "predicted" or "sampled"; ``uniforms`` (premise_u, hypothesis_u)
+        <float>[B, T] in sampled mode, and only there. One traced function per
+        mode; the decisions are taken inside it, and the call returns once."""
+        arrays = train.parse_inputs(batch, self.config, mode, uniforms)
+        if mode not in self._parse:
+            model = self.model
+
+            def parse(*inputs):  # four int32 arrays, then in sampled mode two float64 [B, T]
+                uniforms = inputs[4:] or None
+                premise, hypothesis, logits, parses = model.parse(*inputs[:4], mode=mode, uniforms=uniforms)
+                return (premise, hypothesis, logits) + tuple(parses[1:])
+
+            signature = INPUTS + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
+            self._parse[mode] = Traced(f"parse_{mode}", parse, signature, self.xla, self._shapes)
+        with tf.device(self.device):
+            out = self._parse[mode](*self._tensors(arrays))
+        premise, hypothesis, logits, transitions, transition_logits, logprob, entropy = (t.numpy() for t in out)
+        B = batch.size
+        sides = {}
+        for name, value in (("transitions", transitions), ("transition_logits", transition_logits),
+                            ("logprob", logprob), ("entropy", entropy)):
+            sides[f"premise_{name}"], sides[f"hypothesis_{name}"] = value[:B], value[B:]
+        return Parsed(premise=premise, hypothesis=hypothesis, logits=logits, **sides)
 
     def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
         arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
@@ -170,11 +203,12 @@ class Runner(RunnerBase):
             optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
         if self._train_step is not None:
             self._retired.append(self._train_step)
-        model, weight_decay = self.model, hyper["weight_decay"]
+        model, weight_decay, transition_weight = self.model, hyper["weight_decay"], self.transition_weight
 
         def train_step(*inputs_labels_seed):
             *inputs, labels, seed = inputs_labels_seed
-            return train.train_step(model, optimizer, inputs, labels, seed, frozen=frozen, weight_decay=weight_decay)
+            return train.train_step(model, optimizer, inputs, labels, seed, frozen=frozen, weight_decay=weight_decay,
+                                    transition_weight=transition_weight)
 
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
@@ -210,7 +244,7 @@ class Runner(RunnerBase):
 
     def _functions(self) -> list[Traced]:
         return [self._encode, self._loss_and_grads] + self._retired + (
-            [self._train_step] if self._train_step is not None else [])
+            [self._train_step] if self._train_step is not None else []) + list(self._parse.values())
 
     def compile_stats(self, program: str | None = None) -> CompileStats:
         """Summed over the entry points used so far (or of one: "encode",

@@ -13,6 +13,11 @@ Dropout is stateless: the training step takes a seed <int32>[2] made on the
 host from (Runner seed, step number), so the traced graph draws fresh masks
 at every step without any random state inside it, and a resumed run draws
 the masks of an uninterrupted one.
+
+The supervised loss of docs/spec.md §7 (``transition_weight`` > 0) adds the
+transition head's cross-entropy against the gold actions, the model
+following the gold transitions (teacher forcing): ``SNLIClassifier.parse``
+in gold mode gives the head's logits at every step.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ import tensorflow as tf
 from shared import optimizers
 from shared.batching import PairBatch
 from shared.params import ModelConfig, param_shapes
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, check_mode
+from shared.transitions import PAD, REDUCE
 
 from . import convert
-from .model import SNLIClassifier, check_inputs
+from .model import SNLIClassifier, check_inputs, require_head
 
 # Keras 3 picks its backend when first imported; the optimizers below must be
 # the TensorFlow ones. (Only a default: an explicit choice is respected, and
@@ -63,15 +70,70 @@ def labels_array(batch: PairBatch) -> np.ndarray:
     return labels
 
 
+def check_transition_weight(config: ModelConfig, transition_weight: float) -> float:
+    """The supervised loss's weight (docs/spec.md §7): >= 0, and > 0 only with a transition head."""
+    transition_weight = float(transition_weight)
+    if not transition_weight >= 0.0:
+        raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
+    if transition_weight > 0.0:
+        require_head(config, f"transition_weight {transition_weight}")
+    return transition_weight
+
+
+def parse_inputs(batch: PairBatch, config: ModelConfig, mode: str, uniforms=None) -> tuple[np.ndarray, ...]:
+    """The checked arrays of a parse: the four model inputs, and in sampled
+    mode the two <float64>[B, T] uniforms (premise_u, hypothesis_u) of
+    shared.parsing.batch_uniforms, given in sampled mode and only there."""
+    check_mode(mode)
+    require_head(config, "parse")
+    arrays = model_inputs(batch, config)
+    if mode != "sampled":
+        if uniforms is not None:
+            raise ValueError(f"uniforms are for sampled mode only, got them in {mode} mode")
+        return arrays
+    if uniforms is None:
+        raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): see shared.parsing.uniforms_for")
+    if len(uniforms) != 2:
+        raise ValueError(f"uniforms: expected (premise_u, hypothesis_u), got {len(uniforms)} arrays")
+    out = []
+    for side, u, transitions in (("premise", uniforms[0], arrays[1]), ("hypothesis", uniforms[1], arrays[3])):
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape != transitions.shape:
+            raise ValueError(f"{side} uniforms: expected shape {transitions.shape} (the batch's [B, T]), got {u.shape}")
+        out.append(u)
+    return arrays + tuple(out)
+
+
 # --------------------------------------------------------------------------
 # Graph side
 # --------------------------------------------------------------------------
 
 
-def batch_loss(model: SNLIClassifier, inputs, labels, training: bool = False, seed=None) -> tf.Tensor:
-    """Mean cross-entropy of the batch (a 0-d tensor)."""
-    _, _, logits = model(*inputs, training=training, seed=seed)
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+def batch_loss(model: SNLIClassifier, inputs, labels, training: bool = False, seed=None,
+               transition_weight: float = 0.0) -> tf.Tensor:
+    """Mean cross-entropy of the batch (a 0-d tensor); with ``transition_weight``
+    > 0 plus that times the transition loss (docs/spec.md §7, supervised)."""
+    if not transition_weight:  # a Python value: the graph of a plain model is what it always was
+        _, _, logits = model(*inputs, training=training, seed=seed)
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    _, _, logits, parses = model.parse(*inputs, mode="gold", training=training, seed=seed)
+    class_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    return class_loss + transition_weight * transition_loss(parses.transition_logits, parses.transitions)
+
+
+def transition_loss(transition_logits: tf.Tensor, transitions: tf.Tensor) -> tf.Tensor:
+    """The mean, over every non-PAD step, of the two-way cross-entropy of
+    softmax(t) against the action taken (docs/spec.md §7; no validity mask).
+
+    transition_logits <float>[S, T, 2] = (t_S, t_R); transitions <int32>[S, T].
+    """
+    transitions = tf.reshape(transitions, [-1])  # [S * T]: rank 1, so no shape Assert (which XLA drops)
+    real = tf.not_equal(transitions, PAD)
+    columns = tf.where(tf.equal(transitions, REDUCE), REDUCE_COLUMN, SHIFT_COLUMN)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=columns,
+                                                            logits=tf.reshape(transition_logits, [-1, 2]))
+    count = tf.reduce_sum(tf.cast(real, losses.dtype))
+    return tf.reduce_sum(tf.where(real, losses, tf.zeros([], losses.dtype))) / count
 
 
 def _dense(grad) -> tf.Tensor:
@@ -80,12 +142,15 @@ def _dense(grad) -> tf.Tensor:
     return tf.convert_to_tensor(grad)
 
 
-def loss_and_grads(model: SNLIClassifier, inputs, labels) -> tuple[tf.Tensor, list[tf.Tensor]]:
-    """Eval mode: the loss and its gradient for every entry of convert.variables(model), in order."""
+def loss_and_grads(model: SNLIClassifier, inputs, labels,
+                   transition_weight: float = 0.0) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    """Eval mode: the loss and its gradient for every entry of convert.variables(model), in order.
+    (A transition head that the loss does not use gets zeros.)"""
     variables = list(convert.variables(model).values())
     with tf.GradientTape() as tape:
-        loss = batch_loss(model, inputs, labels)
-    grads = tape.gradient(loss, variables)  # backwards through the while loop
+        loss = batch_loss(model, inputs, labels, transition_weight=transition_weight)
+    # backwards through the while loop
+    grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return loss, [_dense(g) for g in grads]
 
 
@@ -143,20 +208,24 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     ``m = momentum * m - lr * g`` and adds it, i.e. ``m = -lr * b`` for the
     shared buffer ``b`` while lr is constant (optimizer_state converts with
     the current lr). RMSprop matches exactly.
-    In float64, Keras still passes some numbers through float32: the learning
-    rate is a float32 variable, and SGD's momentum and Adam's beta powers are
-    made from float32 constants (0.9 acts as 0.89999998), a 1e-8 relative
-    difference; values float32 holds exactly (0.5, 0.875, 0.125) avoid it.
+    Keras keeps a float learning rate in a float32 variable, which in float64
+    would make lr = 0.1 act as 0.10000000149: the rate is instead a variable
+    of the model's dtype, handed to Keras as a callable that it reads at
+    every step (a traced step reads the variable: no retrace). In float64,
+    Keras still makes SGD's momentum and Adam's beta powers from float32
+    constants (0.9 acts as 0.89999998), a 1e-8 relative difference; values
+    float32 holds exactly (0.5, 0.875, 0.125) avoid it.
     """
     if keras.backend.backend() != "tensorflow":
         raise RuntimeError(f"Keras runs on the {keras.backend.backend()!r} backend; "
                            "set KERAS_BACKEND=tensorflow to train the TensorFlow SPINN")
     hyper = optimizers.resolve(name, hyper)  # ValueError for an unknown name or hyperparameter
     optimizers.check_frozen(frozen, convert.name_map(model.config))
+    rate = tf.Variable(lr, dtype=model.embed.embedding.dtype, trainable=False, name="learning_rate")
     if name == "sgd":
-        optimizer = keras.optimizers.SGD(learning_rate=lr, momentum=hyper["momentum"])
+        optimizer = keras.optimizers.SGD(learning_rate=lambda: rate, momentum=hyper["momentum"])
     elif name == "adam":
-        optimizer = keras.optimizers.Adam(learning_rate=lr, beta_1=hyper["beta1"], beta_2=hyper["beta2"],
+        optimizer = keras.optimizers.Adam(learning_rate=lambda: rate, beta_1=hyper["beta1"], beta_2=hyper["beta2"],
                                           epsilon=hyper["eps"])
         # Two places where Keras' Adam computes otherwise than the shared one
         # (PyTorch, optax, the NumPy reference), and what adam_corrections
@@ -175,7 +244,7 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
         optimizer.shared = {"eps": hyper["eps"], "beta1": hyper["beta1"], "beta2": hyper["beta2"],
                             "lr": tf.Variable(lr, dtype=tf.float64, trainable=False, name="adam_shared_lr")}
     else:
-        optimizer = keras.optimizers.RMSprop(learning_rate=lr, rho=hyper["rho"], epsilon=hyper["eps"])
+        optimizer = keras.optimizers.RMSprop(learning_rate=lambda: rate, rho=hyper["rho"], epsilon=hyper["eps"])
     optimizer.build([variable for _, variable, _ in trainable(model, frozen)])
     return optimizer
 
@@ -185,7 +254,7 @@ def set_learning_rate(optimizer: keras.optimizers.Optimizer, lr: float) -> None:
     (Adam: the shared rate, which adam_corrections turns into Keras' before each step.)"""
     if hasattr(optimizer, "shared"):
         optimizer.shared["lr"].assign(lr)
-    optimizer.learning_rate = lr
+    optimizer.learning_rate.assign(lr)  # the variable behind Keras' callable rate
 
 
 def _slot_variables(optimizer: keras.optimizers.Optimizer, name: str, slot: str) -> list:
@@ -242,15 +311,19 @@ def load_optimizer_state(model: SNLIClassifier, optimizer: keras.optimizers.Opti
 
 
 def train_step(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, inputs, labels, seed, *,
-               frozen: Sequence[str] = (), weight_decay: float = 0.0) -> tf.Tensor:
+               frozen: Sequence[str] = (), weight_decay: float = 0.0, transition_weight: float = 0.0) -> tf.Tensor:
     """One optimizer step in training mode (dropout on, if the model has a
     rate); returns the loss computed before the update. Frozen parameters get
     no update (their gradients are not even computed when a whole variable is
-    frozen); ``weight_decay`` is the shared coupled L2 term ``g + wd * p``."""
+    frozen); ``weight_decay`` is the shared coupled L2 term ``g + wd * p``;
+    ``transition_weight`` weighs the supervised transition loss."""
     variables = trainable(model, frozen)
     with tf.GradientTape() as tape:
-        loss = batch_loss(model, inputs, labels, training=True, seed=seed)
-    grads = tape.gradient(loss, [variable for _, variable, _ in variables])
+        loss = batch_loss(model, inputs, labels, training=True, seed=seed, transition_weight=transition_weight)
+    # An unused transition head (weight 0) gets a zero gradient: the optimizer
+    # still steps it (weight decay, state), as every framework does.
+    grads = tape.gradient(loss, [variable for _, variable, _ in variables],
+                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
     updates = []
     for (_, variable, mask), grad in zip(variables, grads):
         grad = _dense(grad)

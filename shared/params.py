@@ -1,4 +1,4 @@
-"""Canonical parameters (SPEC §4): names, shapes, initialisation, .npz files.
+"""Canonical parameters (docs/spec.md §4): names, shapes, initialisation, .npz files.
 
 Every implementation loads and saves exactly this layout, so one file gives
 the same numbers in PyTorch, TensorFlow and JAX. Kernels are ``[in, out]``
@@ -11,6 +11,7 @@ every weight here, with NumPy and a seed, so all three start identical.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import tempfile
 from dataclasses import asdict, dataclass, fields
@@ -26,7 +27,7 @@ class ParamError(ValueError):
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Model sizes (SPEC §3). Defaults are the full-size model of the tests."""
+    """Model sizes (docs/spec.md §3). Defaults are the full-size model of the tests."""
 
     vocab_size: int  # V: rows of the embedding, <pad> = 0 and <unk> = 1 included
     embed_dim: int = 300  # E: word vector size (GloVe 300d in the 2016 paper)
@@ -35,29 +36,72 @@ class ModelConfig:
     mlp_dim: int = 1024  # M: width of the classifier MLP
     mlp_layers: int = 2  # L: number of ReLU layers before the output layer
     lowercase: bool = True  # words are lowercased before the vocabulary lookup
+    # A transition classifier on the tracker state (docs/spec.md §7): the model
+    # can then decide its own parse. Needs the tracker (tracker_dim > 0).
+    transition_head: bool = False
 
     def __post_init__(self) -> None:
+        # Types first: a size read as "300" or 300.0 from a hand-edited
+        # meta.config would otherwise fail later with an unrelated TypeError.
+        for name in _SIZE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ParamError(f"config: {name} must be an integer, got {value!r}")
+        for name in _FLAG_FIELDS:
+            if not isinstance(getattr(self, name), bool):
+                raise ParamError(f"config: {name} must be true or false, got {getattr(self, name)!r}")
         for name in ("vocab_size", "embed_dim", "hidden_dim", "mlp_dim"):
             if getattr(self, name) < 1:
                 raise ParamError(f"config: {name} must be >= 1, got {getattr(self, name)}")
         for name in ("tracker_dim", "mlp_layers"):
             if getattr(self, name) < 0:
                 raise ParamError(f"config: {name} must be >= 0, got {getattr(self, name)}")
+        if self.transition_head and self.tracker_dim == 0:
+            raise ParamError("config: transition_head needs the tracker (tracker_dim > 0), "
+                             "because the head reads the tracker state")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "ModelConfig":
-        data = json.loads(text)
-        known = {f.name for f in fields(cls)}
-        if "vocab_size" not in data:
-            raise ParamError("meta.config lacks 'vocab_size'")
-        # Unknown keys are allowed (extensions may record more) and ignored here.
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """The config that ``meta.config`` records; ParamError says what is wrong with it."""
+        try:
+            data = json.loads(text)
+        except ValueError as err:  # JSONDecodeError, or an integer too long to convert
+            raise ParamError(f"meta.config is not valid JSON ({err}): {_shorten(text)!r}") from None
+        if not isinstance(data, dict):
+            raise ParamError(f"meta.config must be a JSON object, got {type(data).__name__}: {_shorten(text)!r}")
+        known = [f.name for f in fields(cls)]
+        # The sizes and lowercase are required (docs/spec.md §4): a missing one
+        # would silently take the full-size default. A key this version knows
+        # but the file may lack (the transition head) takes its default, so
+        # files written before the head existed load as models without one.
+        missing = [name for name in known if name not in data and name not in _OPTIONAL_FIELDS]
+        if missing:
+            raise ParamError(f"meta.config lacks {', '.join(map(repr, missing))}")
+        # An unknown key is refused: it may record a feature this version does
+        # not implement, and ignoring it would give different numbers silently.
+        unknown = [name for name in data if name not in known]
+        if unknown:
+            raise ParamError(f"meta.config has unknown key(s) {', '.join(map(repr, unknown))}; "
+                             f"known keys are {', '.join(known)}")
+        try:
+            return cls(**data)
+        except ParamError as err:  # "config: ..." from __post_init__
+            raise ParamError(f"meta.{err}") from None
 
     def replace(self, **changes) -> "ModelConfig":
         return ModelConfig(**{**asdict(self), **changes})
+
+
+_SIZE_FIELDS = ("vocab_size", "embed_dim", "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers")
+_FLAG_FIELDS = ("lowercase", "transition_head")
+_OPTIONAL_FIELDS = ("transition_head",)  # may be absent from meta.config (added after the first files)
+
+
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def param_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -85,6 +129,11 @@ def param_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
         width = M
     shapes["output.kernel"] = (width, 3)
     shapes["output.bias"] = (3,)
+    if config.transition_head:
+        # Last in the table, so init_params draws every other weight exactly as
+        # for the same model without a head (same seed, same numbers).
+        shapes["tracker.transition.kernel"] = (D, 2)  # column 0 scores SHIFT, column 1 REDUCE
+        shapes["tracker.transition.bias"] = (2,)
     return shapes
 
 
@@ -93,7 +142,8 @@ def init_params(config: ModelConfig, seed: int = 0, dtype=np.float32) -> dict[st
 
     Embeddings ~ N(0, 1) (GloVe vectors, when loaded, overwrite rows);
     kernels ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch.nn.Linear does;
-    biases zero, except the forget gates of the tracker and of Reduce, which
+    biases zero (the transition head's too: no initial preference between
+    SHIFT and REDUCE beyond what the kernel gives), except the forget gates of the tracker and of Reduce, which
     start at 1 so early training does not forget everything.
     The draw is done in float64 and then cast, so float32 and float64
     parameter sets from the same seed hold the same values up to rounding.
@@ -116,8 +166,16 @@ def init_params(config: ModelConfig, seed: int = 0, dtype=np.float32) -> dict[st
     return {name: value.astype(dtype) for name, value in params.items()}
 
 
-def check_params(params: Mapping[str, np.ndarray], config: ModelConfig) -> None:
-    """Raise ParamError naming the first missing, extra or mis-shaped entry."""
+def check_params(params: Mapping[str, np.ndarray], config: ModelConfig, *,
+                 allow_nonfinite: bool = False) -> None:
+    """Raise ParamError naming the first missing, extra or mis-shaped entry,
+    the first entry that is not a floating-point array (integer kernels would
+    be cast silently), and the first that holds NaN or infinite values (they
+    make every encoding NaN), with how many.
+
+    ``allow_nonfinite=True`` skips only the last check, for arrays that are
+    results rather than weights (gradients of a diverged model).
+    """
     expected = param_shapes(config)
     missing = [name for name in expected if name not in params]
     if missing:
@@ -131,6 +189,16 @@ def check_params(params: Mapping[str, np.ndarray], config: ModelConfig) -> None:
         found = tuple(np.shape(params[name]))
         if found != shape:
             raise ParamError(f"parameter {name!r} has shape {found}, expected {shape}")
+    for name in expected:
+        value = np.asarray(params[name])
+        if not np.issubdtype(value.dtype, np.floating):
+            raise ParamError(f"parameter {name!r} has dtype {value.dtype}, expected a floating-point array")
+        if allow_nonfinite or np.isfinite(value).all():
+            continue
+        nan = int(np.count_nonzero(np.isnan(value)))
+        inf = int(np.count_nonzero(np.isinf(value)))
+        what = " and ".join(part for part in (nan and f"{nan} NaN", inf and f"{inf} infinite") if part)
+        raise ParamError(f"parameter {name!r} has {what} value(s) out of {value.size}; weights must be finite")
 
 
 def save_params(path: str | os.PathLike, params: Mapping[str, np.ndarray], config: ModelConfig,
@@ -182,7 +250,14 @@ def load_params(path: str | os.PathLike) -> ParamFile:
     for meta in ("meta.config", "meta.vocab"):
         if meta not in arrays:
             raise ParamError(f"{path}: missing entry {meta!r}")
-    config = ModelConfig.from_json(str(arrays.pop("meta.config")))
+    meta = arrays.pop("meta.config")
+    if meta.ndim != 0 or meta.dtype.kind != "U":
+        raise ParamError(f"{path}: meta.config must be a 0-d unicode array holding JSON, "
+                         f"got dtype {meta.dtype} with shape {meta.shape}")
+    try:
+        config = ModelConfig.from_json(str(meta))
+    except ParamError as err:
+        raise ParamError(f"{path}: {err}") from None
     vocab = arrays.pop("meta.vocab")
     if vocab.ndim != 1 or len(vocab) != config.vocab_size:
         raise ParamError(f"{path}: meta.vocab has shape {vocab.shape}, expected ({config.vocab_size},)")

@@ -16,13 +16,16 @@ label is ``-`` (annotators did not agree) is skipped and counted, or kept with
 ``NO_LABEL`` when ``keep_unlabeled=True``: the ``encode`` command needs every
 row, in file order. A malformed row raises :class:`SNLIFormatError`, naming the
 file and line, or is skipped and listed in the :class:`LoadReport` with
-``skip_malformed=True``; it is never dropped silently.
+``skip_malformed=True``; it is never dropped silently. A line with bytes that
+are not UTF-8 is such a row (the reason gives the byte and its offset in the
+line), not the end of the file.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
+import re
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
@@ -48,17 +51,37 @@ REQUIRED_FIELDS = (LABEL_FIELD, PREMISE_FIELD, HYPOTHESIS_FIELD, ID_FIELD)
 # Suffixes read as tab-separated text; everything else is read as jsonl.
 _TSV_SUFFIXES = (".txt", ".tsv")
 
+# Files are decoded with errors="surrogateescape": a byte that is not UTF-8
+# becomes one of these lone surrogates instead of stopping the whole file at an
+# offset into the decoder's buffer, so the row that holds it can be named.
+# Valid UTF-8 never decodes to them. "utf-8-sig" drops a leading byte-order mark.
+_ENCODING = "utf-8-sig"
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
 PathLike = Union[str, pathlib.Path]
+
+
+NO_ROW = -1  # a pair that did not come from a data file
 
 
 @dataclass(frozen=True)
 class Pair:
-    """One premise/hypothesis pair and its label (0..2, or NO_LABEL)."""
+    """One premise/hypothesis pair and its label (0..2, or NO_LABEL).
+
+    ``row`` is where the pair sits in its data file: the 0-based index of its
+    line among the file's data rows (every non-empty line of a jsonl file;
+    the lines after the header of a txt file), malformed and unlabeled rows
+    included. It seeds the pair's uniform numbers in sampled mode
+    (docs/spec.md §7), so the same pair draws the same samples however the
+    file is batched. It is bookkeeping, not content: two pairs with the same
+    sentences, label and id are equal whatever their rows.
+    """
 
     premise: Sentence
     hypothesis: Sentence
     label: int
     pair_id: str
+    row: int = field(default=NO_ROW, compare=False)
 
 
 @dataclass
@@ -154,7 +177,7 @@ def read_snli(
             break
         report.rows_read += 1
         try:
-            pair = _pair_from_row(row)
+            pair = _pair_from_row(row, report.rows_read - 1)
         except _RowError as error:
             if not skip_malformed:
                 raise SNLIFormatError(file, line_no, str(error)) from None
@@ -174,15 +197,35 @@ def read_snli(
 _Row = tuple[int, Union[dict, _RowError]]
 
 
+def _undecodable(line: str) -> _RowError | None:
+    """Why ``line`` (decoded with surrogateescape) is not UTF-8, or None if it is."""
+    if line.isascii() or not _UNDECODABLE.search(line):  # isascii is O(1): almost every line stops there
+        return None
+    raw = line.encode("utf-8", "surrogateescape")  # the line's bytes as they are in the file
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return _RowError(f"not valid UTF-8 ({error.reason}: byte 0x{raw[error.start]:02x} "
+                         f"at byte offset {error.start} of the line)")
+    return None  # not reached: only undecodable bytes give these code points
+
+
 def _jsonl_rows(file: pathlib.Path) -> Iterator[_Row]:
-    with open(file, encoding="utf-8") as lines:
+    with open(file, encoding=_ENCODING, errors="surrogateescape") as lines:
         for line_no, line in enumerate(lines, start=1):
             if not line.strip():
                 continue  # a trailing newline or blank line is not a row
+            undecodable = _undecodable(line)
+            if undecodable:
+                yield line_no, undecodable
+                continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
                 yield line_no, _RowError(f"invalid JSON ({error.msg} at column {error.colno})")
+                continue
+            except (ValueError, RecursionError) as error:  # an integer too long, nesting too deep
+                yield line_no, _RowError(f"invalid JSON ({error})")
                 continue
             if not isinstance(row, dict):
                 yield line_no, _RowError(f"expected a JSON object, got {type(row).__name__}")
@@ -192,8 +235,11 @@ def _jsonl_rows(file: pathlib.Path) -> Iterator[_Row]:
 
 def _tsv_rows(file: pathlib.Path) -> Iterator[_Row]:
     # No csv module: SNLI's txt has no quoting, and sentences contain '"'.
-    with open(file, encoding="utf-8", newline="") as lines:
+    with open(file, encoding=_ENCODING, errors="surrogateescape", newline="") as lines:
         header_line = next(lines, "")
+        undecodable = _undecodable(header_line)
+        if undecodable:
+            raise SNLIFormatError(file, 1, f"header row is {undecodable}")
         header = header_line.rstrip("\r\n").split("\t")
         missing = [name for name in REQUIRED_FIELDS if name not in header]
         if missing:
@@ -203,19 +249,25 @@ def _tsv_rows(file: pathlib.Path) -> Iterator[_Row]:
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
+            undecodable = _undecodable(line)
+            if undecodable:
+                yield line_no, undecodable
+                continue
             cells = line.split("\t")
             # A short row simply lacks the fields past its end; _pair_from_row
             # names the first missing one.
             yield line_no, {name: cells[i] for name, i in columns.items() if i < len(cells)}
 
 
-def _pair_from_row(row: dict | _RowError) -> Pair:
+def _pair_from_row(row: dict | _RowError, index: int) -> Pair:
     if isinstance(row, _RowError):
         raise row
     for name in REQUIRED_FIELDS:
         if name not in row:
             raise _RowError(f"missing field {name!r}")
     gold = row[LABEL_FIELD]
+    if not isinstance(gold, str):  # a list or object would not even be hashable
+        raise _RowError(f"field {LABEL_FIELD!r} must be a string, got {type(gold).__name__}")
     if gold == UNLABELED:
         label = NO_LABEL
     elif gold in LABEL_IDS:
@@ -230,6 +282,7 @@ def _pair_from_row(row: dict | _RowError) -> Pair:
         hypothesis=_parse_field(row, HYPOTHESIS_FIELD),
         label=label,
         pair_id=str(pair_id),
+        row=index,
     )
 
 

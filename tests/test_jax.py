@@ -1,10 +1,13 @@
 """JAX-specific checks (the agreement with the reference for the default
-layout lives in test_equivalence.py): compilation counted per bucket shape,
-both stack layouts against the reference, memory of the backward pass, the
-persistent compilation cache, the .npz round trip, dropout, float64 and
-float32 end to end, optimizers."""
+layout lives in test_equivalence.py and test_parse_equivalence.py):
+compilation counted per bucket shape (and per transitions mode), both stack
+layouts against the reference, gold and decided parses included, memory of
+the backward pass, the persistent compilation cache, the .npz round trip,
+dropout, float64 and float32 end to end, optimizers."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -14,14 +17,32 @@ import pytest
 from impl_jax import convert, train
 from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
 from impl_jax.runner import Runner, disable_compilation_cache
-from shared import optimizers, reference
+from bench.explain.jax_graph import jaxpr_stats
+from shared import optimizers, parsing, reference
 from shared.batching import make_batches, make_pair_batch
 from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
 from shared.params import ModelConfig, ParamError, init_params, load_params, save_params
+from shared.transitions import PAD
 
 from conftest import assert_npz_files_identical, small_config_for
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+HEAD = ("tracker.transition.kernel", "tracker.transition.bias")
+
+
+def head_config(vocab_size: int) -> ModelConfig:
+    return small_config_for(vocab_size).replace(transition_head=True)
+
+
+def head_params(config: ModelConfig, seed: int, dtype=np.float64) -> dict[str, np.ndarray]:
+    """Weights whose head makes real choices (its kernel scaled up, as in test_parse_equivalence.py)."""
+    params = init_params(config, seed=seed, dtype=dtype)
+    params[HEAD[0]] = (params[HEAD[0]] * 8.0).astype(dtype)
+    return params
+
+
+def rows_uniforms(batch, seed: int = 1):
+    return parsing.uniforms_for(batch, rows=list(range(batch.size)), seed=seed)
 
 
 class CompileCounter:
@@ -77,6 +98,54 @@ def test_same_bucket_shape_does_not_recompile(small_config, sample_pairs, vocab)
     assert stats.xla_compilations == 3 and runner.compile_stats("encode").xla_compilations == 2
 
 
+def test_parse_compiles_once_per_mode_and_shape(vocab, sample_pairs):
+    """The mode is a Python argument of the traced function: each (mode, shape)
+    is one program, compiled once; a second batch of that shape reuses it."""
+    config = head_config(len(vocab))
+    batches = make_batches(sample_pairs, vocab, batch_size=8)
+    first, second = [b for b in batches if (b.size, b.num_tokens) == (8, 16)][:2]
+    other = next(b for b in batches if b.num_tokens != 16)
+    runner = Runner(head_params(config, seed=1, dtype=np.float32), config)
+
+    runner.parse(first, "predicted")
+    assert runner.compile_stats().traces == 1
+    with CompileCounter() as xla:
+        runner.parse(second, "predicted")  # same shape, other sentences: no new program
+    assert runner.compile_stats().traces == 1 and xla.count == 0
+
+    runner.parse(first, "gold")
+    runner.parse(first, "sampled", uniforms=rows_uniforms(first))
+    assert runner.compile_stats().traces == 3  # one per mode
+    with CompileCounter() as xla:
+        for mode in ("gold", "predicted", "sampled"):
+            runner.parse(second, mode, uniforms=rows_uniforms(second, seed=2) if mode == "sampled" else None)
+    assert runner.compile_stats().traces == 3 and xla.count == 0
+
+    runner.parse(other, "predicted")  # a new shape: one more
+    runner.encode(first)  # encode is its own program (gold mode, no head)
+    stats = runner.compile_stats()
+    shape, other_shape = (8, 16, 31), (other.size, other.num_tokens, other.num_steps)
+    assert stats.traces == 5
+    assert stats.shapes == [("parse:predicted",) + shape, ("parse:gold",) + shape, ("parse:sampled",) + shape,
+                            ("parse:predicted",) + other_shape, ("encode",) + shape]
+    assert runner.compile_stats("parse:predicted").xla_compilations == 2
+
+
+def test_the_decision_stays_inside_the_one_loop(vocab, small_batch):
+    """A parse is one program with one scan: the decision is a select inside
+    the loop body, with no callback to Python and no second loop."""
+    config = head_config(len(vocab))
+    runner = Runner(head_params(config, seed=1, dtype=np.float32), config)
+    arrays = runner._arrays(small_batch)
+    u = tuple(jnp.asarray(x, jnp.float32) for x in rows_uniforms(small_batch))
+    for mode, uniforms in (("predicted", None), ("sampled", u)):
+        jaxpr = jax.make_jaxpr(runner._functions[f"parse:{mode}"])(runner.params, arrays, uniforms)
+        stats = jaxpr_stats(jaxpr)
+        assert stats["scans"] == 1, stats
+        text = str(jaxpr)
+        assert "callback" not in text and "f64[" not in text  # nothing leaves the device; float32 throughout
+
+
 def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small_batch):
     cache = tmp_path / "jax-cache"
     params = init_params(small_config, seed=2)
@@ -116,6 +185,72 @@ def test_layout_matches_reference(layout, small_config, sample_pairs, edge_pairs
     assert abs(loss - ref_loss) <= 1e-12
     errors = grad_rel_errs(grads, ref_grads)
     assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_parses_like_the_reference(layout, vocab, sample_pairs, edge_pairs):
+    """Both layouts take the reference's decisions in every mode (so the two
+    parse identically), on real, one-word and 60-word sentences with PAD
+    steps beyond 2N-1, and give its supervised-loss gradients."""
+    config = head_config(len(vocab))
+    params = head_params(config, seed=3)
+    batch = make_pair_batch(sample_pairs[:5] + edge_pairs, vocab, num_steps=130)
+    runner = Runner(params, config, dtype="float64", layout=layout)
+    for mode in parsing.MODES:
+        u = rows_uniforms(batch, seed=7) if mode == "sampled" else None
+        got, want = runner.parse(batch, mode, uniforms=u), reference.parse(params, config, batch, mode, uniforms=u)
+        for name, value in want.to_dict().items():
+            if name.endswith("_transitions"):
+                np.testing.assert_array_equal(getattr(got, name), value, err_msg=f"{mode} {name}")
+            else:
+                assert max_abs_err(getattr(got, name), value) <= 1e-12, (mode, name)
+        if mode == "predicted":  # the head really decides: some parses leave the gold ones
+            assert parsing.parse_agreement(got.premise_transitions, batch.premise_transitions) < 1.0
+    weighted = Runner(params, config, dtype="float64", layout=layout, transition_weight=0.7)
+    loss, grads = weighted.loss_and_grads(batch)
+    ref_loss, ref_grads = reference.loss_and_grads(params, config, batch, transition_weight=0.7)
+    assert abs(loss - ref_loss) <= 1e-12
+    errors = grad_rel_errs(grads, ref_grads)
+    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+
+
+def test_encode_never_reads_the_head(vocab, small_batch):
+    """encode stays the gold-mode program: a model with a head encodes bit for
+    bit as the same weights without one, with a loop body of as many
+    equations; with transition_weight 0 the head's gradients are exact zeros."""
+    config = head_config(len(vocab))
+    params = head_params(config, seed=4, dtype=np.float32)
+    headless = config.replace(transition_head=False)
+    plain = {name: value for name, value in params.items() if name not in HEAD}
+    with_head, without = Runner(params, config), Runner(plain, headless)
+    for a, b in zip(with_head.encode(small_batch), without.encode(small_batch)):
+        assert np.array_equal(a, b)
+    arrays = with_head._arrays(small_batch)
+    stats = [jaxpr_stats(jax.make_jaxpr(runner._functions["encode"])(runner.params, arrays))
+             for runner in (with_head, without)]
+    assert stats[0]["scan_body_eqns"] == stats[1]["scan_body_eqns"] and stats[0]["eqns_total"] == stats[1]["eqns_total"]
+    loss, grads = with_head.loss_and_grads(small_batch)
+    plain_loss, plain_grads = without.loss_and_grads(small_batch)
+    assert loss == plain_loss
+    for name in HEAD:
+        assert not np.any(grads[name]), name
+    for name, value in plain_grads.items():
+        assert np.array_equal(grads[name], value), name
+
+
+def test_parse_arguments_are_checked(vocab, small_batch):
+    config = head_config(len(vocab))
+    runner = Runner(head_params(config, seed=2, dtype=np.float32), config)
+    premise_u, hypothesis_u = rows_uniforms(small_batch)
+    with pytest.raises(ValueError, match="shape"):
+        runner.parse(small_batch, "sampled", uniforms=(premise_u[:, :-1], hypothesis_u))
+    transitions = small_batch.hypothesis_transitions.copy()
+    transitions[3] = PAD  # a row without any SHIFT: no sentence to parse
+    empty = dataclasses.replace(small_batch, hypothesis_transitions=transitions)
+    with pytest.raises(ValueError, match="hypothesis row 3 has no SHIFT"):
+        runner.parse(empty, "predicted")
+    with pytest.raises(ValueError, match="transition_weight must be >= 0"):
+        Runner(head_params(config, seed=2, dtype=np.float32), config, transition_weight=-1.0)
 
 
 # --------------------------------------------------------------------------
@@ -196,9 +331,11 @@ def test_where_over_the_whole_stack_stores_it_every_step():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("tracker_dim,mlp_layers", [(3, 2), (0, 0)], ids=["tracker", "bare"])
-def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_layers):
-    config = small_config_for(len(vocab), tracker_dim=tracker_dim, mlp_layers=mlp_layers)
+@pytest.mark.parametrize("tracker_dim,mlp_layers,head", [(3, 2, False), (0, 0, False), (3, 1, True)],
+                         ids=["tracker", "bare", "head"])
+def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_layers, head):
+    config = small_config_for(len(vocab), tracker_dim=tracker_dim, mlp_layers=mlp_layers).replace(
+        transition_head=head)
     first, second = tmp_path / "first.npz", tmp_path / "second.npz"
     save_params(first, init_params(config, seed=1, dtype=np.dtype(dtype)), config, vocab.words)
     loaded = load_params(first)
@@ -327,12 +464,14 @@ def test_dropout_acts_in_training_only(small_config, small_batch):
 # --------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("transition_weight", [0.0, 0.5], ids=["plain", "supervised"])
 @pytest.mark.parametrize("dtype,other", [("float32", "f64"), ("float64", "f32")])
-def test_training_step_computes_in_one_dtype(dtype, other, small_config, small_batch):
+def test_training_step_computes_in_one_dtype(dtype, other, transition_weight, small_config, small_batch):
     """With x64 on (conftest), nothing in the float32 step is promoted to
     float64 (no Python float or default-dtype array sneaks in), and the
-    float64 step holds no float32."""
-    runner = Runner(init_params(small_config, seed=5), small_config, dtype=dtype)
+    float64 step holds no float32; the supervised transition loss included."""
+    config = small_config.replace(transition_head=transition_weight > 0)
+    runner = Runner(init_params(config, seed=5), config, dtype=dtype, transition_weight=transition_weight)
     runner.set_optimizer("adam", lr=0.01, weight_decay=0.01)
     jaxpr = str(runner.trace("train_step", small_batch).jaxpr)
     assert f"{dtype[0]}{dtype[-2:]}[" in jaxpr.replace("float", "f")  # sanity: the dtype appears
@@ -391,6 +530,27 @@ def test_optimizers_follow_the_shared_definition(name, hyper, small_config, smal
     assert restored.train_step(small_batch) == runner.train_step(small_batch)
     for key, value in runner.get_params().items():
         assert np.array_equal(restored.get_params()[key], value), key
+
+
+def test_head_trains_freezes_and_keeps_optimizer_state(vocab, small_batch):
+    """The head's two weights are ordinary canonical parameters: the
+    supervised loss moves them, ``frozen`` keeps them, and the optimizer state
+    holds their slots (in the shared layout) exactly when they train."""
+    config = head_config(len(vocab))
+    params = head_params(config, seed=6, dtype=np.float64)
+    trained = Runner(params, config, dtype="float64", transition_weight=0.5)
+    trained.set_optimizer("adam", lr=0.01)
+    trained.train_step(small_batch)
+    assert {f"m/{name}" for name in HEAD} <= set(trained.optimizer_state())
+    assert all(not np.array_equal(trained.get_params()[name], params[name]) for name in HEAD)
+
+    frozen = Runner(params, config, dtype="float64", transition_weight=0.5)
+    frozen.set_optimizer("adam", lr=0.01, frozen=HEAD)
+    frozen.train_step(small_batch)
+    assert not {f"m/{name}" for name in HEAD} & set(frozen.optimizer_state())
+    for name in HEAD:
+        assert np.array_equal(frozen.get_params()[name], params[name]), name
+    assert not np.array_equal(frozen.get_params()["tracker.kernel_hidden"], params["tracker.kernel_hidden"])
 
 
 # --------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """PyTorch-specific checks (the agreement with the reference lives in
-test_equivalence.py): the .npz round trip, dropout, the per-batch graph,
-batch/unbatch, float64 end to end."""
+test_equivalence.py and test_parse_equivalence.py): the .npz round trip,
+dropout, the per-batch graph, batch/unbatch, float64 end to end, and for
+parses decided by the model: one host read per step with a choice, a graph
+that follows the chosen trees, differentiable logprob and entropy."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ import torch
 from impl_pytorch import convert, train
 from impl_pytorch.model import Reduce, batch, unbatch
 from impl_pytorch.runner import Runner
-from shared import reference
+from shared import parsing, reference
 from shared.batching import make_pair_batch
-from shared.compare import max_abs_err
+from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
 from shared.params import ParamError, init_params, load_params, save_params
 from shared.runner import CompileStats
 from shared.snli import Pair
@@ -353,3 +355,177 @@ def test_optimizers_are_torch_optim(small_config):
     with pytest.raises(ValueError, match="unknown optimizer 'adagrad'"):
         runner.set_optimizer("adagrad", lr=0.1)
     assert runner.compile_stats() == CompileStats()  # eager: nothing traced or compiled
+
+
+# --------------------------------------------------------------------------
+# Parses decided by the model (docs/spec.md §7)
+# --------------------------------------------------------------------------
+
+
+def head_setup(vocab, seed: int, scale: float = 8.0, dtype=np.float64):
+    """A small model with a transition head whose kernel is scaled up, so that
+    both actions win at some steps."""
+    config = small_config_for(len(vocab), tracker_dim=4).replace(transition_head=True)
+    params = init_params(config, seed=seed, dtype=dtype)
+    params["tracker.transition.kernel"] = (params["tracker.transition.kernel"] * scale).astype(dtype)
+    return config, params
+
+
+def steps_with_a_choice(transitions: np.ndarray) -> int:
+    """Steps t at which at least one of these sentences <int>[S, T] could
+    both SHIFT and REDUCE, replayed from the transitions alone."""
+    n = (transitions == SHIFT).sum(axis=1)
+    buffered, stacked = n.copy(), np.zeros_like(n)
+    steps = 0
+    for column in transitions.T:
+        acting = column != PAD
+        steps += bool(np.any(acting & (buffered > 0) & (stacked >= 2)))
+        shift, reduce = column == SHIFT, column == REDUCE
+        buffered -= shift
+        stacked += shift.astype(stacked.dtype) - reduce
+    return steps
+
+
+@pytest.mark.parametrize("mode", ["predicted", "sampled"])
+def test_one_host_read_per_step_with_a_choice(vocab, small_batch, mode):
+    """Define-by-run pays one device-to-host copy per step where some sentence
+    chooses: Python's `if` needs the logits. Forced steps (the first two, and
+    the ends of sentences) need none; gold mode and encode need none at all."""
+    config, params = head_setup(vocab, seed=12)
+    runner = Runner(params, config, dtype="float64")
+    u = parsing.uniforms_for(small_batch, rows=list(range(small_batch.size)), seed=1) if mode == "sampled" else None
+    parsed = runner.parse(small_batch, mode, uniforms=u)
+    followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
+    expected = steps_with_a_choice(followed)
+    longest = int((followed != PAD).sum(axis=1).max())
+    assert 0 < expected < longest - 2  # the count is not simply one per step
+    assert runner.last_host_syncs == expected
+
+    runner.parse(small_batch, "gold")
+    assert runner.last_host_syncs == 0
+    runner.parse(small_batch, mode, uniforms=u)
+    runner.encode(small_batch)
+    assert runner.last_host_syncs == 0
+
+
+def test_steps_with_a_choice_replay():
+    """The test's own count: a step is a choice where the buffer is not empty
+    and the stack holds two items or more."""
+    left = [SHIFT, SHIFT, REDUCE, SHIFT, REDUCE]  # step 2 only (stack a b, buffer c)
+    right = [SHIFT, SHIFT, SHIFT, REDUCE, REDUCE]  # step 2 only (at step 3 the buffer is empty)
+    assert steps_with_a_choice(np.array([left])) == 1
+    assert steps_with_a_choice(np.array([right])) == 1
+    assert steps_with_a_choice(np.array([[SHIFT, PAD, PAD, PAD, PAD], left])) == 1
+    assert steps_with_a_choice(np.array([[SHIFT, SHIFT, SHIFT, SHIFT, REDUCE, REDUCE, REDUCE]])) == 2
+
+
+def test_predicted_graph_follows_the_predicted_trees(vocab, small_batch):
+    """The autograd graph of a predicted-mode loss is built from the trees the
+    model chose: two heads that parse differently give graphs of different
+    sizes, each with exactly the Tracker and Reduce calls its own parses need."""
+    config, params = head_setup(vocab, seed=13)
+    flipped = dict(params)
+    flipped["tracker.transition.kernel"] = -params["tracker.transition.kernel"]
+    flipped["tracker.transition.bias"] = params["tracker.transition.bias"] + np.array([0.0, 1.0])
+    device = torch.device("cpu")
+    labels = train.labels_tensor(small_batch, device)
+
+    def graph(weights):
+        model = convert.from_canonical(weights, config, dtype="float64")
+        model.eval()
+        encoded, logits = model.parse(*train.model_inputs(small_batch, device), mode="predicted")
+        nodes = autograd_nodes(torch.nn.functional.cross_entropy(logits, labels))
+        return encoded.transitions, (count(nodes, "TanhBackward0"), count(nodes, "SigmoidBackward0")), len(nodes)
+
+    first, first_counts, first_size = graph(params)
+    second, second_counts, second_size = graph(flipped)
+    assert not np.array_equal(first, second)
+    assert first_counts == predicted_nonlinearities(first)
+    assert second_counts == predicted_nonlinearities(second)
+    assert first_counts != second_counts and first_size != second_size
+
+
+def test_sampled_logprob_and_entropy_are_differentiable(vocab, small_batch):
+    """logprob and entropy stay tensors with their graph (REINFORCE needs
+    them): the REINFORCE loss built from them has the reference's gradient."""
+    config, params = head_setup(vocab, seed=14)
+    u = parsing.uniforms_for(small_batch, rows=list(range(small_batch.size)), seed=5)
+    baseline, reinforce_weight, entropy_weight = -1.1, 0.8, 0.3
+    ref_loss, ref_grads, ref_rewards = reference.reinforce_loss_and_grads(
+        params, config, small_batch, u, baseline, reinforce_weight, entropy_weight)
+
+    model = convert.from_canonical(params, config, dtype="float64")
+    model.eval()
+    device = torch.device("cpu")
+    encoded, logits = model.parse(*train.model_inputs(small_batch, device), mode="sampled", uniforms=u)
+    assert encoded.logprob.requires_grad and encoded.entropy.requires_grad
+    B = small_batch.size
+    ce = torch.nn.functional.cross_entropy(logits, train.labels_tensor(small_batch, device), reduction="none")
+    rewards = -ce.detach()
+    logprob = encoded.logprob[:B] + encoded.logprob[B:]
+    entropy = encoded.entropy[:B] + encoded.entropy[B:]
+    loss = (ce.mean() - reinforce_weight * ((rewards - baseline) * logprob).mean()
+            - entropy_weight * entropy.mean())
+    loss.backward()
+    grads = convert.grads_to_canonical(model)
+    assert abs(loss.item() - ref_loss) <= 1e-12
+    assert max_abs_err(rewards.numpy(), ref_rewards) <= 1e-12
+    errors = grad_rel_errs(grads, ref_grads)
+    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+    assert np.any(grads["tracker.transition.kernel"] != 0)
+
+
+def test_head_loads_trains_and_saves(tmp_path, vocab, small_batch):
+    """The head's two entries travel like every other weight: .npz round trip,
+    optimizer state, frozen names."""
+    config, params = head_setup(vocab, seed=15, dtype=np.float32)
+    first, second = tmp_path / "first.npz", tmp_path / "second.npz"
+    save_params(first, params, config, vocab.words)
+    loaded = load_params(first)
+    model = convert.from_canonical(loaded.params, loaded.config)
+    assert model.spinn.tracker.transition is not None
+    save_params(second, convert.to_canonical(model), loaded.config, loaded.vocab)
+    assert_npz_files_identical(first, second)
+
+    runner = Runner(params, config, transition_weight=1.0)
+    runner.set_optimizer("adam", lr=0.01)
+    runner.train_step(small_batch)
+    state = runner.optimizer_state()
+    assert np.any(state["m/tracker.transition.kernel"] != 0) and "v/tracker.transition.bias" in state
+    assert not np.array_equal(runner.get_params()["tracker.transition.kernel"], params["tracker.transition.kernel"])
+
+    frozen = Runner(params, config, transition_weight=1.0)
+    frozen.set_optimizer("sgd", lr=0.1, frozen=("tracker.transition.kernel", "tracker.transition.bias"))
+    frozen.train_step(small_batch)
+    after = frozen.get_params()
+    assert np.array_equal(after["tracker.transition.kernel"], params["tracker.transition.kernel"])
+    assert np.array_equal(after["tracker.transition.bias"], params["tracker.transition.bias"])
+    assert not np.array_equal(after["tracker.kernel_hidden"], params["tracker.kernel_hidden"])
+
+
+def test_transition_weight_zero_leaves_the_head_out(vocab, small_batch):
+    """Weight 0 is the plain loss (the gold path, head untouched: zero
+    gradient); the weight changes the loss by exactly weight × transition loss."""
+    config, params = head_setup(vocab, seed=16)
+    plain_loss, plain_grads = Runner(params, config, dtype="float64").loss_and_grads(small_batch)
+    assert not np.any(plain_grads["tracker.transition.kernel"]) and not np.any(plain_grads["tracker.transition.bias"])
+    assert abs(plain_loss - reference.loss(params, config, small_batch)) <= 1e-12
+    weighted, _ = Runner(params, config, dtype="float64", transition_weight=2.0).loss_and_grads(small_batch)
+    half, _ = Runner(params, config, dtype="float64", transition_weight=1.0).loss_and_grads(small_batch)
+    assert abs((weighted - plain_loss) - 2 * (half - plain_loss)) <= 1e-12
+    assert weighted > half > plain_loss
+
+
+def test_parse_argument_errors(vocab, small_batch):
+    config, params = head_setup(vocab, seed=17)
+    with pytest.raises(ValueError, match="transition_weight must be >= 0"):
+        Runner(params, config, transition_weight=-1.0)
+    runner = Runner(params, config, dtype="float64")
+    u = parsing.uniforms_for(small_batch, rows=list(range(small_batch.size)), seed=0)
+    with pytest.raises(ValueError, match="sampled mode only"):
+        runner.parse(small_batch, "predicted", uniforms=u)
+    with pytest.raises(ValueError, match="shape"):
+        runner.parse(small_batch, "sampled", uniforms=(u[0][:, :-1], u[1]))
+    bare = small_config_for(len(vocab))
+    with pytest.raises(ValueError, match="tracker.transition.kernel"):
+        Runner(init_params(bare, seed=0), bare).parse(small_batch, "gold")

@@ -122,6 +122,28 @@ def test_txt_and_jsonl_agree(tmp_path):
     assert all(isinstance(p, Pair) for p in from_txt)
 
 
+def test_row_counts_every_data_row(tmp_path):
+    """Pair.row (which seeds sampled parses, docs/spec.md §7) is the 0-based
+    index among non-empty lines: blank lines are not rows, while malformed
+    and unlabeled rows still take their index."""
+    rows = [_row(pair_id="a"), "", _row(label="-", pair_id="b"), "{oops", "", _row(pair_id="c")]
+    path = _write_jsonl(tmp_path / "pairs.jsonl", rows)
+    pairs, _ = read_snli(path, skip_malformed=True)
+    assert [(p.pair_id, p.row) for p in pairs] == [("a", 0), ("c", 3)]
+    kept, _ = read_snli(path, skip_malformed=True, keep_unlabeled=True)
+    assert [(p.pair_id, p.row) for p in kept] == [("a", 0), ("b", 1), ("c", 3)]
+    txt, _ = read_snli(_write_txt(tmp_path / "pairs.txt", [_row(pair_id="a"), _row(pair_id="b")]))
+    assert [p.row for p in txt] == [0, 1]  # the header is not a row
+    whole, _ = read_snli(SAMPLE_PATH, keep_unlabeled=True)
+    assert [p.row for p in whole] == list(range(SAMPLE_ROWS))
+
+
+def test_row_is_not_part_of_equality():
+    pair = Pair(parse("( a b )"), parse("c"), 0, "p")
+    assert pair.row == -1
+    assert pair == Pair(parse("( a b )"), parse("c"), 0, "p", row=7)
+
+
 def test_txt_header_must_name_columns(tmp_path):
     path = _write_txt(tmp_path / "bad.txt", [_row()], header=["gold_label", "sentence1_binary_parse", "pairID"])
     with pytest.raises(SNLIFormatError, match=r"line 1: .*sentence2_binary_parse"):
@@ -157,6 +179,9 @@ MALFORMED = {
     "bad_parse": (_row(premise="( ( A man ) sleeps"), "sentence1_binary_parse.*never closed"),
     "empty_group": (_row(hypothesis="( ( ) sleeps )"), "sentence2_binary_parse.*empty group"),
     "not_string": (_row(premise=7), "must be a string"),
+    "label_not_string": (_row(label=["neutral"]), "field 'gold_label' must be a string, got list"),
+    "huge_integer": (json.dumps(_row())[:-1] + ', "n": ' + "1" * 5000 + "}", r"invalid JSON \(Exceeds the limit"),
+    "deep_nesting": ("[" * 100_000, r"invalid JSON \(maximum recursion depth"),
 }
 
 
@@ -223,3 +248,66 @@ def test_sample_stats():
     bare = dataset_stats(pairs[:5])
     assert bare["rows"] == bare["kept"] == 5 and bare["padding"] is None
     assert "PAD" not in format_stats(bare)
+
+
+# --------------------------------------------------------------------------
+# Bytes that are not UTF-8 (issue #17): the file, the line and the byte
+# --------------------------------------------------------------------------
+
+# A row whose premise has a two-byte character before the bad bytes, so the
+# byte offset and the character offset differ.
+_CAFE_ROW = json.dumps(_row(premise="( ( A café ) sleeps )", pair_id="p-BAD-"), ensure_ascii=False).encode()
+
+UNDECODABLE = {
+    "invalid_start": (b"\xff", "invalid start byte: byte 0xff"),
+    "cut_sequence": (b"\xc3(", "invalid continuation byte: byte 0xc3"),
+    "encoded_surrogate": (b"\xed\xa0\x80", "invalid continuation byte: byte 0xed"),
+}
+
+
+@pytest.mark.parametrize("bad, reason", UNDECODABLE.values(), ids=UNDECODABLE.keys())
+def test_undecodable_row_names_file_line_and_byte(tmp_path, bad, reason):
+    good = json.dumps(_row(pair_id="ok")).encode()
+    line = _CAFE_ROW.replace(b"-BAD-", bad)
+    offset = line.index(bad)
+    assert len(line[:offset].decode("utf-8")) == offset - 1  # 'é' is two bytes: the offset counts bytes
+    path = tmp_path / "pairs.jsonl"
+    path.write_bytes(good + b"\n\n" + line + b"\n" + good + b"\n")
+    with pytest.raises(SNLIFormatError) as info:
+        read_snli(path)
+    assert info.value.line_no == 3
+    assert str(info.value) == f"{path}, line 3: not valid UTF-8 ({reason} at byte offset {offset} of the line)"
+    # Like any malformed row it can be skipped, and the rows after it keep their numbers.
+    pairs, report = read_snli(path, skip_malformed=True)
+    assert [(p.pair_id, p.row) for p in pairs] == [("ok", 0), ("ok", 2)]
+    assert report.malformed == [(3, f"not valid UTF-8 ({reason} at byte offset {offset} of the line)")]
+
+
+def test_undecodable_last_byte_of_the_file(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_bytes(json.dumps(_row()).encode() + b"\n" + b'{"gold_label": "neutral\xc3')
+    with pytest.raises(SNLIFormatError, match=r"line 2: not valid UTF-8 \(unexpected end of data: byte 0xc3 "
+                                              r"at byte offset 23 of the line\)"):
+        read_snli(path)
+
+
+def test_undecodable_txt_row_and_header(tmp_path):
+    path = _write_txt(tmp_path / "pairs.txt", [_row(pair_id="a"), _row(pair_id="b")])
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join(lines[:2] + [lines[2].replace(b"\tb\t", b"\tb\xff\t")] + lines[3:]))
+    offset = lines[2].index(b"\tb\t") + 2
+    with pytest.raises(SNLIFormatError, match=rf"pairs.txt, line 3: not valid UTF-8 \(invalid start byte: "
+                                              rf"byte 0xff at byte offset {offset} of the line\)"):
+        read_snli(path)
+    path.write_bytes(b"\n".join([lines[0].replace(b"pairID", b"pair\xffID")] + lines[1:]))
+    with pytest.raises(SNLIFormatError, match=r"pairs.txt, line 1: header row is not valid UTF-8 "
+                                              r"\(invalid start byte: byte 0xff at byte offset \d+ of the line\)"):
+        read_snli(path, skip_malformed=True)
+
+
+def test_byte_order_mark_is_accepted(tmp_path):
+    rows = [_row(pair_id="a"), _row(pair_id="b")]
+    for path in (_write_jsonl(tmp_path / "pairs.jsonl", rows), _write_txt(tmp_path / "pairs.txt", rows)):
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+        pairs, report = read_snli(path)
+        assert [p.pair_id for p in pairs] == ["a", "b"] and report.skipped_malformed == 0, path

@@ -1,5 +1,6 @@
 """TensorFlow-specific checks: one trace for every shape, the XLA variant,
-the canonical .npz round trip, dropout, float64, input checks.
+the canonical .npz round trip, dropout, float64, input checks, and parses
+decided by the model inside the graph (docs/spec.md §7).
 
 Agreement with the float64 reference on shared cases lives in
 test_equivalence.py; every number here is also measured against the
@@ -8,16 +9,18 @@ reference, never against TensorFlow itself.
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from conftest import assert_npz_files_identical, small_config_for
 from impl_tensorflow import convert
-from impl_tensorflow.runner import Runner
-from shared import optimizers, reference
+from impl_tensorflow.runner import INPUTS, Runner
+from shared import optimizers, parsing, reference
 from shared.batching import PairBatch, make_pair_batch
-from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
+from shared.compare import GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
 from shared.params import ParamError, init_params, load_params, param_shapes, save_params
 from shared.transitions import PAD, REDUCE, SHIFT
 
@@ -347,3 +350,158 @@ def test_results_are_bit_identical_from_the_first_call(small_config, small_batch
         assert all(np.array_equal(again[k], first[k]) for k in first)
     other = Runner(params, small_config).loss_and_grads(small_batch)[1]
     assert all(np.array_equal(other[k], first[k]) for k in first)
+
+
+# --------------------------------------------------------------------------
+# Parses decided by the model (docs/spec.md §7): inside the graph
+# --------------------------------------------------------------------------
+
+HEAD_KERNEL, HEAD_BIAS = "tracker.transition.kernel", "tracker.transition.bias"
+
+
+def head_model(vocab, seed: int, dtype=np.float64):
+    """A small model with a transition head that makes real choices (its
+    kernel scaled up, so both actions win at some steps)."""
+    config = small_config_for(len(vocab)).replace(transition_head=True)
+    params = init_params(config, seed=seed, dtype=dtype)
+    params[HEAD_KERNEL] = (params[HEAD_KERNEL] * 8.0).astype(dtype)
+    return config, params
+
+
+def parse_uniforms(batch, seed: int = 7):
+    return parsing.uniforms_for(batch, rows=list(range(batch.size)), seed=seed)
+
+
+def assert_parse_matches_reference(runner, params, config, batch, mode, tol=1e-12) -> parsing.Parsed:
+    """Decisions identical to the float64 reference's, every number within ``tol``."""
+    u = parse_uniforms(batch) if mode == "sampled" else None
+    parsed = runner.parse(batch, mode, uniforms=u)
+    ref = reference.parse(params, config, batch, mode, uniforms=u)
+    for name, value in parsed.to_dict().items():
+        if name.endswith("_transitions"):
+            np.testing.assert_array_equal(value, getattr(ref, name), err_msg=f"{mode}: {name}")
+        else:
+            assert max_abs_err(value, getattr(ref, name)) <= tol, f"{mode}: {name}"
+    return parsed
+
+
+def graph_op_counts(concrete) -> collections.Counter:
+    """Op types of a traced function, its while bodies and conditions included."""
+    graph_def = concrete.graph.as_graph_def()
+    counts = collections.Counter(node.op for node in graph_def.node)
+    for function in graph_def.library.function:
+        counts.update(node.op for node in function.node_def)
+    return counts
+
+
+def test_one_parse_trace_per_mode_serves_every_shape(device, sample_pairs, vocab):
+    config, params = head_model(vocab, seed=30)
+    runner = Runner(params, config, dtype="float64", device=device)
+    batches = shaped_batches(sample_pairs, vocab)
+    for batch in batches:
+        for mode in parsing.MODES:
+            parsed = assert_parse_matches_reference(runner, params, config, batch, mode)
+    # The model really decides: its parses of the last batch are not the data's.
+    assert parsing.parse_agreement(parsed.premise_transitions, batches[-1].premise_transitions) < 0.9
+    for mode in parsing.MODES:
+        stats = runner.compile_stats(f"parse_{mode}")
+        assert stats.traces == 1, mode
+        assert len(stats.shapes) == len(batches), mode
+    assert runner.compile_stats().traces == len(parsing.MODES)
+
+
+def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
+    """A predicted parse is one while loop with no call back into Python;
+    encode (the gold path) traces exactly the graph of the same model
+    without a head, so it costs what it always did."""
+    head_config = small_config.replace(transition_head=True)
+    with_head = Runner(init_params(head_config, seed=1), head_config)
+    without = Runner(init_params(small_config, seed=1), small_config)
+    assert graph_op_counts(with_head._encode.function.get_concrete_function()) == \
+        graph_op_counts(without._encode.function.get_concrete_function())
+    # The predicted parse, traced from the runner's input signature alone.
+    concrete = tf.function(lambda *inputs: with_head.model.parse(*inputs, mode="predicted"),
+                           input_signature=INPUTS, autograph=False).get_concrete_function()
+    outer = [op.type for op in concrete.graph.get_operations()]
+    assert sum(op in ("While", "StatelessWhile") for op in outer) == 1
+    counts = graph_op_counts(concrete)
+    assert not [op for op in counts if "PyFunc" in op], counts
+    assert counts["Greater"] >= 1 and counts["TensorListSetItem"] >= 2  # the decision t_R > t_S; two records
+
+
+def test_xla_parses_as_the_reference_does(device, sample_pairs, vocab):
+    """The XLA variant (dense memory, jit_compile) takes the reference's
+    decisions like the graph variant, one trace per mode and one compilation
+    per shape; its supervised gradients match too."""
+    config, params = head_model(vocab, seed=31)
+    runner = Runner(params, config, dtype="float64", device=device, xla=True, transition_weight=0.5)
+    batches = shaped_batches(sample_pairs, vocab)[:2]
+    for batch in batches + batches[:1]:  # the third call repeats a shape: no new compilation
+        for mode in ("predicted", "sampled"):
+            assert_parse_matches_reference(runner, params, config, batch, mode)
+    loss, grads = runner.loss_and_grads(batches[0])
+    ref_loss, ref_grads = reference.loss_and_grads(params, config, batches[0], transition_weight=0.5)
+    assert abs(loss - ref_loss) <= 1e-12
+    errors = grad_rel_errs(grads, ref_grads)
+    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
+    for mode in ("predicted", "sampled"):
+        assert runner.compile_stats(f"parse_{mode}").traces == 1
+        assert runner.compile_stats(f"parse_{mode}").xla_compilations == 2
+
+
+def test_supervised_gradients_are_bit_identical_from_call_to_call(vocab, small_batch):
+    """The head adds gradient sums (its logits, the tracker state it reads);
+    they stay two-term sums, so the gradients are the same bits at every call
+    and in a fresh runner (see Reduce in model.py)."""
+    config, params = head_model(vocab, seed=32, dtype=np.float32)
+    runner = Runner(params, config, transition_weight=0.5)
+    first = runner.loss_and_grads(small_batch)[1]
+    _, ref_grads = reference.loss_and_grads(params, config, small_batch, transition_weight=0.5)
+    errors = grad_rel_errs(first, ref_grads)
+    assert max(errors.values()) <= GRAD_REL_TOL_F32, errors
+    for _ in range(3):
+        again = runner.loss_and_grads(small_batch)[1]
+        assert all(np.array_equal(again[k], first[k]) for k in first)
+    other = Runner(params, config, transition_weight=0.5).loss_and_grads(small_batch)[1]
+    assert all(np.array_equal(other[k], first[k]) for k in first)
+
+
+def test_head_trains_freezes_and_round_trips(tmp_path, device, vocab, small_batch):
+    config, params = head_model(vocab, seed=33)
+    # Weight 0 (the default): the loss does not reach the head, whose gradient is exactly zero.
+    _, grads = Runner(params, config, dtype="float64", device=device).loss_and_grads(small_batch)
+    assert not np.any(grads[HEAD_KERNEL]) and not np.any(grads[HEAD_BIAS])
+    runner = Runner(params, config, dtype="float64", device=device, transition_weight=0.5)
+    runner.set_optimizer("adam", 0.05, frozen=(HEAD_BIAS,))
+    for _ in range(2):
+        runner.train_step(small_batch)
+    after = runner.get_params()
+    assert np.array_equal(after[HEAD_BIAS], params[HEAD_BIAS])
+    assert max_abs_err(after[HEAD_KERNEL], params[HEAD_KERNEL]) > 1e-3
+    state = runner.optimizer_state()
+    assert f"m/{HEAD_KERNEL}" in state and f"m/{HEAD_BIAS}" not in state
+    resumed = Runner(after, config, dtype="float64", device=device, transition_weight=0.5)
+    resumed.set_optimizer("adam", 0.05, frozen=(HEAD_BIAS,))
+    resumed.load_optimizer_state(state)
+    assert np.array_equal(resumed.optimizer_state()[f"v/{HEAD_KERNEL}"], state[f"v/{HEAD_KERNEL}"])
+    # The canonical .npz round trip, head included, is bit-identical.
+    source, copy = tmp_path / "in.npz", tmp_path / "out.npz"
+    save_params(source, after, config, vocab.to_array())
+    loaded = load_params(source)
+    model = convert.from_canonical(loaded.params, loaded.config, dtype="float64")
+    assert np.array_equal(model.spinn.tracker.transition.kernel.numpy(), after[HEAD_KERNEL])
+    save_params(copy, convert.to_canonical(model), loaded.config, loaded.vocab)
+    assert_npz_files_identical(source, copy)
+
+
+def test_parse_argument_errors(vocab, small_batch):
+    config, params = head_model(vocab, seed=34)
+    runner = Runner(params, config)
+    u = parse_uniforms(small_batch)
+    with pytest.raises(ValueError, match="sampled mode only"):
+        runner.parse(small_batch, "predicted", uniforms=u)
+    with pytest.raises(ValueError, match=r"premise uniforms: expected shape"):
+        runner.parse(small_batch, "sampled", uniforms=(u[0][:, :-1], u[1]))
+    with pytest.raises(ValueError, match="transition_weight must be >= 0"):
+        Runner(params, config, transition_weight=-1.0)
+    assert runner.compile_stats().traces == 0  # refused on the host, before anything was traced
