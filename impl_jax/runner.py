@@ -253,8 +253,8 @@ class Runner(RunnerBase):
         One compiled call per batch: in predicted and sampled mode every
         decision is taken on the device inside the scan (model.py), nothing
         comes back to Python between steps. ``uniforms``: sampled mode's
-        (premise_u, hypothesis_u) <float>[B, T] of shared.parsing.batch_uniforms
-        (ignored in the other modes, as by the reference).
+        (premise_u, hypothesis_u) <float>[B, T] of shared.parsing.batch_uniforms,
+        given in sampled mode and only there (as the other runners require).
         """
         check_mode(mode)
         if not self.config.transition_head:
@@ -274,6 +274,8 @@ class Runner(RunnerBase):
                     raise ValueError(f"{mode} mode: a {side} of {int(lengths.max())} tokens needs "
                                      f"{2 * int(lengths.max()) - 1} steps, the batch has T={T}")
         u = None
+        if mode != "sampled" and uniforms is not None:
+            raise ValueError(f"uniforms are for sampled mode only; {mode} mode does not draw")
         if mode == "sampled":
             if uniforms is None:
                 raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): "

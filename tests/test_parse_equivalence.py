@@ -214,3 +214,13 @@ def test_errors(framework, device, vocab, small_batch, small_config, config, par
         with_head.parse(small_batch, "sampled")
     with pytest.raises(ValueError, match="mode"):
         with_head.parse(small_batch, "guessed")
+
+
+@framework
+def test_uniforms_only_in_sampled_mode(framework, device, config, params64, small_batch):
+    """Every runner refuses uniforms where nothing is drawn, so a caller that
+    passes them by mistake learns it in every framework alike."""
+    runner = make_runner(framework, params64, config, device)
+    for mode in ("gold", "predicted"):
+        with pytest.raises(ValueError, match="sampled mode only"):
+            runner.parse(small_batch, mode, uniforms=uniforms(small_batch))
