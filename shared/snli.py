@@ -27,9 +27,9 @@ import json
 import pathlib
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Iterable, Iterator, Union
 
-from shared.transitions import ParseError, Sentence, parse
+from shared.transitions import ParseError, Sentence, build_tree, parse, to_bracket
 
 LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (docs/spec.md §2)
 LABEL_IDS = {name: i for i, name in enumerate(LABELS)}
@@ -294,3 +294,21 @@ def _parse_field(row: dict, name: str) -> Sentence:
         return parse(text)
     except ParseError as error:
         raise _RowError(f"field {name!r}: {error}") from None
+
+
+def write_jsonl(pairs: Iterable[Pair], path: PathLike) -> None:
+    """Write pairs in SNLI's jsonl format (the plain sentences, their binary
+    parses, ``gold_label`` and ``pairID``; NO_LABEL is written as ``-``), so
+    generated data (the arithmetic language, synthetic pairs) can be given
+    to any command that reads SNLI files, ``encode`` included. Reading the
+    file back gives the same pairs, rows numbered in file order."""
+    path = pathlib.Path(path)
+    with open(path, "w", encoding="utf-8") as out:
+        for pair in pairs:
+            if pair.label != NO_LABEL and not 0 <= pair.label < len(LABELS):
+                raise ValueError(f"pair {pair.pair_id!r}: label {pair.label} is not 0..2 or NO_LABEL")
+            row = {"gold_label": UNLABELED if pair.label == NO_LABEL else LABELS[pair.label], "pairID": pair.pair_id}
+            for key, sentence in (("sentence1", pair.premise), ("sentence2", pair.hypothesis)):
+                row[key] = " ".join(sentence.tokens)
+                row[f"{key}_binary_parse"] = to_bracket(build_tree(sentence.tokens, sentence.transitions))
+            out.write(json.dumps(row) + "\n")

@@ -8,8 +8,7 @@ import pytest
 
 from shared.arithmetic import (arithmetic_pairs, expression_sentence, label_of, precedence_tree, random_expression,
                                reading_value, tree_value)
-from shared.snli import read_snli
-from shared.synthetic import write_jsonl
+from shared.snli import read_snli, write_jsonl
 from shared.transitions import build_tree, check_transitions, parse, plain_transitions, to_bracket
 
 
