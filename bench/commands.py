@@ -11,7 +11,7 @@ import numpy as np
 
 from bench.config import add_size_arguments, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset
-from bench.frameworks import ALL, runner_class
+from bench.frameworks import NAMES, make_runner
 from bench.progress import Progress
 
 
@@ -28,7 +28,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("encode", help="encode every row of an SNLI jsonl file (docs/spec.md §5)")
-    p.add_argument("--framework", required=True, choices=ALL)
+    p.add_argument("--framework", required=True, choices=NAMES,
+                   help="a framework or one of its variants (e.g. tensorflow-xla)")
     p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
     p.add_argument("--data", required=True, help="SNLI-format pairs (.jsonl or .txt)")
     p.add_argument("--out", required=True, help="output .npz: premise, hypothesis, logits, pair_id")
@@ -107,7 +108,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     if not pairs:
         raise SystemExit(f"error: no rows in {args.data}")
     dtype = args.dtype or ("float64" if args.framework == "reference" else "float32")
-    runner = runner_class(args.framework)(loaded.params, loaded.config, dtype=dtype, device=args.device)
+    runner = make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:
         premise, hypothesis, logits = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress)
     out = Path(args.out)

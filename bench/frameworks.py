@@ -67,3 +67,23 @@ IMPLEMENTATIONS = {
 
 # Variants measured only when named with --implementations (not by default).
 OPT_IN = {"jax-padded"}
+
+# Every name a command takes: the reference, the frameworks and their variants.
+NAMES = tuple(dict.fromkeys(ALL + tuple(IMPLEMENTATIONS)))
+
+
+def resolve(name: str) -> tuple[str, dict]:
+    """(framework, Runner options) of a framework or implementation name."""
+    if name in IMPLEMENTATIONS:
+        framework, options = IMPLEMENTATIONS[name]
+        return framework, dict(options)
+    if name in _MODULES:
+        return name, {}
+    raise ValueError(f"unknown implementation {name!r}; choose from {', '.join(NAMES)}")
+
+
+def make_runner(name: str, params, config, **kwargs):
+    """A Runner of the framework or implementation ``name`` (e.g. "tensorflow-xla"):
+    the variant's options, then ``kwargs`` (dtype, device, dropout, seed, ...)."""
+    framework, options = resolve(name)
+    return runner_class(framework)(params, config, **options, **kwargs)
