@@ -13,6 +13,7 @@ import sys
 from bench import commands
 from bench.benchmark import plan, report
 from bench.explain import cli as explain_cli
+from bench.lock import FolderLocked
 from bench.training import cli as training_cli
 from bench.training import curves
 
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (FileNotFoundError, ValueError, ImportError) as err:
+    except (FileNotFoundError, ValueError, ImportError, FolderLocked) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -49,6 +49,16 @@ def gpu_available(framework: str) -> bool:
     return False
 
 
+def gpu_missing_reason(framework: str) -> str:
+    """Why ``gpu_available`` said no, in the framework's own terms (one line)."""
+    return {
+        "pytorch": "torch.cuda.is_available() is False",
+        "tensorflow": "tf.config.list_physical_devices('GPU') is empty; the tensorflow-cpu wheel has no GPU "
+                      "support (install tensorflow[and-cuda])",
+        "jax": "jax.devices('gpu') found none; install a CUDA build of jaxlib (jax[cuda12])",
+    }.get(framework, "this implementation runs on the CPU only")
+
+
 def device_name(framework: str, device: str) -> str:
     if device == "cpu":
         return cpu_name()
@@ -99,6 +109,7 @@ def set_full_precision(framework: str) -> None:
 def thread_counts(framework: str) -> dict:
     counts: dict = {"cpu_count": os.cpu_count()}
     if framework == "pytorch":
+        counts["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")
         import torch
         counts["torch_intra_op"] = torch.get_num_threads()
         counts["torch_inter_op"] = torch.get_num_interop_threads()

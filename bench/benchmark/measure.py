@@ -1,7 +1,8 @@
-"""The measurements of one implementation: agreement with the reference, and timing.
+"""The measurements of one implementation: agreement with the reference, warm-up, memory.
 
 Used inside a worker process (bench/benchmark/worker.py); ``pairwise_agreement``
-and ``git_commit`` also by the parent that collects the results.
+and ``git_commit`` by the parent that collects the results. The timing itself
+is the worker's ``time`` request, driven in rounds by bench/benchmark/plan.py.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.benchmark import devices
-from bench.benchmark.flops import batch_flops
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,11 +60,14 @@ class RssSampler:
         self.peak = max(self.peak, self._process.memory_info().rss)
 
 
-def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str) -> dict:
+def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str,
+                    parse_modes=()) -> dict:
     """``runner`` against the float64 reference on the same weights: encodings
-    and logits on ``pairs``, gradients on the cheapest four of them. Keeps the
-    outputs in ``out_dir/agreement/{name}.npz`` for the pairwise comparison."""
-    from shared import reference
+    and logits on ``pairs``, gradients on the cheapest four of them, and for
+    each model-decided mode in ``parse_modes`` ("predicted") the share of
+    sentences whose transitions equal the reference's. Keeps the outputs in
+    ``out_dir/agreement/{name}.npz`` for the pairwise comparison."""
+    from shared import parsing, reference
     from shared.batching import make_pair_batch, pair_length
     from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs,
                                 max_abs_err)
@@ -82,6 +84,14 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
         "max_rel_err_grads": max(grad_rel_errs(grads, ref_grads).values()),
         "agreement_pairs": len(pairs),
     }
+    for mode in parse_modes:
+        if mode != "predicted":
+            continue  # sampled parses follow the shared uniforms; their agreement is a test's business
+        mine, theirs = runner.parse(batch, mode), reference.parse(params, config, batch, mode)
+        result["parse_agreement"] = float(np.mean([
+            parsing.parse_agreement(mine.premise_transitions, theirs.premise_transitions),
+            parsing.parse_agreement(mine.hypothesis_transitions, theirs.hypothesis_transitions)]))
+        result["max_abs_err_logits_predicted"] = max_abs_err(mine.logits, theirs.logits)
     if dtype == "float32":
         result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= ENCODING_TOL_F32
                                       and result["max_abs_err_logits"] <= LOGITS_TOL_F32
@@ -115,66 +125,22 @@ def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
     return table
 
 
-def measure(runner, batches, mode: str, config, *, repeats: int, min_time: float, max_batches: int,
-            framework: str, device: str, status=None) -> dict:
-    """Warm up on every shape the timed batches use, then time them.
-
-    ``status(text)``, if given, hears which phase is running (warm-up or timing).
-    """
-    step = runner.encode if mode == "infer" else runner.train_step
-    plan = [batches[k % len(batches)] for k in range(max_batches)]
+def warm_up(runner, batches, step) -> dict:
+    """Run ``step`` once on every shape among ``batches``: the tracing and
+    compiling a compiled implementation needs before its first results,
+    counted by the runner's compile statistics."""
     before = runner.compile_stats()
-    first_call_s = 0.0
-    seen = set()
-    warmup = plan[:max(repeats, 1)] + batches
-    if status:
-        status(f"{mode} B={batches[0].size}: warm-up ({len({_shape(b) for b in warmup})} shapes)")
-    for batch in warmup:
-        shape = _shape(batch)
+    seen, first_call_s = set(), 0.0
+    for batch in batches:
+        shape = (batch.size, batch.num_tokens, batch.num_steps)
         if shape in seen:
             continue
         seen.add(shape)
         t0 = time.perf_counter()
         step(batch)
         first_call_s += time.perf_counter() - t0
-    after_warmup = runner.compile_stats()
-    step(plan[0])  # one more warm batch: caches, allocator, thread pools
-    if status:
-        status(f"{mode} B={batches[0].size}: timing")
-    times, pairs, flops = [], 0, 0
-    started = time.perf_counter()
-    for batch in plan:
-        t0 = time.perf_counter()
-        step(batch)  # encode returns NumPy and train_step a float: both wait for the device
-        times.append(time.perf_counter() - t0)
-        pairs += batch.size
-        flops += batch_flops(config, batch, mode)
-        if len(times) >= repeats and time.perf_counter() - started >= min_time:
-            break
-    after = runner.compile_stats()
-    total = float(np.sum(times))
-    warm = after_warmup.since(before)
+    warm = runner.compile_stats().since(before)
     # The parts of the warm-up (trace, lowering, XLA, first calls, cache), the same keys for every framework.
     detail = {key: value for key, value in warm.to_dict().items() if key not in ("traces", "compile_s", "shapes")}
-    return {
-        "compile_detail": detail,
-        "pairs_per_s": pairs / total,
-        "step_s_median": float(np.median(times)),
-        "step_s_p10": float(np.percentile(times, 10)),
-        "step_s_p90": float(np.percentile(times, 90)),
-        "timed_batches": len(times),
-        "timed_pairs": pairs,
-        "compile_s": warm.compile_s,
-        "first_call_s": first_call_s,
-        "warmup_shapes": len(seen),
-        "traces": after.traces - before.traces,
-        "traces_total": after.traces,
-        "retraces_while_timed": after.traces - after_warmup.traces,
-        "useful_flops": flops,
-        "useful_flops_per_s": flops / total,
-        "device_name": devices.device_name(framework, device),
-    }
-
-
-def _shape(batch) -> tuple[int, int, int]:
-    return (batch.size, batch.num_tokens, batch.num_steps)
+    return {"compile_s": warm.compile_s, "traces": warm.traces, "compile_detail": detail,
+            "first_call_s": first_call_s, "warmup_shapes": len(seen)}

@@ -1,33 +1,49 @@
 """``python -m bench run``: the cross-framework benchmark (the suite's main job).
 
-The parent process only plans and collects: each implementation is measured
-by ``python -m bench.benchmark.worker`` in a subprocess of its own, which
-appends its records to ``OUT/results.jsonl`` as it goes. At the end the
-parent compares the implementations' outputs pairwise, prints a table and
-the targets, and fails (exit 1) if any implementation crashed or disagreed
-with the reference.
+The parent process only plans, drives and collects. Every implementation is
+measured by a worker process of its own (bench/benchmark/worker.py), all
+started at once and kept alive for the whole run. For each measurement (mode,
+batch size, transitions) the parent first has each worker warm up in turn
+(tracing and compiling, counted and timed alone), then times in interleaved
+rounds: each round visits every implementation, in an order rotated from
+round to round, and each times the same slice of the same batch plan. Load
+that comes and goes on the machine then lands on every implementation alike,
+and a ratio between two implementations is taken round by round (its median
+and spread are in the report). Records go to ``OUT/results.jsonl`` as each
+measurement completes; the run holds a lock on OUT while it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
-import subprocess
+import os
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from bench.benchmark.measure import git_commit, pairwise_agreement
-from bench.benchmark.report import format_table, format_targets
+from bench.benchmark.pool import WorkerPool
+from bench.benchmark.report import format_ratios, format_table, format_targets
 from bench.benchmark.worker import WorkerSpec
-from bench.config import preset, worker_env
+from bench.config import preset
 from bench.datasets import add_data_arguments
 from bench.frameworks import FRAMEWORKS, IMPLEMENTATIONS, OPT_IN, installed
-from bench.records import read_records, write_json
+from bench.lock import lock_output
+from bench.progress import Progress
+from bench.records import append_record, read_records, write_json
+from shared.batching import DEFAULT_BUCKETS
 
-QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "repeats": 3, "min_time": 0.2, "agreement_pairs": 8}
-FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "repeats": 10, "min_time": 1.0, "agreement_pairs": 32}
+QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "decided_batch_sizes": [1, 8], "rounds": 3,
+         "round_time": 0.05, "agreement_pairs": 8}
+FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "decided_batch_sizes": [1, 128], "rounds": 7,
+        "round_time": 0.4, "agreement_pairs": 32}
+
+# Which transitions each mode can follow (docs/spec.md §7): inference reads
+# the data's parse or predicts its own; training follows the data's parse
+# (supervised) or samples one (REINFORCE).
+TRANSITIONS = {"infer": ("gold", "predicted"), "train": ("gold", "sampled")}
 
 
 def _int_list(text: str) -> list[int]:
@@ -36,7 +52,7 @@ def _int_list(text: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"batch sizes must be positive, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return values
 
 
@@ -52,26 +68,34 @@ def register(sub) -> None:
     p.add_argument("--implementations", type=_name_list, default=None,
                    help=f"exact variants, from {','.join(IMPLEMENTATIONS)} [default: those of the frameworks, "
                         f"except the opt-in {','.join(sorted(OPT_IN))}]")
-    p.add_argument("--batch-sizes", type=_int_list, default=None, help="[default: 1,32,128; quick: 1,8]")
+    p.add_argument("--batch-sizes", type=_int_list, default=None,
+                   help="[default: 1,32,128, and 1,128 for model-decided transitions; quick: 1,8]")
     p.add_argument("--modes", type=_name_list, default=["infer", "train"], help="infer,train [default: both]")
+    p.add_argument("--transitions", type=_name_list, default=["gold", "predicted"],
+                   help="gold (the data's parse), predicted (inference follows the model's own parse), "
+                        "sampled (the REINFORCE training step) [default: gold,predicted]")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
                    help="auto: the GPU if the framework sees one, else the CPU [default: %(default)s]")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
-    p.add_argument("--repeats", type=int, default=None, help="timed batches at least [default: 10; quick: 3]")
-    p.add_argument("--min-time", type=float, default=None,
-                   help="timed seconds at least per measurement [default: 1.0; quick: 0.2]")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="interleaved timing rounds per measurement [default: 7; quick: 3]")
+    p.add_argument("--round-time", type=float, default=None,
+                   help="seconds the slowest implementation spends per round, roughly [default: 0.4; quick: 0.05]")
     p.add_argument("--size", choices=("full", "quick"), default=None,
                    help="model size: full (E=H=300, D=64, M=1024, L=2) or quick (16-wide) "
                         "[default: full; quick with --quick]")
     p.add_argument("--quick", action="store_true",
-                   help="tiny model, 64 pairs, few repeats: under a minute per implementation (smoke tests, CI)")
+                   help="tiny model, 64 pairs, 3 short rounds: the harness end to end in about a minute")
     p.add_argument("--out", default="results/latest", help="output folder [default: %(default)s]")
     p.add_argument("--resume", action="store_true",
                    help="keep OUT/results.jsonl and measure only what it lacks")
-    p.add_argument("--timeout", type=float, default=3600, help="seconds per implementation [default: %(default)s]")
+    p.add_argument("--timeout", type=float, default=1800,
+                   help="seconds a worker may take for one step (start-up, a warm-up, a round) "
+                        "[default: %(default)s]")
     p.add_argument("--buckets", type=_int_list, default=None,
                    help="token-count bucket boundaries of the batches, e.g. 8,12,16,24,32,64: finer buckets "
-                        "mean less padding and more shapes to compile [default: 8,16,32,64]")
+                        "mean less padding and more shapes to compile [default: "
+                        f"{','.join(map(str, DEFAULT_BUCKETS))}]")
     p.add_argument("--jax-compilation-cache", default=None, metavar="DIR",
                    help="turn on JAX's persistent compilation cache in DIR (off by default); "
                         "a second run then loads compiled programs instead of compiling them")
@@ -84,7 +108,7 @@ def plan_implementations(args) -> list[str]:
         unknown = [name for name in args.implementations if name not in IMPLEMENTATIONS]
         if unknown:
             raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(IMPLEMENTATIONS)}")
-        return args.implementations
+        return list(dict.fromkeys(args.implementations))
     frameworks = args.frameworks
     if frameworks is None:
         # Looked up, not imported: the workers import the frameworks, the parent never does.
@@ -99,66 +123,90 @@ def plan_implementations(args) -> list[str]:
             if framework in frameworks and name not in OPT_IN]
 
 
-def worker_specs(args, names: list[str], out_dir: Path, done: set) -> list[WorkerSpec]:
+def plan_keys(args, defaults: dict) -> list[tuple[str, int, str]]:
+    """The measurements, (mode, batch size, transitions), in the order they are made."""
+    for mode in args.modes:
+        if mode not in TRANSITIONS:
+            raise ValueError(f"unknown mode {mode!r}; choose from infer, train")
+    known = {t for ts in TRANSITIONS.values() for t in ts}
+    for transitions in args.transitions:
+        if transitions not in known:
+            raise ValueError(f"unknown transitions {transitions!r}; choose from gold, predicted, sampled")
+    keys = []
+    for transitions in ("gold", "predicted", "sampled"):
+        if transitions not in args.transitions:
+            continue
+        for mode in args.modes:
+            if transitions not in TRANSITIONS[mode]:
+                continue
+            sizes = args.batch_sizes or defaults["batch_sizes" if transitions == "gold" else "decided_batch_sizes"]
+            keys += [(mode, b, transitions) for b in sizes]
+    if not keys:
+        raise ValueError(f"nothing to measure: --transitions {','.join(args.transitions)} does not apply to "
+                         f"--modes {','.join(args.modes)} (predicted is for infer, sampled for train)")
+    return keys
+
+
+def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[WorkerSpec]:
     """One WorkerSpec per implementation: what the flags (and --quick) ask for."""
-    defaults = QUICK if args.quick else FULL
     sizes = preset(args.size or ("quick" if args.quick else "full"))
     data = {"data": args.data, "split": args.split, "num_pairs": args.num_pairs or defaults["num_pairs"],
             "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
-    run_id, commit = time.strftime("%Y%m%dT%H%M%S"), git_commit()
     specs = []
     for name in names:
         framework, options = IMPLEMENTATIONS[name]
-        if framework == "jax" and args.jax_compilation_cache:
-            options = {**options, "compilation_cache_dir": str(Path(args.jax_compilation_cache).resolve())}
+        measure_cache = False
+        if framework == "jax":
+            if args.jax_compilation_cache:
+                options = {**options, "compilation_cache_dir": str(Path(args.jax_compilation_cache).resolve())}
+            else:  # a private cache, to time a compilation loaded from it (a report target)
+                measure_cache = "train" in args.modes and "gold" in args.transitions
         specs.append(WorkerSpec(
             implementation=name, framework=framework, options=options, out_dir=str(out_dir),
-            device=args.device, dtype=args.dtype, modes=args.modes,
-            batch_sizes=args.batch_sizes or defaults["batch_sizes"], data=data, sizes=sizes,
-            repeats=args.repeats or defaults["repeats"],
-            min_time=args.min_time if args.min_time is not None else defaults["min_time"],
-            agreement_pairs=defaults["agreement_pairs"], buckets=args.buckets,
-            skip=[[m, b] for (impl, m, b) in done if impl == name], git_commit=commit, run_id=run_id))
+            device=args.device, dtype=args.dtype, data=data, sizes=sizes,
+            agreement_pairs=defaults["agreement_pairs"], buckets=list(args.buckets or DEFAULT_BUCKETS),
+            measure_cache=measure_cache))
     return specs
-
-
-def run_worker(spec: WorkerSpec, out_dir: Path, timeout: float) -> int | str:
-    """Measure one implementation in a process of its own; its exit code (or "timeout")."""
-    spec_path = out_dir / "specs" / f"{spec.implementation}.json"
-    spec_path.parent.mkdir(exist_ok=True)
-    spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
-    try:
-        return subprocess.run([sys.executable, "-m", "bench.benchmark.worker", str(spec_path)],
-                              env=worker_env(spec.dtype), timeout=timeout).returncode
-    except subprocess.TimeoutExpired:
-        return "timeout"
 
 
 def cmd_run(args) -> int:
     out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = lock_output(out_dir, f"bench run --out {args.out}")
+    try:
+        return _run(args, out_dir)
+    finally:
+        lock.release()
+
+
+def _run(args, out_dir: Path) -> int:
     results = out_dir / "results.jsonl"
     if results.exists() and results.stat().st_size and not args.resume:
         raise ValueError(f"{results} already holds results: use --resume to complete it, "
                          f"or another --out (nothing is overwritten)")
+    defaults = QUICK if args.quick else FULL
     names = plan_implementations(args)
-    done = {(r["implementation"], r["mode"], r["batch_size"]) for r in read_records(results)}
-    failures = []
-    print(f"benchmark: {', '.join(names)} -> {results}", file=sys.stderr)
-    for k, spec in enumerate(worker_specs(args, names, out_dir, done), start=1):
-        print(f"[{spec.implementation}] implementation {k} of {len(names)}", file=sys.stderr)
-        started = time.perf_counter()
-        code = run_worker(spec, out_dir, args.timeout)
-        print(f"[{spec.implementation}] finished in {time.perf_counter() - started:.0f} s (exit {code})",
-              file=sys.stderr)
-        if code != 0:
-            failures.append((spec.implementation, code))
-
+    keys = plan_keys(args, defaults)
+    done = {(r["implementation"], r["mode"], r["batch_size"], r.get("transitions", "gold"))
+            for r in read_records(results)}
+    todo = [key for key in keys if any((name, *key) not in done for name in names)]
+    if args.resume and not todo:
+        print(f"benchmark: {results} already holds every measurement asked for", file=sys.stderr)
+    run = {"run_id": time.strftime("%Y%m%dT%H%M%S"), "git_commit": git_commit(),
+           "rounds": args.rounds or defaults["rounds"],
+           "round_time": args.round_time if args.round_time is not None else defaults["round_time"]}
+    print(f"benchmark: {', '.join(names)}; {len(todo)} measurements, {run['rounds']} interleaved rounds each "
+          f"-> {results}", file=sys.stderr)
+    failures: dict[str, str] = {}
+    if todo:
+        with WorkerPool(worker_specs(args, names, out_dir, defaults), out_dir, args.timeout) as pool:
+            failures = _measure(pool, todo, done, run, args, results)
     records = [r for r in read_records(results) if r["implementation"] in names]
     agreement = pairwise_agreement(out_dir, names)
     write_json(out_dir / "agreement.json", agreement)
     print()
     print(format_table(records))
+    print()
+    print(format_ratios(records))
     print()
     print(format_targets(records))
     if agreement:
@@ -166,9 +214,157 @@ def cmd_run(args) -> int:
         for pair, diff in agreement.items():
             print(f"  {pair}: encodings {diff['max_abs_diff_encoding']:.1e}, "
                   f"logits {diff['max_abs_diff_logits']:.1e}")
-    if failures:
-        for name, code in failures:
-            why = "disagrees with the float64 reference" if code == 3 else f"failed (exit {code})"
-            print(f"error: {name} {why}", file=sys.stderr)
-        return 1
-    return 0
+    for name, why in failures.items():
+        print(f"error: {name} {why}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _measure(pool: WorkerPool, keys, done, run: dict, args, results: Path) -> dict[str, str]:
+    """Start-up, agreement, peaks, then every key in interleaved rounds."""
+    failures = {}
+    errors = pool.start()
+    if errors:
+        for error in errors:
+            print(f"error: {error}", file=sys.stderr)
+        if args.device == "gpu":  # asked for a GPU that some framework lacks: measure nothing
+            raise ValueError(f"--device gpu: {len(errors)} of {len(pool.workers)} implementations cannot run")
+        failures.update({w.name: "failed to start" for w in pool.workers if w.failed})
+    progress = Progress("bench run", len(keys) * (1 + run["rounds"]), unit="steps", interval=20.0)
+    agreement, peaks = {}, {}
+    for worker in pool.alive():
+        progress.status(f"{worker.name}: agreement with the float64 reference")
+        result = pool.ask(worker, "agreement", transitions=args.transitions)
+        if result is None:
+            continue
+        agreement[worker.name] = result
+        verdict = "ok" if result["agreement_ok"] else "DISAGREES WITH THE REFERENCE"
+        parse = (f", predicted parses {100 * result['parse_agreement']:.1f} % equal"
+                 if "parse_agreement" in result else "")
+        progress.write(f"{worker.name}: agreement encodings {result['max_abs_err_encoding']:.1e}, logits "
+                       f"{result['max_abs_err_logits']:.1e}, grads {result['max_rel_err_grads']:.1e} (rel)"
+                       f"{parse}: {verdict}")
+        if not result["agreement_ok"]:
+            failures[worker.name] = "disagrees with the float64 reference"
+    for worker in pool.alive():
+        progress.status(f"{worker.name}: dense matmul peak")
+        peak = pool.ask(worker, "peak")
+        if peak is not None:
+            peaks[worker.name] = peak
+            progress.write(f"{worker.name}: dense matmul peak {peak['matmul_peak_flops_per_s'] / 1e9:.1f} GFLOP/s")
+    if not peaks:
+        progress.close()
+        return {**failures, **{w.name: w.failed for w in pool.workers if w.failed}}
+    device_peak = max(peaks.items(), key=lambda item: item[1]["matmul_peak_flops_per_s"])
+    for key in keys:
+        mode, batch_size, transitions = key
+        workers = [w for w in pool.alive() if (w.name, *key) not in done and w.name in agreement]
+        label = f"{mode} B={batch_size} {transitions}"
+        measured = _measure_key(pool, workers, key, run, progress, label)
+        load = os.getloadavg()[0]
+        for worker, numbers in measured.items():
+            record = _record(worker, key, numbers, run, agreement[worker.name], peaks[worker.name], device_peak,
+                             [w.name for w in measured], args)
+            record["load_avg_1min"] = [numbers["load_before"], load]
+            append_record(results, record)
+        progress.write(_summary(label, measured))
+    progress.close()
+    failures.update({w.name: f"failed: {w.failed}" for w in pool.workers if w.failed and w.name not in failures})
+    return failures
+
+
+def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, label: str) -> dict:
+    """Warm-up one worker at a time, then the interleaved rounds; numbers per worker."""
+    mode, batch_size, transitions = key
+    name = f"{mode}-{batch_size}-{transitions}"
+    prepared = {}
+    for worker in workers:
+        progress.status(f"{label}: {worker.name} warm-up (tracing, compiling)")
+        load_before = os.getloadavg()[0]
+        reply = pool.ask(worker, "prepare", key=name, mode=mode, batch_size=batch_size, transitions=transitions)
+        if reply is None:
+            continue
+        if "skipped" in reply:
+            progress.write(f"{label}: {worker.name} skipped: {reply['skipped']}")
+            continue
+        prepared[worker] = {**reply, "load_before": load_before, "times": [], "round_pairs_per_s": [],
+                            "round_step_s": [], "pairs": 0, "flops": 0}
+    progress.update(1)
+    if not prepared:
+        return {}
+    # Every implementation times the same batches in a round: as many as the
+    # slowest needs for about round_time seconds.
+    slowest = max(numbers["step_estimate_s"] for numbers in prepared.values())
+    per_round = max(1, int(run["round_time"] / max(slowest, 1e-9)))
+    order = list(prepared)
+    for r in range(run["rounds"]):
+        progress.status(f"{label}: round {r + 1} of {run['rounds']}")
+        shift = r % len(order)
+        for worker in order[shift:] + order[:shift]:
+            if worker not in prepared:
+                continue
+            reply = pool.ask(worker, "time", key=name, start=r * per_round, count=per_round)
+            if reply is None:
+                del prepared[worker]
+                continue
+            numbers = prepared[worker]
+            numbers["times"] += reply["times"]
+            numbers["pairs"] += reply["pairs"]
+            numbers["flops"] += reply["flops"]
+            numbers["round_pairs_per_s"].append(reply["pairs"] / sum(reply["times"]))
+            numbers["round_step_s"].append(float(np.median(reply["times"])))
+        progress.update(1)
+    for worker in list(prepared):
+        reply = pool.ask(worker, "finish", key=name)
+        if reply is None:
+            del prepared[worker]
+            continue
+        prepared[worker].update(reply, batches_per_round=per_round)
+    return prepared
+
+
+def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device_peak, interleaved, args) -> dict:
+    """One results.jsonl record (docs/spec.md §6 keys and more)."""
+    mode, batch_size, transitions = key
+    ready, spec = worker.ready, worker.spec
+    total = float(np.sum(n["times"]))
+    useful = n["flops"] / total
+    record = {
+        "implementation": worker.name, "framework": spec.framework, "framework_version": ready["framework_version"],
+        "mode": mode, "transitions": transitions, "device": ready["device"], "device_name": ready["device_name"],
+        "dtype": spec.dtype, "batch_size": batch_size,
+        "pairs_per_s": n["pairs"] / total,
+        "step_s_median": float(np.median(n["times"])),
+        "step_s_p10": float(np.percentile(n["times"], 10)),
+        "step_s_p90": float(np.percentile(n["times"], 90)),
+        "rounds": len(n["round_pairs_per_s"]), "batches_per_round": n["batches_per_round"],
+        "round_pairs_per_s": n["round_pairs_per_s"], "round_step_s": n["round_step_s"],
+        "interleaved_with": interleaved,
+        "timed_batches": len(n["times"]), "timed_pairs": n["pairs"],
+        "compile_s": n["compile_s"], "traces": n["traces"], "compile_detail": n["compile_detail"],
+        "first_call_s": n["first_call_s"], "warmup_shapes": n["warmup_shapes"],
+        "traces_total": n["traces_total"], "retraces_while_timed": n["retraces_while_timed"],
+        "useful_flops": n["flops"], "useful_flops_per_s": useful,
+        "matmul_peak_flops_per_s": peak["matmul_peak_flops_per_s"], "matmul_peak_n": peak["matmul_peak_n"],
+        "flops_fraction_of_peak": useful / peak["matmul_peak_flops_per_s"],
+        "device_peak_flops_per_s": device_peak[1]["matmul_peak_flops_per_s"],
+        "device_peak_implementation": device_peak[0],
+        "useful_fraction_of_device_peak": useful / device_peak[1]["matmul_peak_flops_per_s"],
+        "peak_mem_bytes": n["peak_mem_bytes"], "peak_rss_bytes": n["peak_rss_bytes"],
+        "padding_waste": n["padding_waste"], "buckets": spec.buckets,
+        "data": ready["data"], "model": ready["model"],
+        "optimizer": "adam" if mode == "train" else None, "options": spec.options,
+        **{k: v for k, v in agreement.items()},
+        **{k: ready[k] for k in ("python", "numpy", "platform", "cpu", "threads", "precision_modes")},
+        "git_commit": run["git_commit"], "run_id": run["run_id"],
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    for optional in ("host_syncs_per_batch", "cached_compile"):
+        if optional in n:
+            record[optional] = n[optional]
+    return record
+
+
+def _summary(label: str, measured: dict) -> str:
+    parts = [f"{w.name} {n['pairs'] / sum(n['times']):,.1f} pairs/s (compile {n['compile_s']:.1f} s)"
+             for w, n in measured.items()]
+    return f"{label}: " + "; ".join(parts) if parts else f"{label}: nothing measured"

@@ -1,36 +1,59 @@
-"""One implementation's measurements, in a process of its own.
+"""One implementation's process: it stays alive for the whole run and measures on request.
 
 ``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json``
-once per implementation, so frameworks cannot disturb each other and memory
-figures are the implementation's own. The worker appends one JSON record per
-(mode, batch size) to ``results.jsonl`` as soon as it is measured, so an
-interrupted run keeps everything finished before the interruption.
+once per implementation, all at once, so frameworks cannot disturb each
+other's memory or threads and memory figures are the implementation's own.
+The parent then drives every worker through the same steps, so that timing
+can proceed in interleaved rounds (bench/benchmark/plan.py): background load
+that comes and goes then lands on every implementation alike.
 
-Exit codes: 0 ok, 3 measured but disagrees with the reference beyond the
-tolerances of the tests (records written, marked ``agreement_ok: false``).
+The protocol is JSON lines: one request a line on the worker's stdin, one
+reply a line on a private copy of its stdout (anything a library prints goes
+to stderr instead, so it cannot corrupt a reply). Requests:
+
+* ``agreement``: encodings, logits and gradients against the float64
+  reference (and, with a transition head, the share of predicted parses equal
+  to the reference's);
+* ``peak``: the dense matmul peak of this framework, device and dtype;
+* ``prepare`` (a measurement key: mode, batch size, transitions): build a
+  runner and the batches, warm up on every shape (tracing and compiling,
+  counted), time one more batch as an estimate;
+* ``time`` (key, first batch index, count): time that slice of the batch plan
+  and return the per-batch seconds; every worker gets the same slices, so a
+  round compares the same work;
+* ``finish`` (key): retraces while timed, memory peak; the runner is dropped;
+* ``exit``.
+
+The worker dies with its parent, however the parent ends: on Linux it asks
+the kernel for SIGKILL when the parent dies (``PR_SET_PDEATHSIG``), and on any
+system it exits when its stdin closes, which happens when the parent exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
+import signal
 import sys
+import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from bench.benchmark import devices
-from bench.benchmark.measure import RssSampler, check_agreement, measure
+from bench.benchmark.measure import RssSampler, check_agreement, warm_up
+from bench.benchmark.flops import batch_flops
 from bench.config import quiet_frameworks
 from bench.datasets import load_dataset
 from bench.frameworks import runner_class
-from bench.progress import Progress
-from bench.records import append_record
-from shared.batching import DEFAULT_BUCKETS, make_batches, padding_report
+from shared.batching import make_batches, padding_report
+from shared.parsing import uniforms_for
 from shared.params import ModelConfig, init_params
 from shared.vocab import Vocabulary
 
@@ -41,21 +64,16 @@ class WorkerSpec:
     framework: str  # "pytorch", "tensorflow", "jax"
     options: dict  # extra Runner options of the variant
     out_dir: str
-    device: str = "cpu"  # "cpu" or "gpu"
+    device: str = "cpu"  # "auto", "cpu" or "gpu"
     dtype: str = "float32"
-    modes: list = field(default_factory=lambda: ["infer", "train"])
-    batch_sizes: list = field(default_factory=lambda: [1, 32, 128])
     data: dict = field(default_factory=lambda: {"data": "sample"})  # bench.datasets arguments
     sizes: dict = field(default_factory=dict)  # ModelConfig sizes
-    repeats: int = 10  # timed batches at least
-    min_time: float = 1.0  # and at least this many seconds of timed batches
-    max_batches: int = 200  # never more timed batches than this
+    transition_head: bool = True  # predicted/sampled modes need the head (docs/spec.md §7)
     agreement_pairs: int = 32  # pairs checked against the float64 reference
     seed: int = 0
-    buckets: list | None = None  # token-count bucket boundaries (None: shared.batching.DEFAULT_BUCKETS)
-    skip: list = field(default_factory=list)  # [mode, batch size] pairs already measured (--resume)
-    git_commit: str = "unknown"
-    run_id: str = ""
+    buckets: list = field(default_factory=list)  # token-count bucket boundaries of the batches
+    max_batches: int = 400  # length of the cyclic batch plan of a key
+    measure_cache: bool = False  # JAX: compile the train step again from the persistent cache
 
 
 def build_workload(spec: WorkerSpec):
@@ -64,108 +82,201 @@ def build_workload(spec: WorkerSpec):
     vars(args).update(spec.data)
     dataset = load_dataset(args)
     vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True)
-    config = ModelConfig(vocab_size=len(vocab), **spec.sizes)
+    config = ModelConfig(vocab_size=len(vocab), transition_head=spec.transition_head, **spec.sizes)
     params = init_params(config, seed=spec.seed)
     return dataset, vocab, config, params
 
 
-def environment(spec: WorkerSpec) -> dict:
-    """The machine and software state every record carries."""
-    return {
-        "framework": spec.framework,
-        "framework_version": devices.framework_version(spec.framework),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-        "cpu": devices.cpu_name(),
-        "threads": devices.thread_counts(spec.framework),
-        "precision_modes": devices.precision_modes(spec.framework),
-        "git_commit": spec.git_commit,
-        "run_id": spec.run_id,
-    }
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
-def run(spec: WorkerSpec) -> int:
-    devices.set_full_precision(spec.framework)
-    runner_cls = runner_class(spec.framework)
-    if spec.device == "auto":
-        spec.device = "gpu" if devices.gpu_available(spec.framework) else "cpu"
-    dataset, vocab, config, params = build_workload(spec)
-    todo = [(mode, b) for mode in spec.modes for b in spec.batch_sizes if [mode, b] not in spec.skip]
-    progress = Progress(spec.implementation, len(todo), unit="measurements", interval=None)
-    progress.write(f"{len(dataset.pairs)} pairs of {dataset.name}; model {config.to_json()}; device {spec.device}")
+@dataclass
+class Task:
+    """A warmed-up (mode, batch size, transitions) measurement."""
 
-    def new_runner():
-        return runner_cls(params, config, dtype=spec.dtype, device=spec.device, **spec.options)
+    runner: object
+    step: object  # batch index -> None: one step, waiting for the device
+    plan: list  # the cyclic batch plan
+    flops: list  # useful FLOPs of each planned batch
+    rss: RssSampler
+    compile_after_warmup: object  # CompileStats
+    host_syncs: list = field(default_factory=list)  # PyTorch in a model-decided mode: reads per batch
 
-    progress.status("agreement with the float64 reference")
-    labelled = [p for p in dataset.pairs if p.label >= 0]
-    agreement = check_agreement(new_runner(), labelled[:spec.agreement_pairs], vocab, config, params, spec.dtype,
-                                Path(spec.out_dir), spec.implementation)
-    status = "ok" if agreement["agreement_ok"] else "DISAGREES WITH THE REFERENCE"
-    progress.write(f"agreement: encodings {agreement['max_abs_err_encoding']:.1e}, logits "
-                   f"{agreement['max_abs_err_logits']:.1e}, grads {agreement['max_rel_err_grads']:.1e} (rel): {status}")
-    progress.status("dense matmul peak")
-    peak = devices.matmul_peak_flops(spec.framework, spec.device, spec.dtype)
-    progress.write(f"dense matmul peak {peak['matmul_peak_flops_per_s'] / 1e9:.1f} GFLOP/s "
-                   f"(n={peak['matmul_peak_n']})")
 
-    env = environment(spec)
-    results = Path(spec.out_dir) / "results.jsonl"
-    for mode in spec.modes:
-        for batch_size in spec.batch_sizes:
-            if [mode, batch_size] in spec.skip:
-                progress.write(f"{mode} B={batch_size}: already in {results}, skipped (--resume)")
-                continue
-            pairs = labelled if mode == "train" else dataset.pairs
-            batches = make_batches(pairs, vocab, batch_size, buckets=spec.buckets or DEFAULT_BUCKETS,
-                                   shuffle=True, seed=spec.seed, drop_last=True)
-            if not batches:
-                progress.write(f"{mode} B={batch_size}: fewer pairs than one batch, skipped")
-                progress.update(1)
-                continue
-            runner = new_runner()
-            if mode == "train":
-                runner.set_optimizer("adam", lr=1e-3)
-            if spec.device == "gpu":
-                devices.reset_device_peak(spec.framework)
-            load_before = os.getloadavg()[0]
-            with RssSampler() as rss:
-                numbers = measure(runner, batches, mode, config, repeats=spec.repeats, min_time=spec.min_time,
-                                  max_batches=spec.max_batches, framework=spec.framework, device=spec.device,
-                                  status=progress.status)
-            record = {
-                "implementation": spec.implementation,
-                "mode": mode,
-                "device": spec.device,
-                "dtype": spec.dtype,
-                "batch_size": batch_size,
-                **numbers,
-                "matmul_peak_flops_per_s": peak["matmul_peak_flops_per_s"],
-                "matmul_peak_n": peak["matmul_peak_n"],
-                "peak_mem_bytes": (devices.device_peak_bytes(spec.framework) if spec.device == "gpu"
-                                   else rss.peak),
-                "peak_rss_bytes": rss.peak,
-                "padding_waste": padding_report(batches).waste,
-                "buckets": list(spec.buckets or DEFAULT_BUCKETS),
-                # Other work on the machine skews timings: the 1-minute load average around the measurement.
-                "load_avg_1min": [load_before, os.getloadavg()[0]],
-                "data": dataset.name,
-                "model": json.loads(config.to_json()),
-                "optimizer": "adam" if mode == "train" else None,
-                "options": spec.options,
-                **agreement,
-                **env,
-                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            }
-            record["flops_fraction_of_peak"] = record["useful_flops_per_s"] / record["matmul_peak_flops_per_s"]
-            append_record(results, record)
-            progress.write(f"{mode:5s} B={batch_size:<4d} {numbers['pairs_per_s']:9.1f} pairs/s  "
-                           f"step {numbers['step_s_median'] * 1e3:8.1f} ms  compile {numbers['compile_s']:.2f} s  "
-                           f"traces {numbers['traces']}  {record['flops_fraction_of_peak'] * 100:.1f}% of peak")
-            progress.update(1)
-    progress.close()
-    return 0 if agreement["agreement_ok"] else 3
+class Worker:
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        devices.set_full_precision(spec.framework)
+        self.runner_cls = runner_class(spec.framework)
+        if spec.device == "auto":
+            spec.device = "gpu" if devices.gpu_available(spec.framework) else "cpu"
+        elif spec.device == "gpu" and not devices.gpu_available(spec.framework):
+            raise RuntimeError(f"{spec.framework} sees no GPU here ({devices.gpu_missing_reason(spec.framework)})")
+        self.dataset, self.vocab, self.config, self.params = build_workload(spec)
+        self.labelled = [p for p in self.dataset.pairs if p.label >= 0]
+        self.tasks: dict[str, Task] = {}
+        self.cache_dir = None
+        if spec.measure_cache:
+            self.cache_dir = tempfile.TemporaryDirectory(prefix="spinn-jax-cache-")
+            import impl_jax.runner as jax_runner
+            jax_runner.enable_compilation_cache(self.cache_dir.name)
+
+    def new_runner(self):
+        return self.runner_cls(self.params, self.config, dtype=self.spec.dtype, device=self.spec.device,
+                               **self.spec.options)
+
+    # -- requests ----------------------------------------------------------
+
+    def ready(self) -> dict:
+        spec = self.spec
+        return {
+            "device": spec.device,
+            "device_name": devices.device_name(spec.framework, spec.device),
+            "data": self.dataset.name,
+            "num_pairs": len(self.dataset.pairs),
+            "model": json.loads(self.config.to_json()),
+            "framework_version": devices.framework_version(spec.framework),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "platform": platform.platform(),
+            "cpu": devices.cpu_name(),
+            "threads": devices.thread_counts(spec.framework),
+            "precision_modes": devices.precision_modes(spec.framework),
+        }
+
+    def agreement(self, transitions: list) -> dict:
+        return check_agreement(self.new_runner(), self.labelled[:self.spec.agreement_pairs], self.vocab,
+                               self.config, self.params, self.spec.dtype, Path(self.spec.out_dir),
+                               self.spec.implementation, parse_modes=[t for t in transitions if t != "gold"])
+
+    def peak(self) -> dict:
+        return devices.matmul_peak_flops(self.spec.framework, self.spec.device, self.spec.dtype)
+
+    def prepare(self, key: str, mode: str, batch_size: int, transitions: str) -> dict:
+        pairs = self.labelled if mode == "train" else self.dataset.pairs
+        batches = make_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,
+                               seed=self.spec.seed, drop_last=True)
+        if not batches:
+            return {"skipped": f"fewer pairs than one batch of {batch_size}"}
+        plan = [batches[k % len(batches)] for k in range(self.spec.max_batches)]
+        runner = self.new_runner()
+        step, syncs = self._step(runner, mode, transitions, pairs)
+        if self.spec.device == "gpu":
+            devices.reset_device_peak(self.spec.framework)
+        rss = RssSampler().__enter__()
+        warm = warm_up(runner, batches, step)
+        t0 = time.perf_counter()
+        step(plan[0])  # one more warm batch: caches, allocator, thread pools; and an estimate
+        estimate = time.perf_counter() - t0
+        reply = {**warm, "step_estimate_s": estimate, "padding_waste": padding_report(batches).waste,
+                 "num_batches": len(batches)}
+        if self.spec.measure_cache and mode == "train":
+            reply["cached_compile"] = self._compile_from_cache(batches, mode, transitions, pairs)
+        self.tasks[key] = Task(runner, step, plan, [batch_flops(self.config, b, mode) for b in plan], rss,
+                               runner.compile_stats(), syncs)
+        return reply
+
+    def time(self, key: str, start: int, count: int) -> dict:
+        task = self.tasks[key]
+        times, pairs, flops = [], 0, 0
+        for k in range(start, start + count):
+            batch = task.plan[k % len(task.plan)]
+            t0 = time.perf_counter()
+            task.step(batch)  # returns host values (NumPy or a float): waits for the device
+            times.append(time.perf_counter() - t0)
+            pairs += batch.size
+            flops += task.flops[k % len(task.plan)]
+        return {"times": times, "pairs": pairs, "flops": flops}
+
+    def finish(self, key: str) -> dict:
+        task = self.tasks.pop(key)
+        task.rss.__exit__(None, None, None)
+        after = task.runner.compile_stats()
+        out = {
+            "traces_total": after.traces,
+            "retraces_while_timed": after.traces - task.compile_after_warmup.traces,
+            "peak_rss_bytes": task.rss.peak,
+            "peak_mem_bytes": (devices.device_peak_bytes(self.spec.framework) if self.spec.device == "gpu"
+                               else task.rss.peak),
+        }
+        if task.host_syncs:
+            out["host_syncs_per_batch"] = float(np.mean(task.host_syncs))
+        return out
+
+    # -- helpers -----------------------------------------------------------
+
+    def _step(self, runner, mode: str, transitions: str, pairs):
+        """The function one timed batch calls, and the list it logs host reads in."""
+        syncs: list[int] = []
+        if mode == "infer" and transitions == "gold":
+            return runner.encode, syncs
+        if mode == "infer" and transitions == "predicted":
+            def parse(batch):
+                runner.parse(batch, "predicted")
+                if hasattr(runner, "last_host_syncs"):
+                    syncs.append(runner.last_host_syncs)
+            return parse, syncs
+        if mode == "train" and transitions == "gold":
+            runner.set_optimizer("adam", lr=1e-3)
+            return runner.train_step, syncs
+        if mode == "train" and transitions == "sampled":
+            if not hasattr(runner, "reinforce_step"):
+                raise ValueError(f"{self.spec.implementation} has no REINFORCE training step")
+            runner.set_optimizer("adam", lr=1e-3)
+            rows = {p.pair_id: p.row for p in pairs}
+
+            def reinforce(batch):
+                uniforms = uniforms_for(batch, rows=[rows[i] for i in batch.pair_ids], seed=self.spec.seed)
+                runner.reinforce_step(batch, uniforms, 0.0)
+            return reinforce, syncs
+        raise ValueError(f"no benchmark step for mode {mode!r} with {transitions!r} transitions")
+
+    def _compile_from_cache(self, batches, mode: str, transitions: str, pairs) -> dict:
+        """Compile the same programs again in a fresh runner, after JAX's in-memory
+        caches are cleared: every executable now comes from the persistent cache."""
+        import jax
+
+        jax.clear_caches()
+        runner = self.new_runner()
+        step, _ = self._step(runner, mode, transitions, pairs)
+        warm = warm_up(runner, batches, step)
+        return {"compile_s": warm["compile_s"], "shapes": warm["warmup_shapes"],
+                "cache_hits": warm["compile_detail"]["cache_hits"],
+                "cache_misses": warm["compile_detail"]["cache_misses"]}
+
+
+def serve(spec: WorkerSpec, requests, reply) -> int:
+    """Answer requests until ``exit`` or the end of ``requests``."""
+    try:
+        worker = Worker(spec)
+        reply({"ok": True, "result": worker.ready()})
+    except Exception as err:  # reported to the parent as one line, then this worker ends
+        reply({"ok": False, "error": f"{type(err).__name__}: {err}"})
+        return 1
+    for line in requests:
+        request = json.loads(line)
+        command = request.pop("cmd")
+        if command == "exit":
+            break
+        try:
+            result = getattr(worker, command)(**request)
+            reply({"ok": True, "result": result})
+        except Exception as err:
+            traceback.print_exc(file=sys.stderr)
+            reply({"ok": False, "error": f"{type(err).__name__}: {err}"})
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,9 +284,20 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m bench.benchmark.worker SPEC.json", file=sys.stderr)
         return 2
+    die_with_parent()
+    # Replies go to a private copy of stdout; fd 1 becomes stderr, so whatever
+    # a framework prints can never be mistaken for a reply.
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     quiet_frameworks()  # before any framework is imported
     spec = WorkerSpec(**json.loads(Path(argv[0]).read_text()))
-    return run(spec)
+
+    def reply(message: dict) -> None:
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+
+    return serve(spec, sys.stdin, reply)
 
 
 if __name__ == "__main__":

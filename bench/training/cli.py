@@ -18,6 +18,7 @@ import numpy as np
 from bench.config import add_size_arguments, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset
 from bench.frameworks import ALL, runner_class
+from bench.lock import lock_output
 from bench.records import write_json
 from bench.training.evaluate import evaluate_pairs, format_confusion
 from bench.training.settings import EMBEDDING, TrainConfig
@@ -185,8 +186,12 @@ def cmd_train(args: argparse.Namespace) -> int:
                  "data_seed": args.data_seed, "dev": dev_name}
     if args.data == "shaped":
         data_info.update(shape=args.shape, length=args.length)
-    result = train(cfg, args.out, dataset.pairs, init=lambda: build_init(args, dataset.pairs, dev_pairs),
-                   dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+    lock = lock_output(args.out, f"bench train --out {args.out}")  # one command at a time per folder
+    try:
+        result = train(cfg, args.out, dataset.pairs, init=lambda: build_init(args, dataset.pairs, dev_pairs),
+                       dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+    finally:
+        lock.release()
     summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1)}
     for split in ("dev", "train"):
         last = [r for r in result.evals if r["split"] == split]

@@ -1,0 +1,99 @@
+"""``bench run`` as a process: its workers die with it, its output folder is
+locked while it runs, and a missing GPU is refused before anything is measured.
+
+Real subprocesses, kept small: one PyTorch worker, the quick model.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.cli import main
+from bench.lock import FolderLock
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Long enough to be interrupted: many rounds of the cheapest measurement.
+RUN = ["-m", "bench", "run", "--quick", "--implementations", "pytorch", "--modes", "infer",
+       "--transitions", "gold", "--batch-sizes", "1", "--rounds", "100000"]
+
+
+def start_run(out: Path) -> tuple[subprocess.Popen, psutil.Process]:
+    """The benchmark in a subprocess, once its worker has answered (it is measuring)."""
+    parent = subprocess.Popen([sys.executable, *RUN, "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        workers = [p for p in psutil.Process(parent.pid).children(recursive=True)
+                   if "bench.benchmark.worker" in " ".join(p.cmdline())]
+        if workers and (out / "agreement").is_dir():  # started, and past its agreement check
+            return parent, workers[0]
+        assert parent.poll() is None, parent.stderr.read()
+        time.sleep(0.2)
+    parent.kill()
+    raise AssertionError("the worker did not start within 120 s")
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"])
+def test_worker_dies_with_the_harness(tmp_path, how):
+    parent, worker = start_run(tmp_path)
+    os.kill(parent.pid, how)
+    parent.wait(timeout=30)
+    worker.wait(timeout=15)  # psutil raises TimeoutExpired if the worker outlives its parent
+    assert not worker.is_running()
+    if how == signal.SIGINT:
+        assert parent.returncode == 130 and "interrupted" in parent.stderr.read()
+
+
+def test_worker_ends_with_a_finished_run(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, *RUN[:-2], "--rounds", "2", "--out", str(out)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen = set()
+    while proc.poll() is None:
+        try:
+            seen |= {p.pid for p in psutil.Process(proc.pid).children(recursive=True)}
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    assert proc.returncode == 0
+    assert seen, "no worker was seen"
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in seen)
+
+
+def test_a_second_run_on_the_same_folder_is_refused(tmp_path, capsys):
+    with FolderLock(tmp_path, "bench run --out elsewhere"):
+        code = main(["run", "--quick", "--implementations", "pytorch", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"process {os.getpid()}" in err and "bench run --out elsewhere" in err
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_second_training_run_on_the_same_folder_is_refused(tmp_path, capsys):
+    with FolderLock(tmp_path, "bench train --out x"):
+        code = main(["train", "--framework", "reference", "--data", "synthetic", "--num-pairs", "8",
+                     "--size", "small", "--steps", "1", "--out", str(tmp_path)])
+    assert code == 2
+    assert "bench train --out x" in capsys.readouterr().err
+
+
+def test_gpu_asked_for_without_one_is_refused_before_measuring(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the refusal cannot happen here")
+    code = main(["run", "--quick", "--device", "gpu", "--implementations", "pytorch,jax", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if "sees no GPU" in line]
+    assert len(lines) == 2 and any("pytorch" in l for l in lines) and any("jax" in l for l in lines)
+    assert not (tmp_path / "results.jsonl").exists()
