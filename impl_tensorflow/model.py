@@ -483,8 +483,13 @@ class SPINN(tf.Module):
             # loop stacks up (only the small [S, *] tensors a step reads: the
             # memory is never saved whole). maximum_iterations bounds those stacks,
             # which XLA needs to know.
+            # The loop stops after the batch's longest sentence, not at T: the
+            # steps after it are PAD for every sentence and change nothing, so a
+            # batch padded to its length bucket's T costs only its real length.
+            # (A static scan, as in JAX, must run all T.)
+            last = tf.reduce_max(tf.where(tf.not_equal(transitions, PAD), tf.range(1, T + 1)[None, :], 0))
             _, memory, pointers, _, _, _ = tf.while_loop(
-                lambda t, *_: t < T,
+                lambda t, *_: t < last,
                 step,
                 (tf.constant(0), memory, tf.zeros([S, N + 2], tf.int32), zeros, zeros, state),
                 maximum_iterations=T,

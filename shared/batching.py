@@ -186,6 +186,17 @@ def bucket_size(n_tokens: int, buckets: Sequence[int] = DEFAULT_BUCKETS) -> int:
     return math.ceil(n_tokens / last) * last
 
 
+def length_buckets(lengths: Sequence[int], count: int = len(DEFAULT_BUCKETS)) -> tuple[int, ...]:
+    """Bucket boundaries chosen from the data: the ``count`` quantiles of the
+    pair lengths (the last one the longest pair), so each bucket holds about
+    as many pairs and a batch is padded only to its own part of the length
+    distribution. Fewer boundaries come back where quantiles coincide."""
+    if count < 1 or not len(lengths):
+        raise ValueError(f"need lengths and count >= 1, got {len(lengths)} lengths and count {count}")
+    quantiles = np.quantile(np.asarray(lengths), np.linspace(0.0, 1.0, count + 1)[1:], method="inverted_cdf")
+    return tuple(sorted({int(math.ceil(q)) for q in quantiles}))
+
+
 def _check_buckets(buckets: Sequence[int]) -> None:
     if not buckets or any(b < 1 for b in buckets) or any(a >= b for a, b in zip(buckets, buckets[1:])):
         raise ValueError(f"buckets must be increasing positive token counts, got {tuple(buckets)}")

@@ -249,3 +249,14 @@ def test_padding_report_hand_made():
 def test_transition_codes_survive():
     batch = make_pair_batch(_pairs([(4, 4)]), VOCAB)
     assert set(np.unique(batch.premise_transitions)) <= {PAD, SHIFT, REDUCE}
+
+
+def test_length_buckets_follow_the_data():
+    from shared.batching import length_buckets
+
+    lengths = [3] * 10 + [7] * 10 + [20] * 10 + [41] * 10
+    assert length_buckets(lengths, 4) == (3, 7, 20, 41)
+    assert length_buckets(lengths, 2) == (7, 41)
+    assert length_buckets([5] * 8, 4) == (5,)  # coinciding quantiles give one boundary
+    with pytest.raises(ValueError):
+        length_buckets([], 4)

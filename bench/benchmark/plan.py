@@ -56,6 +56,16 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
+def _buckets(text: str):
+    """--buckets: boundaries (8,16,32,64), or auto / auto:K (K quantiles of the data's pair lengths)."""
+    if text == "auto" or text.startswith("auto:"):
+        count = text.partition(":")[2] or str(len(DEFAULT_BUCKETS))
+        if not count.isdigit() or int(count) < 1:
+            raise argparse.ArgumentTypeError(f"expected auto or auto:K with K >= 1, got {text!r}")
+        return f"auto:{int(count)}"
+    return _int_list(text)
+
+
 def _name_list(text: str) -> list[str]:
     return [v.strip() for v in text.split(",") if v.strip()]
 
@@ -92,9 +102,10 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=1800,
                    help="seconds a worker may take for one step (start-up, a warm-up, a round) "
                         "[default: %(default)s]")
-    p.add_argument("--buckets", type=_int_list, default=None,
+    p.add_argument("--buckets", type=_buckets, default=None,
                    help="token-count bucket boundaries of the batches, e.g. 8,12,16,24,32,64: finer buckets "
-                        "mean less padding and more shapes to compile [default: "
+                        "mean less padding and more shapes to compile; auto:K takes the K quantiles of the "
+                        "data's pair lengths (auto: K=4) [default: "
                         f"{','.join(map(str, DEFAULT_BUCKETS))}]")
     p.add_argument("--jax-compilation-cache", default=None, metavar="DIR",
                    help="turn on JAX's persistent compilation cache in DIR (off by default); "
@@ -164,7 +175,8 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
         specs.append(WorkerSpec(
             implementation=name, framework=framework, options=options, out_dir=str(out_dir),
             device=args.device, dtype=args.dtype, data=data, sizes=sizes,
-            agreement_pairs=defaults["agreement_pairs"], buckets=list(args.buckets or DEFAULT_BUCKETS),
+            agreement_pairs=defaults["agreement_pairs"],
+            buckets=args.buckets if isinstance(args.buckets, str) else list(args.buckets or DEFAULT_BUCKETS),
             measure_cache=measure_cache))
     return specs
 
@@ -350,7 +362,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         "device_peak_implementation": device_peak[0],
         "useful_fraction_of_device_peak": useful / device_peak[1]["matmul_peak_flops_per_s"],
         "peak_mem_bytes": n["peak_mem_bytes"], "peak_rss_bytes": n["peak_rss_bytes"],
-        "padding_waste": n["padding_waste"], "buckets": spec.buckets,
+        "padding_waste": n["padding_waste"], "buckets": ready["buckets"],
         "data": ready["data"], "model": ready["model"],
         "optimizer": "adam" if mode == "train" else None, "options": spec.options,
         **{k: v for k, v in agreement.items()},

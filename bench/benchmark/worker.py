@@ -52,7 +52,7 @@ from bench.benchmark.flops import batch_flops
 from bench.config import quiet_frameworks
 from bench.datasets import load_dataset
 from bench.frameworks import runner_class
-from shared.batching import make_batches, padding_report
+from shared.batching import length_buckets, make_batches, pair_length, padding_report
 from shared.parsing import uniforms_for
 from shared.params import ModelConfig, init_params
 from shared.vocab import Vocabulary
@@ -71,7 +71,7 @@ class WorkerSpec:
     transition_head: bool = True  # predicted/sampled modes need the head (docs/spec.md §7)
     agreement_pairs: int = 32  # pairs checked against the float64 reference
     seed: int = 0
-    buckets: list = field(default_factory=list)  # token-count bucket boundaries of the batches
+    buckets: list | str = field(default_factory=list)  # token-count bucket boundaries, or "auto:K" (quantiles)
     max_batches: int = 400  # length of the cyclic batch plan of a key
     measure_cache: bool = False  # JAX: compile the train step again from the persistent cache
 
@@ -126,6 +126,9 @@ class Worker:
             raise RuntimeError(f"{spec.framework} sees no GPU here ({devices.gpu_missing_reason(spec.framework)})")
         self.dataset, self.vocab, self.config, self.params = build_workload(spec)
         self.labelled = [p for p in self.dataset.pairs if p.label >= 0]
+        if isinstance(spec.buckets, str):  # "auto:K": the K quantiles of this data's pair lengths
+            count = int(spec.buckets.partition(":")[2])
+            spec.buckets = list(length_buckets([pair_length(p) for p in self.dataset.pairs], count))
         self.tasks: dict[str, Task] = {}
         self.cache_dir = None
         if spec.measure_cache:
@@ -145,6 +148,7 @@ class Worker:
             "device": spec.device,
             "device_name": devices.device_name(spec.framework, spec.device),
             "data": self.dataset.name,
+            "buckets": list(spec.buckets),
             "num_pairs": len(self.dataset.pairs),
             "model": json.loads(self.config.to_json()),
             "framework_version": devices.framework_version(spec.framework),
