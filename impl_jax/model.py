@@ -432,11 +432,11 @@ class SNLIClassifier(nn.Module):
     unroll: int = 1
     # The sentence encoder's class (a class attribute, not a field): impl_jax/vmap.py
     # swaps in SPINN written for one sentence, with the same weights.
-    encoder: ClassVar[type] = SPINN
+    encoder_class: ClassVar[type] = SPINN
 
     def setup(self):
         c = self.config
-        self.spinn = self.encoder(c, self.layout, self.dropout_rate, self.param_dtype, self.unroll)
+        self.spinn = self.encoder_class(c, self.layout, self.dropout_rate, self.param_dtype, self.unroll)
         self.mlp = [nn.Dense(c.mlp_dim, param_dtype=self.param_dtype) for _ in range(c.mlp_layers)]
         self.output = nn.Dense(3, param_dtype=self.param_dtype)
         self.mlp_dropout = nn.Dropout(self.dropout_rate)

@@ -177,4 +177,4 @@ class VmapClassifier(SNLIClassifier):
     """model.py's classifier (the MLP is already batch-agnostic: Dense layers
     on the last axis) with the sentence encoder batched by vmap."""
 
-    encoder = SentenceSPINN
+    encoder_class = SentenceSPINN
