@@ -21,5 +21,7 @@ What this package shows about JAX:
 
 Modules: ``model`` (Tracker, Reduce, SPINN, SNLIClassifier), ``convert``
 (canonical <-> Flax weights), ``train`` (loss, gradients, optax, the training
-step), ``runner`` (the adapter of docs/runner-interface.md).
+step), ``runner`` (the adapter of docs/runner-interface.md), ``vmap`` (SPINN
+written for one sentence and batched by ``jax.vmap``, the same weights: the
+``jax-vmap`` implementation, ``algorithm="vmap"``).
 """

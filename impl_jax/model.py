@@ -46,7 +46,7 @@ program. ``__call__`` stays the plain gold-mode encoder, without the head.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -246,11 +246,12 @@ class SPINN(nn.Module):
     # ---- the pieces both paths share -----------------------------------------
 
     def _leaves(self, tokens, transitions, train):
-        """The buffer: leaves <float>[B, N, 2H] ([h; c] of every word) and n_leaves <int32>[B]."""
+        """The buffer: leaves <float>[B, N, 2H] ([h; c] of every word) and n_leaves <int32>[B].
+        (Also for one sentence, without the B axis: impl_jax/vmap.py.)"""
         leaves = self.projection(self.embed(tokens))  # [B, N, 2H]: [h; c] of every word
         leaves = self.leaf_dropout(leaves, deterministic=not train)
         # The buffer holds as many leaves as there are SHIFTs (tokens past that are padding).
-        n_leaves = jnp.sum(transitions == SHIFT, axis=1, dtype=jnp.int32)  # [B]
+        n_leaves = jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)  # [B]
         return leaves, n_leaves
 
     def _initial_carry(self, leaves, T: int) -> tuple:
@@ -394,6 +395,7 @@ def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     stack) <bool>[B]. Returns the masks is_shift, is_reduce <bool>[B] (both
     false: the sentence is finished, a PAD step) and, in sampled mode, the
     step's log-probability and entropy <float>[B], zero unless it was a choice.
+    The B axis may be absent (one sentence: impl_jax/vmap.py).
     """
     # Define-by-run code writes this as `if t_R > t_S: reduce() else: shift()`,
     # which needs the value of t in Python at every step. In a traced loop t
@@ -401,7 +403,7 @@ def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     # are computed anyway (the step always composes AND shifts), and the
     # decision only chooses which one is kept, like the gold op does.
     choice = can_shift & can_reduce  # both actions possible: the head decides
-    diff = logits[:, REDUCE_COLUMN] - logits[:, SHIFT_COLUMN]  # t_R - t_S
+    diff = logits[..., REDUCE_COLUMN] - logits[..., SHIFT_COLUMN]  # t_R - t_S
     ys = {}
     if mode == "predicted":
         wants_reduce = diff > 0  # t_R > t_S; a tie SHIFTs
@@ -428,10 +430,13 @@ class SNLIClassifier(nn.Module):
     dropout_rate: float = 0.0  # leaves and MLP inputs, training only
     param_dtype: Dtype = jnp.float32
     unroll: int = 1
+    # The sentence encoder's class (a class attribute, not a field): impl_jax/vmap.py
+    # swaps in SPINN written for one sentence, with the same weights.
+    encoder_class: ClassVar[type] = SPINN
 
     def setup(self):
         c = self.config
-        self.spinn = SPINN(c, self.layout, self.dropout_rate, self.param_dtype, self.unroll)
+        self.spinn = self.encoder_class(c, self.layout, self.dropout_rate, self.param_dtype, self.unroll)
         self.mlp = [nn.Dense(c.mlp_dim, param_dtype=self.param_dtype) for _ in range(c.mlp_layers)]
         self.output = nn.Dense(3, param_dtype=self.param_dtype)
         self.mlp_dropout = nn.Dropout(self.dropout_rate)

@@ -17,6 +17,10 @@ Options beyond the common interface:
   processes; ``compile_stats()`` then counts cache hits. Note that this cache is
   a process-wide JAX setting: it stays on for every later compilation.
 * ``unroll=k``: unroll factor of the scan (speed only).
+* ``algorithm="batched" | "vmap"``: the model. ``batched`` (the default) is
+  model.py, batched by hand; ``vmap`` is vmap.py, SPINN written for one
+  sentence and batched by ``jax.vmap`` (the ``jax-vmap`` implementation). The
+  weights, the programs and everything below are the same.
 
 Beyond the interface, as in impl_pytorch: ``set_optimizer(name, lr, frozen=...,
 **hyper)`` with the shared optimizer names and hyperparameters
@@ -49,12 +53,15 @@ from shared.runner import Runner as RunnerBase
 
 from .convert import from_canonical, name_map, resolve_dtype, to_canonical
 from .model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
+from .vmap import VmapClassifier
 from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge, parse_forward, partition,
                     state_from_shared, state_to_shared)
 
 # One parse program per transitions mode: the mode is a Python constant of the trace.
 PARSE_PROGRAMS = tuple(f"parse:{mode}" for mode in MODES)
 PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS
+# The model behind the programs: batched by hand (model.py) or by jax.vmap (vmap.py).
+ALGORITHMS = {"batched": SNLIClassifier, "vmap": VmapClassifier}
 HEAD_KERNEL = "tracker.transition.kernel"
 
 
@@ -121,12 +128,17 @@ class Runner(RunnerBase):
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  layout: str = DEFAULT_LAYOUT,
-                 compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1, **options):
+                 compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1,
+                 algorithm: str = "batched", **options):
         if options:
             raise TypeError(f"unknown JAX runner options {sorted(options)}; "
-                            "known: layout, compilation_cache_dir, unroll")
+                            "known: layout, compilation_cache_dir, unroll, algorithm")
         if layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
+        if algorithm == "vmap" and layout != "thin":
+            raise ValueError("algorithm 'vmap' has its own per-sentence thin stack; layout must be 'thin'")
         if transition_weight < 0:
             raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
         if transition_weight > 0 and not config.transition_head:
@@ -139,8 +151,9 @@ class Runner(RunnerBase):
         self.dtype = resolve_dtype(dtype)
         self.device = resolve_device(device)
         self.layout = layout
-        self.model = SNLIClassifier(config, layout=layout, dropout_rate=dropout,
-                                    param_dtype=jnp.dtype(self.dtype), unroll=unroll)
+        self.algorithm = algorithm
+        self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
+                                           param_dtype=jnp.dtype(self.dtype), unroll=unroll)
         self.params = from_canonical(params, config, self.dtype, self.device)["params"]
         self._frozen_paths: set = set()
         self.opt_state = None

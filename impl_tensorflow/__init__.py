@@ -38,5 +38,7 @@ What this package shows about its framework:
 
 Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
 ``train.py`` (loss, gradients, optimizers, dropout), ``runner.py`` (the
-adapter of docs/runner-interface.md, with trace counting and the XLA switch).
+adapter of docs/runner-interface.md, with trace counting and the XLA switch),
+``eager.py`` (the same modules run define-by-run in eager mode, as PyTorch
+runs them: the ``tensorflow-eager`` implementation, ``algorithm="eager"``).
 """

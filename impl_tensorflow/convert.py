@@ -113,12 +113,14 @@ def _check_map(config: ModelConfig, tf_shapes: Mapping[str, tuple[int, ...]]) ->
 
 
 def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype="float32",
-                   dropout: float = 0.0, memory: str = "tensor_array") -> SNLIClassifier:
-    """A new SNLIClassifier holding exactly ``params`` (copied), in ``dtype``.
-    Build it under ``tf.device(...)`` to place its variables."""
+                   dropout: float = 0.0, memory: str = "tensor_array",
+                   model_class: type = SNLIClassifier) -> SNLIClassifier:
+    """A new SNLIClassifier (or ``model_class``, a subclass with the same
+    variables, e.g. eager.EagerClassifier) holding exactly ``params``
+    (copied), in ``dtype``. Build it under ``tf.device(...)`` to place its variables."""
     check_params(params, config)  # ParamError naming any missing, extra or mis-shaped entry
     dtype = tf_dtype(dtype)
-    model = SNLIClassifier(config, dtype=dtype, dropout=dropout, memory=memory)
+    model = model_class(config, dtype=dtype, dropout=dropout, memory=memory)
     by_name = variables(model)
     _check_map(config, {tf_name: tuple(v.shape) for tf_name, v in by_name.items()})
     blocks: dict[str, list[np.ndarray]] = {tf_name: [] for tf_name in by_name}

@@ -546,6 +546,10 @@ class SNLIClassifier(tf.Module):
     traced graph draws new masks at every step and a run is repeatable.
     """
 
+    # The sentence encoder's class: impl_tensorflow/eager.py swaps in the
+    # define-by-run SPINN, with the same Tracker and Reduce (the same weights).
+    encoder_class = SPINN
+
     def __init__(self, config: ModelConfig, *, dtype: tf.DType = tf.float32, dropout: float = 0.0,
                  memory: str = "tensor_array", name: str = "snli_classifier"):
         super().__init__(name=name)
@@ -555,7 +559,7 @@ class SNLIClassifier(tf.Module):
         with self.name_scope:
             self.embed = Embedding(config.vocab_size, config.embed_dim, dtype)
             self.projection = Linear(config.embed_dim, 2 * H, dtype, name="projection")  # -> [h; c] of each leaf
-            self.spinn = SPINN(config, dtype, memory)
+            self.spinn = self.encoder_class(config, dtype, memory)
             widths = [4 * H] + [M] * config.mlp_layers
             self.mlp = [Linear(a, b, dtype, name=f"mlp_{k}") for k, (a, b) in enumerate(zip(widths[:-1], widths[1:]))]
             self.output = Linear(widths[-1], 3, dtype, name="output")

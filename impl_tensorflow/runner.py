@@ -13,6 +13,10 @@ but XLA compiles one program per distinct input shape: counted as
 ``xla_compilations``, the time of those calls added to ``compile_s``.
 ``memory="tensor_array"|"dense"`` picks the memory container explicitly
 (default: TensorArray on the CPU without XLA, dense otherwise).
+``algorithm="eager"`` (the ``tensorflow-eager`` implementation) runs
+eager.py's define-by-run SPINN instead, with no ``tf.function`` at all: the
+same variables, losses, optimizers and entry points, called eagerly
+(:class:`Untraced`), so nothing is traced or compiled.
 """
 
 from __future__ import annotations
@@ -32,7 +36,11 @@ from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed
 
 from . import convert, train
-from .model import MEMORIES
+from .eager import EagerClassifier
+from .model import MEMORIES, SNLIClassifier
+
+# The model behind the entry points: one static graph (model.py) or define-by-run (eager.py).
+ALGORITHMS = {"graph": SNLIClassifier, "eager": EagerClassifier}
 
 TOKENS = tf.TensorSpec([None, None], tf.int32)  # [B, N]
 TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]
@@ -110,14 +118,33 @@ class Traced:
                             shapes=[(self.name, *shape) for shape in self.shapes])
 
 
+class Untraced:
+    """An entry point run eagerly (``algorithm="eager"``): called like Traced,
+    it runs the Python function as it is, every call; nothing is traced or compiled."""
+
+    def __init__(self, name: str, fn: Callable, *_):
+        self.name = name
+        self.function = fn
+
+    def __call__(self, *args):
+        return self.function(*args)
+
+    def stats(self) -> CompileStats:
+        return CompileStats()
+
+
 class Runner(RunnerBase):
     framework = "tensorflow"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
-                 memory: str | None = None, transition_weight: float = 0.0, **options):
+                 memory: str | None = None, transition_weight: float = 0.0, algorithm: str = "graph", **options):
         if options:
-            raise TypeError(f"unknown TensorFlow runner options {sorted(options)} (known: xla, memory)")
+            raise TypeError(f"unknown TensorFlow runner options {sorted(options)} (known: xla, memory, algorithm)")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
+        if algorithm == "eager" and (xla or memory is not None):
+            raise ValueError("algorithm 'eager' builds no graph: xla and memory do not apply")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
         # Default memory: the TensorArray for the CPU graph executor (see model.py);
         # a dense tensor under XLA (which cannot compile the TensorArray scatter)
@@ -135,8 +162,13 @@ class Runner(RunnerBase):
         self.device = tf_device(device)
         self.xla = bool(xla)
         self.memory = memory
+        self.algorithm = algorithm
         with tf.device(self.device):
-            self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory)
+            self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory,
+                                                model_class=ALGORITHMS[algorithm])
+        # Every entry point below is wrapped once: traced into a tf.function
+        # (the graph), or called as it is (eager).
+        wrap = Untraced if algorithm == "eager" else Traced
         model = self.model
         transition_weight = self.transition_weight
 
@@ -148,8 +180,9 @@ class Runner(RunnerBase):
             return train.loss_and_grads(model, inputs, labels, transition_weight=transition_weight)
 
         self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
-        self._encode = Traced("encode", encode, INPUTS, self.xla, self._shapes)
-        self._loss_and_grads = Traced("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla, self._shapes)
+        self._wrap = wrap
+        self._encode = wrap("encode", encode, INPUTS, self.xla, self._shapes)
+        self._loss_and_grads = wrap("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla, self._shapes)
         self._train_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
         self._parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
@@ -179,7 +212,7 @@ class Runner(RunnerBase):
                 return (premise, hypothesis, logits) + tuple(parses[1:])
 
             signature = INPUTS + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
-            self._parse[mode] = Traced(f"parse_{mode}", parse, signature, self.xla, self._shapes)
+            self._parse[mode] = self._wrap(f"parse_{mode}", parse, signature, self.xla, self._shapes)
         with tf.device(self.device):
             out = self._parse[mode](*self._tensors(arrays))
         premise, hypothesis, logits, transitions, transition_logits, logprob, entropy = (t.numpy() for t in out)
@@ -212,7 +245,7 @@ class Runner(RunnerBase):
 
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
-        self._train_step = Traced("train_step", train_step, INPUTS + [LABELS, SEED], self.xla, self._shapes)
+        self._train_step = self._wrap("train_step", train_step, INPUTS + [LABELS, SEED], self.xla, self._shapes)
         self.optimizer = optimizer
         self._optimizer_spec = (name, hyper, frozen)
 
@@ -261,6 +294,8 @@ class Runner(RunnerBase):
         ``.concrete_function().graph`` is its graph, ``.function`` the bare
         tf.function (called with tensors, it skips the host-side checks of
         ``encode`` and friends)."""
+        if self.algorithm == "eager":
+            raise ValueError("algorithm 'eager' traces no function: its entry points run eagerly")
         if program == "train_step":
             self._need_optimizer()
             return self._train_step

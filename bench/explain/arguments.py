@@ -7,13 +7,16 @@ import argparse
 from bench.config import add_size_arguments
 
 FRAMEWORK_ORDER = ("pytorch", "tensorflow", "jax")
+# Explained only when named (not part of "all"): jax-vmap's program beside jax's.
+VARIANTS = ("jax-vmap",)
 SHAPES = ("sample", "random", "left", "right", "balanced")
 COMMAND = "python -m bench explain"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--framework", default="all", choices=("all",) + FRAMEWORK_ORDER,
-                   help="which framework to explain [default: %(default)s]")
+    p.add_argument("--framework", default="all", choices=("all",) + FRAMEWORK_ORDER + VARIANTS,
+                   help="which framework to explain; jax-vmap: the program jax.vmap generates from SPINN "
+                        "for one sentence, beside jax's [default: %(default)s]")
     p.add_argument("--batch-size", type=int, default=2,
                    help="pairs in the batch; each pair is two sentences [default: %(default)s]")
     p.add_argument("--shape", default="sample", choices=SHAPES,

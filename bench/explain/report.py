@@ -9,15 +9,17 @@ import platform
 import textwrap
 from pathlib import Path
 
-from bench.explain.arguments import FRAMEWORK_ORDER, command_line, frameworks
+from bench.explain.arguments import FRAMEWORK_ORDER, VARIANTS, command_line, frameworks
 from bench.explain.bad_input import explain_bad_input, format_bad_input
 from bench.explain.batches import make_batches, model_config, summary
 from bench.explain.jax_graph import explain_jax
+from bench.explain.jax_vmap_graph import explain_jax_vmap, format_jax_vmap
 from bench.explain.pytorch_graph import explain_pytorch
 from bench.explain.tensorflow_graph import explain_tensorflow
 from shared.params import init_params
 
-EXPLAINERS = {"pytorch": explain_pytorch, "tensorflow": explain_tensorflow, "jax": explain_jax}
+EXPLAINERS = {"pytorch": explain_pytorch, "tensorflow": explain_tensorflow, "jax": explain_jax,
+              "jax-vmap": explain_jax_vmap}
 
 
 def explain(args: argparse.Namespace) -> dict:
@@ -85,7 +87,7 @@ def format_text(result: dict) -> str:
         f"model: E={m['embed_dim']} H={m['hidden_dim']} D={m['tracker_dim']} M={m['mlp_dim']} "
         f"L={m['mlp_layers']}, V={m['vocab_size']}, float32, CPU",
         "versions: " + ", ".join(f"{fw} {result[fw]['framework_version']}"
-                                 for fw in FRAMEWORK_ORDER if fw in result),
+                                 for fw in FRAMEWORK_ORDER + VARIANTS if fw in result),
         f"machine: {result['machine']}",
     ]
     if "pytorch" in result:
@@ -143,6 +145,8 @@ def format_text(result: dict) -> str:
                                                          f"{_secs(g['compile_s'])}"),
             _row("compiled call: encode / loss + grads", f"{_secs(e['call_s'])} / {_secs(g['call_s'])}"),
         ]
+    if "jax-vmap" in result:
+        lines += format_jax_vmap(result["jax-vmap"], _row, _secs)
     if result.get("files"):
         lines += ["", "wrote: " + ", ".join(result["files"])]
     return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""The define-by-run SPINN in TensorFlow eager (docs/spec.md §3, §7).
+
+model.py builds one static graph: a ``tf.while_loop`` whose body masks every
+sentence's SHIFT, REDUCE and PAD. This file runs the other algorithm, the one
+impl_pytorch/model.py runs, in the same framework and with the same cells:
+no ``tf.function``, so every TensorFlow op runs as Python reaches it (eager
+execution), a sentence's buffer and stack are Python lists of items, the
+transition steps are a Python ``for`` loop, and each sentence takes a Python
+``if`` on its own SHIFT or REDUCE. The only batching is inside the Tracker and
+Reduce calls: at each step the items of the sentences that act are stacked
+(``tf.stack``), one matmul serves them all, and each sentence gets its row
+back (``tf.unstack``). This is how the TF-Eager SPINN example was written.
+
+So a speed gap between ``tensorflow`` and ``tensorflow-eager`` is the
+algorithm's (static graph with masks vs. define-by-run), and one between
+``tensorflow-eager`` and ``pytorch`` is the framework's (the same algorithm).
+
+Gradients: ``tf.GradientTape`` records the ops as they run, a tape shaped by
+this batch's trees, exactly as PyTorch's autograd does (train.py's
+``loss_and_grads`` and ``train_step`` are used unchanged, called eagerly).
+
+Parses decided by the model (predicted, sampled): the head's logits are
+copied to the host (``.numpy()``) at every step where some sentence has a
+choice, and Python picks each sentence's branch: the round trip per step of
+define-by-run code, which model.py avoids by deciding inside the graph.
+
+Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
+tracker. An item is ``[h; c]``, <float>[2H], as in model.py. Transitions are
+read on the host (NumPy): they decide what runs, they are never computed on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from shared import parsing
+from shared.transitions import PAD, REDUCE, SHIFT
+
+from .model import HEAD_KERNEL, SPINN, SNLIClassifier, SentenceParses, Tracker, choice_scores
+
+
+class EagerSPINN(SPINN):
+    """model.py's SPINN (same Tracker and Reduce, same variables) run
+    define-by-run. Call it eagerly: it reads transitions in Python."""
+
+    def __call__(self, leaves: tf.Tensor, transitions) -> tf.Tensor:
+        """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]."""
+        return self._run_eagerly(leaves, transitions).encodings
+
+    def parse(self, leaves: tf.Tensor, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
+        """model.py's SPINN.parse (same arguments, same SentenceParses), define-by-run."""
+        parsing.check_mode(mode)
+        if self.tracker is None or self.tracker.transition is None:
+            raise ValueError(f"parse needs the transition head, but the model has no {HEAD_KERNEL!r}")
+        if (mode == "sampled") != (uniforms is not None):
+            raise ValueError("uniforms are given in sampled mode, and only there")
+        return self._run_eagerly(leaves, transitions, mode, uniforms, with_head=True)
+
+    def _run_eagerly(self, leaves, transitions, mode: str = "gold", uniforms=None,
+                     with_head: bool = False) -> SentenceParses:
+        """The Python loop behind __call__ and parse. Without the head only
+        ``encodings`` is filled in (the rest is None)."""
+        if not tf.executing_eagerly():
+            raise RuntimeError("the eager SPINN branches in Python on the transitions; "
+                               "call it eagerly, not inside tf.function (that is model.py's SPINN)")
+        H, D = self.hidden_dim, self.tracker_dim
+        dtype = leaves.dtype
+        transitions = np.asarray(transitions)  # the host copy that Python branches on
+        S, N = int(leaves.shape[0]), int(leaves.shape[1])
+        T = transitions.shape[1]
+        gold, sampled = mode == "gold", mode == "sampled"
+        num_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
+        num_steps = [T] * S if gold else [2 * n - 1 for n in num_leaves]  # decided: 2n - 1 steps (§7)
+        if max(num_steps, default=0) > T:
+            raise ValueError(f"a sentence of {max(num_leaves)} tokens needs {2 * max(num_leaves) - 1} steps, "
+                             f"the batch has T={T}")
+        if sampled:
+            uniforms = np.asarray(uniforms, dtype=np.float64).tolist()  # Python reads them one by one
+
+        # The real leaves, one item <float>[2H] per word (padding slots left out):
+        # one gather and one unstack, not S * N slices.
+        rows = [s * N + j for s, n in enumerate(num_leaves) for j in range(n)]
+        words = tf.unstack(tf.gather(tf.reshape(leaves, [S * N, 2 * H]), rows), num=len(rows))
+        starts = np.cumsum([0] + num_leaves).tolist()
+        # A zero item at the bottom of every buffer (once) and stack (twice),
+        # so buf[-1], stack[-1] and stack[-2] always exist and read as zeros
+        # where docs/spec.md §3 says an item is absent. A valid sequence never pops one.
+        null = tf.zeros([2 * H], dtype)
+        buffers = [[null] + words[starts[s]:starts[s + 1]][::-1] for s in range(S)]  # reversed: pop() takes the front
+        stacks = [[null, null] for _ in range(S)]
+        zero_state = tf.zeros([D], dtype)
+        states = [(zero_state, zero_state)] * S  # the tracker's (h_t, c_t) per sentence
+        # The weights are read once per call, not once per step (as in model.py).
+        tracker_weights = self.tracker.read() if self.tracker is not None else None
+        reduce_weights = self.reduce.read()
+        head_weights = self.tracker.read_head() if with_head else None
+
+        followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, np.int32)
+        step_logits, step_rows, step_columns = [], [], []  # the head's [K, 2] per step, and where each row goes
+        choices, reduced = [], []  # sampled mode: rows of the logits that were choices, and what they did
+
+        # ---- the Python loop over steps: what runs at step t, and so what the
+        # tape records, is decided here, by this batch's transitions (gold) or
+        # by what the model decided at the steps before.
+        for t in range(max(num_steps, default=0)):
+            if gold:
+                active = [s for s in range(S) if followed[s, t] != PAD]  # PAD changes nothing
+            else:
+                active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
+            if not active:
+                continue
+            tracking = None
+            if self.tracker is not None:
+                # The tracker runs only on the sentences that act, batched:
+                # stack their items, one matmul, hand each its row back.
+                front = tf.stack([buffers[s][-1] for s in active])  # [K, 2H]
+                top = tf.stack([stacks[s][-1] for s in active])
+                below = tf.stack([stacks[s][-2] for s in active])
+                state = (tf.stack([states[s][0] for s in active]), tf.stack([states[s][1] for s in active]))
+                tracking = self.tracker(front[:, :H], top[:, :H], below[:, :H], state, tracker_weights)  # [K, D] each
+                for s, h, c in zip(active, tf.unstack(tracking[0]), tf.unstack(tracking[1])):
+                    states[s] = (h, c)
+                tracking = tracking[0]  # h_t of the K sentences, what Reduce and the head read
+
+            if with_head:
+                logits = Tracker.transition_logits(tracking, head_weights)  # [K, 2] = (t_S, t_R)
+                first_row = len(step_rows)
+                step_logits.append(logits)
+                step_rows.extend(active)
+                step_columns.extend([t] * len(active))
+            if gold:
+                ops = [int(followed[s, t]) for s in active]
+            else:
+                # ---- the model decides. What is possible is read off the
+                # lists (SHIFT: a word above the buffer's null item; REDUCE:
+                # two items above the stack's nulls); where both are, Python
+                # needs the head's numbers: the host round trip of define-by-run.
+                can_shift = [len(buffers[s]) > 1 for s in active]
+                can_reduce = [len(stacks[s]) > 3 for s in active]
+                if any(a and b for a, b in zip(can_shift, can_reduce)):
+                    host = logits.numpy()  # waits for the step's work; one copy for the K sentences
+                    if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
+                        p_reduce = parsing.reduce_probability(host.astype(np.float64)).tolist()
+                ops = []
+                for k, s in enumerate(active):
+                    if can_shift[k] and can_reduce[k]:
+                        if sampled:
+                            take_reduce = uniforms[s][t] < p_reduce[k]
+                            choices.append(first_row + k)
+                            reduced.append(take_reduce)
+                        else:
+                            t_shift, t_reduce = host[k]
+                            take_reduce = bool(t_reduce > t_shift)  # a tie SHIFTs
+                        ops.append(REDUCE if take_reduce else SHIFT)
+                    else:
+                        ops.append(SHIFT if can_shift[k] else REDUCE)  # one possible action: no choice
+                    followed[s, t] = ops[-1]
+
+            # ---- the per-sentence branch: SHIFT moves a list item, REDUCE
+            # queues the two top items for one batched Reduce call.
+            lefts, rights, reducing, reducing_rows = [], [], [], []
+            for k, (s, op) in enumerate(zip(active, ops)):
+                stack = stacks[s]
+                if op == SHIFT:
+                    stack.append(buffers[s].pop())
+                elif op == REDUCE:
+                    if len(stack) < 4:
+                        raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
+                    rights.append(stack.pop())
+                    lefts.append(stack.pop())
+                    reducing.append(s)
+                    reducing_rows.append(k)
+                else:
+                    raise ValueError(f"sentence {s}, step {t}: unknown transition code {op}")
+            if reducing:
+                track = tf.gather(tracking, reducing_rows) if tracking is not None else None  # the h_t just written
+                composed = self.reduce(tf.stack(lefts), tf.stack(rights), track, reduce_weights)  # [K', 2H]
+                for s, item in zip(reducing, tf.unstack(composed)):
+                    stacks[s].append(item)
+
+        for s, stack in enumerate(stacks):
+            if len(stack) != 3:
+                raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
+        encodings = tf.stack([stack[-1] for stack in stacks])[:, :H]  # h of the one item left: [S, H]
+        if not with_head:
+            return SentenceParses(encodings, None, None, None, None)
+
+        # ---- the records of parse, laid out as model.py returns them.
+        if step_logits:
+            all_logits = tf.concat(step_logits, axis=0)  # [R, 2], in the order the steps ran
+            where = np.stack([step_rows, step_columns], axis=1)  # [R, 2]: (sentence, step)
+            transition_logits = tf.scatter_nd(where, all_logits, [S, T, 2])  # zeros at PAD, differentiable
+        else:
+            transition_logits = tf.zeros([S, T, 2], dtype)
+        if choices:
+            logprob, entropy = _choice_sums(all_logits, np.asarray(step_rows)[choices], choices, reduced, S)
+        else:
+            logprob = entropy = tf.zeros([S], dtype)
+        return SentenceParses(encodings, tf.constant(followed), transition_logits, logprob, entropy)
+
+
+def _choice_sums(step_logits, sentences, choices, reduced, num_sentences: int):
+    """Sampled mode's per-sentence sums over the choice steps (docs/spec.md §7),
+    <float>[S] each: log p(action taken), and the entropy. Computed in float64
+    by model.py's choice_scores (stable logs, p = exp(log p)), then cast back."""
+    chosen = tf.cast(tf.gather(step_logits, choices), tf.float64)  # [C, 2]
+    diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
+    log_p = tf.math.log_sigmoid(tf.stack([-diff, diff], axis=1))  # (log p_S, log p_R), as model.py
+    scores = choice_scores(log_p, tf.exp(log_p), tf.constant(reduced, tf.bool))  # [C, 2]
+    sums = tf.math.unsorted_segment_sum(scores, sentences, num_sentences)  # [S, 2]
+    logprob, entropy = tf.unstack(tf.cast(sums, step_logits.dtype), axis=1)
+    return logprob, entropy
+
+
+class EagerClassifier(SNLIClassifier):
+    """model.py's classifier (embedding, projection, MLP, dropout, the same
+    variables and canonical names) with the define-by-run encoder."""
+
+    encoder_class = EagerSPINN
