@@ -123,6 +123,55 @@ def format_ratios(records: list[dict], baseline: str = BASELINE) -> str:
     return "\n".join(lines)
 
 
+# The variants matrix: which implementation runs which algorithm in which
+# framework, and why a cell is empty.
+ALGORITHMS = ("per-example lists", "masked arrays", "per-sentence code + vmap")
+MATRIX_FRAMEWORKS = ("pytorch", "tensorflow", "jax")
+MATRIX = {
+    ("per-example lists", "pytorch"): ["pytorch"],
+    ("per-example lists", "tensorflow"): ["tensorflow-eager"],
+    ("per-example lists", "jax"): "not built: JAX would run such a loop op by op (no jit), or jit would unroll "
+                                  "it into one program per batch of trees",
+    ("masked arrays", "pytorch"): ["pytorch-masked", "pytorch-compiled"],
+    ("masked arrays", "tensorflow"): ["tensorflow", "tensorflow-xla"],
+    ("masked arrays", "jax"): ["jax", "jax-padded"],
+    ("per-sentence code + vmap", "pytorch"): "not built: torch.func.vmap could batch a per-sentence loop only "
+                                             "if it branched by masks, never by a Python if on the data",
+    ("per-sentence code + vmap", "tensorflow"): "not built: tf.vectorized_map would have to convert a "
+                                                "tf.while_loop over per-sentence stacks",
+    ("per-sentence code + vmap", "jax"): ["jax-vmap"],
+}
+
+
+def format_matrix(records: list[dict]) -> str:
+    """Algorithm x framework: inference pairs/s at batch 1 and 128 (gold and
+    predicted parses) and compile seconds, from the records of one run."""
+    infer = [r for r in records if r["mode"] == "infer" and r["device"] == "cpu"]
+    by = {(r["implementation"], _transitions(r), r["batch_size"]): r for r in infer}
+    if not {r["implementation"] for r in infer} - {"pytorch", "tensorflow", "tensorflow-xla", "jax"}:
+        return "Matrix: no variant was measured (run with --implementations naming the variants)."
+
+    def cell(entry) -> str:
+        if isinstance(entry, str):
+            return entry
+        parts = []
+        for impl in entry:
+            figures = []
+            for transitions in ("gold", "predicted"):
+                speeds = [by[impl, transitions, b] for b in (1, 128) if (impl, transitions, b) in by]
+                if speeds:
+                    figures.append(f"{transitions} " + " / ".join(f"{r['pairs_per_s']:,.0f}" for r in speeds)
+                                   + f" (compile {sum(r['compile_s'] for r in speeds):.1f} s)")
+            parts.append(f"**{impl}**: " + ("; ".join(figures) if figures else "not measured in this run"))
+        return "<br>".join(parts)
+
+    lines = ["Inference pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
+             "| algorithm | " + " | ".join(MATRIX_FRAMEWORKS) + " |", "|---|---|---|---|"]
+    for algorithm in ALGORITHMS:
+        lines.append(f"| {algorithm} | " + " | ".join(cell(MATRIX[algorithm, f]) for f in MATRIX_FRAMEWORKS) + " |")
+    return "\n".join(lines)
+
+
 def targets(records: list[dict]) -> list[dict]:
     """The benchmark's goals, each computed from the run's own records.
 
@@ -277,6 +326,7 @@ def render_markdown(records: list[dict], sources) -> str:
                      f"({r['device_name']}), {r['dtype']}, commit {r['git_commit']}, {r['timestamp']}, "
                      f"threads {json.dumps(r.get('threads', {}))}, data {r['data']}")
     lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), "",
+              "## Algorithm and framework", "", format_matrix(records), "",
               "## Targets", "", format_targets(records), ""]
     return "\n".join(lines)
 
