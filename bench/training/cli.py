@@ -36,7 +36,8 @@ def register(sub) -> None:
     group = p.add_argument_group("dev data")
     group.add_argument("--dev", default="auto",
                        help="dev pairs for the accuracy at each epoch end: 'auto' (the dev split of an SNLI folder, "
-                            "fresh pairs for synthetic, none otherwise), 'none', 'sample', 'synthetic', "
+                            "fresh pairs for synthetic and arithmetic, none otherwise), 'none', 'sample', "
+                            "'synthetic', 'arithmetic', "
                             "or a path [default: %(default)s]")
     group.add_argument("--dev-pairs", type=int, default=None,
                        help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
@@ -132,12 +133,13 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     """The dev pairs that ``--dev`` names (see its help)."""
     from shared import synthetic
+    from shared.arithmetic import arithmetic_pairs
     from shared.snli import SAMPLE_PATH, read_snli
 
     dev = args.dev
     if dev == "auto":
-        if args.data == "synthetic":
-            dev = "synthetic"
+        if args.data in ("synthetic", "arithmetic"):
+            dev = args.data
         elif args.data not in ("sample", "shaped") and Path(args.data).is_dir():
             dev = args.data
         else:
@@ -148,6 +150,9 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
         # Another seed than the training pairs: fresh pairs of the same grammar.
         n = args.dev_pairs or 1000
         return f"synthetic-{n}-seed{args.data_seed + 1}", synthetic.synthetic_pairs(n, seed=args.data_seed + 1)
+    if dev == "arithmetic":  # held-out expressions: another seed
+        n = args.dev_pairs or 1000
+        return f"arithmetic-{n}-seed{args.data_seed + 1}", arithmetic_pairs(n, seed=args.data_seed + 1)
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
     pairs, report = read_snli(path, split="dev", limit=args.dev_pairs)
     return str(report.path), pairs
