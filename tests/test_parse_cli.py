@@ -16,9 +16,15 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS
+from bench.training.checkpoint import latest_checkpoint, load_checkpoint
+from bench.training.metrics import read_metrics
+from bench.training.settings import TrainConfig
+from bench.training.trainer import train
 from shared import parsing, reference
+from shared.arithmetic import arithmetic_pairs
 from shared.batching import make_pair_batch
-from shared.params import ModelConfig, init_params, load_params, save_params
+from shared.compare import TRAIN_LOSS_REL_TOL_ADAM, curve_rel_err
+from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
 from shared.snli import SAMPLE_PATH, read_snli
 from shared.transitions import PAD, check_transitions
 from shared.vocab import Vocabulary
@@ -177,3 +183,176 @@ def test_seed_with_predicted_is_refused(head_model, rows, tmp_path, capsys):
     code = main(["encode", "--framework", "reference", "--params", str(head_model), "--data", str(rows),
                  "--out", str(tmp_path / "o.npz"), "--transitions", "predicted", "--seed", "1"])
     assert code == 2 and "--seed" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------
+# train --transition-weight: the supervised loss of docs/spec.md §7
+# --------------------------------------------------------------------------
+
+ARITH_TRAIN = arithmetic_pairs(48, seed=0, min_len=2, max_len=4)  # 6 batches of 8, sentences of 3 to 7 tokens
+ARITH_DEV = arithmetic_pairs(8, seed=1, min_len=2, max_len=4)
+ARITH_VOCAB = Vocabulary.from_pairs(ARITH_TRAIN, lowercase=True)
+ARITH_CONFIG = ModelConfig(vocab_size=len(ARITH_VOCAB), embed_dim=6, hidden_dim=5, tracker_dim=4, mlp_dim=6,
+                           mlp_layers=1, transition_head=True)
+ARITH_INIT = ParamFile(init_params(ARITH_CONFIG, seed=1), ARITH_CONFIG, ARITH_VOCAB.to_array())
+SUPERVISED = dict(batch_size=8, buckets=(8,), eval_batch_size=8, optimizer="adam", lr=0.02, transition_weight=2.0,
+                  log_every=1, train_eval_pairs=0)
+CURVE_STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def supervised_runs(tmp_path_factory):
+    """Memoized: framework -> (run folder, TrainResult) of CURVE_STEPS supervised steps."""
+    root = tmp_path_factory.mktemp("supervised")
+    cache = {}
+
+    def run(name: str):
+        if name not in cache:
+            cfg = TrainConfig(framework=name, dtype="float64" if name == "reference" else "float32",
+                              steps=CURVE_STEPS, **SUPERVISED)
+            out = root / name
+            cache[name] = (out, train(cfg, out, ARITH_TRAIN, init=ARITH_INIT, dev_pairs=ARITH_DEV, progress=False))
+        return cache[name]
+
+    return run
+
+
+def loss_curve(out) -> np.ndarray:
+    return np.array([r["loss"] for r in read_metrics(out) if r["kind"] == "train"])
+
+
+@framework
+def test_supervised_training_follows_the_reference(supervised_runs, framework):
+    """Same weights, same batches: the loss (class + transition term) follows
+    the float64 reference step by step, and so does the trained head."""
+    out, result = supervised_runs(framework)
+    ref_out, ref_result = supervised_runs("reference")
+    got, want = loss_curve(out), loss_curve(ref_out)
+    assert len(got) == len(want) == CURVE_STEPS
+    assert curve_rel_err(got, want) <= TRAIN_LOSS_REL_TOL_ADAM
+    assert want[-1] < want[0]
+    head = result.params[HEAD_KERNEL]
+    assert np.abs(head - ref_result.params[HEAD_KERNEL]).max() <= 1e-3
+    assert np.abs(ref_result.params[HEAD_KERNEL] - ARITH_INIT.params[HEAD_KERNEL]).max() > 1e-2  # it was trained
+
+
+def test_transition_weight_changes_the_loss(supervised_runs):
+    """The weight reaches the runner: the first loss is the class loss plus
+    the weighted transition term of the reference."""
+    out, _ = supervised_runs("reference")
+    first = loss_curve(out)[0]
+    batch = make_pair_batch([ARITH_TRAIN[i] for i in range(8)], ARITH_VOCAB, num_tokens=8)
+    class_only = reference.loss(ARITH_INIT.params, ARITH_CONFIG, batch)
+    assert first > class_only + 0.5  # two times a two-way cross-entropy of about log 2
+
+
+def test_epoch_end_evaluation_reports_parses(supervised_runs):
+    out, _ = supervised_runs("reference")
+    evals = [r for r in read_metrics(out) if r["kind"] == "eval"]
+    assert evals and evals[-1]["split"] == "dev"
+    parsing_ = evals[-1]["parsing"]
+    assert parsing_["sentences"] == 2 * len(ARITH_DEV)
+    for key in ("transition_accuracy", "exact_parse_rate", "bracket_f1", "accuracy_gold_parse",
+                "accuracy_predicted_parse"):
+        assert 0.0 <= parsing_[key] <= 1.0, key
+    assert parsing_["accuracy_gold_parse"] == evals[-1]["accuracy"]  # gold mode is encode's path
+    assert parsing_["transition_loss"] > 0
+
+
+def test_checkpoint_and_resume_keep_the_head(supervised_runs, tmp_path):
+    """The head is in every checkpoint, and a run resumed from one ends where
+    the straight run ended (PyTorch; the other frameworks share the loop)."""
+    straight_out, straight = supervised_runs("pytorch")
+    cfg = TrainConfig(framework="pytorch", steps=4, **SUPERVISED)
+    train(cfg, tmp_path, ARITH_TRAIN, init=ARITH_INIT, dev_pairs=ARITH_DEV, progress=False)
+    saved = load_checkpoint(latest_checkpoint(tmp_path))
+    assert saved.model.config.transition_head and saved.state["step"] == 4
+    assert HEAD_KERNEL in saved.model.params and "tracker.transition.bias" in saved.model.params
+    assert not np.array_equal(saved.model.params[HEAD_KERNEL], ARITH_INIT.params[HEAD_KERNEL])
+    cfg.steps = CURVE_STEPS
+    resumed = train(cfg, tmp_path, ARITH_TRAIN, init=None, dev_pairs=ARITH_DEV, resume=True, progress=False)
+    for name in (HEAD_KERNEL, "tracker.transition.bias"):
+        np.testing.assert_array_equal(resumed.params[name], straight.params[name], err_msg=name)
+    assert load_params(tmp_path / "model.npz").config.transition_head
+
+
+def test_train_refuses_a_transition_weight_without_a_head(tmp_path, capsys):
+    code = main(["train", "--framework", "reference", "--data", "arithmetic", "--num-pairs", "16", "--size", "small",
+                 "--transition-weight", "1", "--steps", "1", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "needs a model with a transition head" in err and len(err.strip().splitlines()) == 1
+
+
+def test_train_command_with_a_head_on_arithmetic(tmp_path, capsys):
+    """init in train: --transition-head makes the head, --data arithmetic the data."""
+    out = tmp_path / "run"
+    assert main(["train", "--framework", "jax", "--data", "arithmetic", "--num-pairs", "32", "--dev-pairs", "8",
+                 "--size", "small", "--transition-head", "--transition-weight", "1", "--batch-size", "16",
+                 "--buckets", "32", "--train-eval-pairs", "0", "--quiet", "--out", str(out)]) == 0
+    assert load_params(out / "model.npz").config.transition_head
+    run = json.loads((out / "run.json").read_text())
+    assert run["train"]["transition_weight"] == 1.0 and run["data"]["dev"] == "arithmetic-8-seed1"
+    assert "parsing" in [r for r in read_metrics(out) if r["kind"] == "eval"][-1]
+
+
+# --------------------------------------------------------------------------
+# evaluate: parse metrics on a case checked by hand
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hand_case(tmp_path_factory):
+    """Two pairs of three-word sentences: premises left-branching, hypotheses
+    right-branching; a model whose head always prefers REDUCE (t = (0, 1))
+    and whose classifier always says neutral.
+
+    By hand: it predicts left-branching trees, so the premises are exact and
+    the hypotheses not: exact parses 2/4; brackets (the whole sentence left
+    out) one per sentence, matched for the premises only: F1 1/2.
+    Teacher-forced, REDUCE wins every step, right at the 2 REDUCEs of each
+    sentence's 5 steps: accuracy 8/20 = 0.4; loss (12 softplus(1) + 8
+    softplus(-1)) / 20. Labels neutral and entailment: accuracy 1/2 with
+    either parse.
+    """
+    root = tmp_path_factory.mktemp("hand")
+    data = root / "pairs.jsonl"
+    rows = [("( ( a b ) c )", "( a ( b c ) )", "neutral"), ("( ( c b ) a )", "( b ( a c ) )", "entailment")]
+    data.write_text("".join(json.dumps({"sentence1_binary_parse": p, "sentence2_binary_parse": h, "gold_label": g,
+                                        "pairID": f"hand-{i}"}) + "\n" for i, (p, h, g) in enumerate(rows)))
+    vocab = Vocabulary.from_array(np.array(["<pad>", "<unk>", "a", "b", "c"]), lowercase=True)
+    config = ModelConfig(vocab_size=5, embed_dim=4, hidden_dim=3, tracker_dim=2, mlp_dim=4, mlp_layers=1,
+                         transition_head=True)
+    params = init_params(config, seed=0)
+    params[HEAD_KERNEL][:] = 0.0
+    params["tracker.transition.bias"][:] = (0.0, 1.0)
+    params["output.kernel"][:] = 0.0
+    params["output.bias"][:] = (0.0, 5.0, 0.0)
+    model = root / "model.npz"
+    save_params(model, params, config, vocab.to_array())
+    return model, data
+
+
+@pytest.mark.parametrize("name", ("reference",) + FRAMEWORKS)
+def test_evaluate_parse_metrics_by_hand(name, hand_case, tmp_path, capsys):
+    model, data = hand_case
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--framework", name, "--params", str(model), "--data", str(data),
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "exact parses 50.00%" in printed and "bracket F1 50.00%" in printed
+    result = json.loads(out.read_text())["parsing"]
+    assert result["sentences"] == 4 and result["steps"] == 20
+    assert result["transition_accuracy"] == pytest.approx(0.4)
+    assert result["exact_parse_rate"] == pytest.approx(0.5) and result["bracket_f1"] == pytest.approx(0.5)
+    softplus = lambda x: np.log1p(np.exp(x))  # noqa: E731
+    assert result["transition_loss"] == pytest.approx((12 * softplus(1.0) + 8 * softplus(-1.0)) / 20, rel=1e-6)
+    assert result["accuracy_gold_parse"] == result["accuracy_predicted_parse"] == 0.5
+
+
+def test_evaluate_without_a_head_has_no_parse_metrics(rows, tmp_path, capsys):
+    plain = tmp_path / "plain.npz"
+    assert main(["init", "--size", "small", "--num-pairs", "20", "--out", str(plain)]) == 0
+    out = tmp_path / "eval.json"
+    assert main(["evaluate", "--framework", "reference", "--params", str(plain), "--data", str(rows),
+                 "--out", str(out)]) == 0
+    assert "parsing" not in json.loads(out.read_text()) and "exact parses" not in capsys.readouterr().out
