@@ -356,3 +356,24 @@ def test_evaluate_without_a_head_has_no_parse_metrics(rows, tmp_path, capsys):
     assert main(["evaluate", "--framework", "reference", "--params", str(plain), "--data", str(rows),
                  "--out", str(out)]) == 0
     assert "parsing" not in json.loads(out.read_text()) and "exact parses" not in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------
+# explain --parse: what deciding at run time costs each framework
+# --------------------------------------------------------------------------
+
+
+def test_explain_parse_counts_the_cost_of_deciding(capsys):
+    assert main(["explain", "--parse", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    torch_, tf_, jax_ = result["pytorch"], result["tensorflow"], result["jax"]
+    # Define-by-run reads decisions back to Python only when the model decides...
+    assert torch_["gold"]["host_syncs"] == 0
+    assert 0 < torch_["predicted"]["host_syncs"] <= torch_["predicted"]["python_steps"]
+    # ... the static graphs decide inside the loop body: a few more ops, no more loops.
+    assert tf_["predicted"]["body_ops"] > tf_["gold"]["body_ops"]
+    assert tf_["predicted"]["while_loops"] == tf_["gold"]["while_loops"] == 1
+    assert tf_["predicted"]["body_selects"] > tf_["gold"]["body_selects"] > 0
+    assert jax_["predicted"]["body_eqns"] > jax_["gold"]["body_eqns"]
+    assert jax_["predicted"]["scans"] == jax_["gold"]["scans"] == 1
+    assert result["command"] == "python -m bench explain --parse"
