@@ -286,7 +286,7 @@ def test_train_refuses_a_transition_weight_without_a_head(tmp_path, capsys):
 def test_train_command_with_a_head_on_arithmetic(tmp_path, capsys):
     """init in train: --transition-head makes the head, --data arithmetic the data."""
     out = tmp_path / "run"
-    assert main(["train", "--framework", "jax", "--data", "arithmetic", "--num-pairs", "32", "--dev-pairs", "8",
+    assert main(["train", "--framework", "tensorflow", "--data", "arithmetic", "--num-pairs", "32", "--dev-pairs", "8",
                  "--size", "small", "--transition-head", "--transition-weight", "1", "--batch-size", "16",
                  "--buckets", "32", "--train-eval-pairs", "0", "--quiet", "--out", str(out)]) == 0
     assert load_params(out / "model.npz").config.transition_head
