@@ -60,7 +60,7 @@ def command_line(args: argparse.Namespace) -> str:
     defaults = parse_args([])
     flags = []
     for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", "embed_dim",
-                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "parse"):
+                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "transition_head", "parse"):
         value = getattr(args, flag)
         if value is True:
             flags.append(f"--{flag.replace('_', '-')}")
