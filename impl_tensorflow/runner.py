@@ -170,18 +170,6 @@ class Runner(RunnerBase):
         <float>[B, T] in sampled mode, and only there. One traced function per
         mode; the decisions are taken inside it, and the call returns once."""
         arrays = train.parse_inputs(batch, self.config, mode, uniforms)
-        with tf.device(self.device):
-            out = self._parse_function(mode)(*self._tensors(arrays))
-        premise, hypothesis, logits, transitions, transition_logits, logprob, entropy = (t.numpy() for t in out)
-        B = batch.size
-        sides = {}
-        for name, value in (("transitions", transitions), ("transition_logits", transition_logits),
-                            ("logprob", logprob), ("entropy", entropy)):
-            sides[f"premise_{name}"], sides[f"hypothesis_{name}"] = value[:B], value[B:]
-        return Parsed(premise=premise, hypothesis=hypothesis, logits=logits, **sides)
-
-    def _parse_function(self, mode: str) -> Traced:
-        """The traced parse of ``mode``, made on first use (one per mode)."""
         if mode not in self._parse:
             model = self.model
 
@@ -192,7 +180,15 @@ class Runner(RunnerBase):
 
             signature = INPUTS + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
             self._parse[mode] = Traced(f"parse_{mode}", parse, signature, self.xla, self._shapes)
-        return self._parse[mode]
+        with tf.device(self.device):
+            out = self._parse[mode](*self._tensors(arrays))
+        premise, hypothesis, logits, transitions, transition_logits, logprob, entropy = (t.numpy() for t in out)
+        B = batch.size
+        sides = {}
+        for name, value in (("transitions", transitions), ("transition_logits", transition_logits),
+                            ("logprob", logprob), ("entropy", entropy)):
+            sides[f"premise_{name}"], sides[f"hypothesis_{name}"] = value[:B], value[B:]
+        return Parsed(premise=premise, hypothesis=hypothesis, logits=logits, **sides)
 
     def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
         arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
@@ -261,7 +257,8 @@ class Runner(RunnerBase):
     # -- what tf.function builds (bench explain) ----------------------------
 
     def traced_function(self, program: str) -> Traced:
-        """The traced entry point "encode", "loss_and_grads", "train_step" or "parse:MODE":
+        """The traced entry point "encode", "loss_and_grads", "train_step" or "parse:MODE"
+        (after a parse in that mode):
         ``.concrete_function().graph`` is its graph, ``.function`` the bare
         tf.function (called with tensors, it skips the host-side checks of
         ``encode`` and friends)."""
@@ -269,8 +266,10 @@ class Runner(RunnerBase):
             self._need_optimizer()
             return self._train_step
         if program.startswith("parse:"):  # "parse:gold", "parse:predicted", "parse:sampled" (docs/spec.md §7)
-            train.require_head(self.config, program)
-            return self._parse_function(check_mode(program.split(":", 1)[1]))
+            mode = check_mode(program.split(":", 1)[1])
+            if mode not in self._parse:
+                raise ValueError(f"{program} is traced by its first call: call parse(batch, {mode!r}) first")
+            return self._parse[mode]
         functions = {"encode": self._encode, "loss_and_grads": self._loss_and_grads}
         if program not in functions:
             raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")

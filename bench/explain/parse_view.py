@@ -69,6 +69,7 @@ def _tensorflow(batches: Batches, config, params) -> dict:
     runner = runner_class("tensorflow")(params, config, dtype="float32", device="cpu")
     out: dict = {"framework_version": tf.__version__}
     for mode in MODES:
+        runner.parse(batches.main, mode)  # the first call traces the mode's function
         out[mode] = _tf_body_stats(runner.traced_function(f"parse:{mode}").concrete_function())
     return out
 

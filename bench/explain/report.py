@@ -13,9 +13,9 @@ from bench.explain.arguments import FRAMEWORK_ORDER, command_line, frameworks
 from bench.explain.bad_input import explain_bad_input, format_bad_input
 from bench.explain.batches import make_batches, model_config, summary
 from bench.explain.jax_graph import explain_jax
-from bench.explain.parse_view import explain_parse, format_parse
 from bench.explain.pytorch_graph import explain_pytorch
 from bench.explain.tensorflow_graph import explain_tensorflow
+from bench.explain.parse_view import explain_parse, format_parse
 from shared.params import init_params
 
 EXPLAINERS = {"pytorch": explain_pytorch, "tensorflow": explain_tensorflow, "jax": explain_jax}
