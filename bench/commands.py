@@ -37,6 +37,11 @@ def register(sub) -> None:
     p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--dtype", default=None, choices=("float32", "float64"),
                    help="compute precision [default: float64 for reference, else float32]")
+    p.add_argument("--transitions", default="gold", choices=("gold", "predicted", "sampled"),
+                   help="the parse followed: the data's (gold) or the model's transition head "
+                        "(docs/spec.md §7) [default: %(default)s]")
+    p.add_argument("--seed", type=int, default=None,
+                   help="sampled: seed of the uniform numbers, epoch 0 [default: 0]")
     p.set_defaults(func=cmd_encode)
 
     p = sub.add_parser("data", help="statistics of a data set: rows, lengths, tree depth, padding waste")
@@ -78,22 +83,62 @@ def cmd_init(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 
 
-def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | None = None):
+def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | None = None,
+                 transitions: str = "gold", seed: int = 0) -> dict[str, np.ndarray]:
     """Encode pairs in file order, ``batch_size`` at a time, each chunk padded to
-    its length bucket (so a compiled implementation sees few shapes)."""
-    from shared.batching import bucket_size, make_pair_batch, pair_length
+    its length bucket (so a compiled implementation sees few shapes).
 
-    premise, hypothesis, logits = [], [], []
+    Returns premise <float>[R, H], hypothesis <float>[R, H] and logits <float>[R, 3];
+    with ``transitions`` "predicted" or "sampled" (docs/spec.md §5, §7) also
+    premise_transitions and hypothesis_transitions <int32>[R, T], T the longest
+    2n-1 of the pairs, right-padded with PAD; "sampled" also premise_logprob and
+    hypothesis_logprob <float>[R]. Sampled mode draws each pair's uniform
+    numbers from (seed, epoch 0, its data row), whatever its chunk.
+    """
+    from shared.batching import bucket_size, make_pair_batch, pair_length
+    from shared.parsing import uniforms_for
+    from shared.transitions import PAD
+
+    parts: dict[str, list] = {}
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
         width = bucket_size(max(pair_length(p) for p in chunk))
-        p, h, l = runner.encode(make_pair_batch(chunk, vocab, num_tokens=width))
-        premise.append(p)
-        hypothesis.append(h)
-        logits.append(l)
+        batch = make_pair_batch(chunk, vocab, num_tokens=width)
+        if transitions == "gold":
+            arrays = dict(zip(("premise", "hypothesis", "logits"), runner.encode(batch)))
+        else:
+            uniforms = uniforms_for(batch, [p.row for p in chunk], seed, epoch=0) if transitions == "sampled" else None
+            parsed = runner.parse(batch, transitions, uniforms=uniforms).to_dict()
+            keep = ["premise", "hypothesis", "logits", "premise_transitions", "hypothesis_transitions"]
+            if transitions == "sampled":
+                keep += ["premise_logprob", "hypothesis_logprob"]
+            arrays = {name: parsed[name] for name in keep}
+        for name, value in arrays.items():
+            parts.setdefault(name, []).append(np.asarray(value))
         if progress:
             progress.update(len(chunk))
-    return np.concatenate(premise), np.concatenate(hypothesis), np.concatenate(logits)
+    out = {}
+    longest = 2 * max(max(len(p.premise), len(p.hypothesis)) for p in pairs) - 1
+    for name, values in parts.items():
+        if name.endswith("_transitions"):  # each chunk's width is its bucket's: cut or pad to the file's T
+            values = [np.pad(v[:, :longest], ((0, 0), (0, max(0, longest - v.shape[1]))), constant_values=PAD)
+                      for v in values]
+        out[name] = np.concatenate(values)
+    return out
+
+
+HEAD_KERNEL = "tracker.transition.kernel"
+
+
+def check_transitions_flags(transitions: str, seed: int | None, config, params_path) -> int:
+    """The seed of sampled mode (0 by default); a one-line ValueError for flags that do not fit."""
+    if seed is not None and transitions != "sampled":
+        raise ValueError(f"--seed seeds the uniform numbers of --transitions sampled; it means nothing with "
+                         f"--transitions {transitions}")
+    if transitions != "gold" and not config.transition_head:
+        raise ValueError(f"--transitions {transitions} needs a transition head, but {params_path} has no "
+                         f"{HEAD_KERNEL!r} (make one with: python -m bench init --transition-head)")
+    return 0 if seed is None else seed
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
@@ -103,6 +148,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
     quiet_frameworks()
     loaded = load_params(args.params)
+    seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
     vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
     pairs, _ = read_snli(args.data, keep_unlabeled=True)
     if not pairs:
@@ -110,16 +156,20 @@ def cmd_encode(args: argparse.Namespace) -> int:
     dtype = args.dtype or ("float64" if args.framework == "reference" else "float32")
     runner = make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:
-        premise, hypothesis, logits = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress)
+        arrays = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress,
+                              transitions=args.transitions, seed=seed)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp.npz")
-    np.savez(tmp, premise=premise.astype(np.float32), hypothesis=hypothesis.astype(np.float32),
-             logits=logits.astype(np.float32), pair_id=np.array([p.pair_id for p in pairs], dtype=str))
+    saved = {name: value.astype(np.int32 if name.endswith("_transitions") else np.float32)
+             for name, value in arrays.items()}
+    np.savez(tmp, **saved, pair_id=np.array([p.pair_id for p in pairs], dtype=str))
     os.replace(tmp, out)
     unlabeled = sum(p.label == NO_LABEL for p in pairs)
+    mode = "" if args.transitions == "gold" else f", {args.transitions} transitions" + (
+        f" (seed {seed})" if args.transitions == "sampled" else "")
     print(f"wrote {out}: {len(pairs)} rows ({unlabeled} without gold label), "
-          f"H={premise.shape[1]}, framework {args.framework} ({dtype})")
+          f"H={saved['premise'].shape[1]}, framework {args.framework} ({dtype}){mode}")
     return 0
 
 

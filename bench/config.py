@@ -31,6 +31,9 @@ def add_size_arguments(parser: argparse.ArgumentParser, presets: Sequence[str] =
                        help="preset sizes (full: E=H=300, D=64, M=1024, L=2) [default: %(default)s]")
     for flag in SIZE_FIELDS:
         group.add_argument(f"--{flag.replace('_', '-')}", type=int, default=None, help="override the preset")
+    group.add_argument("--transition-head", action="store_true",
+                       help="give the tracker a transition head, so the model can predict its own parse "
+                            "(docs/spec.md §7; needs a tracker)")
 
 
 def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> ModelConfig:
@@ -39,7 +42,10 @@ def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> 
     for key in sizes:
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
-    return ModelConfig(vocab_size=vocab_size, lowercase=lowercase, **sizes)
+    head = bool(getattr(args, "transition_head", False))
+    if head and not sizes["tracker_dim"]:
+        raise ValueError("--transition-head needs a tracker: --tracker-dim must be > 0")
+    return ModelConfig(vocab_size=vocab_size, lowercase=lowercase, transition_head=head, **sizes)
 
 
 # --------------------------------------------------------------------------

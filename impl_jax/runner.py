@@ -231,6 +231,10 @@ class Runner(RunnerBase):
         arrays = self._arrays(batch)
         if program == "encode":
             return (self.params, arrays)
+        if program in ("parse:gold", "parse:predicted"):  # no uniforms (bench explain traces these)
+            return (self.params, arrays, None)
+        if program == "parse:sampled":
+            raise ValueError("parse:sampled takes uniform numbers: call parse(batch, 'sampled', uniforms)")
         if program == "loss_and_grads":
             return (self.params, arrays, self._labels(batch))
         return self._train_args(arrays, self._labels(batch))

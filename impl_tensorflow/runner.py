@@ -33,7 +33,7 @@ from shared.batching import PairBatch
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
-from shared.parsing import Parsed
+from shared.parsing import Parsed, check_mode
 
 from . import convert, train
 from .eager import EagerClassifier
@@ -290,7 +290,8 @@ class Runner(RunnerBase):
     # -- what tf.function builds (bench explain) ----------------------------
 
     def traced_function(self, program: str) -> Traced:
-        """The traced entry point "encode", "loss_and_grads" or "train_step":
+        """The traced entry point "encode", "loss_and_grads", "train_step" or "parse:MODE"
+        (after a parse in that mode):
         ``.concrete_function().graph`` is its graph, ``.function`` the bare
         tf.function (called with tensors, it skips the host-side checks of
         ``encode`` and friends)."""
@@ -299,6 +300,11 @@ class Runner(RunnerBase):
         if program == "train_step":
             self._need_optimizer()
             return self._train_step
+        if program.startswith("parse:"):  # "parse:gold", "parse:predicted", "parse:sampled" (docs/spec.md §7)
+            mode = check_mode(program.split(":", 1)[1])
+            if mode not in self._parse:
+                raise ValueError(f"{program} is traced by its first call: call parse(batch, {mode!r}) first")
+            return self._parse[mode]
         functions = {"encode": self._encode, "loss_and_grads": self._loss_and_grads}
         if program not in functions:
             raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
@@ -307,6 +313,8 @@ class Runner(RunnerBase):
     def program_inputs(self, batch: PairBatch, program: str = "encode") -> list[tf.Tensor]:
         """The tensors ``program`` ("encode" or "loss_and_grads") is called
         with for ``batch``, checked on the host first."""
+        if program.startswith("parse:"):  # gold and predicted mode: the four model inputs
+            return self._tensors(train.parse_inputs(batch, self.config, program.split(":", 1)[1]))
         arrays = train.model_inputs(batch, self.config)
         if program == "loss_and_grads":
             arrays += (train.labels_array(batch),)

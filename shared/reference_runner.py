@@ -13,6 +13,7 @@ import numpy as np
 
 from shared import optimizers, reference
 from shared.params import ModelConfig, cast_params, param_shapes
+from shared.parsing import Parsed
 from shared.runner import Runner as RunnerBase
 
 
@@ -20,13 +21,21 @@ class Runner(RunnerBase):
     framework = "reference"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float64",
-                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, **options):
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
+                 **options):
         if device != "cpu":
             raise ValueError("the NumPy reference runs on the CPU only")
         if dropout:
             raise ValueError("the reference has no dropout (it is the eval-mode oracle)")
         super().__init__(params, config, dtype="float64", device=device, dropout=dropout, seed=seed)
         self.params = cast_params(params, np.float64)
+        # The supervised loss of docs/spec.md §7 in loss_and_grads and train_step (> 0 needs the head).
+        if not float(transition_weight) >= 0.0:
+            raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
+        if transition_weight > 0 and not config.transition_head:
+            raise ValueError(f"transition_weight {transition_weight} needs the transition head, but the model has "
+                             "no 'tracker.transition.kernel' (its config has transition_head false; docs/spec.md §7)")
+        self.transition_weight = float(transition_weight)
         self.optimizer = None  # (name, hyperparameters, frozen names)
         self.lr = None
         self.state: dict[str, np.ndarray] = {}
@@ -35,8 +44,14 @@ class Runner(RunnerBase):
         out = reference.forward(self.params, self.config, batch)
         return out.premise, out.hypothesis, out.logits
 
+    def parse(self, batch, mode: str = "predicted", uniforms=None) -> Parsed:
+        """docs/spec.md §7: the float64 reference's parse (see shared.reference.parse)."""
+        if mode != "sampled" and uniforms is not None:
+            raise ValueError(f"uniforms are for sampled mode only; {mode} mode does not draw")
+        return reference.parse(self.params, self.config, batch, mode, uniforms=uniforms)
+
     def loss_and_grads(self, batch):
-        return reference.loss_and_grads(self.params, self.config, batch)
+        return reference.loss_and_grads(self.params, self.config, batch, self.transition_weight)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         hyper = optimizers.resolve(name, hyper)
@@ -52,7 +67,7 @@ class Runner(RunnerBase):
     def train_step(self, batch) -> float:
         self._need_optimizer()
         name, hyper, frozen = self.optimizer
-        value, grads = reference.loss_and_grads(self.params, self.config, batch)
+        value, grads = reference.loss_and_grads(self.params, self.config, batch, self.transition_weight)
         self.params = optimizers.apply(name, hyper, self.lr, self.params, grads, self.state, frozen)
         return value
 

@@ -35,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bad-input", default=None, choices=("transitions", "token"),
                    help="debugging: break the first premise (transitions: a REDUCE with one item on the "
                         "stack; token: an id outside the vocabulary) and show what each framework does")
+    p.add_argument("--parse", action="store_true",
+                   help="the batch in gold and in predicted mode with a transition head (docs/spec.md §7): "
+                        "host reads of decisions (PyTorch), while-body ops (TensorFlow), scan-body equations (JAX)")
     p.add_argument("--check-guide", action="store_true",
                    help="compare the guide's excerpts and figures with the code and fresh runs; exit 1 on drift")
     p.add_argument("--sync-guide", action="store_true",
@@ -60,8 +63,10 @@ def command_line(args: argparse.Namespace) -> str:
     defaults = parse_args([])
     flags = []
     for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", "embed_dim",
-                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers"):
+                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "transition_head", "parse"):
         value = getattr(args, flag)
-        if value != getattr(defaults, flag):
+        if value is True:
+            flags.append(f"--{flag.replace('_', '-')}")
+        elif value != getattr(defaults, flag):
             flags.append(f"--{flag.replace('_', '-')} {value}")
     return " ".join([COMMAND] + flags)

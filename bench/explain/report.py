@@ -16,6 +16,7 @@ from bench.explain.jax_graph import explain_jax
 from bench.explain.jax_vmap_graph import explain_jax_vmap, format_jax_vmap
 from bench.explain.pytorch_graph import explain_pytorch
 from bench.explain.tensorflow_graph import explain_tensorflow
+from bench.explain.parse_view import explain_parse, format_parse
 from shared.params import init_params
 
 EXPLAINERS = {"pytorch": explain_pytorch, "tensorflow": explain_tensorflow, "jax": explain_jax,
@@ -48,7 +49,9 @@ def explain(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """``explain`` or, with ``--bad-input``, the debugging demonstration."""
-    return explain_bad_input(args) if args.bad_input else explain(args)
+    if args.bad_input:
+        return explain_bad_input(args)
+    return explain_parse(args) if args.parse else explain(args)
 
 
 # --------------------------------------------------------------------------
@@ -77,6 +80,8 @@ def format_text(result: dict) -> str:
     """The figures as the text that ``explain`` prints (and the guide quotes)."""
     if "bad_input" in result:
         return format_bad_input(result)
+    if "choice_steps_gold" in result["batch"]:
+        return format_parse(result)
     b, m = result["batch"], result["model"]
     lines = [
         f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",

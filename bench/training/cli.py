@@ -21,6 +21,7 @@ from bench.frameworks import ALL, runner_class
 from bench.lock import lock_output
 from bench.records import write_json
 from bench.training.evaluate import evaluate_pairs, format_confusion
+from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
 from bench.training.settings import EMBEDDING, TrainConfig
 from bench.training.trainer import train
 from shared import optimizers
@@ -37,7 +38,8 @@ def register(sub) -> None:
     group = p.add_argument_group("dev data")
     group.add_argument("--dev", default="auto",
                        help="dev pairs for the accuracy at each epoch end: 'auto' (the dev split of an SNLI folder, "
-                            "fresh pairs for synthetic, none otherwise), 'none', 'sample', 'synthetic', "
+                            "fresh pairs for synthetic and arithmetic, none otherwise), 'none', 'sample', "
+                            "'synthetic', 'arithmetic', "
                             "or a path [default: %(default)s]")
     group.add_argument("--dev-pairs", type=int, default=None,
                        help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
@@ -74,6 +76,9 @@ def register(sub) -> None:
     group.add_argument("--dropout", type=float, default=0.0,
                        help="dropout rate on the projected leaves and classifier inputs [default: %(default)s]")
     group.add_argument("--seed", type=int, default=0, help="batch order, dropout, init [default: %(default)s]")
+    group.add_argument("--transition-weight", type=float, default=0.0,
+                       help="weight of the supervised transition loss (docs/spec.md §7, teacher forcing); "
+                            "> 0 needs a transition head [default: %(default)s]")
     group.add_argument("--drop-last", action="store_true", help="drop each bucket's short last batch")
     group.add_argument("--buckets", default=",".join(map(str, DEFAULT_BUCKETS)),
                        help="token-count buckets, comma-separated [default: %(default)s]")
@@ -127,18 +132,19 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         buckets=_buckets(args.buckets), drop_last=args.drop_last,
         dtype=args.dtype or ("float64" if args.framework == "reference" else "float32"), device=args.device,
         eval_batch_size=args.eval_batch_size, train_eval_pairs=args.train_eval_pairs, log_every=args.log_every,
-        keep_checkpoints=args.keep_checkpoints)
+        keep_checkpoints=args.keep_checkpoints, transition_weight=args.transition_weight)
 
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     """The dev pairs that ``--dev`` names (see its help)."""
     from shared import synthetic
+    from shared.arithmetic import arithmetic_pairs
     from shared.snli import SAMPLE_PATH, read_snli
 
     dev = args.dev
     if dev == "auto":
-        if args.data == "synthetic":
-            dev = "synthetic"
+        if args.data in ("synthetic", "arithmetic"):
+            dev = args.data
         elif args.data not in ("sample", "shaped") and Path(args.data).is_dir():
             dev = args.data
         else:
@@ -149,6 +155,9 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
         # Another seed than the training pairs: fresh pairs of the same grammar.
         n = args.dev_pairs or 1000
         return f"synthetic-{n}-seed{args.data_seed + 1}", synthetic.synthetic_pairs(n, seed=args.data_seed + 1)
+    if dev == "arithmetic":  # held-out expressions: another seed
+        n = args.dev_pairs or 1000
+        return f"arithmetic-{n}-seed{args.data_seed + 1}", arithmetic_pairs(n, seed=args.data_seed + 1)
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
     pairs, report = read_snli(path, split="dev", limit=args.dev_pairs)
     return str(report.path), pairs
@@ -211,14 +220,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     dtype = args.dtype or ("float64" if args.framework == "reference" else "float32")
     runner = runner_class(args.framework)(loaded.params, loaded.config, dtype=dtype, device=args.device)
     result = evaluate_pairs(runner, dataset.pairs, vocab, batch_size=args.batch_size)
+    parses = (evaluate_parses(runner, dataset.pairs, vocab, batch_size=args.batch_size)
+              if loaded.config.transition_head else None)
     name = str(dataset.report.path) if dataset.report is not None else dataset.name  # the file actually read
     print(f"{args.framework} ({dtype}) on {name}: accuracy {result.accuracy:.2%} "
           f"({int(np.trace(result.confusion)):,} of {result.pairs:,} pairs; {result.skipped_unlabeled:,} rows "
           f"without gold label left out), loss {result.loss:.4f}")
     print(format_confusion(result.confusion))
+    if parses is not None:
+        print(format_parse_evaluation(parses))
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_json(out, {"framework": args.framework, "dtype": dtype, "params": str(args.params), "data": name,
-                         **result.to_dict()})
+                         **result.to_dict(), **({"parsing": parses.to_dict()} if parses else {})})
     return 0

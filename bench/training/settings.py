@@ -40,11 +40,12 @@ class TrainConfig:
     train_eval_pairs: int = 2000  # training pairs whose accuracy is measured each epoch (0: none)
     log_every: int = 10  # steps per "train" metrics record (mean loss of those steps)
     keep_checkpoints: int = 2  # newest checkpoints kept on disk
+    transition_weight: float = 0.0  # the supervised transition loss of docs/spec.md §7 (> 0 needs a head)
 
     # Settings a resumed run must share with the run it continues (the rest,
     # e.g. epochs or the framework, may change).
     MUST_MATCH = ("optimizer", "lr", "lr_decay", "lr_decay_steps", "hyper", "batch_size", "dropout", "seed",
-                  "freeze_embeddings", "buckets", "drop_last")
+                  "freeze_embeddings", "buckets", "drop_last", "transition_weight")
 
     def __post_init__(self) -> None:
         self.buckets = tuple(self.buckets)
@@ -58,6 +59,8 @@ class TrainConfig:
             raise ValueError(f"lr and lr-decay must be > 0, got {self.lr} and {self.lr_decay}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not self.transition_weight >= 0:
+            raise ValueError(f"transition-weight must be >= 0, got {self.transition_weight}")
         if self.train_eval_pairs < 0:
             raise ValueError(f"train-eval-pairs must be >= 0, got {self.train_eval_pairs}")
 
@@ -76,8 +79,9 @@ def check_resume(saved: dict, now: dict) -> None:
     """A resumed run must have the settings and data of the run it continues
     (``saved`` and ``now`` are run.json documents)."""
     old, new = saved.get("train", {}), now["train"]
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for key in TrainConfig.MUST_MATCH:
-        a, b = old.get(key), new.get(key)
+        a, b = old.get(key, defaults[key]), new.get(key)  # a setting newer than the run: its default
         if isinstance(a, list):
             a = tuple(a)
         if isinstance(b, list):

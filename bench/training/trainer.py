@@ -42,6 +42,7 @@ from bench.training.checkpoint import (clean_temporaries, latest_checkpoint, lis
                                        save_checkpoint)
 from bench.training.evaluate import evaluate_pairs
 from bench.training.metrics import Metrics
+from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
 from bench.training.settings import TrainConfig, check_resume, data_fingerprint, epoch_plan
 from shared import optimizers
 from shared.batching import make_pair_batch, pair_length
@@ -101,12 +102,15 @@ class Trainer:
                          "train_fingerprint": data_fingerprint(self.train_pairs), "dev_pairs": len(self.dev_pairs)}
         self.checkpoint = self._find_checkpoint(resume)
         self._restore(init)
+        if cfg.transition_weight > 0 and not self.model.config.transition_head:
+            raise ValueError(f"--transition-weight {cfg.transition_weight} needs a model with a transition head "
+                             "('tracker.transition.kernel'): add --transition-head, or --init a file that has one")
         write_json(self.out_dir / "run.json", self.run_info)
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
         self.runner = runner_class(cfg.framework)(self.model.params, self.model.config, dtype=cfg.dtype,
                                                   device=cfg.device, dropout=cfg.dropout, seed=cfg.seed,
-                                                  **(runner_options or {}))
+                                                  transition_weight=cfg.transition_weight, **(runner_options or {}))
         self.runner.set_optimizer(cfg.optimizer, cfg.learning_rate(self.step), frozen=cfg.frozen, **cfg.hyper)
         self.optimizer_description = optimizers.describe(cfg.optimizer, cfg.hyper, cfg.lr, cfg.frozen)
         if self.checkpoint is not None:
@@ -241,12 +245,18 @@ class Trainer:
             t0 = time.perf_counter()
             result = evaluate_pairs(self.runner, pairs, self.vocab, batch_size=cfg.eval_batch_size,
                                     buckets=cfg.buckets)
-            record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict(),
-                      "eval_s": time.perf_counter() - t0, "elapsed_s": self.elapsed()}
+            record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict()}
+            if model.config.transition_head:  # how well it parses (docs/spec.md §7)
+                parses = evaluate_parses(self.runner, pairs, self.vocab, batch_size=cfg.eval_batch_size,
+                                         buckets=cfg.buckets)
+                record["parsing"] = parses.to_dict()
+            record.update(eval_s=time.perf_counter() - t0, elapsed_s=self.elapsed())
             self.metrics.write(record)
             self.evals.append(record)
             self.progress.write(f"epoch {epoch_float:.2f} step {self.step:,}: {split} accuracy {result.accuracy:.2%} "
                                 f"loss {result.loss:.4f} ({result.pairs:,} pairs)")
+            if "parsing" in record:
+                self.progress.write(f"  {split} {format_parse_evaluation(parses)}")
         params = self.runner.get_params()
         dev = [r for r in self.evals if r["split"] == "dev" and r["step"] == self.step]
         if dev and (self.best is None or dev[0]["accuracy"] > self.best):
