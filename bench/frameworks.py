@@ -63,10 +63,13 @@ IMPLEMENTATIONS = {
     "tensorflow-xla": ("tensorflow", {"xla": True}),
     "jax": ("jax", {}),
     "jax-padded": ("jax", {"layout": "padded"}),
+    # The JAX algorithm (padded arrays, pointers, masks) in PyTorch: eager, then under torch.compile.
+    "pytorch-masked": ("pytorch", {"algorithm": "masked"}),
+    "pytorch-compiled": ("pytorch", {"algorithm": "masked", "compile": True}),
 }
 
 # Variants measured only when named with --implementations (not by default).
-OPT_IN = {"jax-padded"}
+OPT_IN = {"jax-padded", "pytorch-masked", "pytorch-compiled"}
 
 # Every name a command takes: the reference, the frameworks and their variants.
 NAMES = tuple(dict.fromkeys(ALL + tuple(IMPLEMENTATIONS)))
