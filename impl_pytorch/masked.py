@@ -294,7 +294,8 @@ class MaskedClassifier(SNLIClassifier):
         """tokens <int64>[2B, N], transitions <int64>[2B, T] (premises first),
         uniforms <float64>[2B, T] or None -> MaskedSPINN.run's dict plus
         logits <float>[B, 3]."""
-        out = self.spinn.run(self.leaves(tokens), transitions, mode, uniforms, head)
+        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H], as model.py's encode
+        out = self.spinn.run(leaves, transitions, mode, uniforms, head)
         B = tokens.shape[0] // 2
         out["logits"] = self.classify(out["encodings"][:B], out["encodings"][B:])
         return out

@@ -483,11 +483,8 @@ class SNLIClassifier(nn.Module):
     def encode(self, tokens: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
         """tokens <int64>[S, N] (on the model's device), transitions <int>[S, T]
         (NumPy) -> encodings <float>[S, H]."""
-        return self.spinn(self.leaves(tokens), transitions)
-
-    def leaves(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens <int64>[S, N] -> [h; c] of every token slot <float>[S, N, 2H] (dropout in training)."""
-        return self.leaf_dropout(self.projection(self.embed(tokens)))
+        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [S, N, 2H]
+        return self.spinn(leaves, transitions)
 
     def classify(self, premise: torch.Tensor, hypothesis: torch.Tensor) -> torch.Tensor:
         """Encodings <float>[B, H] each -> logits <float>[B, 3]."""
@@ -523,6 +520,7 @@ class SNLIClassifier(nn.Module):
         transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
         if uniforms is not None:
             uniforms = np.concatenate([np.asarray(uniforms[0]), np.asarray(uniforms[1])])  # [2B, T]
-        encoded = self.spinn.parse(self.leaves(tokens), transitions, mode, uniforms)  # leaves [2B, N, 2H]
+        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H]
+        encoded = self.spinn.parse(leaves, transitions, mode, uniforms)
         premise, hypothesis = encoded.encodings[:B], encoded.encodings[B:]
         return encoded, self.classify(premise, hypothesis)

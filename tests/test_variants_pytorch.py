@@ -90,6 +90,11 @@ def test_float64_parse_matches_reference(variant, mode, runners64, config, param
         gold = np.concatenate([small_batch.premise_transitions, small_batch.hypothesis_transitions])
         assert parsing.parse_agreement(followed, gold) < 0.9
     assert runners64[variant].last_host_syncs == 0  # no decision was read back during the loop
+    if VARIANTS[variant].get("compile"):
+        # Dynamo captured the step with the decision inside: a host read
+        # (.item(), .tolist(), a Python `if` on a tensor) would be a graph break.
+        stats = runners64[variant].compile_stats(f"parse:{mode}")
+        assert stats.traces >= 1 and stats.graph_breaks == 0
 
 
 @variant
