@@ -3,18 +3,27 @@
 The list-based model (model.py) cannot be compiled into one graph per batch
 shape: its Python ``if`` reads each batch's trees, so every batch would be a
 new graph. The masked model's Python code is the same for every batch of a
-shape, so TorchDynamo captures ``MaskedClassifier.program`` whole: the T
-steps unrolled into one graph per (mode, batch shape, train/eval, grad/no
-grad), which AOTAutograd differentiates and Inductor turns into fused C++
-(CPU) or Triton (GPU) kernels. ``dynamic=False``: every shape gets its own
-specialised graph, as XLA does in impl_jax; the length buckets of
-docs/spec.md §2 keep the shapes few.
+shape, so TorchDynamo can capture it without a graph break.
+
+What is compiled is the step, ``MaskedSPINN.step``, not the whole loop.
+Capturing ``MaskedClassifier.program`` whole unrolls all T steps into one
+graph, and Inductor then took six minutes for a single shape (T = 79) on a
+2-core CPU. The step is traced once per (mode, batch shape, train/eval,
+grad/no grad) and the same compiled step runs at every iteration of the
+Python loop, as lax.scan reuses its traced body (impl_jax): AOTAutograd
+differentiates it and Inductor fuses its elementwise work into C++ (CPU) or
+Triton (GPU) kernels. The loop, the in-place write of each step's row and the
+embedding and classifier around it stay eager. ``dynamic=False``: every
+shape gets its own specialised graph, as XLA does in impl_jax; the length
+buckets of docs/spec.md §2 keep the shapes few.
 
 What it cost goes into the shared ``CompileStats`` (docs/runner-interface.md),
 per runner method ("encode", "loss_and_grads", "train_step", "parse:MODE"),
 read off Dynamo's global counters around each call:
 
-* ``traces``: graphs Dynamo captured (a recompile for a new shape is one more);
+* ``traces``: graphs Dynamo captured (a recompile for a new shape is one
+  more; with gradients a shape takes two, since the tracker state of step 0
+  does not require grad yet and that of later steps does);
 * ``first_calls_s`` and ``compile_s``: the wall time of the calls that
   captured a graph, their run included (Dynamo, AOTAutograd and Inductor
   compile lazily inside the call, as TensorFlow's first calls optimise);

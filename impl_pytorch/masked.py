@@ -18,7 +18,7 @@ The loop is a Python ``for`` over all T steps, whatever the trees, with no
 Python ``if`` on a value: no per-example lists, and the transition head's
 decision is a masked select on the device, never read back to the host
 during the loop. Each step is one side-effect-free function of fixed
-shapes (``MaskedSPINN.step``; the loop does the two in-place writes), which
+shapes (``MaskedSPINN.step``; the loop does the one in-place write), which
 ``torch.compile`` captures without a graph break and reuses at every step
 (runner option ``compile=True``, impl_pytorch/compiled.py).
 
