@@ -62,6 +62,16 @@ def test_registered_as_opt_in_variants():
     assert {"pytorch-masked", "pytorch-compiled"} <= OPT_IN
 
 
+def test_option_errors_are_clear(small_config):
+    params = init_params(small_config, seed=0)
+    with pytest.raises(ValueError, match="compile=True needs algorithm='masked'"):
+        Runner(params, small_config, compile=True)
+    with pytest.raises(ValueError, match="unknown algorithm 'stacks'"):
+        Runner(params, small_config, algorithm="stacks")
+    with pytest.raises(TypeError, match="known: algorithm, compile"):
+        Runner(params, small_config, layout="thin")
+
+
 @variant
 def test_float64_forward_and_gradients_match_reference(variant, runners64, config, params64, small_batch):
     runner = runners64[variant]
