@@ -63,14 +63,17 @@ IMPLEMENTATIONS = {
     "tensorflow-xla": ("tensorflow", {"xla": True}),
     "jax": ("jax", {}),
     "jax-padded": ("jax", {"layout": "padded"}),
-    # The algorithm apart from the framework (issue 16): define-by-run SPINN
-    # in TensorFlow eager, and SPINN for one sentence batched by jax.vmap.
+    # The algorithm apart from the framework: JAX's algorithm (padded arrays,
+    # pointers, masks) in PyTorch, eager and under torch.compile; define-by-run
+    # SPINN in TensorFlow eager; SPINN for one sentence batched by jax.vmap.
+    "pytorch-masked": ("pytorch", {"algorithm": "masked"}),
+    "pytorch-compiled": ("pytorch", {"algorithm": "masked", "compile": True}),
     "tensorflow-eager": ("tensorflow", {"algorithm": "eager"}),
     "jax-vmap": ("jax", {"algorithm": "vmap"}),
 }
 
 # Variants measured only when named with --implementations (not by default).
-OPT_IN = {"jax-padded", "tensorflow-eager", "jax-vmap"}
+OPT_IN = {"jax-padded", "pytorch-masked", "pytorch-compiled", "tensorflow-eager", "jax-vmap"}
 
 # Every name a command takes: the reference, the frameworks and their variants.
 NAMES = tuple(dict.fromkeys(ALL + tuple(IMPLEMENTATIONS)))

@@ -19,5 +19,8 @@ the data's: the host round trip a define-by-run parser pays.
 
 Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
 ``train.py`` (losses, gradients, optimizers, dropout, parse), ``runner.py`` (the
-adapter of docs/runner-interface.md).
+adapter of docs/runner-interface.md). Beside them, for the variants matrix:
+``masked.py`` runs impl_jax's algorithm (padded arrays, pointers, masks) with
+the same cells in PyTorch eager (runner option ``algorithm="masked"``), and
+``compiled.py`` puts it under ``torch.compile`` (``compile=True``).
 """

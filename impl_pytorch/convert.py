@@ -90,16 +90,18 @@ def _check_against_module(model: SNLIClassifier, mapping: dict[str, tuple[str, b
 
 
 def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype="float32",
-                   device="cpu", dropout: float = 0.0) -> SNLIClassifier:
+                   device="cpu", dropout: float = 0.0,
+                   model_class: type[SNLIClassifier] = SNLIClassifier) -> SNLIClassifier:
     """A new SNLIClassifier holding exactly ``params`` (copied, never shared
-    with the caller's arrays), on ``device`` in ``dtype``."""
+    with the caller's arrays), on ``device`` in ``dtype``. ``model_class``: a
+    subclass with the same parameters (masked.MaskedClassifier)."""
     check_params(params, config)  # ParamError naming any missing, extra or mis-shaped entry
     dtype = torch_dtype(dtype)
     mapping = name_map(config)
     # Built on the meta device: PyTorch's own initialisers never run, every
     # value comes from the canonical dict.
     with torch.device("meta"):
-        model = SNLIClassifier(config, dropout=dropout)
+        model = model_class(config, dropout=dropout)
     _check_against_module(model, mapping)
     state = {}
     for name, (torch_name, transposed) in mapping.items():

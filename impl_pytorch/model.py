@@ -91,12 +91,19 @@ class Tracker(nn.Module):
         buffer_front = torch.stack([buf[-1][0] for buf in buffers])  # [K, H]
         stack_top = torch.stack([stack[-1][0] for stack in stacks])  # [K, H]
         stack_second = torch.stack([stack[-2][0] for stack in stacks])  # [K, H]
-        h_prev, c_prev = batch(states)  # [K, D] each
-        z = self.input(torch.cat([buffer_front, stack_top, stack_second], dim=1)) + self.hidden(h_prev)
+        return unbatch(self.cell(buffer_front, stack_top, stack_second, batch(states)))
+
+    def cell(self, buffer_h: torch.Tensor, top_h: torch.Tensor, below_h: torch.Tensor,
+             state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The LSTM arithmetic on rows already batched: buffer_h, top_h, below_h
+        <float>[K, H], state (h_t, c_t) <float>[K, D] -> the new (h_t, c_t).
+        ``forward`` gathers its rows from Python lists; masked.py passes every row."""
+        h_prev, c_prev = state
+        z = self.input(torch.cat([buffer_h, top_h, below_h], dim=1)) + self.hidden(h_prev)
         i, f, g, o = z.chunk(4, dim=1)
         c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
-        return unbatch((h, c))
+        return h, c
 
 
 class Reduce(nn.Module):
@@ -112,15 +119,22 @@ class Reduce(nn.Module):
     def forward(self, lefts: Sequence[Item], rights: Sequence[Item],
                 trackings: Sequence[torch.Tensor] | None = None) -> list[Item]:
         """K left and K right items (and K tracker h's) -> K composed items."""
-        left_h, left_c = batch(lefts)  # [K, H] each
-        right_h, right_c = batch(rights)
+        tracking = torch.stack(list(trackings)) if self.track is not None else None  # [K, D]
+        return unbatch(self.compose(batch(lefts), batch(rights), tracking))
+
+    def compose(self, left: tuple[torch.Tensor, torch.Tensor], right: tuple[torch.Tensor, torch.Tensor],
+                tracking: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The TreeLSTM arithmetic on rows already batched: left and right
+        (h, c) <float>[K, H] each, tracking <float>[K, D] or None -> (h, c)
+        <float>[K, H]. ``forward`` gathers its rows from Python lists; masked.py passes every row."""
+        (left_h, left_c), (right_h, right_c) = left, right
         z = self.left(left_h) + self.right(right_h)  # [K, 5H]
         if self.track is not None:
-            z = z + self.track(torch.stack(list(trackings)))
+            z = z + self.track(tracking)
         a, i, f1, f2, o = z.chunk(5, dim=1)
         c = torch.tanh(a) * torch.sigmoid(i) + torch.sigmoid(f1) * left_c + torch.sigmoid(f2) * right_c
         h = torch.sigmoid(o) * torch.tanh(c)
-        return unbatch((h, c))
+        return h, c
 
 
 @dataclass
@@ -449,13 +463,17 @@ class SNLIClassifier(nn.Module):
     2017 code; ``model.eval()`` turns it off.
     """
 
+    # The encoder's algorithm: masked.py swaps in the padded-array SPINN, with
+    # the same submodules (Tracker, Reduce) and so the same parameter names.
+    encoder_class: type[nn.Module] = SPINN
+
     def __init__(self, config: ModelConfig, dropout: float = 0.0):
         super().__init__()
         self.config = config
         H, M = config.hidden_dim, config.mlp_dim
         self.embed = nn.Embedding(config.vocab_size, config.embed_dim)
         self.projection = nn.Linear(config.embed_dim, 2 * H)  # -> [h; c] of each leaf
-        self.spinn = SPINN(config)
+        self.spinn = self.encoder_class(config)
         widths = [4 * H] + [M] * config.mlp_layers
         self.mlp = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.output = nn.Linear(widths[-1], 3)

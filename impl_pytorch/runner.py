@@ -4,6 +4,17 @@ Eager code: nothing is traced or compiled, so ``compile_stats()`` reports
 zeros. What there is to see instead is the autograd graph each batch records
 (``record_loss``) and how often the Python loop calls Tracker and Reduce
 (``count_calls``): ``bench explain`` shows both.
+
+Options beyond the common interface, so that only the model differs between
+the variants of docs/runner-interface.md (training, optimizers and parse
+modes are the same code, train.py):
+
+* ``algorithm="lists" | "masked"``: model.py's Python lists (the default),
+  or masked.py's padded arrays, pointers and masks (``pytorch-masked``).
+* ``compile=True``: torch.compile of the masked step (``pytorch-compiled``,
+  compiled.py); ``compile_stats()`` then counts graphs, compile time,
+  graph breaks and Inductor's cache per method. A string names another
+  torch.compile backend (the tests use ``"aot_eager"``).
 """
 
 from __future__ import annotations
@@ -17,10 +28,18 @@ import torch
 from shared import optimizers
 from shared.batching import PairBatch
 from shared.params import ModelConfig
+from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed
 
-from . import convert, train
+from . import compiled, convert, train
+from .masked import MaskedClassifier
+from .model import SNLIClassifier
+
+# "lists": model.py, define-by-run (the default). "masked": masked.py, the
+# padded-array algorithm of impl_jax in PyTorch eager (and, with
+# compile=True, under torch.compile).
+ALGORITHMS = ("lists", "masked")
 
 
 def torch_device(device: str) -> torch.device:
@@ -39,30 +58,47 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 **options):
+                 algorithm: str = "lists", compile: bool | str = False, **options):
         if options:
-            raise TypeError(f"the PyTorch runner takes no options, got {sorted(options)}")
+            raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: algorithm, compile")
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
+        if compile and algorithm != "masked":
+            raise ValueError("compile=True needs algorithm='masked': the list-based loop branches in Python "
+                             "on every batch's trees, so there is no one graph per shape to compile")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
         self.device = torch_device(device)
+        self.algorithm = algorithm
         # The supervised loss of docs/spec.md §7 in loss_and_grads and train_step (> 0 needs the head).
         self.transition_weight = train.check_transition_weight(config, transition_weight)
-        # Device-to-host reads of decisions by the last parse or encode (gold mode: none).
+        # Device-to-host reads of decisions by the last parse or encode (gold mode, and masked: none).
         self.last_host_syncs = 0
-        self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout)
+        model_class = MaskedClassifier if algorithm == "masked" else SNLIClassifier
+        self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout,
+                                            model_class=model_class)
+        # compile=True: torch.compile (Inductor) of the masked step, its cost counted per runner
+        # method; a string names another torch.compile backend (e.g. "aot_eager": capture and
+        # autograd without code generation).
+        self._compiled = None
+        if compile:
+            backend = "inductor" if compile is True else str(compile)
+            self._compiled = compiled.compile_model(self.model, backend)
 
     def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
-        with torch.inference_mode():  # no graph is recorded at all
+        with self._counted("encode", batch), torch.inference_mode():  # no graph is recorded at all
             premise, hypothesis, logits = self.model(*train.model_inputs(batch, self.device))
         self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.cpu().numpy() for t in (premise, hypothesis, logits))
 
     def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
-        return train.loss_and_grads(self.model, batch, self.device, self.transition_weight)
+        with self._counted("loss_and_grads", batch):
+            return train.loss_and_grads(self.model, batch, self.device, self.transition_weight)
 
     def parse(self, batch: PairBatch, mode: str = "predicted",
               uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> Parsed:
-        parsed, self.last_host_syncs = train.parse(self.model, batch, self.device, mode, uniforms)
+        with self._counted(f"parse:{mode}", batch):
+            parsed, self.last_host_syncs = train.parse(self.model, batch, self.device, mode, uniforms)
         return parsed
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
@@ -75,8 +111,10 @@ class Runner(RunnerBase):
 
     def train_step(self, batch: PairBatch) -> float:
         self._need_optimizer()
-        loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed, step=self.steps,
-                                frozen=self._optimizer_spec[2], transition_weight=self.transition_weight)
+        with self._counted("train_step", batch):
+            loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed,
+                                    step=self.steps, frozen=self._optimizer_spec[2],
+                                    transition_weight=self.transition_weight)
         self.steps += 1
         return loss
 
@@ -90,6 +128,20 @@ class Runner(RunnerBase):
 
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)
+
+    def compile_stats(self, program: str | None = None) -> CompileStats:
+        """Eager (compile=False): zeros. compile=True: what torch.compile cost
+        per program (impl_pytorch/compiled.py)."""
+        if self._compiled is None:
+            return CompileStats()
+        return self._compiled.stats(program)
+
+    def _counted(self, program: str, batch: PairBatch):
+        """Count what compiling cost during the block (a no-op when eager)."""
+        if self._compiled is None:
+            return contextlib.nullcontext()
+        B, N = np.shape(batch.premise_tokens)
+        return self._compiled.count(program, (B, N, np.shape(batch.premise_transitions)[1]))
 
     # -- what the define-by-run graph looks like (bench explain) ------------
 

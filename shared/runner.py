@@ -37,11 +37,13 @@ class CompileStats:
     xla_compilations: int = 0  # executables XLA built (JAX; TensorFlow with xla=True); 0 otherwise
     cache_hits: int = 0  # JAX persistent compilation cache
     cache_misses: int = 0
+    graph_breaks: int = 0  # PyTorch with compile=True: where Dynamo fell back to Python
     shapes: list[tuple] = field(default_factory=list)  # (program, B, N, T) of each compilation or first call
 
     # The additive numbers (everything but shapes).
     NUMBERS: ClassVar[tuple[str, ...]] = ("traces", "compile_s", "trace_s", "lower_s", "xla_compile_s",
-                                          "first_calls_s", "xla_compilations", "cache_hits", "cache_misses")
+                                          "first_calls_s", "xla_compilations", "cache_hits", "cache_misses",
+                                          "graph_breaks")
 
     def since(self, earlier: "CompileStats") -> "CompileStats":
         """What was spent between ``earlier`` and these stats."""

@@ -1,0 +1,352 @@
+"""SPINN in PyTorch with the static-graph algorithm: arrays, pointers and masks (docs/spec.md §3, §7).
+
+model.py walks each tree with Python lists and a Python ``if`` per example.
+This file runs the algorithm of impl_jax/model.py instead, in PyTorch eager,
+so that a reader can tell what a speed gap owes to the framework and what to
+the algorithm. Every sentence does the same work at every step; what its
+transition *means* is decided by masks and pointers:
+
+    leaves       <float>[S, N, 2H]   [h; c] of every token slot
+    transitions  <int64>[S, T]       PAD / SHIFT / REDUCE, on the device
+    thin         <float>[N + T, S, 2H]  the thin stack (Bowman et al. 2016):
+                 rows 0..N-1 are the leaves (the buffer lives there), row
+                 N + t is what step t composed, for all sentences at once
+    pointers     <int64>[S, N + 1]   the stack: row numbers into ``thin``
+    sp, bp       <int64>[S]          stack pointer (items on the stack), buffer pointer
+
+The loop is a Python ``for`` over all T steps, whatever the trees, with no
+Python ``if`` on a value: no per-example lists, and the transition head's
+decision is a masked select on the device, never read back to the host
+during the loop. Each step is one side-effect-free function of fixed
+shapes (``MaskedSPINN.step``; the loop does the one in-place write), which
+``torch.compile`` captures without a graph break and reuses at every step
+(runner option ``compile=True``, impl_pytorch/compiled.py).
+
+The cells are model.py's: :class:`MaskedSPINN` subclasses its SPINN and calls
+``Tracker.cell`` and ``Reduce.compose`` on all S rows, so parameters, their
+names and the canonical conversion (convert.py) are shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shared import parsing
+from shared.transitions import PAD, REDUCE, SHIFT
+
+from .model import HEAD_KERNEL, SPINN, SNLIClassifier
+
+
+def check_batch_transitions(transitions: np.ndarray, num_tokens: int) -> None:
+    """Raise ValueError unless every row of ``transitions <int>[S, T]`` is a
+    valid sequence for at most ``num_tokens`` words (docs/spec.md §1).
+
+    model.py finds a bad REDUCE when its list is too short; the masked loop
+    never looks, so the host checks the data once, vectorised, before the
+    transitions go to the device. This reads the input, not a decision.
+    """
+    transitions = np.asarray(transitions)
+    if transitions.ndim != 2:
+        raise ValueError(f"transitions have shape {transitions.shape}, expected (S, T)")
+    unknown = ~np.isin(transitions, (PAD, SHIFT, REDUCE))
+    if unknown.any():
+        s, t = np.argwhere(unknown)[0]
+        raise ValueError(f"sentence {s}, step {t}: unknown transition code {transitions[s, t]}")
+    is_shift, is_reduce = transitions == SHIFT, transitions == REDUCE
+    depth = np.cumsum(is_shift, axis=1) - np.cumsum(is_reduce, axis=1)  # items after each step
+    too_few = is_reduce & (depth + 1 < 2)  # a REDUCE found fewer than two items before it
+    if too_few.any():
+        s, t = np.argwhere(too_few)[0]
+        raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
+    shifts = is_shift.sum(axis=1)
+    if np.any(shifts > num_tokens):
+        s = int(np.argmax(shifts))
+        raise ValueError(f"sentence {s}: {shifts[s]} SHIFTs, but the batch has N={num_tokens} token slots")
+    left = depth[:, -1] if transitions.shape[1] else np.zeros(len(transitions), dtype=np.int64)
+    if np.any(left != 1):
+        s = int(np.argmax(left != 1))
+        raise ValueError(f"sentence {s}: transitions leave {left[s]} items on the stack, expected 1")
+
+
+class MaskedSPINN(SPINN):
+    """The shift-reduce encoder as one fixed-length loop over padded arrays.
+
+    Same submodules as model.SPINN (``tracker``, ``reduce``), so the same
+    parameters; ``run`` replaces the list-based ``forward`` and ``parse``.
+    ``step_function`` is what ``run`` calls at every step: ``step`` itself,
+    or its torch.compile (compiled.py).
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.step_function = self.step
+
+    def run(self, leaves: torch.Tensor, transitions: torch.Tensor, mode: str = "gold",
+            uniforms: torch.Tensor | None = None, head: bool = False) -> dict[str, torch.Tensor]:
+        """S sentences through T steps, on the device.
+
+        Args:
+          leaves: <float>[S, N, 2H], [h; c] of each token slot.
+          transitions: <int64>[S, T]. Gold mode follows them; predicted and
+            sampled mode use only each row's number of SHIFTs, n.
+          mode: "gold", "predicted" or "sampled" (a Python constant: each
+            mode is its own program for torch.compile).
+          uniforms: sampled mode, <float64>[S, T].
+          head: read the transition head at every step (always, outside gold mode).
+
+        Returns a dict of tensors: encodings <float>[S, H]; and with the head
+        transitions <int64>[S, T] (followed; gold mode: the data's),
+        transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
+        entropy <float>[S] (sampled mode, else zeros).
+        """
+        S, N, _ = leaves.shape
+        T = transitions.shape[1]
+        H = self.hidden_dim
+        head = head or mode != "gold"
+        device = leaves.device
+        rows = torch.arange(S, device=device)
+        n_leaves = (transitions == SHIFT).sum(dim=1)  # [S]: one SHIFT per word
+        # The thin stack: the leaves, then one (still zero) row per step.
+        thin = torch.cat([leaves.transpose(0, 1), leaves.new_zeros((T, S, 2 * H))])  # [N + T, S, 2H]
+        pointers = torch.zeros((S, N + 1), dtype=torch.int64, device=device)  # N items + a free slot
+        sp = torch.zeros(S, dtype=torch.int64, device=device)
+        bp = torch.zeros_like(sp)
+        state = None
+        if self.tracker is not None:
+            state = (leaves.new_zeros((S, self.tracker_dim)), leaves.new_zeros((S, self.tracker_dim)))
+        new_rows = torch.arange(N, N + T, device=device)  # row N + t of thin, as a tensor (not a constant)
+        followed, step_logits = [], []  # per step: ops <int64>[S], t <float>[S, 2]
+        logprob = entropy = leaves.new_zeros(S, dtype=torch.float64)  # summed in float64, as model.py does
+
+        # ---- the loop -------------------------------------------------------
+        # T iterations for every batch, and no Python `if` on a tensor's
+        # value: the same code runs for every batch of this shape, each
+        # step is the same function of the same shapes (torch.compile
+        # compiles it once and reuses it at every step, like lax.scan's body).
+        for t in range(T):
+            op = transitions[:, t] if mode == "gold" else None
+            u = uniforms[:, t] if mode == "sampled" else None
+            out = self.step_function(thin, pointers, sp, bp, state, n_leaves, new_rows[t], op, u, mode, head)
+            row, pointers, sp, bp, state = out[:5]
+            # The step's one write, in place: row N + t of thin takes what it
+            # composed, for all sentences (read only where REDUCE pushed a
+            # pointer to it). The row was never read before and is never
+            # written again, so autograd keeps what earlier steps read.
+            thin[N + t] = row
+            if head:
+                logits, op, step_logprob, step_entropy = out[5:]
+                step_logits.append(logits)
+                followed.append(op)
+                if mode == "sampled":
+                    logprob, entropy = logprob + step_logprob, entropy + step_entropy
+
+        # After a valid sequence one item is left, in slot 0: its h is the encoding.
+        out = {"encodings": thin[pointers[:, 0], rows][:, :H]}  # [S, H]
+        if head:
+            out["transitions"] = torch.stack(followed, dim=1) if T else transitions  # [S, T]
+            out["transition_logits"] = (torch.stack(step_logits, dim=1) if T
+                                        else leaves.new_zeros((S, 0, 2)))  # [S, T, 2]
+            out["logprob"], out["entropy"] = logprob.to(leaves.dtype), entropy.to(leaves.dtype)
+        return out
+
+    def step(self, thin, pointers, sp, bp, state, n_leaves, new_row, op, u, mode: str, head: bool) -> tuple:
+        """One transition for every sentence, without side effects.
+
+        thin <float>[N + T, S, 2H], pointers <int64>[S, N + 1], sp, bp <int64>[S],
+        state (h_t, c_t) <float>[S, D] or None, n_leaves <int64>[S], new_row
+        <int64>[] (N + t), op <int64>[S] (gold mode, else None), u <float64>[S]
+        (sampled mode, else None). Returns (row <float>[S, 2H] for thin[N + t],
+        the new pointers, sp, bp and state); with ``head`` also (logits <float>[S, 2],
+        zeros at PAD; the op followed <int64>[S]; the step's logprob and
+        entropy <float64>[S], or None outside sampled mode).
+        """
+        H = self.hidden_dim
+        rows = torch.arange(sp.shape[0], device=sp.device)
+
+        def slot(k: int) -> torch.Tensor:
+            """The item k places from the top, <float>[S, 2H]; zeros where there is none."""
+            item = thin[pointers[rows, (sp - k).clamp(min=0)], rows]  # follow the back-pointer
+            return torch.where((sp >= k)[:, None], item, 0.0)
+
+        top, below = slot(1), slot(2)
+        # The leaves are rows 0..N-1 of thin; bp <= n <= N is always a row of it.
+        front = thin[bp, rows]
+        can_shift = bp < n_leaves  # the buffer is not empty
+        front = torch.where(can_shift[:, None], front, 0.0)
+        # ---- masks: the "if op == ..." of model.py, one bool per sentence.
+        if mode == "gold":
+            is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
+        else:
+            # The op is decided after the tracker update; whether the step
+            # does anything is known now: a finished sentence can neither
+            # shift nor reduce, and PADs from then on.
+            can_reduce = sp >= 2
+            active = can_shift | can_reduce
+
+        # ---- tracker, kept only where the step is not PAD: PAD changes nothing.
+        tracking = None
+        if self.tracker is not None:
+            h_t, c_t = self.tracker.cell(front[:, :H], top[:, :H], below[:, :H], state)
+            keep = active[:, None]
+            state = (torch.where(keep, h_t, state[0]), torch.where(keep, c_t, state[1]))
+            tracking = state[0]
+
+        # ---- the transition head reads the state just written (docs/spec.md §7).
+        ys = ()
+        if head:
+            logits = self.head(tracking)  # [S, 2] = (t_S, t_R)
+            step_logprob = step_entropy = None
+            if mode != "gold":
+                # ---- the decision. model.py copies t to Python here and
+                # branches; here it stays on the device as two masks that
+                # take the place of the gold op's.
+                is_shift, is_reduce, step_logprob, step_entropy = _decide(logits, u, can_shift, can_reduce, mode)
+            followed = torch.where(is_reduce, REDUCE, torch.where(is_shift, SHIFT, PAD))
+            ys = (torch.where(active[:, None], logits, 0.0), followed, step_logprob, step_entropy)
+
+        # ---- compose the two top items for every sentence (kept where REDUCE).
+        h, c = self.reduce.compose((below[:, :H], below[:, H:]), (top[:, :H], top[:, H:]), tracking)
+
+        # ---- push a pointer. SHIFT pushes the leaf's row at slot sp, REDUCE
+        # pops two and pushes row N + t at slot sp - 2; PAD writes at sp, the
+        # free slot above the top, which nobody reads. Out of place: the
+        # compiled backward may read the pointers this step was given.
+        write_slot = sp - 2 * is_reduce.long()
+        target = torch.where(is_shift, bp, new_row)
+        pointers = pointers.scatter(1, write_slot[:, None], target[:, None])
+        sp = sp + is_shift.long() - is_reduce.long()
+        bp = bp + is_shift.long()
+        return (torch.cat([h, c], dim=1), pointers, sp, bp, state) + ys
+
+
+def _decide(logits, uniform, can_shift, can_reduce, mode: str):
+    """docs/spec.md §7's rule for every sentence at once, without leaving the device.
+
+    logits <float>[S, 2] = (t_S, t_R); uniform <float64>[S] (sampled mode);
+    can_shift, can_reduce <bool>[S]. Returns is_shift, is_reduce <bool>[S]
+    (both false: the sentence is finished) and, in sampled mode, the step's
+    log p(action taken) and entropy <float64>[S], zero unless it was a choice.
+    """
+    choice = can_shift & can_reduce  # both actions possible: the head decides
+    diff = logits[:, parsing.REDUCE_COLUMN] - logits[:, parsing.SHIFT_COLUMN]  # t_R - t_S
+    step_logprob = step_entropy = None
+    if mode == "predicted":
+        wants_reduce = diff > 0  # a tie SHIFTs
+    else:
+        # In float64, as model.py and the reference compare u with p_R;
+        # log σ(x) = -softplus(-x) is stable, and p_R = exp(log σ(d)).
+        diff = diff.double()
+        log_p_reduce, log_p_shift = F.logsigmoid(diff), F.logsigmoid(-diff)
+        wants_reduce = uniform < log_p_reduce.exp()
+        taken = torch.where(wants_reduce, log_p_reduce, log_p_shift)
+        entropy = -(log_p_reduce.exp() * log_p_reduce + log_p_shift.exp() * log_p_shift)
+        step_logprob = torch.where(choice, taken, 0.0)  # a forced step adds nothing
+        step_entropy = torch.where(choice, entropy, 0.0)
+    # Where only one action is possible it is taken, whatever t says.
+    is_reduce = can_reduce & (~can_shift | wants_reduce)
+    is_shift = can_shift & ~is_reduce
+    return is_shift, is_reduce, step_logprob, step_entropy
+
+
+@dataclass
+class MaskedEncoded:
+    """What :meth:`MaskedClassifier.parse` returns for S sentences: the fields
+    of model.Encoded that train.py reads, from dense [S, T] arrays."""
+
+    encodings: torch.Tensor  # <float>[S, H]
+    transitions: np.ndarray  # <int32>[S, T] followed (copied to the host once, after the loop)
+    dense_logits: torch.Tensor  # <float>[S, T, 2] t at each non-PAD step, zeros at PAD
+    logprob: torch.Tensor  # <float>[S]
+    entropy: torch.Tensor  # <float>[S]
+    host_syncs: int = 0  # no decision is read back during the loop
+
+    def __post_init__(self):
+        self.step_rows, self.step_columns = np.nonzero(self.transitions != PAD)  # the non-PAD steps
+
+    @property
+    def step_logits(self) -> torch.Tensor:
+        """<float>[R, 2] t at the non-PAD steps (the rows of step_rows, step_columns)."""
+        device = self.dense_logits.device
+        return self.dense_logits[torch.as_tensor(self.step_rows, device=device),
+                                 torch.as_tensor(self.step_columns, device=device)]
+
+    def step_actions(self) -> np.ndarray:
+        return self.transitions[self.step_rows, self.step_columns]
+
+    def transition_logits(self) -> torch.Tensor:
+        return self.dense_logits
+
+
+class MaskedClassifier(SNLIClassifier):
+    """model.SNLIClassifier (same parameters, embedding, MLP) with the masked
+    encoder. ``forward`` and ``parse`` take the same arguments as the
+    list-based model's, so train.py drives both alike; ``program`` is the
+    whole computation on device tensors."""
+
+    encoder_class = MaskedSPINN
+
+    def program(self, tokens: torch.Tensor, transitions: torch.Tensor, uniforms: torch.Tensor | None,
+                mode: str, head: bool) -> dict[str, torch.Tensor]:
+        """tokens <int64>[2B, N], transitions <int64>[2B, T] (premises first),
+        uniforms <float64>[2B, T] or None -> MaskedSPINN.run's dict plus
+        logits <float>[B, 3]."""
+        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H], as model.py's encode
+        out = self.spinn.run(leaves, transitions, mode, uniforms, head)
+        B = tokens.shape[0] // 2
+        out["logits"] = self.classify(out["encodings"][:B], out["encodings"][B:])
+        return out
+
+    def _call(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, mode,
+              head, uniforms=None):
+        tokens = torch.cat([premise_tokens, hypothesis_tokens])  # [2B, N], one batch of sentences
+        transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
+        if mode == "gold":
+            check_batch_transitions(transitions, tokens.shape[1])
+        device = tokens.device
+        on_device = torch.as_tensor(transitions.astype(np.int64), device=device)
+        if uniforms is not None:
+            uniforms = torch.as_tensor(np.concatenate([np.asarray(uniforms[0]), np.asarray(uniforms[1])]),
+                                       dtype=torch.float64, device=device)
+        return self.program(tokens, on_device, uniforms, mode, head), transitions
+
+    def forward(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions):
+        """As model.SNLIClassifier.forward: -> premise, hypothesis <float>[B, H], logits <float>[B, 3]."""
+        out, _ = self._call(premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+                            "gold", head=False)
+        B = premise_tokens.shape[0]
+        return out["encodings"][:B], out["encodings"][B:], out["logits"]
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+              mode: str = "predicted", uniforms=None) -> tuple[MaskedEncoded, torch.Tensor]:
+        """As model.SNLIClassifier.parse: -> (MaskedEncoded of the 2B sentences, logits <float>[B, 3])."""
+        parsing.check_mode(mode)
+        if self.spinn.head is None:
+            raise ValueError(f"{mode} mode needs the transition head, but the model has no {HEAD_KERNEL!r} "
+                             "(its config has transition_head false; docs/spec.md §7)")
+        transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
+        if mode != "gold":
+            lengths = parsing.sentence_lengths(transitions)
+            T = transitions.shape[1]
+            for s, n in enumerate(lengths.tolist()):
+                if n < 1:
+                    raise ValueError(f"sentence {s}: its row has no SHIFT, so it has no tokens to parse")
+                if n > np.shape(premise_tokens)[1]:
+                    raise ValueError(f"sentence {s}: {n} SHIFTs, but the batch has N={np.shape(premise_tokens)[1]} "
+                                     "token slots")
+                if 2 * n - 1 > T:
+                    raise ValueError(f"sentence {s}: {n} tokens need {2 * n - 1} steps, the row has {T}")
+        if mode == "sampled":
+            if uniforms is None:
+                raise ValueError("sampled mode needs the uniform numbers (see shared.parsing.batch_uniforms)")
+        out, transitions = self._call(premise_tokens, premise_transitions, hypothesis_tokens,
+                                      hypothesis_transitions, mode, head=True, uniforms=uniforms)
+        # Gold mode follows the host's own copy; otherwise the decisions come
+        # back once, after the loop, as part of the result.
+        followed = transitions if mode == "gold" else out["transitions"].cpu().numpy()
+        encoded = MaskedEncoded(out["encodings"], followed.astype(np.int32), out["transition_logits"],
+                                out["logprob"], out["entropy"])
+        return encoded, out["logits"]
