@@ -4,8 +4,11 @@ and the process settings the frameworks need before they are imported."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
+import sys
+import threading
 from typing import Sequence
 
 from shared.params import ModelConfig
@@ -84,6 +87,51 @@ def quiet_frameworks() -> None:
     # module (absl's handler among them): only errors reach the terminal.
     for name in ("tensorflow", "absl", "jax._src.xla_bridge"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+# Lines TensorFlow's C++ side writes straight to file descriptor 2 at start-up,
+# before its logging honours TF_CPP_MIN_LOG_LEVEL (seen with 2.21): notices,
+# never errors.
+NATIVE_NOISE = (
+    b"All log messages before absl::InitializeLog() is called",
+    b"oneDNN custom operations are on",
+    b"oneDNN supports DT_INT32 only on platforms with AVX-512",
+)
+_noise_filter: threading.Thread | None = None
+
+
+def filter_native_noise() -> None:
+    """Route file descriptor 2 through a thread that drops :data:`NATIVE_NOISE`
+    lines and passes everything else on (tracebacks, errors, progress).
+
+    For the entry points (``python -m bench`` and the benchmark workers), not
+    for library use: it rewires the process's stderr. At exit the thread is
+    drained, so the last lines (a traceback) are never lost.
+    """
+    global _noise_filter
+    if _noise_filter is not None or os.name != "posix":
+        return
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    real = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def pump() -> None:
+        with os.fdopen(read_end, "rb") as source, os.fdopen(real, "wb", buffering=0) as target:
+            for line in source:
+                if not any(noise in line for noise in NATIVE_NOISE):
+                    target.write(line)
+
+    def drain() -> None:
+        sys.stderr.flush()
+        os.dup2(real_copy, 2)  # closes the pipe's last write end: the pump sees its end
+        _noise_filter.join(timeout=5)
+
+    real_copy = os.dup(real)
+    _noise_filter = threading.Thread(target=pump, name="stderr-filter", daemon=True)
+    _noise_filter.start()
+    atexit.register(drain)
 
 
 def worker_env(dtype: str = "float32") -> dict[str, str]:

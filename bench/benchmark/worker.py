@@ -49,7 +49,7 @@ import numpy as np
 from bench.benchmark import devices
 from bench.benchmark.measure import RssSampler, check_agreement, warm_up
 from bench.benchmark.flops import batch_flops
-from bench.config import quiet_frameworks
+from bench.config import filter_native_noise, quiet_frameworks
 from bench.datasets import load_dataset
 from bench.frameworks import runner_class
 from shared.batching import length_buckets, make_batches, pair_length, padding_report
@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     quiet_frameworks()  # before any framework is imported
+    filter_native_noise()
     spec = WorkerSpec(**json.loads(Path(argv[0]).read_text()))
 
     def reply(message: dict) -> None:
