@@ -61,12 +61,6 @@ WORKER_ENV = {
     "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # JAX: take GPU memory as needed
     "NVIDIA_TF32_OVERRIDE": "0",  # real float32 matmuls on NVIDIA GPUs
     "JAX_DEFAULT_MATMUL_PRECISION": "highest",
-    # OpenMP threads (PyTorch's intra-op pool) sleep at a barrier instead of
-    # spinning. On a busy 2-core machine a spinning thread waits out the time
-    # slice of a descheduled partner at every small op: PyTorch's step then
-    # slowed 4x (38.9 vs 10.9 ms median, load average 4.3) while the other
-    # frameworks' pools, which do not spin so, hardly noticed.
-    "OMP_WAIT_POLICY": "PASSIVE",
 }
 
 # Defaults a user may override. TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's C++
@@ -75,6 +69,14 @@ WORKER_ENV = {
 # hides the messages: TF_ENABLE_ONEDNN_OPTS, which changes numerics, is left
 # as the environment has it.
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
+
+# OMP_WAIT_POLICY is left as the environment has it, and recorded. PyTorch's
+# OpenMP threads spin at barriers by default: on a quiet 2-core machine that
+# is its fastest setting (full-size inference at B=128: 689-734 pairs/s
+# spinning, 530-538 with OMP_WAIT_POLICY=PASSIVE), but on a busy one a
+# spinning thread waits out a descheduled partner's time slice at every small
+# op (quick model, B=8, load average 4.3: 38.9 ms median step spinning, 10.9
+# ms passive). On a shared machine, run with OMP_WAIT_POLICY=PASSIVE.
 
 
 def quiet_frameworks() -> None:
