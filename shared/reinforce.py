@@ -125,14 +125,20 @@ def step_record(loss: float, rewards, premise_logprob, hypothesis_logprob, premi
     ``loss`` (the REINFORCE loss), ``reward`` (the mean of r_i = -CE_i, what
     the baseline follows), ``logprob`` and ``entropy`` (means over pairs of
     the premise's plus the hypothesis's sum, the quantities of the loss),
-    ``rewards`` <float64>[B], and :func:`parse_shape_stats` of both sides.
+    :func:`parse_shape_stats` of both sides; then the arrays behind them:
+    ``rewards``, ``logprobs``, ``entropies`` <float64>[B] (per pair) and the
+    followed ``premise_transitions``, ``hypothesis_transitions`` <int32>[B, T].
+    Scalars are Python floats; what is an array is a NumPy array.
     """
     rewards = np.asarray(rewards, dtype=np.float64)
     logprob = np.asarray(premise_logprob, np.float64) + np.asarray(hypothesis_logprob, np.float64)
     entropy = np.asarray(premise_entropy, np.float64) + np.asarray(hypothesis_entropy, np.float64)
     followed = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
     return {"loss": float(loss), "reward": float(rewards.mean()), "logprob": float(logprob.mean()),
-            "entropy": float(entropy.mean()), "rewards": rewards, **parse_shape_stats(followed)}
+            "entropy": float(entropy.mean()), **parse_shape_stats(followed),
+            "rewards": rewards, "logprobs": logprob, "entropies": entropy,
+            "premise_transitions": np.asarray(premise_transitions, dtype=np.int32),
+            "hypothesis_transitions": np.asarray(hypothesis_transitions, dtype=np.int32)}
 
 
 def update_baseline(baseline: float | None, mean_reward: float) -> float:
