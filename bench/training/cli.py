@@ -25,7 +25,7 @@ from bench.training.trainer import train
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, init_params, load_params
-from shared.snli import Pair
+from shared.snli import Pair, with_parse
 from shared.vocab import Vocabulary
 
 def register(sub) -> None:
@@ -36,7 +36,8 @@ def register(sub) -> None:
     group = p.add_argument_group("dev data")
     group.add_argument("--dev", default="auto",
                        help="dev pairs for the accuracy at each epoch end: 'auto' (the dev split of an SNLI folder, "
-                            "fresh pairs for synthetic, none otherwise), 'none', 'sample', 'synthetic', "
+                            "fresh pairs for synthetic and arithmetic, none otherwise), 'none', 'sample', "
+                            "'synthetic', 'arithmetic', "
                             "or a path [default: %(default)s]")
     group.add_argument("--dev-pairs", type=int, default=None,
                        help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
@@ -131,19 +132,28 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     """The dev pairs that ``--dev`` names (see its help)."""
+    name, pairs = _load_dev(args)
+    return name, with_parse(pairs, args.parse)  # the trees of --parse, as in training
+
+
+def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     from shared import synthetic
+    from shared.arithmetic import arithmetic_pairs
     from shared.snli import SAMPLE_PATH, read_snli
 
     dev = args.dev
     if dev == "auto":
-        if args.data == "synthetic":
-            dev = "synthetic"
+        if args.data in ("synthetic", "arithmetic"):
+            dev = args.data
         elif args.data not in ("sample", "shaped") and Path(args.data).is_dir():
             dev = args.data
         else:
             return "none", []
     if dev == "none":
         return "none", []
+    if dev == "arithmetic":  # fresh pairs of another seed, as for synthetic
+        n = args.dev_pairs or 1000
+        return f"arithmetic-{n}-seed{args.data_seed + 1}", arithmetic_pairs(n, seed=args.data_seed + 1)
     if dev == "synthetic":
         # Another seed than the training pairs: fresh pairs of the same grammar.
         n = args.dev_pairs or 1000
@@ -185,6 +195,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                  "data_seed": args.data_seed, "dev": dev_name}
     if args.data == "shaped":
         data_info.update(shape=args.shape, length=args.length)
+    if args.parse != "gold":
+        data_info["parse"] = args.parse
     result = train(cfg, args.out, dataset.pairs, init=lambda: build_init(args, dataset.pairs, dev_pairs),
                    dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
     summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1)}
