@@ -19,6 +19,7 @@ from bench.config import add_size_arguments, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset
 from bench.frameworks import ALL, runner_class
 from bench.records import write_json
+from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, format_confusion
 from bench.training.settings import EMBEDDING, TrainConfig
 from bench.training.trainer import train
@@ -41,6 +42,7 @@ def register(sub) -> None:
                             "or a path [default: %(default)s]")
     group.add_argument("--dev-pairs", type=int, default=None,
                        help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
+    reinforce.add_arguments(p)
     group = p.add_argument_group("model")
     add_size_arguments(p)
     group.add_argument("--init", default=None,
@@ -197,8 +199,15 @@ def cmd_train(args: argparse.Namespace) -> int:
         data_info.update(shape=args.shape, length=args.length)
     if args.parse != "gold":
         data_info["parse"] = args.parse
-    result = train(cfg, args.out, dataset.pairs, init=lambda: build_init(args, dataset.pairs, dev_pairs),
-                   dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+    init = lambda: build_init(args, dataset.pairs, dev_pairs)  # noqa: E731
+    options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+    settings = reinforce.settings_from_args(args)
+    if settings is None:
+        result = train(cfg, args.out, dataset.pairs, init=init, **options)
+    else:  # parses learned by reward: the model needs a transition head
+        seed = args.seed if args.init_seed is None else args.init_seed
+        result = reinforce.train_reinforce(cfg, args.out, dataset.pairs, settings=settings,
+                                           init=lambda: reinforce.with_head(init(), seed), **options)
     summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1)}
     for split in ("dev", "train"):
         last = [r for r in result.evals if r["split"] == split]
