@@ -33,10 +33,21 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: str = "sample")
                        help="shaped: tree shape [default: %(default)s]")
     group.add_argument("--length", type=int, default=20, help="shaped: sentence length [default: %(default)s]")
     group.add_argument("--data-seed", type=int, default=0, help="seed of generated data [default: %(default)s]")
+    group.add_argument("--numbers", default="4:8",
+                       help="arithmetic: how many numbers an expression has, MIN:MAX [default: %(default)s]")
     group.add_argument("--parse", default="gold", choices=PARSES,
                        help="the trees: the data's own, or one fixed shape for every sentence (left- or "
                             "right-branching, or balanced: the first ceil(n/2) words, then the rest) "
                             "[default: %(default)s]")
+
+
+def number_range(args: argparse.Namespace) -> tuple[int, int]:
+    """``--numbers MIN:MAX`` as two ints."""
+    try:
+        low, high = (int(part) for part in getattr(args, "numbers", "4:8").split(":"))
+    except ValueError:
+        raise ValueError(f"--numbers: expected MIN:MAX, e.g. 4:8, got {args.numbers!r}") from None
+    return low, high
 
 
 @dataclass
@@ -60,7 +71,9 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
         return Dataset(f"synthetic-{n}", synthetic.synthetic_pairs(n, seed=args.data_seed), None)
     if data == "arithmetic":
         n = args.num_pairs or 2000
-        return Dataset(f"arithmetic-{n}-seed{args.data_seed}", arithmetic_pairs(n, seed=args.data_seed), None)
+        low, high = number_range(args)
+        return Dataset(f"arithmetic-{n}-seed{args.data_seed}-numbers{low}to{high}",
+                       arithmetic_pairs(n, seed=args.data_seed, min_len=low, max_len=high), None)
     if data == "shaped":
         n = args.num_pairs or 512
         pairs = synthetic.shaped_pairs(n, length=args.length, shape=args.shape, seed=args.data_seed)

@@ -52,6 +52,8 @@ def test_parse_flag_when_reading_data():
         assert pair.premise.transitions == tuple([SHIFT] * n + [REDUCE] * (n - 1))
         assert pair.premise.tokens == true.premise.tokens
     assert load_dataset(parser.parse_args(["--data", "arithmetic", "--num-pairs", "30"])).pairs == gold
+    short = load_dataset(parser.parse_args(["--data", "arithmetic", "--num-pairs", "30", "--numbers", "2:3"]))
+    assert {len(p.premise.tokens) for p in short.pairs} <= {3, 5}
 
 
 def test_fixed_shapes_against_the_arithmetic_trees():

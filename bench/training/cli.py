@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from bench.config import add_size_arguments, model_config, quiet_frameworks
-from bench.datasets import add_data_arguments, load_dataset
+from bench.datasets import add_data_arguments, load_dataset, number_range
 from bench.frameworks import ALL, runner_class
 from bench.records import write_json
 from bench.training import reinforce
@@ -155,7 +155,9 @@ def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
         return "none", []
     if dev == "arithmetic":  # fresh pairs of another seed, as for synthetic
         n = args.dev_pairs or 1000
-        return f"arithmetic-{n}-seed{args.data_seed + 1}", arithmetic_pairs(n, seed=args.data_seed + 1)
+        low, high = number_range(args)
+        return (f"arithmetic-{n}-seed{args.data_seed + 1}-numbers{low}to{high}",
+                arithmetic_pairs(n, seed=args.data_seed + 1, min_len=low, max_len=high))
     if dev == "synthetic":
         # Another seed than the training pairs: fresh pairs of the same grammar.
         n = args.dev_pairs or 1000
@@ -197,6 +199,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                  "data_seed": args.data_seed, "dev": dev_name}
     if args.data == "shaped":
         data_info.update(shape=args.shape, length=args.length)
+    if args.data == "arithmetic":
+        data_info["numbers"] = args.numbers
     if args.parse != "gold":
         data_info["parse"] = args.parse
     init = lambda: build_init(args, dataset.pairs, dev_pairs)  # noqa: E731
