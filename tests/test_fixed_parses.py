@@ -69,3 +69,12 @@ def test_fixed_shapes_against_the_arithmetic_trees():
         f1[shape] = ParseCounts.of_parses(pad(shaped), pad(gold)).bracket_f1
     assert all(0.0 < value < 1.0 for value in f1.values()), f1
     assert len(set(f1.values())) == 3, f1
+
+
+def test_parse_summary_shape_f1():
+    """Two-number expressions `a op b` have the true tree ( a ( op b ) ): right-branching."""
+    from bench.training.parse_summary import shape_f1
+
+    pairs = arithmetic_pairs(50, seed=2, min_len=2, max_len=2)
+    assert shape_f1(pairs, "right") == 1.0 == shape_f1(pairs, "gold")
+    assert shape_f1(pairs, "left") == 0.0
