@@ -4,8 +4,9 @@
 input shape. Here each program is compiled explicitly,
 ``jax.jit(fn).trace(*args).lower().compile()``, and the executable is kept in
 a dict keyed by the batch shape (B, N, T). So a compilation happens exactly
-once per bucket shape and program (encode, loss_and_grads, train_step, and
-one parse program per transitions mode, docs/spec.md §7), and
+once per bucket shape and program (encode, loss_and_grads, train_step,
+one parse program per transitions mode, and the two REINFORCE programs,
+docs/spec.md §7), and
 the time each stage takes (tracing, lowering, XLA) is measured apart from
 running: ``compile_stats()``.
 
