@@ -1,6 +1,7 @@
 """The TensorFlow SPINN behind the shared Runner interface (docs/runner-interface.md).
 
-Each entry point (encode, loss_and_grads, train_step) is one ``tf.function``
+Each entry point (encode, loss_and_grads, train_step, the parse of each
+mode and the two REINFORCE programs of docs/spec.md §7) is one ``tf.function``
 with an input signature whose sizes are ``None``: traced once, it serves every
 batch size B, token count N and step count T. :class:`Traced` counts traces
 (Python runs only while TensorFlow traces) and times the trace
