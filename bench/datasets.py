@@ -3,9 +3,8 @@
 ``--data`` takes
 * ``sample`` (the default): the 1,289-row SNLI dev sample embedded in ``data/``;
 * ``synthetic``: seeded synthetic pairs whose labels follow from tree structure;
-* ``arithmetic``: seeded arithmetic expressions whose gold tree is the
-  precedence parse (shared/arithmetic.py, docs/spec.md §7);
 * ``shaped``: random words in trees of one shape and length (benchmarks);
+* ``arithmetic``: expressions whose tree decides their value (docs/spec.md §7);
 * a path: an SNLI ``.jsonl`` or ``.txt`` file, or the unzipped ``snli_1.0/`` folder.
 """
 
@@ -14,8 +13,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from shared import arithmetic, synthetic
-from shared.snli import SAMPLE_PATH, LoadReport, Pair, read_snli
+from shared import synthetic
+from shared.arithmetic import arithmetic_pairs
+from shared.snli import PARSES, SAMPLE_PATH, LoadReport, Pair, read_snli, with_parse
 
 SHAPES = ("random", "left", "right", "balanced")
 
@@ -23,7 +23,7 @@ SHAPES = ("random", "left", "right", "balanced")
 def add_data_arguments(parser: argparse.ArgumentParser, default: str = "sample") -> None:
     group = parser.add_argument_group("data")
     group.add_argument("--data", default=default,
-                       help="'sample' (embedded SNLI dev sample), 'synthetic', 'arithmetic', 'shaped', "
+                       help="'sample' (embedded SNLI dev sample), 'synthetic', 'shaped', 'arithmetic', "
                             "or a path to SNLI (.jsonl, .txt or the snli_1.0/ folder) [default: %(default)s]")
     group.add_argument("--split", default="train", choices=("train", "dev", "test"),
                        help="split to read when --data is the snli_1.0/ folder [default: %(default)s]")
@@ -33,6 +33,21 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: str = "sample")
                        help="shaped: tree shape [default: %(default)s]")
     group.add_argument("--length", type=int, default=20, help="shaped: sentence length [default: %(default)s]")
     group.add_argument("--data-seed", type=int, default=0, help="seed of generated data [default: %(default)s]")
+    group.add_argument("--numbers", default="4:8",
+                       help="arithmetic: how many numbers an expression has, MIN:MAX [default: %(default)s]")
+    group.add_argument("--parse", default="gold", choices=PARSES,
+                       help="the trees: the data's own, or one fixed shape for every sentence (left- or "
+                            "right-branching, or balanced: the first ceil(n/2) words, then the rest) "
+                            "[default: %(default)s]")
+
+
+def number_range(args: argparse.Namespace) -> tuple[int, int]:
+    """``--numbers MIN:MAX`` as two ints."""
+    try:
+        low, high = (int(part) for part in getattr(args, "numbers", "4:8").split(":"))
+    except ValueError:
+        raise ValueError(f"--numbers: expected MIN:MAX, e.g. 4:8, got {args.numbers!r}") from None
+    return low, high
 
 
 @dataclass
@@ -43,14 +58,22 @@ class Dataset:
 
 
 def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False, split: str | None = None) -> Dataset:
-    """The pairs that ``--data`` and its companions name."""
+    """The pairs that ``--data`` and its companions name, with the trees of ``--parse``."""
+    dataset = _load(args, keep_unlabeled, split)
+    dataset.pairs = with_parse(dataset.pairs, getattr(args, "parse", "gold"))
+    return dataset
+
+
+def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> Dataset:
     data = args.data
     if data == "synthetic":
         n = args.num_pairs or 2000
         return Dataset(f"synthetic-{n}", synthetic.synthetic_pairs(n, seed=args.data_seed), None)
     if data == "arithmetic":
         n = args.num_pairs or 2000
-        return Dataset(f"arithmetic-{n}", arithmetic.arithmetic_pairs(n, seed=args.data_seed), None)
+        low, high = number_range(args)
+        return Dataset(f"arithmetic-{n}-seed{args.data_seed}-numbers{low}to{high}",
+                       arithmetic_pairs(n, seed=args.data_seed, min_len=low, max_len=high), None)
     if data == "shaped":
         n = args.num_pairs or 512
         pairs = synthetic.shaped_pairs(n, length=args.length, shape=args.shape, seed=args.data_seed)

@@ -4,8 +4,9 @@
 input shape. Here each program is compiled explicitly,
 ``jax.jit(fn).trace(*args).lower().compile()``, and the executable is kept in
 a dict keyed by the batch shape (B, N, T). So a compilation happens exactly
-once per bucket shape and program (encode, loss_and_grads, train_step, and
-one parse program per transitions mode, docs/spec.md §7), and
+once per bucket shape and program (encode, loss_and_grads, train_step,
+one parse program per transitions mode, and the two REINFORCE programs,
+docs/spec.md §7), and
 the time each stage takes (tracing, lowering, XLA) is measured apart from
 running: ``compile_stats()``.
 
@@ -46,11 +47,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from shared import optimizers
+from shared import reinforce as shared_reinforce
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, check_mode, sentence_lengths
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
 
+from . import reinforce
 from .convert import from_canonical, name_map, resolve_dtype, to_canonical
 from .model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
 from .vmap import VmapClassifier
@@ -59,7 +62,10 @@ from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge,
 
 # One parse program per transitions mode: the mode is a Python constant of the trace.
 PARSE_PROGRAMS = tuple(f"parse:{mode}" for mode in MODES)
-PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS
+# REINFORCE (docs/spec.md §7): the sampled parse, its loss and gradient, and its optimizer step.
+REINFORCE_PROGRAMS = ("reinforce_loss_and_grads", "reinforce_step")
+PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS + REINFORCE_PROGRAMS
+STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is part of
 # The model behind the programs: batched by hand (model.py) or by jax.vmap (vmap.py).
 ALGORITHMS = {"batched": SNLIClassifier, "vmap": VmapClassifier}
 HEAD_KERNEL = "tracker.transition.kernel"
@@ -127,7 +133,7 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 layout: str = DEFAULT_LAYOUT,
+                 reinforce_weight: float = 1.0, entropy_weight: float = 0.0, layout: str = DEFAULT_LAYOUT,
                  compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1,
                  algorithm: str = "batched", **options):
         if options:
@@ -146,6 +152,8 @@ class Runner(RunnerBase):
                              "which this model lacks (its config has transition_head false; docs/spec.md §7)")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
         self.transition_weight = float(transition_weight)  # the supervised loss of docs/spec.md §7
+        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
+            config, reinforce_weight, entropy_weight)  # the REINFORCE loss's (docs/spec.md §7)
         if compilation_cache_dir is not None:
             enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
@@ -163,6 +171,8 @@ class Runner(RunnerBase):
         self._functions = {
             "encode": lambda params, arrays: self._forward(params, arrays),
             "loss_and_grads": make_loss_and_grads(self.model, self.transition_weight),
+            "reinforce_loss_and_grads": reinforce.make_loss_and_grads(self.model, self.reinforce_weight,
+                                                                      self.entropy_weight),
         }
         for mode in MODES:  # the mode is bound before jit: one program per mode
             self._functions[f"parse:{mode}"] = functools.partial(self._parse_forward, mode=mode)
@@ -191,7 +201,7 @@ class Runner(RunnerBase):
                 return function(*args)
 
             # Donating the trainable weights and the optimizer state lets XLA update them in place.
-            self._jitted[program] = jax.jit(traced, donate_argnums=(0, 2) if program == "train_step" else ())
+            self._jitted[program] = jax.jit(traced, donate_argnums=(0, 2) if program in STEP_PROGRAMS else ())
         return self._jitted[program]
 
     def _executable(self, program: str, args: tuple, shape: tuple):
@@ -320,9 +330,12 @@ class Runner(RunnerBase):
         self.opt_state = jax.device_put(self.optimizer.init(trainable), self.device)
         self.set_learning_rate(lr)
         self._functions["train_step"] = make_train_step(self.model, self.optimizer, self.seed, self.transition_weight)
+        self._functions["reinforce_step"] = reinforce.make_train_step(self.model, self.optimizer, self.seed,
+                                                                      self.reinforce_weight, self.entropy_weight)
         # A new optimizer is a new program: forget the old training steps (their costs stay counted).
-        self._jitted.pop("train_step", None)
-        self._executables = {k: v for k, v in self._executables.items() if k[0] != "train_step"}
+        for program in STEP_PROGRAMS:
+            self._jitted.pop(program, None)
+        self._executables = {k: v for k, v in self._executables.items() if k[0] not in STEP_PROGRAMS}
 
     def set_learning_rate(self, lr: float) -> None:
         """The rate is an argument of the compiled step: changing it recompiles nothing."""
@@ -334,6 +347,40 @@ class Runner(RunnerBase):
         self.params = merge(trainable, args[1])
         self.steps += 1
         return float(loss)
+
+    def reinforce_loss_and_grads(self, batch, uniforms, baseline):
+        """Eval mode: (REINFORCE loss, canonical gradients, rewards <float>[B]);
+        one compiled program per batch shape, the baseline an argument of it."""
+        args, shape = self._reinforce_args(batch, uniforms, baseline)
+        (loss, numbers), grads = self._executable("reinforce_loss_and_grads", args, shape)(*args)
+        return float(loss), to_canonical({"params": grads}, self.config), np.asarray(numbers["rewards"])
+
+    def reinforce_step(self, batch, uniforms, baseline) -> dict:
+        """One compiled optimizer step on the REINFORCE loss (dropout as train_step);
+        shared.reinforce.step_record of the numbers computed before the update."""
+        self._need_optimizer()
+        (u, b), shape = self._reinforce_args(batch, uniforms, baseline, inputs_only=True)
+        trainable, frozen, opt_state, arrays, labels, step, lr = self._train_args(self._arrays(batch),
+                                                                                   self._labels(batch))
+        args = (trainable, frozen, opt_state, arrays, labels, u, b, step, lr)
+        trainable, self.opt_state, loss, numbers = self._executable("reinforce_step", args, shape)(*args)
+        self.params = merge(trainable, frozen)
+        self.steps += 1
+        return shared_reinforce.step_record(float(loss), **{k: np.asarray(v) for k, v in numbers.items()})
+
+    def _reinforce_args(self, batch, uniforms, baseline, inputs_only: bool = False):
+        """(params, arrays, labels, uniforms, baseline) on the device, or only the
+        last two; and the batch shape (B, N, T). Checked on the host first."""
+        shared_reinforce.require_head(self.config)
+        uniforms = shared_reinforce.check_uniforms(batch, uniforms)
+        baseline = shared_reinforce.check_baseline(baseline)
+        u = tuple(jax.device_put(side.astype(self.dtype), self.device) for side in uniforms)
+        b = jax.device_put(np.asarray(baseline, dtype=self.dtype), self.device)
+        B, N = np.shape(batch.premise_tokens)
+        shape = (B, N, np.shape(batch.premise_transitions)[1])
+        if inputs_only:
+            return (u, b), shape
+        return (self.params, self._arrays(batch), self._labels(batch), u, b), shape
 
     def _train_args(self, arrays, labels) -> tuple:
         trainable, frozen = partition(self.params, self._frozen_paths)

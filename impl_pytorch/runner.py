@@ -26,13 +26,14 @@ import numpy as np
 import torch
 
 from shared import optimizers
+from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 from shared.params import ModelConfig
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed
 
-from . import compiled, convert, train
+from . import compiled, convert, reinforce, train
 from .masked import MaskedClassifier
 from .model import SNLIClassifier
 
@@ -58,7 +59,8 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 algorithm: str = "lists", compile: bool | str = False, **options):
+                 algorithm: str = "lists", compile: bool | str = False, reinforce_weight: float = 1.0,
+                 entropy_weight: float = 0.0, **options):
         if options:
             raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: algorithm, compile")
         if algorithm not in ALGORITHMS:
@@ -71,6 +73,9 @@ class Runner(RunnerBase):
         self.algorithm = algorithm
         # The supervised loss of docs/spec.md §7 in loss_and_grads and train_step (> 0 needs the head).
         self.transition_weight = train.check_transition_weight(config, transition_weight)
+        # The REINFORCE loss's weights (docs/spec.md §7), used by the reinforce_* methods.
+        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
+            config, reinforce_weight, entropy_weight)
         # Device-to-host reads of decisions by the last parse or encode (gold mode, and masked: none).
         self.last_host_syncs = 0
         model_class = MaskedClassifier if algorithm == "masked" else SNLIClassifier
@@ -100,6 +105,25 @@ class Runner(RunnerBase):
         with self._counted(f"parse:{mode}", batch):
             parsed, self.last_host_syncs = train.parse(self.model, batch, self.device, mode, uniforms)
         return parsed
+
+    def reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
+                                 baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+        uniforms, baseline = self._reinforce_inputs(batch, uniforms, baseline)
+        return reinforce.loss_and_grads(self.model, batch, self.device, uniforms, baseline,
+                                        self.reinforce_weight, self.entropy_weight)
+
+    def reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
+        self._need_optimizer()
+        uniforms, baseline = self._reinforce_inputs(batch, uniforms, baseline)
+        record = reinforce.train_step(self.model, self.optimizer, batch, self.device, uniforms, baseline,
+                                      self.reinforce_weight, self.entropy_weight, seed=self.seed, step=self.steps,
+                                      frozen=self._optimizer_spec[2])
+        self.steps += 1
+        return record
+
+    def _reinforce_inputs(self, batch, uniforms, baseline):
+        shared_reinforce.require_head(self.config)
+        return shared_reinforce.check_uniforms(batch, uniforms), shared_reinforce.check_baseline(baseline)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         self.optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)

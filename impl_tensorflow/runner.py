@@ -1,6 +1,7 @@
 """The TensorFlow SPINN behind the shared Runner interface (docs/runner-interface.md).
 
-Each entry point (encode, loss_and_grads, train_step) is one ``tf.function``
+Each entry point (encode, loss_and_grads, train_step, the parse of each
+mode and the two REINFORCE programs of docs/spec.md §7) is one ``tf.function``
 with an input signature whose sizes are ``None``: traced once, it serves every
 batch size B, token count N and step count T. :class:`Traced` counts traces
 (Python runs only while TensorFlow traces) and times the trace
@@ -29,13 +30,14 @@ import numpy as np
 import tensorflow as tf
 
 from shared import optimizers
+from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed, check_mode
 
-from . import convert, train
+from . import convert, reinforce, train
 from .eager import EagerClassifier
 from .model import MEMORIES, SNLIClassifier
 
@@ -48,6 +50,8 @@ LABELS = tf.TensorSpec([None], tf.int32)  # [B]
 SEED = tf.TensorSpec([2], tf.int32)  # a stateless random seed
 INPUTS = [TOKENS, TRANSITIONS, TOKENS, TRANSITIONS]
 UNIFORMS = tf.TensorSpec([None, None], tf.float64)  # [B, T], sampled mode (shared.parsing.batch_uniforms)
+BASELINE = tf.TensorSpec([], tf.float64)  # REINFORCE's b: an input, so a new b never retraces
+REINFORCE_INPUTS = INPUTS + [LABELS, UNIFORMS, UNIFORMS, BASELINE]
 
 
 def tf_device(device: str) -> str:
@@ -138,7 +142,8 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
-                 memory: str | None = None, transition_weight: float = 0.0, algorithm: str = "graph", **options):
+                 memory: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
+                 entropy_weight: float = 0.0, algorithm: str = "graph", **options):
         if options:
             raise TypeError(f"unknown TensorFlow runner options {sorted(options)} (known: xla, memory, algorithm)")
         if algorithm not in ALGORITHMS:
@@ -159,6 +164,9 @@ class Runner(RunnerBase):
                              "use memory='dense' with xla=True")
         # The supervised loss's weight (docs/spec.md §7), a training setting like dropout.
         self.transition_weight = train.check_transition_weight(config, transition_weight)
+        # The REINFORCE loss's weights (docs/spec.md §7), constants of its traced functions.
+        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
+            config, reinforce_weight, entropy_weight)
         self.device = tf_device(device)
         self.xla = bool(xla)
         self.memory = memory
@@ -179,11 +187,21 @@ class Runner(RunnerBase):
             *inputs, labels = inputs_and_labels
             return train.loss_and_grads(model, inputs, labels, transition_weight=transition_weight)
 
+        weights = {"reinforce_weight": self.reinforce_weight, "entropy_weight": self.entropy_weight}
+
+        def reinforce_loss_and_grads(*inputs_labels_uniforms_baseline):
+            *inputs, labels, premise_u, hypothesis_u, baseline = inputs_labels_uniforms_baseline
+            return reinforce.loss_and_grads(model, inputs, labels, (premise_u, hypothesis_u), baseline, **weights)
+
+        self._reinforce_weights = weights
         self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
         self._wrap = wrap
         self._encode = wrap("encode", encode, INPUTS, self.xla, self._shapes)
         self._loss_and_grads = wrap("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla, self._shapes)
         self._train_step: Traced | None = None
+        self._reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
+                                              REINFORCE_INPUTS, self.xla, self._shapes)
+        self._reinforce_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
         self._parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
 
@@ -234,8 +252,7 @@ class Runner(RunnerBase):
         frozen = optimizers.check_frozen(frozen, param_shapes(self.config))
         with tf.device(self.device):
             optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
-        if self._train_step is not None:
-            self._retired.append(self._train_step)
+        self._retired += [f for f in (self._train_step, self._reinforce_step) if f is not None]
         model, weight_decay, transition_weight = self.model, hyper["weight_decay"], self.transition_weight
 
         def train_step(*inputs_labels_seed):
@@ -246,6 +263,15 @@ class Runner(RunnerBase):
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
         self._train_step = self._wrap("train_step", train_step, INPUTS + [LABELS, SEED], self.xla, self._shapes)
+        weights = self._reinforce_weights
+
+        def reinforce_step(*inputs_labels_uniforms_baseline_seed):
+            *inputs, labels, premise_u, hypothesis_u, baseline, seed = inputs_labels_uniforms_baseline_seed
+            return reinforce.train_step(model, optimizer, inputs, labels, (premise_u, hypothesis_u), baseline, seed,
+                                        frozen=frozen, weight_decay=weight_decay, **weights)
+
+        self._reinforce_step = self._wrap("reinforce_step", reinforce_step, REINFORCE_INPUTS + [SEED], self.xla,
+                                          self._shapes)
         self.optimizer = optimizer
         self._optimizer_spec = (name, hyper, frozen)
 
@@ -256,13 +282,42 @@ class Runner(RunnerBase):
     def train_step(self, batch: PairBatch) -> float:
         self._need_optimizer()
         arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
-        # The dropout seed of this step, a function of (seed, step) only: new
-        # masks every step, and a resumed run draws the masks of an uninterrupted one.
-        step_seed = np.random.SeedSequence([self.seed, self.steps]).generate_state(2) % (2**31 - 1)
         with tf.device(self.device):
-            loss = self._train_step(*self._tensors(arrays + (step_seed.astype(np.int32),)))
+            loss = self._train_step(*self._tensors(arrays + (self._step_seed(),)))
         self.steps += 1
         return float(loss.numpy())
+
+    def _step_seed(self) -> np.ndarray:
+        """The dropout seed of this step, a function of (seed, step) only: new
+        masks every step, and a resumed run draws the masks of an uninterrupted one."""
+        step_seed = np.random.SeedSequence([self.seed, self.steps]).generate_state(2) % (2**31 - 1)
+        return step_seed.astype(np.int32)
+
+    def reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
+                                 baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+        """Eval mode: (REINFORCE loss, canonical gradients, rewards <float>[B]); one trace for every shape."""
+        with tf.device(self.device):
+            loss, grads, rewards = self._reinforce_loss_and_grads(*self._reinforce_tensors(batch, uniforms, baseline))
+        return (float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads]),
+                rewards.numpy())
+
+    def reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
+        """One traced optimizer step on the REINFORCE loss (dropout as train_step);
+        shared.reinforce.step_record of the numbers computed before the update."""
+        self._need_optimizer()
+        inputs = self._reinforce_tensors(batch, uniforms, baseline)
+        with tf.device(self.device):
+            loss, numbers = self._reinforce_step(*inputs, *self._tensors([self._step_seed()]))
+        self.steps += 1
+        return shared_reinforce.step_record(float(loss.numpy()), **{k: v.numpy() for k, v in numbers.items()})
+
+    def _reinforce_tensors(self, batch: PairBatch, uniforms, baseline) -> list[tf.Tensor]:
+        """The inputs of the REINFORCE functions, checked on the host."""
+        shared_reinforce.require_head(self.config)
+        arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
+        arrays += shared_reinforce.check_uniforms(batch, uniforms)
+        arrays += (np.float64(shared_reinforce.check_baseline(baseline)),)
+        return self._tensors(arrays)
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
         self._need_optimizer()
@@ -276,8 +331,9 @@ class Runner(RunnerBase):
         return convert.to_canonical(self.model)
 
     def _functions(self) -> list[Traced]:
-        return [self._encode, self._loss_and_grads] + self._retired + (
-            [self._train_step] if self._train_step is not None else []) + list(self._parse.values())
+        steps = [f for f in (self._train_step, self._reinforce_step) if f is not None]
+        return ([self._encode, self._loss_and_grads, self._reinforce_loss_and_grads] + self._retired + steps
+                + list(self._parse.values()))
 
     def compile_stats(self, program: str | None = None) -> CompileStats:
         """Summed over the entry points used so far (or of one: "encode",

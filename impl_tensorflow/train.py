@@ -324,6 +324,14 @@ def train_step(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, inp
     # still steps it (weight decay, state), as every framework does.
     grads = tape.gradient(loss, [variable for _, variable, _ in variables],
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    apply_gradients(optimizer, variables, grads, weight_decay)
+    return loss
+
+
+def apply_gradients(optimizer: keras.optimizers.Optimizer, variables, grads, weight_decay: float = 0.0) -> None:
+    """The update of a training step: ``variables`` as ``trainable`` lists them,
+    their gradients in that order; the coupled L2 term and the frozen rows'
+    masks applied first."""
     updates = []
     for (_, variable, mask), grad in zip(variables, grads):
         grad = _dense(grad)
@@ -335,7 +343,6 @@ def train_step(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, inp
     if isinstance(optimizer, keras.optimizers.Adam):
         adam_corrections(optimizer)
     optimizer.apply_gradients(updates)
-    return loss
 
 
 def adam_corrections(optimizer: keras.optimizers.Adam) -> None:

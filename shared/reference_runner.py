@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from shared import optimizers, reference
+from shared import reinforce as shared_reinforce
 from shared.params import ModelConfig, cast_params, param_shapes
 from shared.parsing import Parsed
 from shared.runner import Runner as RunnerBase
@@ -22,7 +23,7 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float64",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 **options):
+                 reinforce_weight: float = 1.0, entropy_weight: float = 0.0, **options):
         if device != "cpu":
             raise ValueError("the NumPy reference runs on the CPU only")
         if dropout:
@@ -36,6 +37,8 @@ class Runner(RunnerBase):
             raise ValueError(f"transition_weight {transition_weight} needs the transition head, but the model has "
                              "no 'tracker.transition.kernel' (its config has transition_head false; docs/spec.md §7)")
         self.transition_weight = float(transition_weight)
+        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
+            config, reinforce_weight, entropy_weight)
         self.optimizer = None  # (name, hyperparameters, frozen names)
         self.lr = None
         self.state: dict[str, np.ndarray] = {}
@@ -52,6 +55,30 @@ class Runner(RunnerBase):
 
     def loss_and_grads(self, batch):
         return reference.loss_and_grads(self.params, self.config, batch, self.transition_weight)
+
+    def parse(self, batch, mode: str = "predicted", uniforms=None):
+        return reference.parse(self.params, self.config, batch, mode, uniforms)
+
+    def reinforce_loss_and_grads(self, batch, uniforms, baseline):
+        shared_reinforce.require_head(self.config)
+        uniforms = shared_reinforce.check_uniforms(batch, uniforms)
+        return reference.reinforce_loss_and_grads(self.params, self.config, batch, uniforms,
+                                                  shared_reinforce.check_baseline(baseline),
+                                                  self.reinforce_weight, self.entropy_weight)
+
+    def reinforce_step(self, batch, uniforms, baseline) -> dict:
+        """One optimizer step on the REINFORCE loss; the record of
+        shared.reinforce.step_record (the parse is run a second time for it:
+        the reference favours plainness over speed)."""
+        self._need_optimizer()
+        name, hyper, frozen = self.optimizer
+        value, grads, rewards = self.reinforce_loss_and_grads(batch, uniforms, baseline)
+        parsed = reference.parse(self.params, self.config, batch, "sampled", uniforms)
+        self.params = optimizers.apply(name, hyper, self.lr, self.params, grads, self.state, frozen)
+        self.steps = int(self.state[optimizers.STEP])
+        return shared_reinforce.step_record(
+            value, rewards, parsed.premise_logprob, parsed.hypothesis_logprob, parsed.premise_entropy,
+            parsed.hypothesis_entropy, parsed.premise_transitions, parsed.hypothesis_transitions)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         hyper = optimizers.resolve(name, hyper)

@@ -23,13 +23,14 @@ line), not the end of the file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Union
 
-from shared.transitions import ParseError, Sentence, build_tree, parse, to_bracket
+from shared.transitions import PLAIN_SHAPES, ParseError, Sentence, build_tree, parse, plain_transitions, to_bracket
 
 LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (docs/spec.md §2)
 LABEL_IDS = {name: i for i, name in enumerate(LABELS)}
@@ -82,6 +83,30 @@ class Pair:
     label: int
     pair_id: str
     row: int = field(default=NO_ROW, compare=False)
+
+
+# How a reader may replace the parses of the data (``--parse``): the data's
+# own trees, or one fixed shape for every sentence (docs/spec.md §1).
+PARSES = ("gold",) + PLAIN_SHAPES
+
+
+def with_parse(pairs: Iterable[Pair], parse: str = "gold") -> list[Pair]:
+    """The pairs with every sentence's tree replaced by the fixed shape
+    ``parse`` ("left", "right", "balanced"; shared.transitions.plain_transitions),
+    or unchanged ("gold"). Words, labels, ids and rows stay as they were.
+
+    The balanced tree of n words joins a balanced tree of the first ⌈n/2⌉
+    words with one of the other ⌊n/2⌋ (so 5 words are ((a b) c) (d e)).
+    """
+    if parse not in PARSES:
+        raise ValueError(f"unknown parse {parse!r}; choose from {', '.join(PARSES)}")
+    if parse == "gold":
+        return list(pairs)
+
+    def shaped(sentence: Sentence) -> Sentence:
+        return Sentence(sentence.tokens, tuple(plain_transitions(len(sentence.tokens), parse)))
+
+    return [dataclasses.replace(p, premise=shaped(p.premise), hypothesis=shaped(p.hypothesis)) for p in pairs]
 
 
 @dataclass

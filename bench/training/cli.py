@@ -16,10 +16,11 @@ from typing import Sequence
 import numpy as np
 
 from bench.config import add_size_arguments, model_config, quiet_frameworks
-from bench.datasets import add_data_arguments, load_dataset
+from bench.datasets import add_data_arguments, load_dataset, number_range
 from bench.frameworks import ALL, runner_class
 from bench.lock import lock_output
 from bench.records import write_json
+from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, format_confusion
 from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
 from bench.training.settings import EMBEDDING, TrainConfig
@@ -27,7 +28,7 @@ from bench.training.trainer import train
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, init_params, load_params
-from shared.snli import Pair
+from shared.snli import Pair, with_parse
 from shared.vocab import Vocabulary
 
 def register(sub) -> None:
@@ -43,6 +44,7 @@ def register(sub) -> None:
                             "or a path [default: %(default)s]")
     group.add_argument("--dev-pairs", type=int, default=None,
                        help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
+    reinforce.add_arguments(p)
     group = p.add_argument_group("model")
     add_size_arguments(p)
     group.add_argument("--init", default=None,
@@ -137,6 +139,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     """The dev pairs that ``--dev`` names (see its help)."""
+    name, pairs = _load_dev(args)
+    return name, with_parse(pairs, args.parse)  # the trees of --parse, as in training
+
+
+def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     from shared import synthetic
     from shared.arithmetic import arithmetic_pairs
     from shared.snli import SAMPLE_PATH, read_snli
@@ -151,13 +158,15 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
             return "none", []
     if dev == "none":
         return "none", []
+    if dev == "arithmetic":  # fresh pairs of another seed, as for synthetic
+        n = args.dev_pairs or 1000
+        low, high = number_range(args)
+        return (f"arithmetic-{n}-seed{args.data_seed + 1}-numbers{low}to{high}",
+                arithmetic_pairs(n, seed=args.data_seed + 1, min_len=low, max_len=high))
     if dev == "synthetic":
         # Another seed than the training pairs: fresh pairs of the same grammar.
         n = args.dev_pairs or 1000
         return f"synthetic-{n}-seed{args.data_seed + 1}", synthetic.synthetic_pairs(n, seed=args.data_seed + 1)
-    if dev == "arithmetic":  # held-out expressions: another seed
-        n = args.dev_pairs or 1000
-        return f"arithmetic-{n}-seed{args.data_seed + 1}", arithmetic_pairs(n, seed=args.data_seed + 1)
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
     pairs, report = read_snli(path, split="dev", limit=args.dev_pairs)
     return str(report.path), pairs
@@ -195,10 +204,21 @@ def cmd_train(args: argparse.Namespace) -> int:
                  "data_seed": args.data_seed, "dev": dev_name}
     if args.data == "shaped":
         data_info.update(shape=args.shape, length=args.length)
+    if args.data == "arithmetic":
+        data_info["numbers"] = args.numbers
+    if args.parse != "gold":
+        data_info["parse"] = args.parse
+    init = lambda: build_init(args, dataset.pairs, dev_pairs)  # noqa: E731
+    options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+    settings = reinforce.settings_from_args(args)
     lock = lock_output(args.out, f"bench train --out {args.out}")  # one command at a time per folder
     try:
-        result = train(cfg, args.out, dataset.pairs, init=lambda: build_init(args, dataset.pairs, dev_pairs),
-                       dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+        if settings is None:
+            result = train(cfg, args.out, dataset.pairs, init=init, **options)
+        else:  # parses learned by reward: the model needs a transition head
+            seed = args.seed if args.init_seed is None else args.init_seed
+            result = reinforce.train_reinforce(cfg, args.out, dataset.pairs, settings=settings,
+                                               init=lambda: reinforce.with_head(init(), seed), **options)
     finally:
         lock.release()
     summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1)}

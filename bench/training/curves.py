@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.training import reinforce_curves
 from bench.training.metrics import read_metrics
 
 
@@ -126,9 +127,14 @@ def cmd_curves(args) -> int:
                   "| run | against | steps compared | max relative difference |", "|---|---|---|---|"]
         lines += [f"| {a['run']} | {a['against']} | {a['points']} | {a['max_rel_diff']:.2e} |" for a in agreement]
         lines.append("")
+    if any(map(reinforce_curves.has_reinforce, runs)):
+        lines += ["Parses learned by reward (`--transitions reinforce`):", "", reinforce_curves.format_reinforce(runs),
+                  ""]
     if not args.no_plots:
         path = plot_curves(runs, out_dir)
         lines.append(f"![curves]({path.name})")
+        if any(map(reinforce_curves.has_reinforce, runs)):
+            lines.append(f"![reinforce]({reinforce_curves.plot_reinforce(runs, out_dir).name})")
     markdown = "\n".join(lines) + "\n"
     (out_dir / "curves.md").write_text(markdown)
     print(markdown)

@@ -208,11 +208,12 @@ class Trainer:
 
     def _train_step(self, plan: list, size: int | None, indices: np.ndarray) -> None:
         t0 = time.perf_counter()
-        batch = make_pair_batch([self.train_pairs[i] for i in indices], self.vocab, num_tokens=size)
+        pairs = [self.train_pairs[i] for i in indices]
+        batch = make_pair_batch(pairs, self.vocab, num_tokens=size)
         lr = self.cfg.learning_rate(self.step)
         if self.cfg.lr_decay != 1.0:
             self.runner.set_learning_rate(lr)
-        loss = self.runner.train_step(batch)
+        loss = self._optimizer_step(batch, pairs)
         if not math.isfinite(loss):
             raise ValueError(f"loss is {loss} at step {self.step + 1} (epoch {self.epoch + 1}): try a lower --lr")
         self.step += 1
@@ -227,13 +228,33 @@ class Trainer:
         if self.step % self.cfg.log_every == 0:
             self._log_window(epoch_float, lr)
 
+    # Hooks a variant of the loop overrides (bench/training/reinforce.py).
+
+    def _optimizer_step(self, batch, pairs: Sequence[Pair]) -> float:
+        """One step on ``batch`` (made of ``pairs``); the loss before the update."""
+        return self.runner.train_step(batch)
+
+    def _window_fields(self) -> dict:
+        """More fields of a "train" record, about the steps since the last one."""
+        return {}
+
+    def _evaluate(self, pairs: Sequence[Pair]):
+        """The eval-mode result (with .accuracy, .loss, .pairs, .to_dict()) on ``pairs``."""
+        return evaluate_pairs(self.runner, pairs, self.vocab, batch_size=self.cfg.eval_batch_size,
+                              buckets=self.cfg.buckets)
+
+    def _state_fields(self) -> dict:
+        """More entries of a checkpoint's state.json."""
+        return {}
+
     def _log_window(self, epoch_float: float, lr: float) -> None:
         """One "train" record: the mean loss of the steps since the last one."""
         if self._window:
             losses, pairs, seconds = zip(*self._window)
             self.metrics.write({"kind": "train", "step": self.step, "epoch": epoch_float,
                                 "loss": float(np.mean(losses)), "steps": len(losses), "lr": lr, "pairs": sum(pairs),
-                                "pairs_per_s": sum(pairs) / max(sum(seconds), 1e-9), "elapsed_s": self.elapsed()})
+                                "pairs_per_s": sum(pairs) / max(sum(seconds), 1e-9), "elapsed_s": self.elapsed(),
+                                **self._window_fields()})
         self._window = []
 
     def _end_of_period(self, epoch_float: float) -> None:
@@ -243,8 +264,7 @@ class Trainer:
             if not pairs:
                 continue
             t0 = time.perf_counter()
-            result = evaluate_pairs(self.runner, pairs, self.vocab, batch_size=cfg.eval_batch_size,
-                                    buckets=cfg.buckets)
+            result = self._evaluate(pairs)
             record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict()}
             if model.config.transition_head:  # how well it parses (docs/spec.md §7)
                 parses = evaluate_parses(self.runner, pairs, self.vocab, batch_size=cfg.eval_batch_size,
@@ -264,7 +284,7 @@ class Trainer:
             save_params(self.out_dir / "best.npz", params, model.config, model.vocab)
         state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.position,
                  "elapsed_s": self.elapsed(), "best_dev_accuracy": self.best, "framework": cfg.framework,
-                 "timestamp": _now()}
+                 "timestamp": _now(), **self._state_fields()}
         path = save_checkpoint(self.out_dir, params=params, model_config=model.config, vocab_words=model.vocab,
                                optimizer_state=self.runner.optimizer_state(),
                                optimizer_description=self.optimizer_description, state=state,

@@ -1,0 +1,80 @@
+"""REINFORCE (docs/spec.md §7) as pure functions, compiled by runner.py.
+
+The sampled parse happens inside the ``lax.scan`` (model.py): at each step
+the head's logits, the step's uniform number and the validity masks decide,
+on the device, which of the two computed results the carry keeps. So one
+compiled program per batch shape serves every sample, and the samples are
+an input like the tokens: the uniforms come from the front end
+(shared.parsing), which is also why the baseline b is an array argument and
+never a constant of the trace: a new b, like a new learning rate, reuses the
+executable.
+
+The comparisons that decide are not differentiable, so ``jax.grad`` sees
+the followed trees as fixed; gradients reach the head only through the
+sampled actions' log-probabilities and the entropies, and the rewards
+r_i = -CE_i pass through ``stop_gradient`` (constants of the score term).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import optax
+
+from .train import Arrays, Params, merge, parse_forward
+
+# The numbers of the step's record (shared.reinforce.step_record), besides the loss.
+RECORD_KEYS = ("premise_logprob", "hypothesis_logprob", "premise_entropy", "hypothesis_entropy",
+               "premise_transitions", "hypothesis_transitions")
+
+
+def reinforce_loss(params: Params, model: nn.Module, arrays: Arrays, labels, uniforms, baseline,
+                   reinforce_weight: float, entropy_weight: float, *, train: bool = False, rng=None):
+    """-> (loss <float>[], numbers: the rewards <float>[B] and RECORD_KEYS' arrays).
+
+    ``uniforms``: (premise_u, hypothesis_u) <float>[B, T]; ``baseline`` <float>[].
+    The two weights are Python numbers, constants of the program (training
+    settings, like the dropout rate)."""
+    parsed = parse_forward(model, params, arrays, "sampled", uniforms, train=train, rng=rng)
+    ce = optax.softmax_cross_entropy_with_integer_labels(parsed["logits"], labels)  # [B]
+    rewards = jax.lax.stop_gradient(-ce)
+    logprob = parsed["premise_logprob"] + parsed["hypothesis_logprob"]  # [B]
+    entropy = parsed["premise_entropy"] + parsed["hypothesis_entropy"]
+    loss = (ce.mean() - reinforce_weight * jnp.mean((rewards - baseline) * logprob)
+            - entropy_weight * entropy.mean())
+    numbers = {"rewards": rewards, **{key: jax.lax.stop_gradient(parsed[key]) for key in RECORD_KEYS}}
+    return loss, numbers
+
+
+def make_loss_and_grads(model: nn.Module, reinforce_weight: float, entropy_weight: float) -> Callable:
+    """Eval mode: (params, arrays, labels, uniforms, baseline) -> ((loss, numbers), grads like params)."""
+
+    def loss_and_grads(params, arrays, labels, uniforms, baseline):
+        return jax.value_and_grad(reinforce_loss, has_aux=True)(
+            params, model, arrays, labels, uniforms, baseline, reinforce_weight, entropy_weight)
+
+    return loss_and_grads
+
+
+def make_train_step(model: nn.Module, optimizer: optax.GradientTransformation, seed: int,
+                    reinforce_weight: float, entropy_weight: float) -> Callable:
+    """(trainable, frozen, opt_state, arrays, labels, uniforms, baseline, step, lr)
+    -> (trainable, opt_state, loss, numbers): train.make_train_step with the
+    REINFORCE loss; dropout keys from (seed, step) exactly as there."""
+
+    def train_step(trainable, frozen, opt_state, arrays, labels, uniforms, baseline, step, lr):
+        rng = jax.random.fold_in(jax.random.key(seed, impl="rbg"), step)
+
+        def loss_of_trainable(trainable):
+            return reinforce_loss(merge(trainable, frozen), model, arrays, labels, uniforms, baseline,
+                                  reinforce_weight, entropy_weight, train=True, rng=rng)
+
+        (loss, numbers), grads = jax.value_and_grad(loss_of_trainable, has_aux=True)(trainable)
+        updates, opt_state = optimizer.update(grads, opt_state, trainable)
+        updates = jax.tree_util.tree_map(lambda u: -lr * u, updates)
+        return optax.apply_updates(trainable, updates), opt_state, loss, numbers
+
+    return train_step

@@ -1,0 +1,78 @@
+"""REINFORCE (docs/spec.md §7), define-by-run.
+
+The sampled parse is ordinary Python: at every step where a sentence has a
+choice, the head's logits come back to the host (model.py), Python compares
+each with its uniform number from the front end and takes the branch. The
+graph autograd records is the one these samples made, so ``backward()``
+walks exactly the trees that were followed; the decisions themselves are
+Python booleans and carry no gradient. Gradients reach the head only through
+the sampled actions' log-probabilities and the entropies, which stay tensors.
+
+The rewards r_i = -CE_i are detached: the score-function term treats them
+as constants, as the reference does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shared import reinforce as shared_reinforce
+from shared.batching import PairBatch
+
+from . import convert
+from .model import SNLIClassifier
+from .train import dropout_randomness, labels_tensor, model_inputs, trainable
+
+
+def reinforce_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device, uniforms, baseline: float,
+                   reinforce_weight: float, entropy_weight: float) -> tuple[torch.Tensor, dict]:
+    """The REINFORCE loss (a 0-d tensor with its graph) and the step's numbers
+    for the record (NumPy, detached); train or eval mode is the model's."""
+    labels = labels_tensor(batch, device)
+    encoded, logits = model.parse(*model_inputs(batch, device), mode="sampled", uniforms=uniforms)
+    B = len(labels)
+    ce = F.cross_entropy(logits, labels, reduction="none")  # [B]
+    rewards = -ce.detach()  # a constant for the gradient
+    logprob = encoded.logprob[:B] + encoded.logprob[B:]  # [B]: premise + hypothesis
+    entropy = encoded.entropy[:B] + encoded.entropy[B:]
+    loss = (ce.mean() - reinforce_weight * ((rewards - baseline) * logprob).mean()
+            - entropy_weight * entropy.mean())
+    numbers = {
+        "rewards": rewards.cpu().numpy(),
+        "premise_logprob": encoded.logprob[:B].detach().cpu().numpy(),
+        "hypothesis_logprob": encoded.logprob[B:].detach().cpu().numpy(),
+        "premise_entropy": encoded.entropy[:B].detach().cpu().numpy(),
+        "hypothesis_entropy": encoded.entropy[B:].detach().cpu().numpy(),
+        "premise_transitions": np.asarray(encoded.transitions[:B]),
+        "hypothesis_transitions": np.asarray(encoded.transitions[B:]),
+    }
+    return loss, numbers
+
+
+def loss_and_grads(model: SNLIClassifier, batch: PairBatch, device: torch.device, uniforms, baseline: float,
+                   reinforce_weight: float, entropy_weight: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+    """Eval mode: (loss, canonical gradients, rewards <float>[B]); the model is left unchanged."""
+    model.eval()
+    model.zero_grad(set_to_none=True)
+    loss, numbers = reinforce_loss(model, batch, device, uniforms, baseline, reinforce_weight, entropy_weight)
+    loss.backward()
+    grads = convert.grads_to_canonical(model)
+    model.zero_grad(set_to_none=True)
+    return loss.item(), grads, numbers["rewards"]
+
+
+def train_step(model: SNLIClassifier, optimizer: torch.optim.Optimizer, batch: PairBatch, device: torch.device,
+               uniforms, baseline: float, reinforce_weight: float, entropy_weight: float, *, seed: int, step: int,
+               frozen=()) -> dict:
+    """One optimizer step on the REINFORCE loss, in training mode (dropout
+    masks from (seed, step), as train.train_step draws them); returns
+    shared.reinforce.step_record of the numbers computed before the update."""
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    with dropout_randomness(seed, step, device), trainable(model, frozen):
+        loss, numbers = reinforce_loss(model, batch, device, uniforms, baseline, reinforce_weight, entropy_weight)
+        loss.backward()  # through the trees these samples built
+    optimizer.step()
+    return shared_reinforce.step_record(loss.item(), **numbers)
