@@ -1,4 +1,4 @@
-"""docs/static-vs-dynamic.md stays true: its code excerpts are the code, its
+"""docs/static-vs-dynamic.md and its sequel docs/decided-graphs.md stay true: its code excerpts are the code, its
 figures are what their commands print (times and versions aside), and every
 number its prose quotes is the figure's.
 
@@ -17,9 +17,11 @@ from bench import guide_sync as gs
 from bench.explain.report import format_text
 
 TEXT = gs.GUIDE.read_text()
-EXCERPTS = gs.guide_excerpts(TEXT)
-FIGURES = gs.guide_figures(TEXT)
-NUMBERS = gs.guide_numbers(TEXT)
+TEXTS = {path.name: path.read_text() for path in gs.GUIDES}
+ALL_TEXT = "\n".join(TEXTS.values())  # the first guide first
+EXCERPTS = gs.guide_excerpts(ALL_TEXT)
+FIGURES = gs.guide_figures(ALL_TEXT)
+NUMBERS = gs.guide_numbers(ALL_TEXT)
 RESULTS: dict = {}  # figure command -> its result, run once per session (counts only, no timing)
 
 
@@ -34,8 +36,8 @@ def test_the_guide_has_excerpts_figures_and_quotes():
     assert len(FIGURES) >= 5 and len({f.id for f in FIGURES}) == len(FIGURES)
     assert len(NUMBERS) >= 20
     # Every figure and excerpt marker was recognised (a typo would leave it unchecked).
-    assert TEXT.count("<!-- excerpt:") == len(EXCERPTS) and TEXT.count("<!-- figure:") == len(FIGURES)
-    assert len(re.findall(r"\]\(#fig-", TEXT)) == len(NUMBERS)
+    assert ALL_TEXT.count("<!-- excerpt:") == len(EXCERPTS) and ALL_TEXT.count("<!-- figure:") == len(FIGURES)
+    assert len(re.findall(r"\]\(#fig-", ALL_TEXT)) == len(NUMBERS)
 
 
 @pytest.mark.parametrize("path, spec, body", EXCERPTS, ids=[f"{p} {s[:40]}" for p, s, _ in EXCERPTS])
@@ -85,15 +87,19 @@ def test_check_finds_drift_and_sync_repairs_it(tmp_path):
 def test_values_quoted_as_code_come_from_a_figure():
     """Shapes and lists the prose shows as code (`float32[44,4,64]`,
     `ops = [1, 1, 1, 1]`) are copied from a figure, so they must appear in one."""
-    prose = re.sub(r"```.*?```", "", TEXT, flags=re.S)
+    prose = re.sub(r"```.*?```", "", ALL_TEXT, flags=re.S)
     quoted = re.findall(r"`((?:float32|int32)\[[0-9?,]*\]|ops = \[[0-9, ]*\])`", prose)
     assert len(quoted) >= 5
     figures = "\n".join(f.body for f in FIGURES)
     assert [q for q in quoted if q not in figures] == []
 
 
-def test_the_guide_reads_in_about_fifteen_minutes():
-    prose = re.sub(r"```.*?```", "", TEXT, flags=re.S)
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_each_guide_reads_in_about_fifteen_minutes(name):
+    prose = re.sub(r"```.*?```", "", TEXTS[name], flags=re.S)
     assert len(prose.split()) < 4000  # ~230 words a minute, code and figures skimmed
+
+
+def test_the_first_guide_opens_with_the_side_by_side_table():
     first_table = TEXT.index("| --- |")
     assert TEXT[:first_table].count("\n## ") <= 1  # the side-by-side table comes first

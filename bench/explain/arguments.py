@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sync-guide", action="store_true",
                    help="rewrite the guide's excerpts from the code and its figures from fresh runs")
     p.add_argument("--guide", default=None,
-                   help="the guide for --check-guide/--sync-guide [default: docs/static-vs-dynamic.md]")
+                   help="the guide for --check-guide/--sync-guide [default: docs/static-vs-dynamic.md and docs/decided-graphs.md]")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

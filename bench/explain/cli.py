@@ -56,15 +56,18 @@ def register(sub) -> None:
 def cmd_explain(args: argparse.Namespace) -> int:
     quiet_frameworks()
     if args.check_guide or args.sync_guide:
-        guide = args.guide or guide_sync.GUIDE
-        problems = guide_sync.sync_guide(guide, write=args.sync_guide)
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        if args.sync_guide:
-            print(f"synced {guide}" + (f"; {len(problems)} problem(s) left to fix by hand" if problems else ""))
-            return 1 if problems else 0
-        print(f"{guide}: {'drifted' if problems else 'in step with the code'}")
-        return 1 if problems else 0
+        failed = False
+        results: dict = {}  # figure commands shared by the guides run once
+        for guide in [args.guide] if args.guide else guide_sync.GUIDES:
+            problems = guide_sync.sync_guide(guide, write=args.sync_guide, results=results)
+            for problem in problems:
+                print(problem, file=sys.stderr)
+            failed = failed or bool(problems)
+            if args.sync_guide:
+                print(f"synced {guide}" + (f"; {len(problems)} problem(s) left to fix by hand" if problems else ""))
+            else:
+                print(f"{guide}: {'drifted' if problems else 'in step with the code'}")
+        return 1 if failed else 0
     result = run(args)
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0
