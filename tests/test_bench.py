@@ -185,3 +185,16 @@ def test_jax_compilation_cache_flag_fills_the_cache(tmp_path):
     assert cache.is_dir() and any(cache.iterdir())
     record = read_records(tmp_path / "run" / "results.jsonl")[0]
     assert record["options"]["compilation_cache_dir"] == str(cache.resolve())
+
+
+def test_sampled_training_step_is_measured(tmp_path):
+    """The REINFORCE step (docs/spec.md §7) as a benchmark measurement: the
+    uniforms come from each pair's data row, as in training."""
+    out = tmp_path / "run"
+    assert main(["run", "--quick", "--implementations", "pytorch,jax", "--modes", "train", "--transitions", "sampled",
+                 "--batch-sizes", "2", "--buckets", "64", "--out", str(out)]) == 0
+    records = read_records(out / "results.jsonl")
+    assert {(r["implementation"], r["mode"], r["transitions"]) for r in records} == {
+        ("pytorch", "train", "sampled"), ("jax", "train", "sampled")}
+    assert all(r["pairs_per_s"] > 0 and r["rounds"] == 3 for r in records)
+    assert main(["run", "--quick", "--modes", "infer", "--transitions", "sampled", "--out", str(tmp_path / "x")]) == 2
