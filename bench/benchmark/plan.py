@@ -25,7 +25,7 @@ import numpy as np
 
 from bench.benchmark.measure import git_commit, pairwise_agreement
 from bench.benchmark.pool import WorkerPool
-from bench.benchmark.report import format_ratios, format_table, format_targets
+from bench.benchmark.report import format_host_syncs, format_ratios, format_table, format_targets
 from bench.benchmark.worker import WorkerSpec
 from bench.config import preset
 from bench.datasets import add_data_arguments
@@ -219,6 +219,8 @@ def _run(args, out_dir: Path) -> int:
     print(format_table(records))
     print()
     print(format_ratios(records))
+    if format_host_syncs(records):
+        print("\n" + format_host_syncs(records))
     print()
     print(format_targets(records))
     if agreement:

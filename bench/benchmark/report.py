@@ -123,6 +123,17 @@ def format_ratios(records: list[dict], baseline: str = BASELINE) -> str:
     return "\n".join(lines)
 
 
+def format_host_syncs(records: list[dict]) -> str:
+    """How often define-by-run code read a decision back to Python, per batch."""
+    rows = [r for r in records if "host_syncs_per_batch" in r]
+    if not rows:
+        return ""
+    parts = [f"{r['implementation']} B={r['batch_size']}: {r['host_syncs_per_batch']:.1f}"
+             for r in sorted(rows, key=_sort_key)]
+    return ("Device-to-host reads of decisions per batch, predicted parses (static graphs: none, the decision "
+            "stays a masked select on the device): " + "; ".join(parts) + ".")
+
+
 # The variants matrix: which implementation runs which algorithm in which
 # framework, and why a cell is empty.
 ALGORITHMS = ("per-example lists", "masked arrays", "per-sentence code + vmap")
@@ -326,6 +337,7 @@ def render_markdown(records: list[dict], sources) -> str:
                      f"({r['device_name']}), {r['dtype']}, commit {r['git_commit']}, {r['timestamp']}, "
                      f"threads {json.dumps(r.get('threads', {}))}, data {r['data']}")
     lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), "",
+              format_host_syncs(records), "",
               "## Algorithm and framework", "", format_matrix(records), "",
               "## Targets", "", format_targets(records), ""]
     return "\n".join(lines)
