@@ -291,7 +291,7 @@ def test_train_command_with_a_head_on_arithmetic(tmp_path, capsys):
                  "--buckets", "32", "--train-eval-pairs", "0", "--quiet", "--out", str(out)]) == 0
     assert load_params(out / "model.npz").config.transition_head
     run = json.loads((out / "run.json").read_text())
-    assert run["train"]["transition_weight"] == 1.0 and run["data"]["dev"] == "arithmetic-8-seed1"
+    assert run["train"]["transition_weight"] == 1.0 and run["data"]["dev"] == "arithmetic-8-seed1-numbers4to8"
     assert "parsing" in [r for r in read_metrics(out) if r["kind"] == "eval"][-1]
 
 
