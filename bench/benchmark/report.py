@@ -125,7 +125,7 @@ def format_ratios(records: list[dict], baseline: str = BASELINE) -> str:
 
 def format_host_syncs(records: list[dict]) -> str:
     """How often define-by-run code read a decision back to Python, per batch."""
-    rows = [r for r in records if "host_syncs_per_batch" in r]
+    rows = [r for r in records if r.get("host_syncs_per_batch")]  # masked variants report 0: left out
     if not rows:
         return ""
     parts = [f"{r['implementation']} B={r['batch_size']}: {r['host_syncs_per_batch']:.1f}"
