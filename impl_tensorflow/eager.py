@@ -42,7 +42,12 @@ from .model import HEAD_KERNEL, SPINN, SNLIClassifier, SentenceParses, Tracker, 
 
 class EagerSPINN(SPINN):
     """model.py's SPINN (same Tracker and Reduce, same variables) run
-    define-by-run. Call it eagerly: it reads transitions in Python."""
+    define-by-run. Call it eagerly: it reads transitions in Python.
+
+    ``last_host_syncs``: the device-to-host reads of decisions made by the
+    last call (one per step where some sentence had a choice; gold: none)."""
+
+    last_host_syncs = 0
 
     def __call__(self, leaves: tf.Tensor, transitions) -> tf.Tensor:
         """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]."""
@@ -99,6 +104,7 @@ class EagerSPINN(SPINN):
         followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, np.int32)
         step_logits, step_rows, step_columns = [], [], []  # the head's [K, 2] per step, and where each row goes
         choices, reduced = [], []  # sampled mode: rows of the logits that were choices, and what they did
+        self.last_host_syncs = 0
 
         # ---- the Python loop over steps: what runs at step t, and so what the
         # tape records, is decided here, by this batch's transitions (gold) or
@@ -140,6 +146,7 @@ class EagerSPINN(SPINN):
                 can_reduce = [len(stacks[s]) > 3 for s in active]
                 if any(a and b for a, b in zip(can_shift, can_reduce)):
                     host = logits.numpy()  # waits for the step's work; one copy for the K sentences
+                    self.last_host_syncs += 1
                     if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
                         p_reduce = parsing.reduce_probability(host.astype(np.float64)).tolist()
                 ops = []

@@ -171,6 +171,8 @@ class Runner(RunnerBase):
         self.xla = bool(xla)
         self.memory = memory
         self.algorithm = algorithm
+        if algorithm == "eager":  # device-to-host reads of decisions by the last encode or parse
+            self.last_host_syncs = 0
         with tf.device(self.device):
             self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory,
                                                 model_class=ALGORITHMS[algorithm])
@@ -212,6 +214,8 @@ class Runner(RunnerBase):
     def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with tf.device(self.device):
             out = self._encode(*self._tensors(train.model_inputs(batch, self.config)))
+        if self.algorithm == "eager":
+            self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.numpy() for t in out)
 
     def parse(self, batch: PairBatch, mode: str = "predicted",
@@ -234,6 +238,8 @@ class Runner(RunnerBase):
         with tf.device(self.device):
             out = self._parse[mode](*self._tensors(arrays))
         premise, hypothesis, logits, transitions, transition_logits, logprob, entropy = (t.numpy() for t in out)
+        if self.algorithm == "eager":  # define-by-run: how often Python read a decision back
+            self.last_host_syncs = self.model.spinn.last_host_syncs
         B = batch.size
         sides = {}
         for name, value in (("transitions", transitions), ("transition_logits", transition_logits),

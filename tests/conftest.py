@@ -27,7 +27,7 @@ from shared import reference
 from shared.batching import make_batches, make_pair_batch
 from shared.params import ModelConfig, init_params
 from shared.snli import SAMPLE_PATH, Pair, read_snli
-from shared.transitions import Sentence, plain_transitions
+from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
 from shared.vocab import Vocabulary
 
 # Tests run on the CPU unless SPINN_TEST_DEVICE=gpu (used on GPU machines).
@@ -121,3 +121,18 @@ def assert_npz_files_identical(first, second) -> None:
             assert a[name].dtype == b[name].dtype, name
             assert a[name].shape == b[name].shape, name
             assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def steps_with_a_choice(transitions: np.ndarray) -> int:
+    """Steps t at which at least one of these sentences <int>[S, T] could
+    both SHIFT and REDUCE, replayed from the transitions alone."""
+    n = (transitions == SHIFT).sum(axis=1)
+    buffered, stacked = n.copy(), np.zeros_like(n)
+    steps = 0
+    for column in transitions.T:
+        acting = column != PAD
+        steps += bool(np.any(acting & (buffered > 0) & (stacked >= 2)))
+        shift, reduce = column == SHIFT, column == REDUCE
+        buffered -= shift
+        stacked += shift.astype(stacked.dtype) - reduce
+    return steps

@@ -21,7 +21,7 @@ from shared.runner import CompileStats
 from shared.snli import Pair
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from conftest import assert_npz_files_identical, shaped_sentence, small_config_for
+from conftest import assert_npz_files_identical, shaped_sentence, small_config_for, steps_with_a_choice
 
 
 # --------------------------------------------------------------------------
@@ -369,21 +369,6 @@ def head_setup(vocab, seed: int, scale: float = 8.0, dtype=np.float64):
     params = init_params(config, seed=seed, dtype=dtype)
     params["tracker.transition.kernel"] = (params["tracker.transition.kernel"] * scale).astype(dtype)
     return config, params
-
-
-def steps_with_a_choice(transitions: np.ndarray) -> int:
-    """Steps t at which at least one of these sentences <int>[S, T] could
-    both SHIFT and REDUCE, replayed from the transitions alone."""
-    n = (transitions == SHIFT).sum(axis=1)
-    buffered, stacked = n.copy(), np.zeros_like(n)
-    steps = 0
-    for column in transitions.T:
-        acting = column != PAD
-        steps += bool(np.any(acting & (buffered > 0) & (stacked >= 2)))
-        shift, reduce = column == SHIFT, column == REDUCE
-        buffered -= shift
-        stacked += shift.astype(stacked.dtype) - reduce
-    return steps
 
 
 @pytest.mark.parametrize("mode", ["predicted", "sampled"])

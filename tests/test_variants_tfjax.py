@@ -25,7 +25,7 @@ from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64
 from shared.params import init_params, param_shapes
 from shared.transitions import PAD, check_transitions
 
-from conftest import small_config_for
+from conftest import small_config_for, steps_with_a_choice
 from test_parse_equivalence import LOGPROB_TOL_F32, assert_parsed_close, head_config, head_params, uniforms
 
 VARIANTS = ("tensorflow-eager", "jax-vmap")
@@ -243,6 +243,24 @@ def test_float32_parse_matches_reference(runners, variant, mode, headed, small_b
     assert parsed.premise.dtype == np.float32
     assert_parsed_close(parsed, reference.parse(params, config, small_batch, mode, uniforms=u),
                         tol=ENCODING_TOL_F32, logit_tol=LOGITS_TOL_F32, logprob_tol=LOGPROB_TOL_F32)
+
+
+@pytest.mark.parametrize("mode", ["predicted", "sampled"])
+def test_tensorflow_eager_reads_one_decision_per_step_with_a_choice(runners, mode, headed, small_batch):
+    """Define-by-run in TensorFlow pays PyTorch's round trip: one host copy of
+    the logits per step where some sentence chooses; none in gold mode."""
+    config, params = headed
+    runner = runners("tensorflow-eager", "head64", params, config, transition_weight=TRANSITION_WEIGHT)
+    u = uniforms(small_batch) if mode == "sampled" else None
+    parsed = runner.parse(small_batch, mode, uniforms=u)
+    expected = steps_with_a_choice(np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions]))
+    assert expected > 0
+    assert runner.last_host_syncs == expected
+    runner.parse(small_batch, "gold")
+    assert runner.last_host_syncs == 0
+    runner.parse(small_batch, mode, uniforms=u)
+    runner.encode(small_batch)
+    assert runner.last_host_syncs == 0
 
 
 @variant
