@@ -37,7 +37,7 @@ import numpy as np
 from shared.params import ModelConfig, ParamError, check_params, param_shapes
 from shared.transitions import SHIFT
 
-from .model import SNLIClassifier
+from .classifier import SNLIClassifier
 
 Variables = dict[str, Any]  # {"params": nested dict of arrays}, what model.apply takes
 

@@ -30,9 +30,11 @@ Two layouts of the stack (``layout=``):
 Both are differentiated by ``jax.grad`` through ``lax.scan`` without saving
 the whole stack at every step: the per-step residuals are the few [B, H]
 vectors a step reads, plus integer indices (tests/test_jax.py measures it). Both
-give the same numbers; on a 2-core CPU at B=128, E=H=300, they encode equally
-fast and the thin stack trains ~10-15% faster (its write is one slab, and
-its backward pass copies nothing), so it is the default.
+give the same numbers. The thin stack is the default: its write is one slab
+and its backward pass copies nothing. Timed in interleaved rounds on a 2-core
+CPU at E=H=300 (results/cpu-jax-layouts), the two encode equally fast at
+batch 1, 32 and 128 and train equally fast at 32 and 128; at batch 1 the
+padded stack trained faster (1.40x PyTorch against 1.25x).
 
 Parses decided by the model (docs/spec.md §7): ``SPINN.parse`` runs the same
 step in the same kind of scan, but the op of each step may come from the
@@ -46,8 +48,6 @@ program. ``__call__`` stays the plain gold-mode encoder, without the head.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -56,81 +56,10 @@ from shared.params import ModelConfig
 from shared.parsing import MODES, REDUCE_COLUMN, SHIFT_COLUMN
 from shared.transitions import PAD, REDUCE, SHIFT
 
+from .cells import Dtype, Reduce, Tracker, _halves
+
 LAYOUTS = ("thin", "padded")
-DEFAULT_LAYOUT = "thin"  # the faster of the two to train (module docstring)
-
-Dtype = Any
-
-
-def _halves(item: jax.Array, hidden_dim: int) -> tuple[jax.Array, jax.Array]:
-    """Split stack items <float>[..., 2H] into h and c, <float>[..., H] each."""
-    return item[..., :hidden_dim], item[..., hidden_dim:]
-
-
-class Tracker(nn.Module):
-    """The tracker LSTM: reads the buffer front and the two top stack items.
-
-    Weights keep their canonical names (``tracker.kernel_input`` etc.), so the
-    conversion is a rename. Gate order i, f, g, o. With ``transition_head``
-    the tracker also owns the head of docs/spec.md §7, ``tracker.transition``
-    (a Dense layer D -> 2: column 0 scores SHIFT, column 1 REDUCE).
-    """
-
-    hidden_dim: int  # H
-    tracker_dim: int  # D > 0
-    param_dtype: Dtype = jnp.float32
-    transition_head: bool = False
-
-    def setup(self):
-        H, D = self.hidden_dim, self.tracker_dim
-        init = nn.initializers.lecun_normal()  # shapes only: real values come from the canonical dict
-        self.kernel_input = self.param("kernel_input", init, (3 * H, 4 * D), self.param_dtype)
-        self.kernel_hidden = self.param("kernel_hidden", init, (D, 4 * D), self.param_dtype)
-        self.bias = self.param("bias", nn.initializers.zeros, (4 * D,), self.param_dtype)
-        if self.transition_head:
-            self.transition = nn.Dense(2, param_dtype=self.param_dtype)
-
-    def __call__(self, buffer_h, top_h, below_h, state):
-        """buffer_h, top_h, below_h <float>[B, H]; state (h, c) <float>[B, D] -> new (h, c)."""
-        h, c = state
-        z = (jnp.concatenate([buffer_h, top_h, below_h], axis=-1) @ self.kernel_input + h @ self.kernel_hidden
-             + self.bias)
-        i, f, g, o = jnp.split(z, 4, axis=-1)
-        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
-        return h, c
-
-    def transition_logits(self, h):
-        """The head: tracker state h <float>[B, D] -> t = (t_S, t_R) <float>[B, 2]."""
-        return self.transition(h)
-
-
-class Reduce(nn.Module):
-    """TreeLSTM composition of the two top stack items (gate order a, i, f1, f2, o)."""
-
-    hidden_dim: int  # H
-    tracker_dim: int  # D (0: no tracking input)
-    param_dtype: Dtype = jnp.float32
-
-    def setup(self):
-        H = self.hidden_dim
-        self.left = nn.Dense(5 * H, param_dtype=self.param_dtype)
-        self.right = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
-        if self.tracker_dim > 0:
-            self.track = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
-
-    def __call__(self, left, right, tracking=None):
-        """left, right <float>[B, 2H] items; tracking <float>[B, D] or None -> <float>[B, 2H]."""
-        left_h, left_c = _halves(left, self.hidden_dim)
-        right_h, right_c = _halves(right, self.hidden_dim)
-        z = self.left(left_h) + self.right(right_h)
-        if tracking is not None:
-            z = z + self.track(tracking)
-        a, i, f1, f2, o = jnp.split(z, 5, axis=-1)
-        c = (jnp.tanh(a) * jax.nn.sigmoid(i) + jax.nn.sigmoid(f1) * left_c
-             + jax.nn.sigmoid(f2) * right_c)
-        h = jax.nn.sigmoid(o) * jnp.tanh(c)
-        return jnp.concatenate([h, c], axis=-1)
+DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout; as fast as "padded" but at batch-1 training (module docstring)
 
 
 class SPINN(nn.Module):
@@ -420,65 +349,3 @@ def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     is_reduce = can_reduce & (~can_shift | wants_reduce)
     is_shift = can_shift & ~is_reduce
     return is_shift, is_reduce, ys
-
-
-class SNLIClassifier(nn.Module):
-    """Premise and hypothesis through one SPINN, then an MLP over [p, q, p-q, p*q]."""
-
-    config: ModelConfig
-    layout: str = DEFAULT_LAYOUT
-    dropout_rate: float = 0.0  # leaves and MLP inputs, training only
-    param_dtype: Dtype = jnp.float32
-    unroll: int = 1
-    # The sentence encoder's class (a class attribute, not a field): impl_jax/vmap.py
-    # swaps in SPINN written for one sentence, with the same weights.
-    encoder_class: ClassVar[type] = SPINN
-
-    def setup(self):
-        c = self.config
-        self.spinn = self.encoder_class(c, self.layout, self.dropout_rate, self.param_dtype, self.unroll)
-        self.mlp = [nn.Dense(c.mlp_dim, param_dtype=self.param_dtype) for _ in range(c.mlp_layers)]
-        self.output = nn.Dense(3, param_dtype=self.param_dtype)
-        self.mlp_dropout = nn.Dropout(self.dropout_rate)
-
-    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-                 train: bool = False):
-        """<int32>[B, N] tokens and [B, T] transitions of both sides ->
-        (premise <float>[B, H], hypothesis <float>[B, H], logits <float>[B, 3])."""
-        B = premise_tokens.shape[0]
-        # One encoder pass over 2B sentences: the scan runs T steps once, not twice.
-        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
-        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
-        encodings = self.spinn(tokens, transitions, train)
-        premise, hypothesis = encodings[:B], encodings[B:]
-        return premise, hypothesis, self._classify(premise, hypothesis, train)
-
-    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-              mode: str = "predicted", uniforms=None, train: bool = False) -> dict:
-        """Both sides through ``SPINN.parse`` in ``mode`` (docs/spec.md §7).
-
-        uniforms: sampled mode's (premise_u, hypothesis_u) <float>[B, T] each,
-        else None. Returns the arrays of ``shared.parsing.Parsed`` by field name:
-        premise, hypothesis <float>[B, H], logits <float>[B, 3], and per side
-        {side}_transitions <int32>[B, T], {side}_transition_logits <float>[B, T, 2],
-        {side}_logprob and {side}_entropy <float>[B].
-        """
-        B = premise_tokens.shape[0]
-        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
-        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
-        u = None if uniforms is None else jnp.concatenate(uniforms, axis=0)
-        sentences = self.spinn.parse(tokens, transitions, mode, u, train)
-        premise, hypothesis = sentences["encodings"][:B], sentences["encodings"][B:]
-        out = {"premise": premise, "hypothesis": hypothesis, "logits": self._classify(premise, hypothesis, train)}
-        for key in ("transitions", "transition_logits", "logprob", "entropy"):
-            out[f"premise_{key}"] = sentences[key][:B]
-            out[f"hypothesis_{key}"] = sentences[key][B:]
-        return out
-
-    def _classify(self, premise, hypothesis, train: bool):
-        """The MLP over [p, q, p - q, p * q] -> class logits <float>[B, 3]."""
-        x = jnp.concatenate([premise, hypothesis, premise - hypothesis, premise * hypothesis], axis=-1)
-        # Dropout on the input of every classifier layer, as in the 2017 code.
-        for layer in self.mlp:
-            x = nn.relu(layer(self.mlp_dropout(x, deterministic=not train)))
-        return self.output(self.mlp_dropout(x, deterministic=not train))

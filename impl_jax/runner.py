@@ -55,7 +55,8 @@ from shared.runner import Runner as RunnerBase
 
 from . import reinforce
 from .convert import from_canonical, name_map, resolve_dtype, to_canonical
-from .model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
+from .classifier import SNLIClassifier
+from .model import DEFAULT_LAYOUT, LAYOUTS
 from .vmap import VmapClassifier
 from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge, parse_forward, partition,
                     state_from_shared, state_to_shared)

@@ -38,7 +38,9 @@ import jax.numpy as jnp
 from shared.parsing import MODES
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .model import SPINN, SNLIClassifier, _decide, _halves
+from .cells import _halves
+from .classifier import SNLIClassifier
+from .model import SPINN, _decide
 
 
 def _vmap(fn):
@@ -141,7 +143,7 @@ class SentenceSPINN(SPINN):
             can_reduce = sp >= 2
             active = can_shift | can_reduce  # finished (PAD from now on) when neither is possible
 
-        # ---- tracker: model.py's cell on [H] vectors, kept unless the step is PAD.
+        # ---- tracker: cells.py's Tracker on [H] vectors, kept unless the step is PAD.
         tracking = None
         if self.config.tracker_dim > 0:
             h_t, c_t = self.tracker(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0], tracker_state)
@@ -174,7 +176,7 @@ class SentenceSPINN(SPINN):
 
 
 class VmapClassifier(SNLIClassifier):
-    """model.py's classifier (the MLP is already batch-agnostic: Dense layers
+    """classifier.py's classifier (the MLP is already batch-agnostic: Dense layers
     on the last axis) with the sentence encoder batched by vmap."""
 
     encoder_class = SentenceSPINN

@@ -5,8 +5,8 @@ while ordinary Python runs. Every stack and buffer is a Python list per
 example, the transition steps are a Python ``for`` loop, and each example
 takes a Python ``if`` on SHIFT or REDUCE, so the graph of one batch is built
 from that batch's trees and thrown away after the backward pass. Nothing is
-traced or compiled; the only batching is inside :class:`~impl_pytorch.model.Tracker`
-and :class:`~impl_pytorch.model.Reduce`, which gather the examples acting at
+traced or compiled; the only batching is inside :class:`~impl_pytorch.cells.Tracker`
+and :class:`~impl_pytorch.cells.Reduce`, which gather the examples acting at
 this step into one matrix (``batch``) and hand the rows back (``unbatch``).
 This is the algorithm of James Bradbury's 2017 PyTorch SPINN (NVIDIA blog
 "Recursive Neural Networks with PyTorch") in today's PyTorch, with the

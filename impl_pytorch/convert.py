@@ -32,7 +32,7 @@ import torch
 
 from shared.params import ModelConfig, ParamError, check_params, param_shapes
 
-from .model import SNLIClassifier
+from .classifier import SNLIClassifier
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 

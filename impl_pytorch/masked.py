@@ -22,7 +22,7 @@ shapes (``MaskedSPINN.step``; the loop does the one in-place write), which
 ``torch.compile`` captures without a graph break and reuses at every step
 (runner option ``compile=True``, impl_pytorch/compiled.py).
 
-The cells are model.py's: :class:`MaskedSPINN` subclasses its SPINN and calls
+The cells are cells.py's: :class:`MaskedSPINN` subclasses model.py's SPINN and calls
 ``Tracker.cell`` and ``Reduce.compose`` on all S rows, so parameters, their
 names and the canonical conversion (convert.py) are shared.
 """
@@ -38,7 +38,8 @@ import torch.nn.functional as F
 from shared import parsing
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .model import HEAD_KERNEL, SPINN, SNLIClassifier
+from .classifier import SNLIClassifier
+from .model import HEAD_KERNEL, SPINN
 
 
 def check_batch_transitions(transitions: np.ndarray, num_tokens: int) -> None:

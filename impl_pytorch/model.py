@@ -5,9 +5,9 @@ lists of ``(h, c)`` items, the transition steps are a Python ``for`` loop, and
 every example takes a Python ``if`` on its own SHIFT or REDUCE. Autograd
 records the operations as they happen, so each batch gets a graph shaped by
 its own trees, built afresh and freed after ``backward()``. The only batching
-is inside :class:`Tracker` and :class:`Reduce`: at each step they stack the
-rows of the examples that act (:func:`batch`), run one matrix multiply for
-all of them, and hand each example its row back (:func:`unbatch`).
+is inside :class:`Tracker` and :class:`Reduce` (cells.py): at each step they
+stack the rows of the examples that act (``batch``), run one matrix multiply
+for all of them, and hand each example its row back (``unbatch``).
 
 When the model decides its own parse (docs/spec.md §7, ``predicted`` and
 ``sampled`` mode), that ``if`` needs a number the model has only just
@@ -25,7 +25,6 @@ device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -36,105 +35,9 @@ from shared import parsing
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT
 
-# A stack or buffer item, or a tracker state: (h, c), each <float>[H] (or [D]).
-Item = tuple[torch.Tensor, torch.Tensor]
+from .cells import Reduce, Tracker
 
 HEAD_KERNEL = "tracker.transition.kernel"  # the canonical name errors point to
-
-
-# --------------------------------------------------------------------------
-# batch / unbatch: the only place where examples meet
-# --------------------------------------------------------------------------
-
-
-def batch(items: Sequence[Item]) -> tuple[torch.Tensor, torch.Tensor]:
-    """K items (h, c) -> (h <float>[K, H], c <float>[K, H]), rows in item order."""
-    h, c = zip(*items)
-    return torch.stack(h), torch.stack(c)
-
-
-def unbatch(state: tuple[torch.Tensor, torch.Tensor]) -> list[Item]:
-    """(h <float>[K, H], c <float>[K, H]) -> K items (h[k], c[k]); the inverse of batch."""
-    h, c = state
-    return list(zip(h.unbind(0), c.unbind(0)))
-
-
-# --------------------------------------------------------------------------
-# Tracker, Reduce, SPINN
-# --------------------------------------------------------------------------
-
-
-class Tracker(nn.Module):
-    """An LSTM cell that reads the parser state: h of the buffer front and of
-    the top two stack items (docs/spec.md §3, gate order i, f, g, o).
-
-    Written out rather than ``nn.LSTMCell``, whose two biases (``bias_ih``,
-    ``bias_hh``) would both have to be trained against one canonical
-    ``tracker.bias``.
-
-    With ``transition_head``, ``transition`` is the head of docs/spec.md §7:
-    a linear map from the new state h_t to t = (t_S, t_R). The tracker does
-    not call it; SPINN.parse does, after each tracker step.
-    """
-
-    def __init__(self, hidden_dim: int, tracker_dim: int, transition_head: bool = False):
-        super().__init__()
-        self.input = nn.Linear(3 * hidden_dim, 4 * tracker_dim)  # [b, s1, s2] -> gates, with the bias
-        self.hidden = nn.Linear(tracker_dim, 4 * tracker_dim, bias=False)  # h_t -> gates
-        self.transition = nn.Linear(tracker_dim, 2) if transition_head else None  # h_t -> (t_S, t_R)
-
-    def forward(self, buffers: Sequence[list[Item]], stacks: Sequence[list[Item]],
-                states: Sequence[Item]) -> list[Item]:
-        """One step for K examples: their buffers, stacks and tracker states
-        (h_t, c_t) -> their K new states. Every buffer and stack has zero
-        items at the bottom (see SPINN._start), so [-1] and [-2] always exist."""
-        buffer_front = torch.stack([buf[-1][0] for buf in buffers])  # [K, H]
-        stack_top = torch.stack([stack[-1][0] for stack in stacks])  # [K, H]
-        stack_second = torch.stack([stack[-2][0] for stack in stacks])  # [K, H]
-        return unbatch(self.cell(buffer_front, stack_top, stack_second, batch(states)))
-
-    def cell(self, buffer_h: torch.Tensor, top_h: torch.Tensor, below_h: torch.Tensor,
-             state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The LSTM arithmetic on rows already batched: buffer_h, top_h, below_h
-        <float>[K, H], state (h_t, c_t) <float>[K, D] -> the new (h_t, c_t).
-        ``forward`` gathers its rows from Python lists; masked.py passes every row."""
-        h_prev, c_prev = state
-        z = self.input(torch.cat([buffer_h, top_h, below_h], dim=1)) + self.hidden(h_prev)
-        i, f, g, o = z.chunk(4, dim=1)
-        c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
-        return h, c
-
-
-class Reduce(nn.Module):
-    """The TreeLSTM composition of two stack items, with the tracker's h as a
-    third input (docs/spec.md §3, gate order a, i, f1, f2, o)."""
-
-    def __init__(self, hidden_dim: int, tracker_dim: int):
-        super().__init__()
-        self.left = nn.Linear(hidden_dim, 5 * hidden_dim)  # carries the bias
-        self.right = nn.Linear(hidden_dim, 5 * hidden_dim, bias=False)
-        self.track = nn.Linear(tracker_dim, 5 * hidden_dim, bias=False) if tracker_dim > 0 else None
-
-    def forward(self, lefts: Sequence[Item], rights: Sequence[Item],
-                trackings: Sequence[torch.Tensor] | None = None) -> list[Item]:
-        """K left and K right items (and K tracker h's) -> K composed items."""
-        tracking = torch.stack(list(trackings)) if self.track is not None else None  # [K, D]
-        return unbatch(self.compose(batch(lefts), batch(rights), tracking))
-
-    def compose(self, left: tuple[torch.Tensor, torch.Tensor], right: tuple[torch.Tensor, torch.Tensor],
-                tracking: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The TreeLSTM arithmetic on rows already batched: left and right
-        (h, c) <float>[K, H] each, tracking <float>[K, D] or None -> (h, c)
-        <float>[K, H]. ``forward`` gathers its rows from Python lists; masked.py passes every row."""
-        (left_h, left_c), (right_h, right_c) = left, right
-        z = self.left(left_h) + self.right(right_h)  # [K, 5H]
-        if self.track is not None:
-            z = z + self.track(tracking)
-        a, i, f1, f2, o = z.chunk(5, dim=1)
-        c = torch.tanh(a) * torch.sigmoid(i) + torch.sigmoid(f1) * left_c + torch.sigmoid(f2) * right_c
-        h = torch.sigmoid(o) * torch.tanh(c)
-        return h, c
 
 
 @dataclass
@@ -448,79 +351,3 @@ def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list
     zeros = chosen.new_zeros(num_sentences)
     return (zeros.index_add(0, sentence, step_logprob).to(step_logits.dtype),
             zeros.index_add(0, sentence, step_entropy).to(step_logits.dtype))
-
-
-# --------------------------------------------------------------------------
-# The classifier
-# --------------------------------------------------------------------------
-
-
-class SNLIClassifier(nn.Module):
-    """Embedding, leaf projection, SPINN, and the MLP on [p, q, p - q, p * q].
-
-    Dropout (rate ``dropout``) acts on the projected leaves and on the input
-    of every classifier layer (the features and each ReLU output), as in the
-    2017 code; ``model.eval()`` turns it off.
-    """
-
-    # The encoder's algorithm: masked.py swaps in the padded-array SPINN, with
-    # the same submodules (Tracker, Reduce) and so the same parameter names.
-    encoder_class: type[nn.Module] = SPINN
-
-    def __init__(self, config: ModelConfig, dropout: float = 0.0):
-        super().__init__()
-        self.config = config
-        H, M = config.hidden_dim, config.mlp_dim
-        self.embed = nn.Embedding(config.vocab_size, config.embed_dim)
-        self.projection = nn.Linear(config.embed_dim, 2 * H)  # -> [h; c] of each leaf
-        self.spinn = self.encoder_class(config)
-        widths = [4 * H] + [M] * config.mlp_layers
-        self.mlp = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
-        self.output = nn.Linear(widths[-1], 3)
-        self.leaf_dropout = nn.Dropout(dropout)
-        self.mlp_dropout = nn.Dropout(dropout)
-
-    def encode(self, tokens: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
-        """tokens <int64>[S, N] (on the model's device), transitions <int>[S, T]
-        (NumPy) -> encodings <float>[S, H]."""
-        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [S, N, 2H]
-        return self.spinn(leaves, transitions)
-
-    def classify(self, premise: torch.Tensor, hypothesis: torch.Tensor) -> torch.Tensor:
-        """Encodings <float>[B, H] each -> logits <float>[B, 3]."""
-        f = torch.cat([premise, hypothesis, premise - hypothesis, premise * hypothesis], dim=1)  # [B, 4H]
-        for layer in self.mlp:
-            f = torch.relu(layer(self.mlp_dropout(f)))
-        return self.output(self.mlp_dropout(f))
-
-    def forward(self, premise_tokens: torch.Tensor, premise_transitions: np.ndarray,
-                hypothesis_tokens: torch.Tensor, hypothesis_transitions: np.ndarray):
-        """-> premise <float>[B, H], hypothesis <float>[B, H], logits <float>[B, 3]."""
-        B = premise_tokens.shape[0]
-        # Premise and hypothesis share N and T and the SPINN weights, so they
-        # run as one batch of 2B sentences: half the Python loop iterations,
-        # and twice the rows in every batched Tracker/Reduce call.
-        tokens = torch.cat([premise_tokens, hypothesis_tokens])  # [2B, N]
-        transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
-        encodings = self.encode(tokens, transitions)  # [2B, H]
-        premise, hypothesis = encodings[:B], encodings[B:]
-        return premise, hypothesis, self.classify(premise, hypothesis)
-
-    def parse(self, premise_tokens: torch.Tensor, premise_transitions: np.ndarray,
-              hypothesis_tokens: torch.Tensor, hypothesis_transitions: np.ndarray, mode: str = "predicted",
-              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Encoded, torch.Tensor]:
-        """The pair batch in ``mode`` (docs/spec.md §7), with the transition
-        head -> (Encoded of the 2B sentences, premises first; logits <float>[B, 3]).
-
-        ``uniforms``: sampled mode, (premise_u, hypothesis_u) <float>[B, T]
-        each. Everything stays differentiable: logprob and entropy too.
-        """
-        B = premise_tokens.shape[0]
-        tokens = torch.cat([premise_tokens, hypothesis_tokens])  # [2B, N], as in forward
-        transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
-        if uniforms is not None:
-            uniforms = np.concatenate([np.asarray(uniforms[0]), np.asarray(uniforms[1])])  # [2B, T]
-        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H]
-        encoded = self.spinn.parse(leaves, transitions, mode, uniforms)
-        premise, hypothesis = encoded.encodings[:B], encoded.encodings[B:]
-        return encoded, self.classify(premise, hypothesis)

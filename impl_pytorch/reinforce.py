@@ -22,7 +22,7 @@ from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 
 from . import convert
-from .model import SNLIClassifier
+from .classifier import SNLIClassifier
 from .train import dropout_randomness, labels_tensor, model_inputs, trainable
 
 

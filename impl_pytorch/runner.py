@@ -35,7 +35,7 @@ from shared.parsing import Parsed
 
 from . import compiled, convert, reinforce, train
 from .masked import MaskedClassifier
-from .model import SNLIClassifier
+from .classifier import SNLIClassifier
 
 # "lists": model.py, define-by-run (the default). "masked": masked.py, the
 # padded-array algorithm of impl_jax in PyTorch eager (and, with

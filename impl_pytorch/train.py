@@ -31,7 +31,8 @@ from shared.params import ModelConfig
 from shared.transitions import REDUCE
 
 from . import convert
-from .model import HEAD_KERNEL, Encoded, SNLIClassifier
+from .classifier import SNLIClassifier
+from .model import HEAD_KERNEL, Encoded
 
 OPTIMIZERS = optimizers.OPTIMIZERS
 

@@ -34,7 +34,7 @@ What this package shows about its framework:
   equals an uninterrupted one. That takes care in TensorFlow: Grappler turns
   a chain of three adds into one ``AddN``, whose CPU kernel reorders its
   inputs by which buffer it can reuse; the model keeps every sum to two terms
-  or a ``reduce_sum`` (model.py, ``Reduce`` and ``classify``).
+  or a ``reduce_sum`` (cells.py's ``Reduce``, classifier.py's ``classify``).
 
 Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
 ``train.py`` (loss, gradients, optimizers, dropout), ``runner.py`` (the

@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from shared.params import ModelConfig, ParamError, check_params, param_shapes
 
-from .model import SNLIClassifier
+from .classifier import SNLIClassifier
 
 DTYPES = {"float32": tf.float32, "float64": tf.float64}
 

@@ -37,7 +37,9 @@ import tensorflow as tf
 from shared import parsing
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .model import HEAD_KERNEL, SPINN, SNLIClassifier, SentenceParses, Tracker, choice_scores
+from .cells import Tracker
+from .classifier import SNLIClassifier
+from .model import HEAD_KERNEL, SPINN, SentenceParses, choice_scores
 
 
 class EagerSPINN(SPINN):
@@ -221,7 +223,7 @@ def _choice_sums(step_logits, sentences, choices, reduced, num_sentences: int):
 
 
 class EagerClassifier(SNLIClassifier):
-    """model.py's classifier (embedding, projection, MLP, dropout, the same
+    """classifier.py's classifier (embedding, projection, MLP, dropout, the same
     variables and canonical names) with the define-by-run encoder."""
 
     encoder_class = EagerSPINN

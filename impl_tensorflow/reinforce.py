@@ -18,7 +18,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import convert
-from .model import SNLIClassifier
+from .classifier import SNLIClassifier
 from .train import _dense, apply_gradients, trainable
 
 

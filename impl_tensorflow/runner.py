@@ -39,7 +39,8 @@ from shared.parsing import Parsed, check_mode
 
 from . import convert, reinforce, train
 from .eager import EagerClassifier
-from .model import MEMORIES, SNLIClassifier
+from .classifier import SNLIClassifier
+from .model import MEMORIES
 
 # The model behind the entry points: one static graph (model.py) or define-by-run (eager.py).
 ALGORITHMS = {"graph": SNLIClassifier, "eager": EagerClassifier}

@@ -35,7 +35,8 @@ from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, check_mode
 from shared.transitions import PAD, REDUCE
 
 from . import convert
-from .model import SNLIClassifier, check_inputs, require_head
+from .classifier import SNLIClassifier
+from .model import check_inputs, require_head
 
 # Keras 3 picks its backend when first imported; the optimizers below must be
 # the TensorFlow ones. (Only a default: an explicit choice is respected, and

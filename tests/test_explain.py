@@ -154,7 +154,7 @@ def test_bad_input_shows_where_each_framework_reports_it(framework):
     if framework == "pytorch":  # an exception from a line of your own code
         assert t["outcome"] == "raised" and t["where"].startswith("impl_pytorch/model.py, in forward")
         assert "REDUCE with fewer than two items" in t["error"]
-        assert k["outcome"] == "raised" and k["where"].startswith("impl_pytorch/model.py")
+        assert k["outcome"] == "raised" and k["where"].startswith("impl_pytorch/classifier.py, in encode")
     elif framework == "tensorflow":  # checked on the host; the graph alone cannot say why
         assert t["outcome"].startswith("raised by the host-side check") and "impl_tensorflow" in t["where"]
         assert t["graph"]["outcome"].startswith("ran")

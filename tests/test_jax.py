@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from impl_jax import convert, train
-from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS, SNLIClassifier
+from impl_jax.classifier import SNLIClassifier
+from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS
 from impl_jax.runner import Runner, disable_compilation_cache
 from bench.explain.jax_graph import jaxpr_stats
 from shared import optimizers, parsing, reference

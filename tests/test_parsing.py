@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from shared import parsing, reference
+from shared import parsing, reference, reference_encoder
 from shared.params import ModelConfig, init_params
 from shared.parsing import (MODES, ParseCounts, Parsed, batch_uniforms, bracket_f1, check_mode, decide,
                             pair_uniforms, parse_agreement, sentence_lengths, teacher_forced_accuracy)
@@ -102,7 +102,7 @@ def test_decide_agrees_with_the_reference_rule():
             if not (can_shift[k] or can_reduce[k]):
                 assert actions[k] == PAD
                 continue
-            op, choice, _, _ = reference._choose(logits[k], can_shift[k], can_reduce[k], mode, uniform[k])
+            op, choice, _, _ = reference_encoder.choose(logits[k], can_shift[k], can_reduce[k], mode, uniform[k])
             assert actions[k] == op and choice == (can_shift[k] and can_reduce[k])
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from impl_pytorch import convert, train
-from impl_pytorch.model import Reduce, batch, unbatch
+from impl_pytorch.cells import Reduce, batch, unbatch
 from impl_pytorch.runner import Runner
 from shared import parsing, reference
 from shared.batching import make_pair_batch

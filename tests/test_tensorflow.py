@@ -452,7 +452,7 @@ def test_xla_parses_as_the_reference_does(device, sample_pairs, vocab):
 def test_supervised_gradients_are_bit_identical_from_call_to_call(vocab, small_batch):
     """The head adds gradient sums (its logits, the tracker state it reads);
     they stay two-term sums, so the gradients are the same bits at every call
-    and in a fresh runner (see Reduce in model.py)."""
+    and in a fresh runner (see Reduce in impl_tensorflow/cells.py)."""
     config, params = head_model(vocab, seed=32, dtype=np.float32)
     runner = Runner(params, config, transition_weight=0.5)
     first = runner.loss_and_grads(small_batch)[1]

@@ -1,0 +1,91 @@
+"""The cells of the JAX SPINN (docs/spec.md §3, §7): the Tracker's LSTM and
+Reduce's TreeLSTM, as Flax modules whose parameters keep the canonical names
+(convert.py's mapping is a rename).
+
+model.py's scan calls them once per step on every row of the batch (the
+masks decide which rows keep the result); vmap.py calls them on one
+sentence's rows. A stack item is ``[h; c]``, <float>[2H].
+
+Shapes: B rows, H hidden, D tracker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+Dtype = Any
+
+
+def _halves(item: jax.Array, hidden_dim: int) -> tuple[jax.Array, jax.Array]:
+    """Split stack items <float>[..., 2H] into h and c, <float>[..., H] each."""
+    return item[..., :hidden_dim], item[..., hidden_dim:]
+
+
+class Tracker(nn.Module):
+    """The tracker LSTM: reads the buffer front and the two top stack items.
+
+    Weights keep their canonical names (``tracker.kernel_input`` etc.), so the
+    conversion is a rename. Gate order i, f, g, o. With ``transition_head``
+    the tracker also owns the head of docs/spec.md §7, ``tracker.transition``
+    (a Dense layer D -> 2: column 0 scores SHIFT, column 1 REDUCE).
+    """
+
+    hidden_dim: int  # H
+    tracker_dim: int  # D > 0
+    param_dtype: Dtype = jnp.float32
+    transition_head: bool = False
+
+    def setup(self):
+        H, D = self.hidden_dim, self.tracker_dim
+        init = nn.initializers.lecun_normal()  # shapes only: real values come from the canonical dict
+        self.kernel_input = self.param("kernel_input", init, (3 * H, 4 * D), self.param_dtype)
+        self.kernel_hidden = self.param("kernel_hidden", init, (D, 4 * D), self.param_dtype)
+        self.bias = self.param("bias", nn.initializers.zeros, (4 * D,), self.param_dtype)
+        if self.transition_head:
+            self.transition = nn.Dense(2, param_dtype=self.param_dtype)
+
+    def __call__(self, buffer_h, top_h, below_h, state):
+        """buffer_h, top_h, below_h <float>[B, H]; state (h, c) <float>[B, D] -> new (h, c)."""
+        h, c = state
+        z = (jnp.concatenate([buffer_h, top_h, below_h], axis=-1) @ self.kernel_input + h @ self.kernel_hidden
+             + self.bias)
+        i, f, g, o = jnp.split(z, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return h, c
+
+    def transition_logits(self, h):
+        """The head: tracker state h <float>[B, D] -> t = (t_S, t_R) <float>[B, 2]."""
+        return self.transition(h)
+
+
+class Reduce(nn.Module):
+    """TreeLSTM composition of the two top stack items (gate order a, i, f1, f2, o)."""
+
+    hidden_dim: int  # H
+    tracker_dim: int  # D (0: no tracking input)
+    param_dtype: Dtype = jnp.float32
+
+    def setup(self):
+        H = self.hidden_dim
+        self.left = nn.Dense(5 * H, param_dtype=self.param_dtype)
+        self.right = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
+        if self.tracker_dim > 0:
+            self.track = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
+
+    def __call__(self, left, right, tracking=None):
+        """left, right <float>[B, 2H] items; tracking <float>[B, D] or None -> <float>[B, 2H]."""
+        left_h, left_c = _halves(left, self.hidden_dim)
+        right_h, right_c = _halves(right, self.hidden_dim)
+        z = self.left(left_h) + self.right(right_h)
+        if tracking is not None:
+            z = z + self.track(tracking)
+        a, i, f1, f2, o = jnp.split(z, 5, axis=-1)
+        c = (jnp.tanh(a) * jax.nn.sigmoid(i) + jax.nn.sigmoid(f1) * left_c
+             + jax.nn.sigmoid(f2) * right_c)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        return jnp.concatenate([h, c], axis=-1)

@@ -1,0 +1,82 @@
+"""The SNLI classifier around the JAX SPINN (docs/spec.md §3): one SPINN pass
+over premises and hypotheses together, then the MLP on [p, q, p - q, p * q];
+with a transition head, the same in the parse modes of docs/spec.md §7.
+
+The encoder is model.py's SPINN (a ``lax.scan`` over the batch); vmap.py
+subclasses this classifier to swap in SPINN written for one sentence, with
+the same parameters.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from shared.params import ModelConfig
+
+from .cells import Dtype
+from .model import DEFAULT_LAYOUT, SPINN
+
+
+class SNLIClassifier(nn.Module):
+    """Premise and hypothesis through one SPINN, then an MLP over [p, q, p-q, p*q]."""
+
+    config: ModelConfig
+    layout: str = DEFAULT_LAYOUT
+    dropout_rate: float = 0.0  # leaves and MLP inputs, training only
+    param_dtype: Dtype = jnp.float32
+    unroll: int = 1
+    # The sentence encoder's class (a class attribute, not a field): impl_jax/vmap.py
+    # swaps in SPINN written for one sentence, with the same weights.
+    encoder_class: ClassVar[type] = SPINN
+
+    def setup(self):
+        c = self.config
+        self.spinn = self.encoder_class(c, self.layout, self.dropout_rate, self.param_dtype, self.unroll)
+        self.mlp = [nn.Dense(c.mlp_dim, param_dtype=self.param_dtype) for _ in range(c.mlp_layers)]
+        self.output = nn.Dense(3, param_dtype=self.param_dtype)
+        self.mlp_dropout = nn.Dropout(self.dropout_rate)
+
+    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+                 train: bool = False):
+        """<int32>[B, N] tokens and [B, T] transitions of both sides ->
+        (premise <float>[B, H], hypothesis <float>[B, H], logits <float>[B, 3])."""
+        B = premise_tokens.shape[0]
+        # One encoder pass over 2B sentences: the scan runs T steps once, not twice.
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
+        encodings = self.spinn(tokens, transitions, train)
+        premise, hypothesis = encodings[:B], encodings[B:]
+        return premise, hypothesis, self._classify(premise, hypothesis, train)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+              mode: str = "predicted", uniforms=None, train: bool = False) -> dict:
+        """Both sides through ``SPINN.parse`` in ``mode`` (docs/spec.md §7).
+
+        uniforms: sampled mode's (premise_u, hypothesis_u) <float>[B, T] each,
+        else None. Returns the arrays of ``shared.parsing.Parsed`` by field name:
+        premise, hypothesis <float>[B, H], logits <float>[B, 3], and per side
+        {side}_transitions <int32>[B, T], {side}_transition_logits <float>[B, T, 2],
+        {side}_logprob and {side}_entropy <float>[B].
+        """
+        B = premise_tokens.shape[0]
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
+        u = None if uniforms is None else jnp.concatenate(uniforms, axis=0)
+        sentences = self.spinn.parse(tokens, transitions, mode, u, train)
+        premise, hypothesis = sentences["encodings"][:B], sentences["encodings"][B:]
+        out = {"premise": premise, "hypothesis": hypothesis, "logits": self._classify(premise, hypothesis, train)}
+        for key in ("transitions", "transition_logits", "logprob", "entropy"):
+            out[f"premise_{key}"] = sentences[key][:B]
+            out[f"hypothesis_{key}"] = sentences[key][B:]
+        return out
+
+    def _classify(self, premise, hypothesis, train: bool):
+        """The MLP over [p, q, p - q, p * q] -> class logits <float>[B, 3]."""
+        x = jnp.concatenate([premise, hypothesis, premise - hypothesis, premise * hypothesis], axis=-1)
+        # Dropout on the input of every classifier layer, as in the 2017 code.
+        for layer in self.mlp:
+            x = nn.relu(layer(self.mlp_dropout(x, deterministic=not train)))
+        return self.output(self.mlp_dropout(x, deterministic=not train))
