@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from bench import commands
-from bench.benchmark import plan, report
+from bench.benchmark import compare, plan, report
 from bench.explain import cli as explain_cli
 from bench.lock import FolderLocked
 from bench.training import cli as training_cli
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.register(sub)  # init, encode, data
     plan.register(sub)  # run
     report.register(sub)  # report
+    compare.register(sub)  # compare
     curves.register(sub)  # curves
     training_cli.register(sub)  # train, evaluate
     explain_cli.register(sub)  # explain

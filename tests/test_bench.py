@@ -9,6 +9,7 @@ import types
 import numpy as np
 import pytest
 
+from bench.benchmark.compare import compare, format_compare
 from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, sentence_flops
 from bench.benchmark.measure import pairwise_agreement
 from bench.benchmark.report import round_ratios, targets
@@ -146,6 +147,31 @@ def test_ratios_are_taken_round_by_round():
     other_run = _record("jax", [150.0, 150.0, 150.0], run_id="r2")
     (row,) = round_ratios([base, other_run])
     assert row["rounds"] == 0 and row["median"] == pytest.approx(150.0 / 70.0)  # not interleaved: overall means
+
+
+def test_compare_says_which_ratios_held_between_two_runs(tmp_path, capsys):
+    """The second run's median per-round ratio, inside or outside the first
+    run's min-max; a measurement of one run only is listed, not counted."""
+    first = [_record("pytorch", [100.0, 100.0, 100.0]), _record("jax", [180.0, 200.0, 220.0]),
+             _record("pytorch", [100.0, 100.0], batch_size=128), _record("jax", [90.0, 95.0], batch_size=128)]
+    second = [_record("pytorch", [50.0, 50.0, 50.0], run_id="r2"),  # a slower machine, the same ratio
+              _record("jax", [100.0, 95.0, 105.0], run_id="r2"),
+              _record("pytorch", [100.0, 100.0], batch_size=128, run_id="r2"),
+              _record("jax", [120.0, 130.0], batch_size=128, run_id="r2"),  # 1.25x: outside 0.90-0.95
+              _record("pytorch", [100.0], batch_size=32, run_id="r2"), _record("jax", [80.0], batch_size=32, run_id="r2")]
+    result = compare(first, second)
+    held = {row["key"][3]: row["inside"] for row in result["rows"]}
+    assert held == {1: True, 128: False, 32: None}
+    assert (result["inside"], result["compared"]) == (1, 2)
+    text = format_compare(result)
+    assert "1 of 2 medians" in text and "not measured" in text and "**no**" in text
+
+    for name, records in (("a", first), ("b", second)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    assert "1 of 2 medians of the second run" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2
 
 
 def test_targets_say_pass_or_miss_from_the_records():

@@ -1,0 +1,69 @@
+"""``python -m bench compare FIRST SECOND``: does a ratio hold from run to run?
+
+Two runs of the same command on a shared machine never give the same
+pairs/s; what the benchmark claims is the ratio to the baseline, taken round
+by round. This command puts the two runs' ratios side by side, measurement
+by measurement, and says whether the second run's median falls inside the
+first run's range of per-round ratios (min-max). A measurement only one run
+has is listed as such, never counted.
+"""
+
+from __future__ import annotations
+
+from bench.benchmark.report import BASELINE, load, round_ratios
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compare", help="the speed ratios of two benchmark runs side by side: do they hold?")
+    p.add_argument("first", help="results.jsonl of the first run, or its folder")
+    p.add_argument("second", help="results.jsonl of the second run, or its folder")
+    p.add_argument("--baseline", default=BASELINE, help=f"the implementation ratios are taken to [{BASELINE}]")
+    p.set_defaults(func=cmd_compare)
+
+
+def _by_key(rows: list[dict]) -> dict:
+    return {(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r for r in rows}
+
+
+def compare(first: list[dict], second: list[dict], baseline: str = BASELINE) -> dict:
+    """Rows (key, first ratio row or None, second ratio row or None, inside) and
+    the count of second-run medians inside the first run's min-max."""
+    a, b = _by_key(round_ratios(first, baseline)), _by_key(round_ratios(second, baseline))
+    rows, inside, both = [], 0, 0
+    for key in sorted(set(a) | set(b)):  # (device, mode, transitions, batch size, implementation)
+        x, y = a.get(key), b.get(key)
+        held = None
+        if x is not None and y is not None:
+            both += 1
+            held = x["min"] <= y["median"] <= x["max"]
+            inside += held
+        rows.append({"key": key, "first": x, "second": y, "inside": held})
+    return {"rows": rows, "inside": inside, "compared": both}
+
+
+def format_compare(result: dict, baseline: str = BASELINE) -> str:
+    def cell(r):
+        if r is None:
+            return "not measured"
+        return f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"
+
+    lines = [f"Speed over {baseline}: median of the per-round ratios (min-max, rounds)", "",
+             "| device | mode | transitions | batch | implementation | first run | second run | second inside first |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        device, mode, transitions, batch, impl = row["key"]
+        verdict = {True: "yes", False: "**no**", None: "-"}[row["inside"]]
+        lines.append(f"| {device} | {mode} | {transitions} | {batch} | {impl} | {cell(row['first'])} "
+                     f"| {cell(row['second'])} | {verdict} |")
+    lines += ["", f"{result['inside']} of {result['compared']} medians of the second run lie inside "
+                  f"the first run's min-max."]
+    return "\n".join(lines)
+
+
+def cmd_compare(args) -> int:
+    first, second = load([args.first]), load([args.second])
+    result = compare(first, second, args.baseline)
+    if not result["compared"]:
+        raise ValueError(f"the two runs have no measurement in common with a {args.baseline} baseline")
+    print(format_compare(result, args.baseline))
+    return 0
