@@ -43,7 +43,7 @@ EXCERPT_RE = re.compile(r'<!-- excerpt: (?P<path>\S+) (?P<spec>.+?) -->\n(?P<fen
 FIGURE_RE = re.compile(r"<!-- figure: (?P<id>[\w-]+) -->\n(?P<fence>```[^\n]*)\n\$ (?P<command>[^\n]+)\n"
                        r"(?P<body>.*?)^```$", re.S | re.M)
 # A number quoted in the prose: [683](#fig-main "pytorch.autograd_nodes")
-NUMBER_RE = re.compile(r'\[(?P<number>[\d.,]+)\]\(#(?P<id>[\w-]+) "(?P<key>[\w.]+)"\)')
+NUMBER_RE = re.compile(r'\[(?P<number>[\d.,]+)\]\(#(?P<id>[\w-]+) "(?P<key>[\w.-]+)"\)')
 ANCHORS_RE = re.compile(r'^"(?P<start>.+)" \.\. "(?P<end>.+)"$')
 
 
