@@ -28,7 +28,7 @@ from shared.compare import (LOGITS_TOL_F32, TRAIN_LOSS_REL_TOL_ADAM, TRAIN_LOSS_
                             max_abs_err)
 from shared.batching import make_pair_batch
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
-from shared.snli import SAMPLE_PATH
+from shared.snli import SAMPLE_PATH, with_parse
 from shared.synthetic import synthetic_pairs
 from shared.vocab import Vocabulary
 
@@ -104,6 +104,16 @@ def test_loss_curve_matches_reference(runs, framework, optimizer, tol):
     print(f"{framework} {optimizer}: max relative loss difference to the reference {err:.1e}")
     assert err <= tol
     assert want[-1] != want[0]  # the weights moved
+
+
+@pytest.mark.parametrize("variant", ["pytorch-masked", "tensorflow-eager", "jax-vmap"])
+def test_a_variant_trains_like_the_reference(runs, variant):
+    """``bench train --framework`` takes the benchmark's variants too: the
+    same loop drives another algorithm in the same framework, and its Adam
+    curve follows the float64 reference as the framework's own does."""
+    got, want = curve(runs, "adam", variant), curve(runs, "adam", "reference")
+    assert curve_rel_err(got, want) <= TRAIN_LOSS_REL_TOL_ADAM
+    assert want[-1] != want[0]
 
 
 @pytest.mark.parametrize("a,b", [("pytorch", "tensorflow"), ("pytorch", "jax"), ("tensorflow", "jax")],
@@ -403,6 +413,8 @@ def test_resume_with_other_settings_is_refused(runs, tmp_path, capsys):
     cfg = TrainConfig(framework="pytorch", epochs=3, **COMMON, **RESUMABLE)
     with pytest.raises(ValueError, match="training data differ"):
         train(cfg, copy, TRAIN_PAIRS[:32], dev_pairs=DEV_PAIRS, resume=True, progress=False)
+    with pytest.raises(ValueError, match="training data differ"):  # the same words, other trees (--parse left)
+        train(cfg, copy, with_parse(TRAIN_PAIRS, "left"), dev_pairs=DEV_PAIRS, resume=True, progress=False)
 
 
 def test_evaluate_errors_are_clear(tmp_path, capsys):

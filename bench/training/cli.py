@@ -17,7 +17,7 @@ import numpy as np
 
 from bench.config import add_size_arguments, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset, number_range
-from bench.frameworks import ALL, runner_class
+from bench.frameworks import NAMES, make_runner
 from bench.lock import lock_output
 from bench.records import write_json
 from bench.training import reinforce
@@ -34,7 +34,8 @@ from shared.vocab import Vocabulary
 def register(sub) -> None:
     p = sub.add_parser("train", help="train the SNLI classifier in one framework (checkpoints, metrics, resume)",
                        description=__doc__.splitlines()[0])
-    p.add_argument("--framework", required=True, choices=ALL)
+    p.add_argument("--framework", required=True, choices=NAMES, metavar="FRAMEWORK",
+                   help="reference, pytorch, tensorflow, jax, or a variant of bench run's (e.g. tensorflow-xla)")
     add_data_arguments(p)
     group = p.add_argument_group("dev data")
     group.add_argument("--dev", default="auto",
@@ -99,7 +100,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="accuracy and confusion matrix of a parameter file on SNLI-format data")
-    p.add_argument("--framework", required=True, choices=ALL)
+    p.add_argument("--framework", required=True, choices=NAMES, metavar="FRAMEWORK",
+                   help="reference, pytorch, tensorflow, jax, or a variant of bench run's (e.g. tensorflow-xla)")
     p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
     add_data_arguments(p)
     p.set_defaults(split="dev")
@@ -238,7 +240,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
     dataset = load_dataset(args, keep_unlabeled=True)
     dtype = args.dtype or ("float64" if args.framework == "reference" else "float32")
-    runner = runner_class(args.framework)(loaded.params, loaded.config, dtype=dtype, device=args.device)
+    runner = make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     result = evaluate_pairs(runner, dataset.pairs, vocab, batch_size=args.batch_size)
     parses = (evaluate_parses(runner, dataset.pairs, vocab, batch_size=args.batch_size)
               if loaded.config.transition_head else None)

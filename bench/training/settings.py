@@ -91,7 +91,8 @@ def check_resume(saved: dict, now: dict) -> None:
                              "give the same settings as the first command")
     if saved.get("train_fingerprint") != now["train_fingerprint"]:
         raise ValueError(f"--resume: the training data differ from the run being resumed "
-                         f"({saved.get('train_pairs')} pairs then, {now['train_pairs']} now): give the same --data")
+                         f"({saved.get('train_pairs')} pairs then, {now['train_pairs']} now; words, labels or trees): "
+                         "give the same --data and --parse")
 
 
 # --------------------------------------------------------------------------
@@ -111,9 +112,11 @@ def epoch_plan(lengths: np.ndarray, cfg: TrainConfig, epoch: int) -> list[tuple[
 
 
 def data_fingerprint(pairs: Sequence[Pair]) -> str:
-    """A short hash of the pairs (ids, labels, tokens), so --resume can tell the data changed."""
+    """A short hash of the pairs (ids, labels, tokens, parses), so --resume can
+    tell the data changed, a changed --parse included."""
     digest = hashlib.sha256()
     for pair in pairs:
+        trees = "\t".join("".join(map(str, s.transitions)) for s in (pair.premise, pair.hypothesis))
         digest.update(f"{pair.pair_id}\t{pair.label}\t{' '.join(pair.premise.tokens)}\t"
-                      f"{' '.join(pair.hypothesis.tokens)}\n".encode())
+                      f"{' '.join(pair.hypothesis.tokens)}\t{trees}\n".encode())
     return digest.hexdigest()[:16]

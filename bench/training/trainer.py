@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bench.frameworks import PACKAGES, runner_class
+from bench.frameworks import PACKAGES, make_runner, resolve
 from bench.progress import Progress
 from bench.records import write_json
 from bench.training.checkpoint import (clean_temporaries, latest_checkpoint, list_checkpoints, load_checkpoint,
@@ -63,7 +63,7 @@ class TrainResult:
 
 def _framework_version(framework: str) -> str:
     """The installed version, read from the package metadata (nothing is imported)."""
-    package = PACKAGES.get(framework)
+    package = PACKAGES.get(resolve(framework)[0])  # a variant: its framework's package
     for name in (package, f"{package}-cpu"):
         try:
             return metadata.version(name)
@@ -108,9 +108,9 @@ class Trainer:
         write_json(self.out_dir / "run.json", self.run_info)
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
-        self.runner = runner_class(cfg.framework)(self.model.params, self.model.config, dtype=cfg.dtype,
-                                                  device=cfg.device, dropout=cfg.dropout, seed=cfg.seed,
-                                                  transition_weight=cfg.transition_weight, **(runner_options or {}))
+        self.runner = make_runner(cfg.framework, self.model.params, self.model.config, dtype=cfg.dtype,
+                                  device=cfg.device, dropout=cfg.dropout, seed=cfg.seed,
+                                  transition_weight=cfg.transition_weight, **(runner_options or {}))
         self.runner.set_optimizer(cfg.optimizer, cfg.learning_rate(self.step), frozen=cfg.frozen, **cfg.hyper)
         self.optimizer_description = optimizers.describe(cfg.optimizer, cfg.hyper, cfg.lr, cfg.frozen)
         if self.checkpoint is not None:
