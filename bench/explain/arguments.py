@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 
 from bench.config import add_size_arguments
 
@@ -70,3 +72,15 @@ def command_line(args: argparse.Namespace) -> str:
         elif value != getattr(defaults, flag):
             flags.append(f"--{flag.replace('_', '-')} {value}")
     return " ".join([COMMAND] + flags)
+
+
+def result_header(args: argparse.Namespace, batch_summary: dict, config) -> dict:
+    """The first keys of every explain result: the command, the machine, the
+    batch (``batches.summary``) and the model's sizes."""
+    return {
+        "command": command_line(args),
+        "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "batch": batch_summary,
+        "model": {k: getattr(config, k) for k in ("vocab_size", "embed_dim", "hidden_dim", "tracker_dim",
+                                                  "mlp_dim", "mlp_layers")},
+    }

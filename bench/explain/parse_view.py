@@ -23,12 +23,10 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
-import os
-import platform
 
 import numpy as np
 
-from bench.explain.arguments import FRAMEWORK_ORDER, command_line, frameworks
+from bench.explain.arguments import FRAMEWORK_ORDER, frameworks, result_header
 from bench.explain.batches import Batches, make_batches, model_config, sentences_transitions, summary
 from bench.frameworks import runner_class
 from shared.params import init_params
@@ -107,11 +105,7 @@ def explain_parse(args: argparse.Namespace) -> dict:
     config = dataclasses.replace(config, transition_head=True)
     params = init_params(config, seed=args.seed)
     result = {
-        "command": command_line(args),
-        "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "batch": summary(batches),
-        "model": {k: getattr(config, k) for k in ("vocab_size", "embed_dim", "hidden_dim", "tracker_dim",
-                                                  "mlp_dim", "mlp_layers")},
+        **result_header(args, summary(batches), config),
     }
     gold = sentences_transitions(batches.main)
     result["batch"]["choice_steps_gold"] = _choice_steps(gold)

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import textwrap
 from pathlib import Path
 
-from bench.explain.arguments import FRAMEWORK_ORDER, VARIANTS, command_line, frameworks
+from bench.explain.arguments import FRAMEWORK_ORDER, VARIANTS, frameworks, result_header
 from bench.explain.bad_input import explain_bad_input, format_bad_input
 from bench.explain.batches import make_batches, model_config, summary
 from bench.explain.jax_graph import explain_jax
@@ -32,11 +30,7 @@ def explain(args: argparse.Namespace) -> dict:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     result = {
-        "command": command_line(args),
-        "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "batch": summary(batches),
-        "model": {k: getattr(config, k) for k in ("vocab_size", "embed_dim", "hidden_dim", "tracker_dim",
-                                                  "mlp_dim", "mlp_layers")},
+        **result_header(args, summary(batches), config),
         "timed": not args.no_timing,
     }
     for framework in frameworks(args):

@@ -12,6 +12,15 @@ from shared.snli import LABELS, NO_LABEL, Pair
 from shared.vocab import Vocabulary
 
 
+def cross_entropies(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Each row's cross-entropy <float64>[B] of its integer label, from logits
+    <float>[B, 3] (a stable log-softmax in float64)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return -log_probs[np.arange(len(labels)), labels]
+
+
 def confusion_matrix(gold: np.ndarray, predicted: np.ndarray, num_classes: int = 3) -> np.ndarray:
     """<int64>[C, C]: entry [g, p] counts pairs of gold label g predicted as p."""
     gold = np.asarray(gold, dtype=np.int64).reshape(-1)
@@ -50,9 +59,7 @@ def evaluate_pairs(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_si
     for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
         _, _, logits = runner.encode(batch)
         logits = np.asarray(logits, dtype=np.float64)
-        shifted = logits - logits.max(axis=1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        losses.append(-log_probs[np.arange(batch.size), batch.labels])
+        losses.append(cross_entropies(logits, batch.labels))
         gold.append(batch.labels)
         predicted.append(logits.argmax(axis=1))
     gold, predicted = np.concatenate(gold), np.concatenate(predicted)

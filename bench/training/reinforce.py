@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bench.training.evaluate import Evaluation, confusion_matrix
+from bench.training.evaluate import Evaluation, confusion_matrix, cross_entropies
 from bench.training.trainer import Trainer, TrainResult
 from shared import parsing
 from shared import reinforce as shared_reinforce
@@ -113,9 +113,7 @@ def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, mode: str = "predic
         counts += parsing.parse_counts(teacher_forced, followed, batch.premise_transitions,
                                        batch.hypothesis_transitions)
         logits = np.asarray(followed.logits, dtype=np.float64)
-        shifted = logits - logits.max(axis=1, keepdims=True)
-        log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        losses.append(-log_probs[np.arange(batch.size), batch.labels])
+        losses.append(cross_entropies(logits, batch.labels))
         gold.append(batch.labels)
         predicted.append(logits.argmax(axis=1))
     gold, predicted = np.concatenate(gold), np.concatenate(predicted)
