@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -48,24 +48,36 @@ class Evaluation:
                 "confusion": self.confusion.tolist(), "skipped_unlabeled": self.skipped_unlabeled}
 
 
+def labelled_pairs(pairs: Sequence[Pair]) -> list[Pair]:
+    """The pairs with a gold label (the rest are left out and counted by the
+    caller); ValueError if none has one."""
+    labelled = [p for p in pairs if p.label != NO_LABEL]
+    if not labelled:
+        raise ValueError(f"nothing to evaluate: none of the {len(pairs)} rows has a gold label")
+    return labelled
+
+
+def scored(pairs: Sequence[Pair], labelled: Sequence[Pair], results: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """Accuracy, mean cross-entropy and confusion matrix of (logits <float>[B, 3],
+    labels <int>[B]) per batch over ``labelled``, as Evaluation's fields."""
+    gold, predicted, losses = [], [], []
+    for logits, labels in results:
+        logits = np.asarray(logits, dtype=np.float64)
+        losses.append(cross_entropies(logits, labels))
+        gold.append(labels)
+        predicted.append(logits.argmax(axis=1))
+    gold, predicted = np.concatenate(gold), np.concatenate(predicted)
+    return dict(pairs=len(labelled), accuracy=float(np.mean(gold == predicted)),
+                loss=float(np.concatenate(losses).mean()), confusion=confusion_matrix(gold, predicted),
+                skipped_unlabeled=len(pairs) - len(labelled))
+
+
 def evaluate_pairs(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_size: int = 128,
                    buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> Evaluation:
     """Accuracy, loss and confusion matrix of ``runner`` (eval mode) on the labelled ``pairs``."""
-    labelled = [p for p in pairs if p.label != NO_LABEL]
-    skipped = len(pairs) - len(labelled)
-    if not labelled:
-        raise ValueError(f"nothing to evaluate: none of the {len(pairs)} rows has a gold label")
-    gold, predicted, losses = [], [], []
-    for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
-        _, _, logits = runner.encode(batch)
-        logits = np.asarray(logits, dtype=np.float64)
-        losses.append(cross_entropies(logits, batch.labels))
-        gold.append(batch.labels)
-        predicted.append(logits.argmax(axis=1))
-    gold, predicted = np.concatenate(gold), np.concatenate(predicted)
-    return Evaluation(pairs=len(labelled), accuracy=float(np.mean(gold == predicted)),
-                      loss=float(np.concatenate(losses).mean()), confusion=confusion_matrix(gold, predicted),
-                      skipped_unlabeled=skipped)
+    labelled = labelled_pairs(pairs)
+    batches = make_batches(labelled, vocab, batch_size, buckets=buckets)
+    return Evaluation(**scored(pairs, labelled, ((runner.encode(b)[2], b.labels) for b in batches)))
 
 
 def format_confusion(matrix: np.ndarray) -> str:

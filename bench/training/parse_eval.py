@@ -21,9 +21,10 @@ from typing import Sequence
 
 import numpy as np
 
+from bench.training.evaluate import labelled_pairs
 from shared.batching import DEFAULT_BUCKETS, make_batches
 from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, ParseCounts, log_sigmoid, parse_counts
-from shared.snli import NO_LABEL, Pair
+from shared.snli import Pair
 from shared.transitions import PAD, SHIFT
 from shared.vocab import Vocabulary
 
@@ -59,9 +60,7 @@ def teacher_forced_loss_sum(transition_logits, gold) -> float:
 def evaluate_parses(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_size: int = 128,
                     buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> ParseEvaluation:
     """The parse metrics of ``runner`` (a model with a transition head) on the labelled ``pairs``."""
-    labelled = [p for p in pairs if p.label != NO_LABEL]
-    if not labelled:
-        raise ValueError(f"nothing to evaluate: none of the {len(pairs)} rows has a gold label")
+    labelled = labelled_pairs(pairs)
     counts = ParseCounts()
     loss_sum = 0.0
     correct = {"gold": 0, "predicted": 0}

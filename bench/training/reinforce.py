@@ -28,13 +28,13 @@ from typing import Sequence
 
 import numpy as np
 
-from bench.training.evaluate import Evaluation, confusion_matrix, cross_entropies
+from bench.training.evaluate import Evaluation, labelled_pairs, scored
 from bench.training.trainer import Trainer, TrainResult
 from shared import parsing
 from shared import reinforce as shared_reinforce
 from shared.batching import DEFAULT_BUCKETS, make_batches
 from shared.params import ParamFile, init_params
-from shared.snli import NO_LABEL, Pair
+from shared.snli import Pair
 
 TRANSITIONS = ("gold", "reinforce")
 # Per-step numbers of a reinforce_step record averaged into each "train" record.
@@ -103,23 +103,20 @@ def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, mode: str = "predic
     """Accuracy, loss and confusion of ``runner.parse(batch, mode)`` on the
     labelled ``pairs``, and its parses against the pairs' own trees
     (teacher-forced transition accuracy, exact-parse rate, bracket F1)."""
-    labelled = [p for p in pairs if p.label != NO_LABEL]
-    if not labelled:
-        raise ValueError(f"nothing to evaluate: none of the {len(pairs)} rows has a gold label")
-    gold, predicted, losses, counts = [], [], [], parsing.ParseCounts()
-    for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
-        followed = runner.parse(batch, mode)
-        teacher_forced = runner.parse(batch, "gold")
-        counts += parsing.parse_counts(teacher_forced, followed, batch.premise_transitions,
-                                       batch.hypothesis_transitions)
-        logits = np.asarray(followed.logits, dtype=np.float64)
-        losses.append(cross_entropies(logits, batch.labels))
-        gold.append(batch.labels)
-        predicted.append(logits.argmax(axis=1))
-    gold, predicted = np.concatenate(gold), np.concatenate(predicted)
-    return ParsedEvaluation(pairs=len(labelled), accuracy=float(np.mean(gold == predicted)),
-                            loss=float(np.concatenate(losses).mean()), confusion=confusion_matrix(gold, predicted),
-                            skipped_unlabeled=len(pairs) - len(labelled), mode=mode, parse=counts.as_dict())
+    labelled = labelled_pairs(pairs)
+    batch_counts = []  # the parses of each batch against its trees
+
+    def results():  # (logits, labels) per batch
+        for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
+            followed = runner.parse(batch, mode)
+            teacher_forced = runner.parse(batch, "gold")
+            batch_counts.append(parsing.parse_counts(teacher_forced, followed, batch.premise_transitions,
+                                                     batch.hypothesis_transitions))
+            yield followed.logits, batch.labels
+
+    figures = scored(pairs, labelled, results())
+    counts = sum(batch_counts, parsing.ParseCounts())
+    return ParsedEvaluation(**figures, mode=mode, parse=counts.as_dict())
 
 
 # --------------------------------------------------------------------------
