@@ -84,3 +84,16 @@ def result_header(args: argparse.Namespace, batch_summary: dict, config) -> dict
         "model": {k: getattr(config, k) for k in ("vocab_size", "embed_dim", "hidden_dim", "tracker_dim",
                                                   "mlp_dim", "mlp_layers")},
     }
+
+
+def format_header(result: dict, batch_lines: list[str], names, model_note: str = "") -> list[str]:
+    """The first lines of every explain text: the batch (``batch_lines``), the
+    model (with ``model_note``), the versions of ``names`` present, the machine."""
+    m = result["model"]
+    return [
+        *batch_lines,
+        f"model: E={m['embed_dim']} H={m['hidden_dim']} D={m['tracker_dim']} M={m['mlp_dim']} "
+        f"L={m['mlp_layers']}, V={m['vocab_size']}{model_note}, float32, CPU",
+        "versions: " + ", ".join(f"{fw} {result[fw]['framework_version']}" for fw in names if fw in result),
+        f"machine: {result['machine']}",
+    ]

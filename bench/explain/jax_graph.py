@@ -58,6 +58,31 @@ def jaxpr_stats(closed) -> dict:
     return stats
 
 
+def program_figures(runner, name: str, batch, jax, *, timing: bool, jaxpr_file: Path | None = None) -> dict:
+    """A JAX Runner's program ``name`` for ``batch``: the jaxpr's figures
+    (``jaxpr_stats``), the seconds to trace it and, with ``timing``, to lower,
+    compile and call it (best of a few calls). ``jaxpr_file``: where to write
+    the jaxpr's text."""
+    elapsed = timer()
+    traced = runner.trace(name, batch)
+    trace_s = elapsed()
+    stats = jaxpr_stats(traced.jaxpr)
+    stats["trace_s"] = trace_s
+    stats["lower_s"] = stats["compile_s"] = stats["call_s"] = None
+    if timing:
+        elapsed = timer()
+        lowered = traced.lower()
+        stats["lower_s"] = elapsed()
+        elapsed = timer()
+        compiled = lowered.compile()
+        stats["compile_s"] = elapsed()
+        inputs = runner.program_args(name, batch)
+        stats["call_s"] = best_of(lambda: jax.block_until_ready(compiled(*inputs)))
+    if jaxpr_file is not None:
+        jaxpr_file.write_text(str(traced.jaxpr) + "\n")
+    return stats
+
+
 def explain_jax(args: argparse.Namespace, batches: Batches, config: ModelConfig, params,
                 out: Path | None) -> dict:
     import flax
@@ -73,24 +98,8 @@ def _explain_jax(args, batches, config, params, out, jax, flax) -> dict:
     runner = runner_class("jax")(params, config, dtype="float32", device="cpu")
     result: dict = {"framework_version": f"{jax.__version__} (flax {flax.__version__})", "layout": runner.layout}
     for name in ("encode", "loss_and_grads"):
-        elapsed = timer()
-        traced = runner.trace(name, batches.main)
-        trace_s = elapsed()
-        stats = jaxpr_stats(traced.jaxpr)
-        stats["trace_s"] = trace_s
-        stats["lower_s"] = stats["compile_s"] = stats["call_s"] = None
-        if not args.no_timing:
-            elapsed = timer()
-            lowered = traced.lower()
-            stats["lower_s"] = elapsed()
-            elapsed = timer()
-            compiled = lowered.compile()
-            stats["compile_s"] = elapsed()
-            inputs = runner.program_args(name, batches.main)
-            stats["call_s"] = best_of(lambda: jax.block_until_ready(compiled(*inputs)))
-        if out is not None:
-            (out / f"jax_{name}.jaxpr.txt").write_text(str(traced.jaxpr) + "\n")
-        result[name] = stats
+        result[name] = program_figures(runner, name, batches.main, jax, timing=not args.no_timing,
+                                       jaxpr_file=out / f"jax_{name}.jaxpr.txt" if out is not None else None)
     result["loop_state"] = result["encode"].pop("loop_state", {})
     result["loss_and_grads"].pop("loop_state", None)
     # The recompilation check: jit's cache is keyed on shapes and dtypes, so

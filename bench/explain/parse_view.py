@@ -26,7 +26,7 @@ import dataclasses
 
 import numpy as np
 
-from bench.explain.arguments import FRAMEWORK_ORDER, frameworks, result_header
+from bench.explain.arguments import FRAMEWORK_ORDER, format_header, frameworks, result_header
 from bench.explain.batches import Batches, make_batches, model_config, sentences_transitions, summary
 from bench.frameworks import runner_class
 from shared.params import init_params
@@ -135,16 +135,13 @@ def _row(label: str, gold, predicted, note: str = "") -> str:
 
 def format_parse(result: dict) -> str:
     """The text ``explain --parse`` prints (and the guide quotes)."""
-    b, m = result["batch"], result["model"]
-    lines = [
+    b = result["batch"]
+    batch_lines = [
         f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",
         f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps; the gold parses have "
         f"{b['choice_steps_gold']} steps where both SHIFT and REDUCE are valid",
-        f"model: E={m['embed_dim']} H={m['hidden_dim']} D={m['tracker_dim']} M={m['mlp_dim']} "
-        f"L={m['mlp_layers']}, V={m['vocab_size']}, with a transition head (fresh weights), float32, CPU",
-        "versions: " + ", ".join(f"{fw} {result[fw]['framework_version']}"
-                                 for fw in FRAMEWORK_ORDER if fw in result),
-        f"machine: {result['machine']}",
+    ]
+    lines = format_header(result, batch_lines, FRAMEWORK_ORDER, ", with a transition head (fresh weights)") + [
         "",
         f"  {'':<34} {'gold':>8} {'predicted':>10}",
     ]

@@ -7,7 +7,7 @@ import json
 import textwrap
 from pathlib import Path
 
-from bench.explain.arguments import FRAMEWORK_ORDER, VARIANTS, frameworks, result_header
+from bench.explain.arguments import FRAMEWORK_ORDER, VARIANTS, format_header, frameworks, result_header
 from bench.explain.bad_input import explain_bad_input, format_bad_input
 from bench.explain.batches import make_batches, model_config, summary
 from bench.explain.jax_graph import explain_jax
@@ -76,19 +76,14 @@ def format_text(result: dict) -> str:
         return format_bad_input(result)
     if "choice_steps_gold" in result["batch"]:
         return format_parse(result)
-    b, m = result["batch"], result["model"]
-    lines = [
+    b = result["batch"]
+    lines = format_header(result, [
         f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",
         f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps: "
         f"{b['shift']} SHIFT, {b['reduce']} REDUCE, {b['pad']} PAD",
         f"  variants: the same words as {b['other_trees']} trees (same B, N, T); "
         f"the batch padded to N={b['padded_num_tokens']}, T={b['padded_num_steps']}",
-        f"model: E={m['embed_dim']} H={m['hidden_dim']} D={m['tracker_dim']} M={m['mlp_dim']} "
-        f"L={m['mlp_layers']}, V={m['vocab_size']}, float32, CPU",
-        "versions: " + ", ".join(f"{fw} {result[fw]['framework_version']}"
-                                 for fw in FRAMEWORK_ORDER + VARIANTS if fw in result),
-        f"machine: {result['machine']}",
-    ]
+    ], FRAMEWORK_ORDER + VARIANTS)
     if "pytorch" in result:
         r = result["pytorch"]
         lines += [
