@@ -136,3 +136,21 @@ def steps_with_a_choice(transitions: np.ndarray) -> int:
         buffered -= shift
         stacked += shift.astype(stacked.dtype) - reduce
     return steps
+
+
+def assert_one_host_read_per_choice_step(runner, batch, mode: str, uniforms=None):
+    """Define-by-run pays one device-to-host copy per step where some sentence
+    chooses (``runner.last_host_syncs``); gold mode and encode pay none.
+    Returns the transitions followed <int>[2B, T] and the count, for the
+    caller's own checks."""
+    parsed = runner.parse(batch, mode, uniforms=uniforms)
+    followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
+    expected = steps_with_a_choice(followed)
+    assert expected > 0
+    assert runner.last_host_syncs == expected
+    runner.parse(batch, "gold")
+    assert runner.last_host_syncs == 0
+    runner.parse(batch, mode, uniforms=uniforms)
+    runner.encode(batch)
+    assert runner.last_host_syncs == 0
+    return followed, expected

@@ -139,6 +139,20 @@ def test_edge_cases_and_ties(framework, device, vocab, edge_pairs):
             assert list(row[:2 * n - 1]) == expected
 
 
+def assert_alone_equals_inside(single, together, i: int) -> None:
+    """Pair ``i`` of the batch ``together`` took the decisions of ``single`` (the
+    pair parsed alone, its only row), PAD after them, and got its numbers."""
+    T = single.premise_transitions.shape[1]
+    for side in ("premise", "hypothesis"):
+        np.testing.assert_array_equal(getattr(together, f"{side}_transitions")[i, :T],
+                                      getattr(single, f"{side}_transitions")[0])
+        assert not np.any(getattr(together, f"{side}_transitions")[i, T:])
+        assert max_abs_err(getattr(together, side)[i], getattr(single, side)[0]) <= F64_TOL
+        assert max_abs_err(getattr(together, f"{side}_logprob")[i],
+                           getattr(single, f"{side}_logprob")[0]) <= F64_TOL
+    assert max_abs_err(together.logits[i], single.logits[0]) <= F64_TOL
+
+
 @framework
 @pytest.mark.parametrize("mode", ["predicted", "sampled"])
 def test_independent_of_batch_mates_and_padding(framework, device, mode, vocab, config, params64, sample_pairs):
@@ -153,15 +167,7 @@ def test_independent_of_batch_mates_and_padding(framework, device, mode, vocab, 
         alone = make_pair_batch([pairs[i]], vocab)
         u = parsing.uniforms_for(alone, rows=[20 + i], seed=2) if mode == "sampled" else None
         single = runner.parse(alone, mode, uniforms=u)
-        T = single.premise_transitions.shape[1]
-        for side in ("premise", "hypothesis"):
-            np.testing.assert_array_equal(getattr(together, f"{side}_transitions")[i, :T],
-                                          getattr(single, f"{side}_transitions")[0])
-            assert not np.any(getattr(together, f"{side}_transitions")[i, T:])
-            assert max_abs_err(getattr(together, side)[i], getattr(single, side)[0]) <= F64_TOL
-            assert max_abs_err(getattr(together, f"{side}_logprob")[i],
-                               getattr(single, f"{side}_logprob")[0]) <= F64_TOL
-        assert max_abs_err(together.logits[i], single.logits[0]) <= F64_TOL
+        assert_alone_equals_inside(single, together, i)
 
 
 @framework

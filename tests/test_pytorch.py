@@ -21,7 +21,8 @@ from shared.runner import CompileStats
 from shared.snli import Pair
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from conftest import assert_npz_files_identical, shaped_sentence, small_config_for, steps_with_a_choice
+from conftest import (assert_npz_files_identical, assert_one_host_read_per_choice_step, shaped_sentence,
+                      small_config_for, steps_with_a_choice)
 
 
 # --------------------------------------------------------------------------
@@ -379,18 +380,9 @@ def test_one_host_read_per_step_with_a_choice(vocab, small_batch, mode):
     config, params = head_setup(vocab, seed=12)
     runner = Runner(params, config, dtype="float64")
     u = parsing.uniforms_for(small_batch, rows=list(range(small_batch.size)), seed=1) if mode == "sampled" else None
-    parsed = runner.parse(small_batch, mode, uniforms=u)
-    followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
-    expected = steps_with_a_choice(followed)
+    followed, expected = assert_one_host_read_per_choice_step(runner, small_batch, mode, u)
     longest = int((followed != PAD).sum(axis=1).max())
     assert 0 < expected < longest - 2  # the count is not simply one per step
-    assert runner.last_host_syncs == expected
-
-    runner.parse(small_batch, "gold")
-    assert runner.last_host_syncs == 0
-    runner.parse(small_batch, mode, uniforms=u)
-    runner.encode(small_batch)
-    assert runner.last_host_syncs == 0
 
 
 def test_steps_with_a_choice_replay():

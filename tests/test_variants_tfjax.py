@@ -25,8 +25,9 @@ from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64
 from shared.params import init_params, param_shapes
 from shared.transitions import PAD, check_transitions
 
-from conftest import small_config_for, steps_with_a_choice
-from test_parse_equivalence import LOGPROB_TOL_F32, assert_parsed_close, head_config, head_params, uniforms
+from conftest import assert_one_host_read_per_choice_step, small_config_for
+from test_parse_equivalence import (LOGPROB_TOL_F32, assert_alone_equals_inside, assert_parsed_close, head_config,
+                                    head_params, uniforms)
 
 VARIANTS = ("tensorflow-eager", "jax-vmap")
 variant = pytest.mark.parametrize("variant", VARIANTS, ids=VARIANTS)
@@ -252,15 +253,7 @@ def test_tensorflow_eager_reads_one_decision_per_step_with_a_choice(runners, mod
     config, params = headed
     runner = runners("tensorflow-eager", "head64", params, config, transition_weight=TRANSITION_WEIGHT)
     u = uniforms(small_batch) if mode == "sampled" else None
-    parsed = runner.parse(small_batch, mode, uniforms=u)
-    expected = steps_with_a_choice(np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions]))
-    assert expected > 0
-    assert runner.last_host_syncs == expected
-    runner.parse(small_batch, "gold")
-    assert runner.last_host_syncs == 0
-    runner.parse(small_batch, mode, uniforms=u)
-    runner.encode(small_batch)
-    assert runner.last_host_syncs == 0
+    assert_one_host_read_per_choice_step(runner, small_batch, mode, u)
 
 
 @variant
@@ -279,15 +272,7 @@ def test_sampled_parse_alone_equals_inside_a_batch(runners, variant, headed, sam
     for i in (0, 5):
         alone = make_pair_batch([pairs[i]], vocab, num_tokens=40)
         single = runner.parse(alone, "sampled", uniforms=parsing.uniforms_for(alone, rows=[20 + i], seed=2))
-        T = single.premise_transitions.shape[1]
-        for side in ("premise", "hypothesis"):
-            np.testing.assert_array_equal(getattr(together, f"{side}_transitions")[i, :T],
-                                          getattr(single, f"{side}_transitions")[0])
-            assert not np.any(getattr(together, f"{side}_transitions")[i, T:])
-            assert max_abs_err(getattr(together, side)[i], getattr(single, side)[0]) <= F64_TOL
-            assert max_abs_err(getattr(together, f"{side}_logprob")[i],
-                               getattr(single, f"{side}_logprob")[0]) <= F64_TOL
-        assert max_abs_err(together.logits[i], single.logits[0]) <= F64_TOL
+        assert_alone_equals_inside(single, together, i)
 
 
 # --------------------------------------------------------------------------
