@@ -25,7 +25,8 @@ import numpy as np
 
 from bench.benchmark.measure import git_commit, pairwise_agreement
 from bench.benchmark.pool import WorkerPool
-from bench.benchmark.report import format_host_syncs, format_matrix, format_ratios, format_table, format_targets
+from bench.benchmark.report import (format_host_syncs, format_matrix, format_ratios, format_table, format_targets,
+                                    variants_measured)
 from bench.benchmark.worker import WorkerSpec
 from bench.config import preset
 from bench.datasets import add_data_arguments
@@ -219,9 +220,10 @@ def _run(args, out_dir: Path) -> int:
     print(format_table(records))
     print()
     print(format_ratios(records))
-    if format_host_syncs(records):
-        print("\n" + format_host_syncs(records))
-    if not format_matrix(records).startswith("Matrix: no variant"):
+    host_syncs = format_host_syncs(records)
+    if host_syncs:
+        print("\n" + host_syncs)
+    if variants_measured(records):
         print("\n" + format_matrix(records))
     print()
     print(format_targets(records))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.frameworks import OPT_IN
 from bench.records import read_records
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 
@@ -154,13 +155,22 @@ MATRIX = {
 }
 
 
+def _matrix_records(records: list[dict]) -> list[dict]:
+    """The records the matrix reads: inference on the CPU."""
+    return [r for r in records if r["mode"] == "infer" and r["device"] == "cpu"]
+
+
+def variants_measured(records: list[dict]) -> bool:
+    """Whether the matrix has anything beside the default implementations."""
+    return any(r["implementation"] in OPT_IN for r in _matrix_records(records))
+
+
 def format_matrix(records: list[dict]) -> str:
     """Algorithm x framework: inference pairs/s at batch 1 and 128 (gold and
     predicted parses) and compile seconds, from the records of one run."""
-    infer = [r for r in records if r["mode"] == "infer" and r["device"] == "cpu"]
-    by = {(r["implementation"], _transitions(r), r["batch_size"]): r for r in infer}
-    if not {r["implementation"] for r in infer} - {"pytorch", "tensorflow", "tensorflow-xla", "jax"}:
+    if not variants_measured(records):
         return "Matrix: no variant was measured (run with --implementations naming the variants)."
+    by = {(r["implementation"], _transitions(r), r["batch_size"]): r for r in _matrix_records(records)}
 
     def cell(entry) -> str:
         if isinstance(entry, str):
