@@ -32,9 +32,9 @@ the whole stack at every step: the per-step residuals are the few [B, H]
 vectors a step reads, plus integer indices (tests/test_jax.py measures it). Both
 give the same numbers. The thin stack is the default: its write is one slab
 and its backward pass copies nothing. Timed in interleaved rounds on a 2-core
-CPU at E=H=300 (results/cpu-jax-layouts), the two encode equally fast at
-batch 1, 32 and 128 and train equally fast at 32 and 128; at batch 1 the
-padded stack trained faster (1.40x PyTorch against 1.25x).
+CPU at E=H=300 (results/cpu-jax-layouts), the two encode within each other's
+spread at batch 1, 32 and 128; the thin stack trained faster at 32 and 128
+(1.10x and 0.78x PyTorch against 1.01x and 0.69x) and level at batch 1.
 
 Parses decided by the model (docs/spec.md §7): ``SPINN.parse`` runs the same
 step in the same kind of scan, but the op of each step may come from the
@@ -59,7 +59,7 @@ from shared.transitions import PAD, REDUCE, SHIFT
 from .cells import Dtype, Reduce, Tracker, _halves
 
 LAYOUTS = ("thin", "padded")
-DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout; as fast as "padded" but at batch-1 training (module docstring)
+DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout; the faster of the two to train at batch 32 and 128 (module docstring)
 
 
 class SPINN(nn.Module):
