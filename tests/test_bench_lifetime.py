@@ -26,6 +26,22 @@ RUN = ["-m", "bench", "run", "--quick", "--implementations", "pytorch", "--modes
        "--transitions", "gold", "--batch-sizes", "1", "--rounds", "100000"]
 
 
+def command_line(process: psutil.Process) -> str:
+    """The process's command line, or "" once it has exited (short-lived children, such as a
+    device probe, can be zombies or gone between listing and reading)."""
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return ""
+
+
+def still_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def start_run(out: Path) -> tuple[subprocess.Popen, psutil.Process]:
     """The benchmark in a subprocess, once its worker has answered (it is measuring)."""
     parent = subprocess.Popen([sys.executable, *RUN, "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -33,7 +49,7 @@ def start_run(out: Path) -> tuple[subprocess.Popen, psutil.Process]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         workers = [p for p in psutil.Process(parent.pid).children(recursive=True)
-                   if "bench.benchmark.worker" in " ".join(p.cmdline())]
+                   if "bench.benchmark.worker" in command_line(p)]
         if workers and (out / "agreement").is_dir():  # started, and past its agreement check
             return parent, workers[0]
         assert parent.poll() is None, parent.stderr.read()
@@ -66,7 +82,7 @@ def test_worker_ends_with_a_finished_run(tmp_path):
         time.sleep(0.05)
     assert proc.returncode == 0
     assert seen, "no worker was seen"
-    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in seen)
+    assert not any(still_alive(pid) for pid in seen)
 
 
 def test_a_second_run_on_the_same_folder_is_refused(tmp_path, capsys):
