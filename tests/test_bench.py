@@ -12,7 +12,7 @@ import pytest
 from bench.benchmark.compare import compare, format_compare
 from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, sentence_flops
 from bench.benchmark.measure import pairwise_agreement
-from bench.benchmark.report import round_ratios, targets
+from bench.benchmark.report import format_matrix, round_ratios, targets
 from bench.cli import main
 from bench.frameworks import IMPLEMENTATIONS, OPT_IN
 from bench.records import read_records
@@ -187,6 +187,21 @@ def test_targets_say_pass_or_miss_from_the_records():
     assert rows["best useful FLOP/s, inference batch 128"]["measured"] == "40.0%"
     assert rows["jax train compile per shape, cold, batch 1"]["met"] is True  # 2 s per shape
     assert rows["jax train compile per shape, persistent cache, batch 1"]["met"] is False  # 0.6 s per shape
+
+
+def test_matrix_has_one_table_per_mode_measured():
+    """Variants measured for training only get a training matrix (not "no
+    variant was measured"); inference and training together give both, in
+    that order, each with its own figures."""
+    train = [_record("pytorch", [15.0], mode="train"), _record("jax-vmap", [25.0], mode="train", compile_s=12.0)]
+    text = format_matrix(train)
+    assert text.startswith("Training pairs/s") and "Inference" not in text
+    assert "**jax-vmap**: gold 25 (compile 12.0 s)" in text
+    infer = [_record("pytorch", [88.0]), _record("pytorch-masked", [33.0], batch_size=128)]
+    both = format_matrix(infer + train)
+    assert both.index("Inference pairs/s") < both.index("Training pairs/s")
+    assert "**pytorch-masked**: gold 33 (compile 0.0 s)" in both.split("Training")[0]
+    assert "no variant was measured" in format_matrix([_record("pytorch", [1.0]), _record("jax", [2.0])])
 
 
 def test_resume_completes_without_duplicates(tmp_path):

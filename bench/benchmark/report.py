@@ -155,22 +155,35 @@ MATRIX = {
 }
 
 
-def _matrix_records(records: list[dict]) -> list[dict]:
-    """The records the matrix reads: inference on the CPU."""
-    return [r for r in records if r["mode"] == "infer" and r["device"] == "cpu"]
+MATRIX_MODES = (("infer", "Inference"), ("train", "Training"))
+
+
+def _matrix_records(records: list[dict], mode: str) -> list[dict]:
+    """The records one matrix reads: one mode, on the CPU."""
+    return [r for r in records if r["mode"] == mode and r["device"] == "cpu"]
 
 
 def variants_measured(records: list[dict]) -> bool:
-    """Whether the matrix has anything beside the default implementations."""
-    return any(r["implementation"] in OPT_IN for r in _matrix_records(records))
+    """Whether a matrix has anything beside the default implementations."""
+    return any(r["implementation"] in OPT_IN for mode, _ in MATRIX_MODES for r in _matrix_records(records, mode))
 
 
 def format_matrix(records: list[dict]) -> str:
-    """Algorithm x framework: inference pairs/s at batch 1 and 128 (gold and
-    predicted parses) and compile seconds, from the records of one run."""
+    """Algorithm x framework, one matrix per mode measured (inference first):
+    pairs/s at batch 1 and 128 (gold and predicted parses) and compile
+    seconds, from the records of one run."""
     if not variants_measured(records):
         return "Matrix: no variant was measured (run with --implementations naming the variants)."
-    by = {(r["implementation"], _transitions(r), r["batch_size"]): r for r in _matrix_records(records)}
+    blocks = []
+    for mode, title in MATRIX_MODES:
+        chosen = _matrix_records(records, mode)
+        if any(r["implementation"] in OPT_IN for r in chosen):
+            blocks.append(_one_matrix(chosen, title))
+    return "\n\n".join(blocks)
+
+
+def _one_matrix(records: list[dict], title: str) -> str:
+    by = {(r["implementation"], _transitions(r), r["batch_size"]): r for r in records}
 
     def cell(entry) -> str:
         if isinstance(entry, str):
@@ -186,7 +199,7 @@ def format_matrix(records: list[dict]) -> str:
             parts.append(f"**{impl}**: " + ("; ".join(figures) if figures else "not measured in this run"))
         return "<br>".join(parts)
 
-    lines = ["Inference pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
+    lines = [f"{title} pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
              "| algorithm | " + " | ".join(MATRIX_FRAMEWORKS) + " |", "|---|---|---|---|"]
     for algorithm in ALGORITHMS:
         lines.append(f"| {algorithm} | " + " | ".join(cell(MATRIX[algorithm, f]) for f in MATRIX_FRAMEWORKS) + " |")
