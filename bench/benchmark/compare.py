@@ -10,7 +10,7 @@ has is listed as such, never counted.
 
 from __future__ import annotations
 
-from bench.benchmark.report import BASELINE, load, round_ratios
+from bench.benchmark.report import BASELINE, load, measurement_key, round_ratios
 
 
 def register(sub) -> None:
@@ -22,7 +22,7 @@ def register(sub) -> None:
 
 
 def _by_key(rows: list[dict]) -> dict:
-    return {(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r for r in rows}
+    return {measurement_key(r): r for r in rows}
 
 
 def compare(first: list[dict], second: list[dict], baseline: str = BASELINE) -> dict:

@@ -53,7 +53,7 @@ def format_table(records: list[dict]) -> str:
     header = ("| device | mode | transitions | batch | implementation | pairs/s | step median (ms) | p10-p90 (ms) "
               "| compile (s) | traces | useful GFLOP/s | % of device peak | peak memory | enc. err | logit err |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for r in sorted(records, key=_sort_key):
+    for r in sorted(records, key=measurement_key):
         lines.append(
             f"| {r['device']} | {r['mode']} | {_transitions(r)} | {r['batch_size']} | {r['implementation']} "
             f"| {r['pairs_per_s']:,.1f} | {r['step_s_median'] * 1e3:,.1f} "
@@ -69,7 +69,9 @@ def _transitions(record: dict) -> str:
     return record.get("transitions", "gold")  # records from before model-decided parses were gold
 
 
-def _sort_key(r: dict):
+def measurement_key(r: dict) -> tuple:
+    """What a record (or a ratio row) measured: (device, mode, transitions,
+    batch size, implementation); records sort by it."""
     return (r["device"], r["mode"], _transitions(r), r["batch_size"], r["implementation"])
 
 
@@ -87,11 +89,10 @@ def round_ratios(records: list[dict], baseline: str = BASELINE) -> list[dict]:
     by its median, quartiles and range; otherwise (records of different runs)
     it is the ratio of the two overall figures, marked as not interleaved.
     """
-    base = {(r["device"], r["mode"], _transitions(r), r["batch_size"]): r
-            for r in records if r["implementation"] == baseline}
+    base = {measurement_key(r)[:-1]: r for r in records if r["implementation"] == baseline}
     rows = []
-    for r in sorted(records, key=_sort_key):
-        key = (r["device"], r["mode"], _transitions(r), r["batch_size"])
+    for r in sorted(records, key=measurement_key):
+        key = measurement_key(r)[:-1]  # the same measurement of the baseline
         b = base.get(key)
         if r["implementation"] == baseline or b is None:
             continue
@@ -130,7 +131,7 @@ def format_host_syncs(records: list[dict]) -> str:
     if not rows:
         return ""
     parts = [f"{r['implementation']} B={r['batch_size']}: {r['host_syncs_per_batch']:.1f}"
-             for r in sorted(rows, key=_sort_key)]
+             for r in sorted(rows, key=measurement_key)]
     return ("Device-to-host reads of decisions per batch, predicted parses (static graphs: none, the decision "
             "stays a masked select on the device): " + "; ".join(parts) + ".")
 
@@ -163,22 +164,24 @@ def _matrix_records(records: list[dict], mode: str) -> list[dict]:
     return [r for r in records if r["mode"] == mode and r["device"] == "cpu"]
 
 
+def _variant_matrices(records: list[dict]) -> list[tuple[str, list[dict]]]:
+    """(title, records) of each mode whose CPU records include a variant."""
+    chosen = [(title, _matrix_records(records, mode)) for mode, title in MATRIX_MODES]
+    return [(title, rs) for title, rs in chosen if any(r["implementation"] in OPT_IN for r in rs)]
+
+
 def variants_measured(records: list[dict]) -> bool:
     """Whether a matrix has anything beside the default implementations."""
-    return any(r["implementation"] in OPT_IN for mode, _ in MATRIX_MODES for r in _matrix_records(records, mode))
+    return bool(_variant_matrices(records))
 
 
 def format_matrix(records: list[dict]) -> str:
     """Algorithm x framework, one matrix per mode measured (inference first):
     pairs/s at batch 1 and 128 (gold and predicted parses) and compile
     seconds, from the records of one run."""
-    if not variants_measured(records):
+    blocks = [_one_matrix(rs, title) for title, rs in _variant_matrices(records)]
+    if not blocks:
         return "Matrix: no variant was measured (run with --implementations naming the variants)."
-    blocks = []
-    for mode, title in MATRIX_MODES:
-        chosen = _matrix_records(records, mode)
-        if any(r["implementation"] in OPT_IN for r in chosen):
-            blocks.append(_one_matrix(chosen, title))
     return "\n\n".join(blocks)
 
 

@@ -8,17 +8,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from shared.batching import DEFAULT_BUCKETS, make_batches
+from shared.reference import cross_entropies
 from shared.snli import LABELS, NO_LABEL, Pair
 from shared.vocab import Vocabulary
-
-
-def cross_entropies(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Each row's cross-entropy <float64>[B] of its integer label, from logits
-    <float>[B, 3] (a stable log-softmax in float64)."""
-    logits = np.asarray(logits, dtype=np.float64)
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-    return -log_probs[np.arange(len(labels)), labels]
 
 
 def confusion_matrix(gold: np.ndarray, predicted: np.ndarray, num_classes: int = 3) -> np.ndarray:
