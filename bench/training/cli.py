@@ -31,11 +31,15 @@ from shared.params import ParamFile, init_params, load_params
 from shared.snli import Pair, with_parse
 from shared.vocab import Vocabulary
 
+def _add_framework_argument(p) -> None:
+    p.add_argument("--framework", required=True, choices=NAMES, metavar="FRAMEWORK",
+                   help="reference, pytorch, tensorflow, jax, or a variant of bench run's (e.g. tensorflow-xla)")
+
+
 def register(sub) -> None:
     p = sub.add_parser("train", help="train the SNLI classifier in one framework (checkpoints, metrics, resume)",
                        description=__doc__.splitlines()[0])
-    p.add_argument("--framework", required=True, choices=NAMES, metavar="FRAMEWORK",
-                   help="reference, pytorch, tensorflow, jax, or a variant of bench run's (e.g. tensorflow-xla)")
+    _add_framework_argument(p)
     add_data_arguments(p)
     group = p.add_argument_group("dev data")
     group.add_argument("--dev", default="auto",
@@ -100,8 +104,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="accuracy and confusion matrix of a parameter file on SNLI-format data")
-    p.add_argument("--framework", required=True, choices=NAMES, metavar="FRAMEWORK",
-                   help="reference, pytorch, tensorflow, jax, or a variant of bench run's (e.g. tensorflow-xla)")
+    _add_framework_argument(p)
     p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
     add_data_arguments(p)
     p.set_defaults(split="dev")
