@@ -1,90 +1,248 @@
-"""The registry of implementations: which Runner class each name means.
+"""The registry: every framework and implementation, and everything the harness knows of them.
 
-Each ``impl_<framework>/runner.py`` defines a class ``Runner``, a subclass of
-``shared.runner.Runner`` with the same constructor and methods (documented in
-``docs/runner-interface.md``); the benchmark, the ``encode``/``train``
-commands and the equivalence tests drive all implementations through it.
+A framework is one package (``impl_<name>/``) with two modules:
+
+* ``runner.py``: a class ``Runner``, a subclass of ``shared.runner.Runner``
+  (docs/runner-interface.md), the model behind one contract;
+* ``platform.py``: a class ``Platform``, a subclass of
+  ``shared.platform.Platform``: what the harness needs besides the model
+  (process settings applied before the library is imported, devices, the GPU
+  check, versions, the matmul peak, memory, synchronisation, and the graph
+  introspection of ``explain``). Importing it must not import the library.
+
+and one :class:`Framework` entry below, which lists its implementations (the
+framework's Runner with options). Nothing else in ``bench/`` or ``shared/``
+names a framework: the benchmark, the report's algorithm × framework matrix,
+``explain``'s order and the commands' choices are all read from here.
+
 Frameworks are imported lazily, only when asked for, so a user with one
-framework installed can use that one.
+framework installed can use that one. A module named in the environment
+variable ``SPINN_PLUGINS`` (comma-separated) is imported when this registry
+is, so it can :func:`register` a framework of its own in every process,
+benchmark workers included (the tests register a throwaway one this way).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
+import os
+from dataclasses import dataclass, field
 
-FRAMEWORKS = ("pytorch", "tensorflow", "jax")
-ALL = ("reference",) + FRAMEWORKS
-
-_MODULES = {
-    "reference": "shared.reference_runner",
-    "pytorch": "impl_pytorch.runner",
-    "tensorflow": "impl_tensorflow.runner",
-    "jax": "impl_jax.runner",
-}
-
-# The library each framework's runner imports first.
-PACKAGES = {"reference": "numpy", "pytorch": "torch", "tensorflow": "tensorflow", "jax": "jax"}
+# The algorithm families of the report's matrix (docs/spec.md §6), in its row order.
+LISTS = "per-example lists"  # Python lists as stacks, a Python loop: the graph follows the trees
+MASKED = "masked arrays"  # padded arrays, pointers and masks: one graph for every tree
+VMAP = "per-sentence code + vmap"  # the model for one sentence, batched at trace time
+ALGORITHMS = (LISTS, MASKED, VMAP)
 
 
-def runner_class(framework: str):
-    """The Runner class of ``framework`` (importing the framework on first use)."""
-    if framework not in _MODULES:
-        raise ValueError(f"unknown framework {framework!r}; choose from {', '.join(ALL)}")
+@dataclass(frozen=True)
+class Implementation:
+    """One measurable implementation: a framework's Runner with options."""
+
+    name: str  # "tensorflow-xla": a framework's name, or the name with a suffix (a variant)
+    algorithm: str  # one of ALGORITHMS
+    options: dict = field(default_factory=dict)  # Runner keyword options
+    eager: bool = False  # builds no graph ahead of time: never a candidate for "best static"
+    opt_in: bool = False  # measured only when named with --implementations
+    explained: bool = False  # an opt-in variant that `explain` shows when named
+    framework: str = ""  # filled in by register()
+
+
+@dataclass(frozen=True)
+class Framework:
+    """One framework: its package, its library, its implementations."""
+
+    name: str  # "pytorch"
+    package: str  # "impl_pytorch": holds runner.py and platform.py
+    library: str  # the module its runner imports first ("torch"), looked up to tell whether it is installed
+    extra: str  # the pip extra that installs it: pip install -e '.[EXTRA]'
+    implementations: tuple[Implementation, ...]
+    not_built: dict = field(default_factory=dict)  # algorithm -> why this framework has no such implementation
+    modules: dict = field(default_factory=dict)  # "runner"/"platform" -> module, where not PACKAGE.runner/.platform
+
+    def module(self, kind: str) -> str:
+        """The module of ``kind`` ("runner" or "platform")."""
+        return self.modules.get(kind, f"{self.package}.{kind}")
+
+
+FRAMEWORKS_BY_NAME: dict[str, Framework] = {}
+IMPLEMENTATIONS_BY_NAME: dict[str, Implementation] = {}
+
+# The float64 NumPy oracle: a runner and a platform, but never benchmarked.
+REFERENCE = Framework("reference", "shared", "numpy", "test", (),
+                      modules={"runner": "shared.reference_runner", "platform": "shared.reference_platform"})
+
+
+def register(framework: Framework) -> Framework:
+    """Add ``framework`` and its implementations (re-registering a name replaces it)."""
+    for old in FRAMEWORKS_BY_NAME.get(framework.name, Framework("", "", "", "", ())).implementations:
+        IMPLEMENTATIONS_BY_NAME.pop(old.name, None)
+    implementations = tuple(dataclasses.replace(i, framework=framework.name) for i in framework.implementations)
+    for impl in implementations:
+        if impl.algorithm not in ALGORITHMS:
+            raise ValueError(f"{impl.name}: unknown algorithm {impl.algorithm!r}; choose from {ALGORITHMS}")
+        if impl.name in IMPLEMENTATIONS_BY_NAME and IMPLEMENTATIONS_BY_NAME[impl.name].framework != framework.name:
+            raise ValueError(f"implementation {impl.name!r} is already registered by another framework")
+    framework = dataclasses.replace(framework, implementations=implementations)
+    FRAMEWORKS_BY_NAME[framework.name] = framework
+    IMPLEMENTATIONS_BY_NAME.update({impl.name: impl for impl in implementations})
+    _refresh()
+    return framework
+
+
+def unregister(name: str) -> None:
+    """Remove a framework registered with :func:`register` (for tests)."""
+    framework = FRAMEWORKS_BY_NAME.pop(name)
+    for impl in framework.implementations:
+        IMPLEMENTATIONS_BY_NAME.pop(impl.name, None)
+    _refresh()
+
+
+# ---------------------------------------------------------------------------
+# Views of the registry (recomputed whenever it changes)
+# ---------------------------------------------------------------------------
+
+FRAMEWORKS: tuple[str, ...] = ()  # the registered frameworks, in registration order
+ALL: tuple[str, ...] = ()  # "reference" and the frameworks
+NAMES: tuple[str, ...] = ()  # every name a command takes
+IMPLEMENTATIONS: dict[str, tuple[str, dict]] = {}  # name -> (framework, Runner options)
+OPT_IN: frozenset[str] = frozenset()
+EAGER: frozenset[str] = frozenset()
+BASELINE = ""  # the first framework's first implementation: what the static ones are compared with
+
+
+def _refresh() -> None:
+    global FRAMEWORKS, ALL, NAMES, IMPLEMENTATIONS, OPT_IN, EAGER, BASELINE
+    FRAMEWORKS = tuple(FRAMEWORKS_BY_NAME)
+    ALL = (REFERENCE.name,) + FRAMEWORKS
+    IMPLEMENTATIONS = {i.name: (i.framework, dict(i.options)) for i in IMPLEMENTATIONS_BY_NAME.values()}
+    NAMES = tuple(dict.fromkeys(ALL + tuple(IMPLEMENTATIONS)))
+    OPT_IN = frozenset(i.name for i in IMPLEMENTATIONS_BY_NAME.values() if i.opt_in)
+    EAGER = frozenset(i.name for i in IMPLEMENTATIONS_BY_NAME.values() if i.eager)
+    BASELINE = FRAMEWORKS_BY_NAME[FRAMEWORKS[0]].implementations[0].name if FRAMEWORKS else ""
+
+
+_refresh()
+
+
+# ---------------------------------------------------------------------------
+# The entries: one per framework
+# ---------------------------------------------------------------------------
+
+register(Framework(
+    name="pytorch", package="impl_pytorch", library="torch", extra="pytorch",
+    implementations=(
+        # Bradbury's 2017 algorithm: the baseline every ratio is taken against.
+        Implementation("pytorch", LISTS, eager=True),
+        # JAX's algorithm (padded arrays, pointers, masks) in PyTorch, eager and compiled.
+        Implementation("pytorch-masked", MASKED, {"algorithm": "masked"}, eager=True, opt_in=True),
+        Implementation("pytorch-compiled", MASKED, {"algorithm": "masked", "compile": True}, opt_in=True),
+    ),
+    not_built={VMAP: "not built: torch.func.vmap could batch a per-sentence loop only if it branched by masks, "
+                     "never by a Python if on the data"},
+))
+
+register(Framework(
+    name="tensorflow", package="impl_tensorflow", library="tensorflow", extra="tensorflow",
+    implementations=(
+        Implementation("tensorflow", MASKED),
+        Implementation("tensorflow-xla", MASKED, {"xla": True}),
+        # The define-by-run loop of the lists algorithm, in eager TensorFlow.
+        Implementation("tensorflow-eager", LISTS, {"algorithm": "eager"}, eager=True, opt_in=True),
+    ),
+    not_built={VMAP: "not built: tf.vectorized_map would have to convert a tf.while_loop over per-sentence "
+                     "stacks"},
+))
+
+register(Framework(
+    name="jax", package="impl_jax", library="jax", extra="jax",
+    implementations=(
+        Implementation("jax", MASKED),
+        Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True),
+        # SPINN written for one sentence, batched by jax.vmap at trace time.
+        Implementation("jax-vmap", VMAP, {"algorithm": "vmap"}, opt_in=True, explained=True),
+    ),
+    not_built={LISTS: "not built: JAX would run such a loop op by op (no jit), or jit would unroll it into one "
+                      "program per batch of trees"},
+))
+
+
+
+def framework(name: str) -> Framework:
+    """The entry of a framework name, "reference" included."""
+    if name == REFERENCE.name:
+        return REFERENCE
+    if name not in FRAMEWORKS_BY_NAME:
+        raise ValueError(f"unknown framework {name!r}; choose from {', '.join(ALL)}")
+    return FRAMEWORKS_BY_NAME[name]
+
+
+def implementation(name: str) -> Implementation:
+    """The entry of an implementation name."""
+    if name not in IMPLEMENTATIONS_BY_NAME:
+        raise ValueError(f"unknown implementation {name!r}; choose from {', '.join(IMPLEMENTATIONS)}")
+    return IMPLEMENTATIONS_BY_NAME[name]
+
+
+def explained() -> tuple[str, ...]:
+    """What ``explain`` shows: every framework, then the variants it explains when named."""
+    return FRAMEWORKS + tuple(i.name for i in IMPLEMENTATIONS_BY_NAME.values() if i.explained)
+
+
+def matrix() -> dict[tuple[str, str], list[str] | str]:
+    """The report's algorithm × framework matrix: (algorithm, framework) ->
+    the implementation names in that cell, or why there is none."""
+    cells: dict[tuple[str, str], list[str] | str] = {}
+    for fw in FRAMEWORKS_BY_NAME.values():
+        for algorithm in ALGORITHMS:
+            names = [i.name for i in fw.implementations if i.algorithm == algorithm]
+            cells[algorithm, fw.name] = names or fw.not_built.get(algorithm, "not built")
+    return cells
+
+
+def _import(framework_name: str, module: str):
+    fw = framework(framework_name)
     try:
-        module = importlib.import_module(_MODULES[framework])
+        return importlib.import_module(fw.module(module))
     except ImportError as err:
-        raise ImportError(
-            f"framework {framework!r} is not usable here ({err}); "
-            f"install it with: pip install -e '.[{framework}]'"
-        ) from err
-    return module.Runner
+        raise ImportError(f"framework {fw.name!r} is not usable here ({err}); "
+                          f"install it with: pip install -e '.[{fw.extra}]'") from err
 
 
-def available(framework: str) -> bool:
+def runner_class(framework_name: str):
+    """The Runner class of ``framework_name`` (importing the framework on first use)."""
+    return _import(framework_name, "runner").Runner
+
+
+def platform(name: str):
+    """The Platform of a framework or implementation name (does not import the framework's library)."""
+    framework_name = resolve(name)[0] if name in IMPLEMENTATIONS_BY_NAME else name
+    fw = framework(framework_name)
+    return importlib.import_module(fw.module("platform")).Platform()
+
+
+def available(framework_name: str) -> bool:
     """The framework imports and its Runner loads (this imports the framework)."""
     try:
-        runner_class(framework)
+        runner_class(framework_name)
     except ImportError:
         return False
     return True
 
 
-def installed(framework: str) -> bool:
+def installed(framework_name: str) -> bool:
     """The framework's library is installed (looked up, not imported: cheap, and silent)."""
-    return importlib.util.find_spec(PACKAGES[framework]) is not None
-
-
-# Implementations the benchmark measures: a framework plus Runner options.
-# A variant of a framework carries a suffix (docs/spec.md §6).
-IMPLEMENTATIONS = {
-    "pytorch": ("pytorch", {}),
-    "tensorflow": ("tensorflow", {}),
-    "tensorflow-xla": ("tensorflow", {"xla": True}),
-    "jax": ("jax", {}),
-    "jax-padded": ("jax", {"layout": "padded"}),
-    # The algorithm apart from the framework: JAX's algorithm (padded arrays,
-    # pointers, masks) in PyTorch, eager and under torch.compile; define-by-run
-    # SPINN in TensorFlow eager; SPINN for one sentence batched by jax.vmap.
-    "pytorch-masked": ("pytorch", {"algorithm": "masked"}),
-    "pytorch-compiled": ("pytorch", {"algorithm": "masked", "compile": True}),
-    "tensorflow-eager": ("tensorflow", {"algorithm": "eager"}),
-    "jax-vmap": ("jax", {"algorithm": "vmap"}),
-}
-
-# Variants measured only when named with --implementations (not by default).
-OPT_IN = {"jax-padded", "pytorch-masked", "pytorch-compiled", "tensorflow-eager", "jax-vmap"}
-
-# Every name a command takes: the reference, the frameworks and their variants.
-NAMES = tuple(dict.fromkeys(ALL + tuple(IMPLEMENTATIONS)))
+    return importlib.util.find_spec(framework(framework_name).library) is not None
 
 
 def resolve(name: str) -> tuple[str, dict]:
     """(framework, Runner options) of a framework or implementation name."""
-    if name in IMPLEMENTATIONS:
-        framework, options = IMPLEMENTATIONS[name]
-        return framework, dict(options)
-    if name in _MODULES:
+    if name in IMPLEMENTATIONS_BY_NAME:
+        impl = IMPLEMENTATIONS_BY_NAME[name]
+        return impl.framework, dict(impl.options)
+    if name in ALL:
         return name, {}
     raise ValueError(f"unknown implementation {name!r}; choose from {', '.join(NAMES)}")
 
@@ -92,5 +250,23 @@ def resolve(name: str) -> tuple[str, dict]:
 def make_runner(name: str, params, config, **kwargs):
     """A Runner of the framework or implementation ``name`` (e.g. "tensorflow-xla"):
     the variant's options, then ``kwargs`` (dtype, device, dropout, seed, ...)."""
-    framework, options = resolve(name)
-    return runner_class(framework)(params, config, **options, **kwargs)
+    framework_name, options = resolve(name)
+    return runner_class(framework_name)(params, config, **options, **kwargs)
+
+
+def configure_process(names=None, dtype: str = "float32") -> dict[str, str]:
+    """The environment every registered framework (or those of ``names``) asks
+    for before its library is imported: defaults the caller's environment may
+    override, then settings it may not (see shared.platform.Platform)."""
+    chosen = ALL if names is None else tuple(dict.fromkeys(resolve(n)[0] for n in names))
+    defaults: dict[str, str] = {}
+    forced: dict[str, str] = {}
+    for name in chosen:
+        p = platform(name)
+        defaults.update(p.default_env())
+        forced.update(p.forced_env(dtype))
+    return {"defaults": defaults, "forced": forced}
+
+
+for _plugin in filter(None, (m.strip() for m in os.environ.get("SPINN_PLUGINS", "").split(","))):
+    importlib.import_module(_plugin)

@@ -75,6 +75,13 @@ class Runner(abc.ABC):
     """
 
     framework: ClassVar[str]
+    # What this implementation cannot do: capability -> the one-line reason
+    # (capabilities: "parse", "reinforce", "train", "float64", "gpu"). The
+    # harness asks supports() instead of probing for methods.
+    unsupported: ClassVar[dict[str, str]] = {}
+    # Whether a parse decided by the model reads decisions back to the host
+    # (define-by-run code): last_host_syncs then counts those reads.
+    reads_decisions_on_host: ClassVar[bool] = False
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0):
@@ -87,6 +94,18 @@ class Runner(abc.ABC):
         self.steps = 0  # training steps taken: numbers the dropout draws (restored with the optimizer state)
         self.optimizer = None  # the framework's optimizer, once set_optimizer has run
         self._optimizer_spec: tuple | None = None  # (name, hyperparameters, frozen canonical names)
+        self.last_host_syncs = 0  # device-to-host reads of decisions in the last call (define-by-run parses)
+
+    @classmethod
+    def supports(cls, capability: str) -> bool:
+        """Whether this implementation can do ``capability`` (see ``unsupported``)."""
+        return capability not in cls.unsupported
+
+    @classmethod
+    def require(cls, capability: str) -> None:
+        """A NotImplementedError, in one line, where ``capability`` is unsupported."""
+        if capability in cls.unsupported:
+            raise NotImplementedError(f"{cls.framework}: no {capability}: {cls.unsupported[capability]}")
 
     # -- inference and gradients ------------------------------------------
 

@@ -1,0 +1,149 @@
+"""What the harness needs from a framework besides the model: the platform interface.
+
+Framework-free. Each ``impl_<framework>/platform.py`` defines ``Platform``, a
+subclass of :class:`Platform`, and the registry (``bench/frameworks.py``)
+finds it by the framework's name. The benchmark, the commands and
+``explain`` call these methods and never ask which framework they hold.
+
+Two kinds of method:
+
+* process settings (:meth:`Platform.default_env`, :meth:`Platform.forced_env`,
+  :attr:`Platform.loggers`, :attr:`Platform.native_noise`): read *before*
+  the framework's library is imported, so a platform module must not import
+  its library at module level, only inside methods;
+* everything else imports the library on first use.
+
+The defaults describe a CPU-only library with nothing to configure, so a
+minimal framework (a NumPy one, say) overrides only :meth:`version`.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _platform
+from typing import Callable, ClassVar
+
+import numpy as np
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return _platform.processor() or _platform.machine()
+
+
+class Platform:
+    """One framework's devices, settings and introspection (see the module docstring)."""
+
+    name: ClassVar[str] = ""  # the framework's registry name
+    library: ClassVar[str] = "numpy"  # the module whose version is recorded
+    # Python loggers the framework writes notices to: set to ERROR by the entry points.
+    loggers: ClassVar[tuple[str, ...]] = ()
+    # Lines the framework's native code writes to file descriptor 2 at start-up
+    # that are notices, never errors: the entry points drop them.
+    native_noise: ClassVar[tuple[bytes, ...]] = ()
+    # Whether enable_compilation_cache does anything.
+    has_compilation_cache: ClassVar[bool] = False
+
+    # -- process settings, before the library is imported -------------------
+
+    def default_env(self) -> dict[str, str]:
+        """Environment defaults the user's environment may override."""
+        return {}
+
+    def forced_env(self, dtype: str = "float32") -> dict[str, str]:
+        """Environment a measured process must have, whatever the user's says
+        (for ``dtype``: float64 may need a switch before import)."""
+        return {}
+
+    # -- versions and devices ------------------------------------------------
+
+    def version(self) -> str:
+        """The library's version as recorded with every measurement."""
+        return __import__(self.library).__version__
+
+    def gpu_available(self) -> bool:
+        return False
+
+    def gpu_missing_reason(self) -> str:
+        """Why :meth:`gpu_available` said no, in the framework's own terms (one line)."""
+        return "this implementation runs on the CPU only"
+
+    def check_device(self, device: str) -> str:
+        """``device`` ("cpu", "gpu" or "auto") as the one this process will use;
+        a ValueError in one line where a GPU is asked for and there is none."""
+        if device == "auto":
+            return "gpu" if self.gpu_available() else "cpu"
+        if device == "gpu" and not self.gpu_available():
+            raise ValueError(f"{self.name} sees no GPU here ({self.gpu_missing_reason()})")
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"unknown device {device!r}; choose from cpu, gpu, auto")
+        return device
+
+    def device_name(self, device: str) -> str:
+        return cpu_name() if device == "cpu" else device
+
+    def precision_modes(self) -> dict:
+        """Reduced-precision matmul switches in force (all off unless asked for)."""
+        return {"NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE")}
+
+    def set_full_precision(self) -> None:
+        """Turn TF32 and similar modes off, so float32 means float32."""
+
+    def thread_counts(self) -> dict:
+        return {"cpu_count": os.cpu_count()}
+
+    # -- device memory (GPU; on the CPU the harness samples resident memory) --
+
+    def reset_device_peak(self) -> None:
+        """Start a new peak of device memory (a no-op where the framework keeps none)."""
+
+    def device_peak_bytes(self) -> int | None:
+        """The device memory peak since :meth:`reset_device_peak`, or None."""
+        return None
+
+    # -- timing ---------------------------------------------------------------
+
+    def synchronize(self, device: str) -> None:
+        """Wait for the device's queued work, before a clock is read."""
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, device: str) -> Callable[[], object]:
+        """A zero-argument function that multiplies ``a @ b`` on ``device`` and
+        waits for the result (the dense matmul peak is timed with it)."""
+        return lambda: a @ b
+
+    # -- compilation cache ----------------------------------------------------
+
+    def enable_compilation_cache(self, path: str) -> None:
+        """Turn on the framework's persistent compilation cache in ``path``."""
+        raise NotImplementedError(f"{self.name} has no persistent compilation cache")
+
+    def clear_caches(self) -> None:
+        """Forget in-memory compilations, so the next ones come from the persistent cache."""
+
+    # -- explain: what the framework built for one small batch -----------------
+
+    def explain(self, implementation: str, batches, config, params, out) -> dict:
+        """Figures of what ``implementation`` builds for ``batches`` (bench.explain)."""
+        raise NotImplementedError(f"{implementation} has no graph to explain")
+
+    def format_explain(self, implementation: str, result: dict) -> list[str]:
+        """The lines ``explain`` prints for :meth:`explain`'s result."""
+        return []
+
+    def explain_parse(self, batches, config, params) -> dict:
+        """``explain --parse``: gold against predicted parses for one batch."""
+        raise NotImplementedError(f"{self.name} has no parse view")
+
+    def format_explain_parse(self, result: dict) -> list[str]:
+        return []
+
+    def explain_bad_input(self, config, params, bad) -> dict:
+        """``explain --bad-input``: what the framework does with an invalid batch."""
+        raise NotImplementedError(f"{self.name} has no bad-input view")
