@@ -19,9 +19,13 @@ What this package shows about JAX:
   converted from the canonical ``.npz`` (``convert.py``), which ``jax.grad``
   differentiates and optax updates.
 
-Modules: ``model`` (Tracker, Reduce, SPINN, SNLIClassifier), ``convert``
-(canonical <-> Flax weights), ``train`` (loss, gradients, optax, the training
-step), ``runner`` (the adapter of docs/runner-interface.md), ``vmap`` (SPINN
-written for one sentence and batched by ``jax.vmap``, the same weights: the
-``jax-vmap`` implementation, ``algorithm="vmap"``).
+Modules: ``cells`` (Tracker, Reduce), ``model`` (SPINN: the scan, both stack
+layouts, the parse), ``classifier`` (SNLIClassifier: embedding, one SPINN pass
+over premises and hypotheses, the MLP), ``convert`` (canonical <-> Flax
+weights), ``train`` (loss, gradients, optax, the training step),
+``reinforce`` (the REINFORCE loss and step), ``runner`` (the adapter of
+docs/runner-interface.md), ``platform`` and ``explain`` (what the harness asks
+of the framework), ``vmap`` (SPINN written for one sentence and batched by
+``jax.vmap``, the same weights: the ``jax-vmap`` implementation,
+``algorithm="vmap"``).
 """

@@ -15,6 +15,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 
 from shared.params import ModelConfig
+from shared.parsing import SentenceParses
 
 from .cells import Dtype
 from .model import DEFAULT_LAYOUT, SPINN
@@ -52,26 +53,20 @@ class SNLIClassifier(nn.Module):
         return premise, hypothesis, self._classify(premise, hypothesis, train)
 
     def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-              mode: str = "predicted", uniforms=None, train: bool = False) -> dict:
-        """Both sides through ``SPINN.parse`` in ``mode`` (docs/spec.md §7).
+              mode: str = "predicted", uniforms=None, train: bool = False) -> tuple[SentenceParses, jnp.ndarray]:
+        """Both sides through ``SPINN.parse`` in ``mode`` (docs/spec.md §7), as one batch of 2B sentences.
 
         uniforms: sampled mode's (premise_u, hypothesis_u) <float>[B, T] each,
-        else None. Returns the arrays of ``shared.parsing.Parsed`` by field name:
-        premise, hypothesis <float>[B, H], logits <float>[B, 3], and per side
-        {side}_transitions <int32>[B, T], {side}_transition_logits <float>[B, T, 2],
-        {side}_logprob and {side}_entropy <float>[B].
+        else None. Returns (shared.parsing.SentenceParses of the 2B sentences,
+        premises first; logits <float>[B, 3]).
         """
         B = premise_tokens.shape[0]
         tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
         transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
         u = None if uniforms is None else jnp.concatenate(uniforms, axis=0)
-        sentences = self.spinn.parse(tokens, transitions, mode, u, train)
-        premise, hypothesis = sentences["encodings"][:B], sentences["encodings"][B:]
-        out = {"premise": premise, "hypothesis": hypothesis, "logits": self._classify(premise, hypothesis, train)}
-        for key in ("transitions", "transition_logits", "logprob", "entropy"):
-            out[f"premise_{key}"] = sentences[key][:B]
-            out[f"hypothesis_{key}"] = sentences[key][B:]
-        return out
+        parses = self.spinn.parse(tokens, transitions, mode, u, train)
+        premise, hypothesis = parses.encodings[:B], parses.encodings[B:]
+        return parses, self._classify(premise, hypothesis, train)
 
     def _classify(self, premise, hypothesis, train: bool):
         """The MLP over [p, q, p - q, p * q] -> class logits <float>[B, 3]."""

@@ -31,10 +31,9 @@ Both are differentiated by ``jax.grad`` through ``lax.scan`` without saving
 the whole stack at every step: the per-step residuals are the few [B, H]
 vectors a step reads, plus integer indices (tests/test_jax.py measures it). Both
 give the same numbers. The thin stack is the default: its write is one slab
-and its backward pass copies nothing. Timed in interleaved rounds on a 2-core
-CPU at E=H=300 (results/cpu-jax-layouts), the two encode within each other's
-spread at batch 1, 32 and 128; the thin stack trained faster at 32 and 128
-(1.10x and 0.78x PyTorch against 1.01x and 0.69x) and level at batch 1.
+and its backward pass copies nothing. How the two compare in speed is
+measured, not quoted here: results/cpu-jax-layouts/report.md holds the
+figures.
 
 Parses decided by the model (docs/spec.md §7): ``SPINN.parse`` runs the same
 step in the same kind of scan, but the op of each step may come from the
@@ -53,7 +52,7 @@ import jax
 import jax.numpy as jnp
 
 from shared.params import ModelConfig
-from shared.parsing import MODES, REDUCE_COLUMN, SHIFT_COLUMN
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Dtype, Reduce, Tracker, _halves
@@ -118,7 +117,8 @@ class SPINN(nn.Module):
         (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves)
         return self._root(stack, pointers)
 
-    def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None, train: bool = False) -> dict:
+    def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None,
+              train: bool = False) -> SentenceParses:
         """Encode with the transitions of ``mode`` (docs/spec.md §7), reading the head at every step.
 
         tokens <int32>[B, N]; transitions <int32>[B, T]: followed in "gold"
@@ -126,20 +126,12 @@ class SPINN(nn.Module):
         per row (n) is used, and each sentence runs 2n-1 decided steps, then
         PAD. uniforms <float>[B, T]: sampled mode's numbers, step t of a row
         using column t. ``mode`` is a Python string: every mode traces its
-        own program. Returns a dict of
+        own program. The inputs are those shared.contract checked on the
+        host. Returns shared.parsing.SentenceParses:
           encodings <float>[B, H], transitions <int32>[B, T] (followed),
           transition_logits <float>[B, T, 2] (t at non-PAD steps, else 0),
           logprob, entropy <float>[B] (sums over choice steps; sampled mode, else 0).
         """
-        if mode not in MODES:
-            raise ValueError(f"unknown transitions mode {mode!r}; expected one of {MODES}")
-        if not self.config.transition_head:
-            raise ValueError("parse needs the transition head 'tracker.transition.kernel', which this model "
-                             "lacks (its config has transition_head false; docs/spec.md §7)")
-        if mode == "sampled" and uniforms is None:
-            raise ValueError("sampled mode needs the uniform numbers <float>[B, T]")
-        if mode != "sampled" and uniforms is not None:
-            raise ValueError(f"uniform numbers are for sampled mode, not {mode!r}")
         B, T = transitions.shape
         leaves, n_leaves = self._leaves(tokens, transitions, train)
         carry = self._initial_carry(leaves, T)
@@ -164,13 +156,13 @@ class SPINN(nn.Module):
         (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves)
         followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)
         zeros = jnp.zeros((B,), leaves.dtype)
-        return {
-            "encodings": self._root(stack, pointers),
-            "transitions": followed,
-            "transition_logits": jnp.swapaxes(ys["logits"], 0, 1),
-            "logprob": jnp.sum(ys["logprob"], axis=0) if mode == "sampled" else zeros,
-            "entropy": jnp.sum(ys["entropy"], axis=0) if mode == "sampled" else zeros,
-        }
+        return SentenceParses(
+            encodings=self._root(stack, pointers),
+            transitions=followed,
+            transition_logits=jnp.swapaxes(ys["logits"], 0, 1),
+            logprob=jnp.sum(ys["logprob"], axis=0) if mode == "sampled" else zeros,
+            entropy=jnp.sum(ys["entropy"], axis=0) if mode == "sampled" else zeros,
+        )
 
     # ---- the pieces both paths share -----------------------------------------
 

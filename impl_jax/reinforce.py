@@ -26,26 +26,27 @@ import optax
 
 from .train import Arrays, Params, merge, parse_forward
 
-# The numbers of the step's record (shared.reinforce.step_record), besides the loss.
-RECORD_KEYS = ("premise_logprob", "hypothesis_logprob", "premise_entropy", "hypothesis_entropy",
-               "premise_transitions", "hypothesis_transitions")
-
 
 def reinforce_loss(params: Params, model: nn.Module, arrays: Arrays, labels, uniforms, baseline,
                    reinforce_weight: float, entropy_weight: float, *, train: bool = False, rng=None):
-    """-> (loss <float>[], numbers: the rewards <float>[B] and RECORD_KEYS' arrays).
+    """-> (loss <float>[], numbers: the rewards <float>[B], and per side the
+    logprob and entropy <float>[B] and the followed transitions <int32>[B, T]).
 
     ``uniforms``: (premise_u, hypothesis_u) <float>[B, T]; ``baseline`` <float>[].
     The two weights are Python numbers, constants of the program (training
     settings, like the dropout rate)."""
-    parsed = parse_forward(model, params, arrays, "sampled", uniforms, train=train, rng=rng)
-    ce = optax.softmax_cross_entropy_with_integer_labels(parsed["logits"], labels)  # [B]
+    parses, logits = parse_forward(model, params, arrays, "sampled", uniforms, train=train, rng=rng)
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, labels)  # [B]
     rewards = jax.lax.stop_gradient(-ce)
-    logprob = parsed["premise_logprob"] + parsed["hypothesis_logprob"]  # [B]
-    entropy = parsed["premise_entropy"] + parsed["hypothesis_entropy"]
+    B = labels.shape[0]
+    logprob = parses.logprob[:B] + parses.logprob[B:]  # [B]: premise + hypothesis
+    entropy = parses.entropy[:B] + parses.entropy[B:]
     loss = (ce.mean() - reinforce_weight * jnp.mean((rewards - baseline) * logprob)
             - entropy_weight * entropy.mean())
-    numbers = {"rewards": rewards, **{key: jax.lax.stop_gradient(parsed[key]) for key in RECORD_KEYS}}
+    numbers = {"rewards": rewards}
+    for name in ("logprob", "entropy", "transitions"):
+        value = jax.lax.stop_gradient(getattr(parses, name))
+        numbers[f"premise_{name}"], numbers[f"hypothesis_{name}"] = value[:B], value[B:]
     return loss, numbers
 
 

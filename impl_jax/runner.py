@@ -49,7 +49,7 @@ import numpy as np
 from shared import optimizers
 from shared import reinforce as shared_reinforce
 from shared.params import ModelConfig, param_shapes
-from shared.parsing import MODES, Parsed, check_mode, sentence_lengths
+from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
 
@@ -69,7 +69,6 @@ PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS + REINFOR
 STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is part of
 # The model behind the programs: batched by hand (model.py) or by jax.vmap (vmap.py).
 ALGORITHMS = {"batched": SNLIClassifier, "vmap": VmapClassifier}
-HEAD_KERNEL = "tracker.transition.kernel"
 
 
 # ---------------------------------------------------------------------------
@@ -146,15 +145,9 @@ class Runner(RunnerBase):
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
         if algorithm == "vmap" and layout != "thin":
             raise ValueError("algorithm 'vmap' has its own per-sentence thin stack; layout must be 'thin'")
-        if transition_weight < 0:
-            raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
-        if transition_weight > 0 and not config.transition_head:
-            raise ValueError(f"transition_weight {transition_weight} needs the transition head {HEAD_KERNEL!r}, "
-                             "which this model lacks (its config has transition_head false; docs/spec.md §7)")
-        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
-        self.transition_weight = float(transition_weight)  # the supervised loss of docs/spec.md §7
-        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
-            config, reinforce_weight, entropy_weight)  # the REINFORCE loss's (docs/spec.md §7)
+        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
+                         transition_weight=transition_weight, reinforce_weight=reinforce_weight,
+                         entropy_weight=entropy_weight)
         if compilation_cache_dir is not None:
             enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
@@ -264,59 +257,30 @@ class Runner(RunnerBase):
         return tuple(jax.device_put(np.asarray(getattr(batch, n), dtype=np.int32), self.device) for n in names)
 
     def _labels(self, batch):
-        labels = np.asarray(batch.labels, dtype=np.int32)
-        if np.any((labels < 0) | (labels > 2)):
-            raise ValueError("the loss needs labels 0..2 on every row (filter out unlabeled rows)")
-        return jax.device_put(labels, self.device)
+        """The labels (checked by the Runner: 0..2 on every row), on the device."""
+        return jax.device_put(np.asarray(batch.labels, dtype=np.int32), self.device)
 
     # -- the interface ----------------------------------------------------
 
-    def encode(self, batch):
+    def _encode(self, batch):
         (premise, hypothesis, logits), _ = self._run("encode", batch)
         return np.asarray(premise), np.asarray(hypothesis), np.asarray(logits)
 
-    def parse(self, batch, mode: str = "predicted", uniforms=None) -> Parsed:
-        """Encode with the transitions of ``mode`` (docs/spec.md §7), eval mode.
-
-        One compiled call per batch: in predicted and sampled mode every
+    def _parse(self, batch, mode: str, uniforms) -> Parsed:
+        """One compiled call per batch: in predicted and sampled mode every
         decision is taken on the device inside the scan (model.py), nothing
-        comes back to Python between steps. ``uniforms``: sampled mode's
-        (premise_u, hypothesis_u) <float>[B, T] of shared.parsing.batch_uniforms,
-        given in sampled mode and only there (as the other runners require).
-        """
-        check_mode(mode)
-        if not self.config.transition_head:
-            raise ValueError(f"parse needs the transition head {HEAD_KERNEL!r}, which this model lacks "
-                             "(its config has transition_head false; docs/spec.md §7)")
+        comes back to Python between steps."""
         arrays = self._arrays(batch)
         B, N = np.shape(batch.premise_tokens)
         T = np.shape(batch.premise_transitions)[1]
-        if mode != "gold":
-            for side, transitions in (("premise", batch.premise_transitions),
-                                      ("hypothesis", batch.hypothesis_transitions)):
-                lengths = sentence_lengths(np.asarray(transitions))
-                if np.any(lengths < 1):
-                    raise ValueError(f"{mode} mode: {side} row {int(np.argmin(lengths))} has no SHIFT, "
-                                     "so the sentence has no tokens")
-                if np.any(2 * lengths - 1 > T):
-                    raise ValueError(f"{mode} mode: a {side} of {int(lengths.max())} tokens needs "
-                                     f"{2 * int(lengths.max()) - 1} steps, the batch has T={T}")
         u = None
-        if mode != "sampled" and uniforms is not None:
-            raise ValueError(f"uniforms are for sampled mode only; {mode} mode does not draw")
         if mode == "sampled":
-            if uniforms is None:
-                raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): "
-                                 "see shared.parsing.batch_uniforms")
-            if len(uniforms) != 2 or any(np.shape(side_u) != (B, T) for side_u in uniforms):
-                raise ValueError(f"uniforms: expected (premise_u, hypothesis_u) of shape {(B, T)} each, got "
-                                 f"{[np.shape(side_u) for side_u in uniforms]}")
-            u = tuple(jax.device_put(np.asarray(side_u, dtype=self.dtype), self.device) for side_u in uniforms)
+            u = tuple(jax.device_put(side_u.astype(self.dtype), self.device) for side_u in uniforms)
         args = (self.params, arrays, u)
-        out = self._executable(f"parse:{mode}", args, (B, N, T))(*args)
-        return Parsed(**{name: np.asarray(value) for name, value in out.items()})
+        parses, logits = self._executable(f"parse:{mode}", args, (B, N, T))(*args)
+        return split_pairs(parses, logits)
 
-    def loss_and_grads(self, batch):
+    def _loss_and_grads(self, batch):
         (loss, grads), _ = self._run("loss_and_grads", batch)
         return float(loss), to_canonical({"params": grads}, self.config)
 
@@ -343,23 +307,22 @@ class Runner(RunnerBase):
         self._need_optimizer()
         self._lr = jax.device_put(np.asarray(lr, dtype=self.dtype), self.device)
 
-    def train_step(self, batch) -> float:
+    def _train_step(self, batch) -> float:
         (trainable, self.opt_state, loss), args = self._run("train_step", batch)
         self.params = merge(trainable, args[1])
         self.steps += 1
         return float(loss)
 
-    def reinforce_loss_and_grads(self, batch, uniforms, baseline):
+    def _reinforce_loss_and_grads(self, batch, uniforms, baseline):
         """Eval mode: (REINFORCE loss, canonical gradients, rewards <float>[B]);
         one compiled program per batch shape, the baseline an argument of it."""
         args, shape = self._reinforce_args(batch, uniforms, baseline)
         (loss, numbers), grads = self._executable("reinforce_loss_and_grads", args, shape)(*args)
         return float(loss), to_canonical({"params": grads}, self.config), np.asarray(numbers["rewards"])
 
-    def reinforce_step(self, batch, uniforms, baseline) -> dict:
+    def _reinforce_step(self, batch, uniforms, baseline) -> dict:
         """One compiled optimizer step on the REINFORCE loss (dropout as train_step);
         shared.reinforce.step_record of the numbers computed before the update."""
-        self._need_optimizer()
         (u, b), shape = self._reinforce_args(batch, uniforms, baseline, inputs_only=True)
         trainable, frozen, opt_state, arrays, labels, step, lr = self._train_args(self._arrays(batch),
                                                                                    self._labels(batch))
@@ -371,10 +334,7 @@ class Runner(RunnerBase):
 
     def _reinforce_args(self, batch, uniforms, baseline, inputs_only: bool = False):
         """(params, arrays, labels, uniforms, baseline) on the device, or only the
-        last two; and the batch shape (B, N, T). Checked on the host first."""
-        shared_reinforce.require_head(self.config)
-        uniforms = shared_reinforce.check_uniforms(batch, uniforms)
-        baseline = shared_reinforce.check_baseline(baseline)
+        last two; and the batch shape (B, N, T). The Runner has checked them."""
         u = tuple(jax.device_put(side.astype(self.dtype), self.device) for side in uniforms)
         b = jax.device_put(np.asarray(baseline, dtype=self.dtype), self.device)
         B, N = np.shape(batch.premise_tokens)

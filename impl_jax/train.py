@@ -40,7 +40,7 @@ from flax import traverse_util
 
 from shared import optimizers
 from shared.params import ModelConfig
-from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, SentenceParses
 from shared.transitions import PAD, REDUCE
 
 from .convert import name_map
@@ -61,8 +61,8 @@ def forward(model: nn.Module, params: Params, arrays: Arrays, *, train: bool = F
 
 
 def parse_forward(model: nn.Module, params: Params, arrays: Arrays, mode: str, uniforms=None, *,
-                  train: bool = False, rng=None) -> dict:
-    """``SNLIClassifier.parse``: the arrays of shared.parsing.Parsed by field name.
+                  train: bool = False, rng=None) -> tuple[SentenceParses, jax.Array]:
+    """``SNLIClassifier.parse``: (SentenceParses of the 2B sentences, logits <float>[B, 3]).
 
     ``mode`` is a Python string (each mode is its own program); ``uniforms``
     is sampled mode's (premise_u, hypothesis_u) <float>[B, T] each, else None.
@@ -76,7 +76,7 @@ def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-def transition_loss(parsed: dict, arrays: Arrays) -> jax.Array:
+def transition_loss(parses: SentenceParses, arrays: Arrays) -> jax.Array:
     """The supervised transition term of docs/spec.md §7, before its weight.
 
     The mean, over every non-PAD gold step of every premise and hypothesis,
@@ -85,8 +85,7 @@ def transition_loss(parsed: dict, arrays: Arrays) -> jax.Array:
     trained at every step, forced or not.
     """
     gold = jnp.concatenate([arrays[1], arrays[3]], axis=0)  # [2B, T]
-    logits = jnp.concatenate([parsed["premise_transition_logits"], parsed["hypothesis_transition_logits"]],
-                             axis=0)  # [2B, T, 2], zeros at PAD
+    logits = parses.transition_logits  # [2B, T, 2], zeros at PAD
     actions = jnp.where(gold == REDUCE, REDUCE_COLUMN, SHIFT_COLUMN)
     per_step = optax.softmax_cross_entropy_with_integer_labels(logits, actions)  # [2B, T]
     real = gold != PAD
@@ -96,8 +95,8 @@ def transition_loss(parsed: dict, arrays: Arrays) -> jax.Array:
 def loss_fn(params: Params, model: nn.Module, arrays: Arrays, labels: jax.Array, *, train: bool = False,
             rng=None, transition_weight: float = 0.0) -> jax.Array:
     if transition_weight > 0:  # a Python number: this branch is taken while tracing
-        parsed = parse_forward(model, params, arrays, "gold", train=train, rng=rng)
-        return cross_entropy(parsed["logits"], labels) + transition_weight * transition_loss(parsed, arrays)
+        parses, logits = parse_forward(model, params, arrays, "gold", train=train, rng=rng)
+        return cross_entropy(logits, labels) + transition_weight * transition_loss(parses, arrays)
     _, _, logits = forward(model, params, arrays, train=train, rng=rng)
     return cross_entropy(logits, labels)
 

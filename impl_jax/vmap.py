@@ -35,7 +35,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
-from shared.parsing import MODES
+from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import _halves
@@ -61,18 +61,12 @@ class SentenceSPINN(SPINN):
         encode = _vmap(lambda module, tokens, transitions: module.run_sentence(tokens, transitions, train=train))
         return encode(self, tokens, transitions)["encodings"]
 
-    def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None, train: bool = False) -> dict:
-        """model.py's SPINN.parse (same arguments, same dict of [B, ...] arrays), by vmap."""
-        if mode not in MODES:
-            raise ValueError(f"unknown transitions mode {mode!r}; expected one of {MODES}")
-        if not self.config.transition_head:
-            raise ValueError("parse needs the transition head 'tracker.transition.kernel', which this model "
-                             "lacks (its config has transition_head false; docs/spec.md §7)")
-        if (mode == "sampled") != (uniforms is not None):
-            raise ValueError(f"uniform numbers <float>[B, T] are for sampled mode, and needed there; mode {mode!r}")
+    def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None,
+              train: bool = False) -> SentenceParses:
+        """model.py's SPINN.parse (same arguments, same SentenceParses of [B, ...] arrays), by vmap."""
         parse = _vmap(lambda module, tokens, transitions, uniforms: module.run_sentence(
             tokens, transitions, mode, uniforms, head=True, train=train))
-        return parse(self, tokens, transitions, uniforms)  # uniforms None maps to None
+        return SentenceParses(**parse(self, tokens, transitions, uniforms))  # uniforms None maps to None
 
     # ---- one sentence ---------------------------------------------------------
 

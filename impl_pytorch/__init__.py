@@ -17,10 +17,15 @@ same loop brings the transition head's logits back to Python once per step
 that has a choice, and the ``if`` is taken on the model's decision instead of
 the data's: the host round trip a define-by-run parser pays.
 
-Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
-``train.py`` (losses, gradients, optimizers, dropout, parse), ``runner.py`` (the
-adapter of docs/runner-interface.md). Beside them, for the variants matrix:
-``masked.py`` runs impl_jax's algorithm (padded arrays, pointers, masks) with
-the same cells in PyTorch eager (runner option ``algorithm="masked"``), and
-``compiled.py`` puts it under ``torch.compile`` (``compile=True``).
+Files: ``cells.py`` (Tracker and Reduce, batched per step), ``model.py``
+(SPINN: the list-based loop and its parse), ``classifier.py`` (embedding,
+projection, one SPINN pass over premises and hypotheses, the MLP),
+``convert.py`` (canonical .npz <-> modules), ``train.py`` (losses, gradients,
+optimizers, dropout, parse), ``reinforce.py`` (the REINFORCE loss and step),
+``runner.py`` (the adapter of docs/runner-interface.md), ``platform.py`` and
+``explain.py`` (what the harness asks of the framework). Beside them, for the
+variants matrix: ``masked.py`` runs impl_jax's algorithm (padded arrays,
+pointers, masks) with the same cells in PyTorch eager (runner option
+``algorithm="masked"``), and ``compiled.py`` puts it under ``torch.compile``
+(``compile=True``).
 """

@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 from shared.params import ModelConfig
+from shared.parsing import SentenceParses
 
-from .model import SPINN, Encoded
+from .model import SPINN
 
 
 class SNLIClassifier(nn.Module):
@@ -72,9 +73,9 @@ class SNLIClassifier(nn.Module):
 
     def parse(self, premise_tokens: torch.Tensor, premise_transitions: np.ndarray,
               hypothesis_tokens: torch.Tensor, hypothesis_transitions: np.ndarray, mode: str = "predicted",
-              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Encoded, torch.Tensor]:
+              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[SentenceParses, torch.Tensor]:
         """The pair batch in ``mode`` (docs/spec.md §7), with the transition
-        head -> (Encoded of the 2B sentences, premises first; logits <float>[B, 3]).
+        head -> (SentenceParses of the 2B sentences, premises first; logits <float>[B, 3]).
 
         ``uniforms``: sampled mode, (premise_u, hypothesis_u) <float>[B, T]
         each. Everything stays differentiable: logprob and entropy too.
@@ -85,6 +86,6 @@ class SNLIClassifier(nn.Module):
         if uniforms is not None:
             uniforms = np.concatenate([np.asarray(uniforms[0]), np.asarray(uniforms[1])])  # [2B, T]
         leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H]
-        encoded = self.spinn.parse(leaves, transitions, mode, uniforms)
-        premise, hypothesis = encoded.encodings[:B], encoded.encodings[B:]
-        return encoded, self.classify(premise, hypothesis)
+        parses = self.spinn.parse(leaves, transitions, mode, uniforms)
+        premise, hypothesis = parses.encodings[:B], parses.encodings[B:]
+        return parses, self.classify(premise, hypothesis)

@@ -29,48 +29,16 @@ names and the canonical conversion (convert.py) are shared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from shared import parsing
+from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .classifier import SNLIClassifier
-from .model import HEAD_KERNEL, SPINN
-
-
-def check_batch_transitions(transitions: np.ndarray, num_tokens: int) -> None:
-    """Raise ValueError unless every row of ``transitions <int>[S, T]`` is a
-    valid sequence for at most ``num_tokens`` words (docs/spec.md §1).
-
-    model.py finds a bad REDUCE when its list is too short; the masked loop
-    never looks, so the host checks the data once, vectorised, before the
-    transitions go to the device. This reads the input, not a decision.
-    """
-    transitions = np.asarray(transitions)
-    if transitions.ndim != 2:
-        raise ValueError(f"transitions have shape {transitions.shape}, expected (S, T)")
-    unknown = ~np.isin(transitions, (PAD, SHIFT, REDUCE))
-    if unknown.any():
-        s, t = np.argwhere(unknown)[0]
-        raise ValueError(f"sentence {s}, step {t}: unknown transition code {transitions[s, t]}")
-    is_shift, is_reduce = transitions == SHIFT, transitions == REDUCE
-    depth = np.cumsum(is_shift, axis=1) - np.cumsum(is_reduce, axis=1)  # items after each step
-    too_few = is_reduce & (depth + 1 < 2)  # a REDUCE found fewer than two items before it
-    if too_few.any():
-        s, t = np.argwhere(too_few)[0]
-        raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
-    shifts = is_shift.sum(axis=1)
-    if np.any(shifts > num_tokens):
-        s = int(np.argmax(shifts))
-        raise ValueError(f"sentence {s}: {shifts[s]} SHIFTs, but the batch has N={num_tokens} token slots")
-    left = depth[:, -1] if transitions.shape[1] else np.zeros(len(transitions), dtype=np.int64)
-    if np.any(left != 1):
-        s = int(np.argmax(left != 1))
-        raise ValueError(f"sentence {s}: transitions leave {left[s]} items on the stack, expected 1")
+from .model import SPINN
 
 
 class MaskedSPINN(SPINN):
@@ -253,35 +221,6 @@ def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     return is_shift, is_reduce, step_logprob, step_entropy
 
 
-@dataclass
-class MaskedEncoded:
-    """What :meth:`MaskedClassifier.parse` returns for S sentences: the fields
-    of model.Encoded that train.py reads, from dense [S, T] arrays."""
-
-    encodings: torch.Tensor  # <float>[S, H]
-    transitions: np.ndarray  # <int32>[S, T] followed (copied to the host once, after the loop)
-    dense_logits: torch.Tensor  # <float>[S, T, 2] t at each non-PAD step, zeros at PAD
-    logprob: torch.Tensor  # <float>[S]
-    entropy: torch.Tensor  # <float>[S]
-    host_syncs: int = 0  # no decision is read back during the loop
-
-    def __post_init__(self):
-        self.step_rows, self.step_columns = np.nonzero(self.transitions != PAD)  # the non-PAD steps
-
-    @property
-    def step_logits(self) -> torch.Tensor:
-        """<float>[R, 2] t at the non-PAD steps (the rows of step_rows, step_columns)."""
-        device = self.dense_logits.device
-        return self.dense_logits[torch.as_tensor(self.step_rows, device=device),
-                                 torch.as_tensor(self.step_columns, device=device)]
-
-    def step_actions(self) -> np.ndarray:
-        return self.transitions[self.step_rows, self.step_columns]
-
-    def transition_logits(self) -> torch.Tensor:
-        return self.dense_logits
-
-
 class MaskedClassifier(SNLIClassifier):
     """model.SNLIClassifier (same parameters, embedding, MLP) with the masked
     encoder. ``forward`` and ``parse`` take the same arguments as the
@@ -305,8 +244,6 @@ class MaskedClassifier(SNLIClassifier):
               head, uniforms=None):
         tokens = torch.cat([premise_tokens, hypothesis_tokens])  # [2B, N], one batch of sentences
         transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
-        if mode == "gold":
-            check_batch_transitions(transitions, tokens.shape[1])
         device = tokens.device
         on_device = torch.as_tensor(transitions.astype(np.int64), device=device)
         if uniforms is not None:
@@ -322,32 +259,13 @@ class MaskedClassifier(SNLIClassifier):
         return out["encodings"][:B], out["encodings"][B:], out["logits"]
 
     def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-              mode: str = "predicted", uniforms=None) -> tuple[MaskedEncoded, torch.Tensor]:
-        """As model.SNLIClassifier.parse: -> (MaskedEncoded of the 2B sentences, logits <float>[B, 3])."""
-        parsing.check_mode(mode)
-        if self.spinn.head is None:
-            raise ValueError(f"{mode} mode needs the transition head, but the model has no {HEAD_KERNEL!r} "
-                             "(its config has transition_head false; docs/spec.md §7)")
-        transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
-        if mode != "gold":
-            lengths = parsing.sentence_lengths(transitions)
-            T = transitions.shape[1]
-            for s, n in enumerate(lengths.tolist()):
-                if n < 1:
-                    raise ValueError(f"sentence {s}: its row has no SHIFT, so it has no tokens to parse")
-                if n > np.shape(premise_tokens)[1]:
-                    raise ValueError(f"sentence {s}: {n} SHIFTs, but the batch has N={np.shape(premise_tokens)[1]} "
-                                     "token slots")
-                if 2 * n - 1 > T:
-                    raise ValueError(f"sentence {s}: {n} tokens need {2 * n - 1} steps, the row has {T}")
-        if mode == "sampled":
-            if uniforms is None:
-                raise ValueError("sampled mode needs the uniform numbers (see shared.parsing.batch_uniforms)")
+              mode: str = "predicted", uniforms=None) -> tuple[SentenceParses, torch.Tensor]:
+        """As model.SNLIClassifier.parse: -> (SentenceParses of the 2B sentences, logits <float>[B, 3])."""
         out, transitions = self._call(premise_tokens, premise_transitions, hypothesis_tokens,
                                       hypothesis_transitions, mode, head=True, uniforms=uniforms)
         # Gold mode follows the host's own copy; otherwise the decisions come
         # back once, after the loop, as part of the result.
         followed = transitions if mode == "gold" else out["transitions"].cpu().numpy()
-        encoded = MaskedEncoded(out["encodings"], followed.astype(np.int32), out["transition_logits"],
+        parses = SentenceParses(out["encodings"], followed.astype(np.int32), out["transition_logits"],
                                 out["logprob"], out["entropy"])
-        return encoded, out["logits"]
+        return parses, out["logits"]

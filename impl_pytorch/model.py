@@ -24,55 +24,17 @@ device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from shared import parsing
+from shared.parsing import SentenceParses
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
-
-HEAD_KERNEL = "tracker.transition.kernel"  # the canonical name errors point to
-
-
-@dataclass
-class Encoded:
-    """What :meth:`SPINN.parse` returns for S sentences.
-
-    The head's logits are kept as they were computed, one row per non-PAD
-    step in the order the steps ran (R rows in all), with the sentence and
-    column of each row: the supervised loss reads them that way, and
-    :meth:`transition_logits` lays them out as [S, T, 2].
-    """
-
-    encodings: torch.Tensor  # <float>[S, H]
-    transitions: np.ndarray  # <int32>[S, T] the transitions followed, PAD after each sentence's last step
-    step_logits: torch.Tensor  # <float>[R, 2] t = (t_S, t_R) at each non-PAD step, in the order run
-    step_rows: np.ndarray  # <int64>[R] the sentence of each row of step_logits
-    step_columns: np.ndarray  # <int64>[R] its column in transitions
-    logprob: torch.Tensor  # <float>[S] sampled mode: Σ log p(action taken) over choice steps; else zeros
-    entropy: torch.Tensor  # <float>[S] sampled mode: Σ entropy over choice steps; else zeros
-    host_syncs: int  # device-to-host reads of decisions (predicted, sampled: one per step with a choice)
-
-    def step_actions(self) -> np.ndarray:
-        """<int>[R] the transition followed at each row of step_logits (SHIFT or REDUCE)."""
-        return self.transitions[self.step_rows, self.step_columns]
-
-    def transition_logits(self) -> torch.Tensor:
-        """<float>[S, T, 2]: t at each non-PAD step, zeros at PAD (differentiable)."""
-        S, T = self.transitions.shape
-        out = self.encodings.new_zeros((S, T, 2))
-        if not len(self.step_rows):
-            return out
-        device = self.encodings.device
-        index = (torch.as_tensor(self.step_rows, device=device), torch.as_tensor(self.step_columns, device=device))
-        return out.index_put(index, self.step_logits)
-
 
 class SPINN(nn.Module):
     """The shift-reduce encoder: projected leaves and transitions -> one
@@ -90,6 +52,7 @@ class SPINN(nn.Module):
         self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head)
                         if config.tracker_dim > 0 else None)
         self.reduce = Reduce(config.hidden_dim, config.tracker_dim)
+        self.last_host_syncs = 0  # device-to-host reads of decisions by the last parse
 
     @property
     def head(self) -> nn.Linear | None:
@@ -184,7 +147,7 @@ class SPINN(nn.Module):
         return torch.stack([stack[-1][0] for stack in stacks])  # h of the one item left: [S, H]
 
     def parse(self, leaves: torch.Tensor, transitions: np.ndarray, mode: str = "predicted",
-              uniforms: np.ndarray | None = None) -> Encoded:
+              uniforms: np.ndarray | None = None) -> SentenceParses:
         """Run S sentences with the transition head, in ``mode`` (docs/spec.md §7).
 
         Args:
@@ -197,30 +160,18 @@ class SPINN(nn.Module):
           uniforms: sampled mode: <float>[S, T]; step t of sentence s uses
             uniforms[s, t].
 
-        Everything returned as a tensor keeps its graph, logprob and entropy
-        included.
+        The inputs are those shared.contract.check_parse accepted. Returns
+        shared.parsing.SentenceParses, its transitions a NumPy array on the
+        host and everything else a tensor that keeps its graph (logprob and
+        entropy included); ``last_host_syncs`` counts the device-to-host
+        reads of decisions (one per step where some sentence has a choice).
         """
-        parsing.check_mode(mode)
-        if self.head is None:
-            raise ValueError(f"{mode} mode needs the transition head, but the model has no {HEAD_KERNEL!r} "
-                             "(its config has transition_head false; docs/spec.md §7)")
         gold, sampled = mode == "gold", mode == "sampled"
         transitions, buffers, stacks, states, num_leaves = self._start(leaves, transitions)
         S, T = transitions.shape
-        if gold:
-            num_steps = [T] * S  # the row says where its PADs are
-        else:
-            num_steps = [2 * n - 1 for n in num_leaves]  # n fixes the number of steps
-            for s, (n, steps) in enumerate(zip(num_leaves, num_steps)):
-                if n < 1:
-                    raise ValueError(f"sentence {s}: its row has no SHIFT, so it has no tokens to parse")
-                if steps > T:
-                    raise ValueError(f"sentence {s}: {n} tokens need {steps} steps, the row has {T}")
+        # Gold mode: the row says where its PADs are; otherwise n fixes the number of steps.
+        num_steps = [T] * S if gold else [2 * n - 1 for n in num_leaves]
         if sampled:
-            if uniforms is None:
-                raise ValueError("sampled mode needs the uniform numbers (see shared.parsing.batch_uniforms)")
-            if np.shape(uniforms) != (S, T):
-                raise ValueError(f"uniforms have shape {np.shape(uniforms)}, expected {(S, T)}")
             uniforms = np.asarray(uniforms, dtype=np.float64).tolist()  # Python reads them one by one
 
         followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
@@ -320,8 +271,12 @@ class SPINN(nn.Module):
             logprob, entropy = _choice_sums(all_logits, step_rows, choices, reduced, S)
         else:
             logprob, entropy = encodings.new_zeros(S), encodings.new_zeros(S)
-        return Encoded(encodings, followed, all_logits, step_rows, np.asarray(step_columns, dtype=np.int64),
-                       logprob, entropy, host_syncs)
+        # The head's logits as [S, T, 2], zeros at PAD (differentiable).
+        index = (torch.as_tensor(step_rows, device=encodings.device),
+                 torch.as_tensor(step_columns, dtype=torch.int64, device=encodings.device))
+        transition_logits = encodings.new_zeros((S, T, 2)).index_put(index, all_logits)
+        self.last_host_syncs = host_syncs
+        return SentenceParses(encodings, followed, transition_logits, logprob, entropy)
 
 
 def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list[int], reduced: list[bool],

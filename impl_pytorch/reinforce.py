@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shared import parsing
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 
@@ -31,23 +32,19 @@ def reinforce_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device
     """The REINFORCE loss (a 0-d tensor with its graph) and the step's numbers
     for the record (NumPy, detached); train or eval mode is the model's."""
     labels = labels_tensor(batch, device)
-    encoded, logits = model.parse(*model_inputs(batch, device), mode="sampled", uniforms=uniforms)
+    parses, logits = model.parse(*model_inputs(batch, device), mode="sampled", uniforms=uniforms)
     B = len(labels)
     ce = F.cross_entropy(logits, labels, reduction="none")  # [B]
     rewards = -ce.detach()  # a constant for the gradient
-    logprob = encoded.logprob[:B] + encoded.logprob[B:]  # [B]: premise + hypothesis
-    entropy = encoded.entropy[:B] + encoded.entropy[B:]
+    logprob = parses.logprob[:B] + parses.logprob[B:]  # [B]: premise + hypothesis
+    entropy = parses.entropy[:B] + parses.entropy[B:]
     loss = (ce.mean() - reinforce_weight * ((rewards - baseline) * logprob).mean()
             - entropy_weight * entropy.mean())
-    numbers = {
-        "rewards": rewards.cpu().numpy(),
-        "premise_logprob": encoded.logprob[:B].detach().cpu().numpy(),
-        "hypothesis_logprob": encoded.logprob[B:].detach().cpu().numpy(),
-        "premise_entropy": encoded.entropy[:B].detach().cpu().numpy(),
-        "hypothesis_entropy": encoded.entropy[B:].detach().cpu().numpy(),
-        "premise_transitions": np.asarray(encoded.transitions[:B]),
-        "hypothesis_transitions": np.asarray(encoded.transitions[B:]),
-    }
+    # The step record's per-side numbers, from the one split of a parse into pairs.
+    parsed = parsing.split_pairs(parses, logits, lambda t: t.detach().cpu().numpy() if torch.is_tensor(t) else t)
+    numbers = {"rewards": rewards.cpu().numpy(),
+               **{f"{side}_{name}": getattr(parsed, f"{side}_{name}")
+                  for name in ("logprob", "entropy", "transitions") for side in ("premise", "hypothesis")}}
     return loss, numbers
 
 

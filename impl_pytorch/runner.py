@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from shared import optimizers
-from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 from shared.params import ModelConfig
 from shared.runner import CompileStats
@@ -68,16 +67,14 @@ class Runner(RunnerBase):
         if compile and algorithm != "masked":
             raise ValueError("compile=True needs algorithm='masked': the list-based loop branches in Python "
                              "on every batch's trees, so there is no one graph per shape to compile")
-        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
+        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
+                         transition_weight=transition_weight, reinforce_weight=reinforce_weight,
+                         entropy_weight=entropy_weight)
         self.device = torch_device(device)
         self.algorithm = algorithm
-        # The supervised loss of docs/spec.md §7 in loss_and_grads and train_step (> 0 needs the head).
-        self.transition_weight = train.check_transition_weight(config, transition_weight)
-        # The REINFORCE loss's weights (docs/spec.md §7), used by the reinforce_* methods.
-        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
-            config, reinforce_weight, entropy_weight)
-        # Device-to-host reads of decisions by the last parse or encode (gold mode, and masked: none).
-        self.last_host_syncs = 0
+        # The lists algorithm reads each decision back to Python (last_host_syncs counts
+        # those reads per parse); the masked one keeps decisions on the device.
+        self.reads_decisions_on_host = algorithm == "lists"
         model_class = MaskedClassifier if algorithm == "masked" else SNLIClassifier
         self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout,
                                             model_class=model_class)
@@ -89,41 +86,33 @@ class Runner(RunnerBase):
             backend = "inductor" if compile is True else str(compile)
             self._compiled = compiled.compile_model(self.model, backend)
 
-    def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
         with self._counted("encode", batch), torch.inference_mode():  # no graph is recorded at all
             premise, hypothesis, logits = self.model(*train.model_inputs(batch, self.device))
         self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.cpu().numpy() for t in (premise, hypothesis, logits))
 
-    def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
+    def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
         with self._counted("loss_and_grads", batch):
             return train.loss_and_grads(self.model, batch, self.device, self.transition_weight)
 
-    def parse(self, batch: PairBatch, mode: str = "predicted",
-              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> Parsed:
+    def _parse(self, batch: PairBatch, mode: str, uniforms: tuple[np.ndarray, np.ndarray] | None) -> Parsed:
         with self._counted(f"parse:{mode}", batch):
             parsed, self.last_host_syncs = train.parse(self.model, batch, self.device, mode, uniforms)
         return parsed
 
-    def reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
-                                 baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
-        uniforms, baseline = self._reinforce_inputs(batch, uniforms, baseline)
+    def _reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
+                                  baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
         return reinforce.loss_and_grads(self.model, batch, self.device, uniforms, baseline,
                                         self.reinforce_weight, self.entropy_weight)
 
-    def reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
-        self._need_optimizer()
-        uniforms, baseline = self._reinforce_inputs(batch, uniforms, baseline)
+    def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
         record = reinforce.train_step(self.model, self.optimizer, batch, self.device, uniforms, baseline,
                                       self.reinforce_weight, self.entropy_weight, seed=self.seed, step=self.steps,
                                       frozen=self._optimizer_spec[2])
         self.steps += 1
         return record
-
-    def _reinforce_inputs(self, batch, uniforms, baseline):
-        shared_reinforce.require_head(self.config)
-        return shared_reinforce.check_uniforms(batch, uniforms), shared_reinforce.check_baseline(baseline)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         self.optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
@@ -133,8 +122,7 @@ class Runner(RunnerBase):
         self._need_optimizer()
         train.set_learning_rate(self.optimizer, lr)
 
-    def train_step(self, batch: PairBatch) -> float:
-        self._need_optimizer()
+    def _train_step(self, batch: PairBatch) -> float:
         with self._counted("train_step", batch):
             loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed,
                                     step=self.steps, frozen=self._optimizer_spec[2],

@@ -27,12 +27,10 @@ import torch.nn.functional as F
 
 from shared import optimizers, parsing
 from shared.batching import PairBatch
-from shared.params import ModelConfig
-from shared.transitions import REDUCE
+from shared.transitions import PAD, REDUCE
 
 from . import convert
 from .classifier import SNLIClassifier
-from .model import HEAD_KERNEL, Encoded
 
 OPTIMIZERS = optimizers.OPTIMIZERS
 
@@ -48,31 +46,20 @@ def model_inputs(batch: PairBatch, device: torch.device):
 
 
 def labels_tensor(batch: PairBatch, device: torch.device) -> torch.Tensor:
-    labels = np.asarray(batch.labels)
-    if np.any(labels < 0) or np.any(labels > 2):
-        raise ValueError("loss needs labels 0..2 on every row (unlabeled rows must be filtered out)")
-    return torch.as_tensor(labels.astype(np.int64), device=device)
+    """The labels as int64 on the device (the Runner has checked them: 0..2 on every row)."""
+    return torch.as_tensor(np.asarray(batch.labels, dtype=np.int64), device=device)
 
 
-def check_transition_weight(config: ModelConfig, transition_weight: float) -> float:
-    """``transition_weight`` as a float; > 0 needs a model with a transition head."""
-    transition_weight = float(transition_weight)
-    if not transition_weight >= 0.0:
-        raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
-    if transition_weight > 0 and not config.transition_head:
-        raise ValueError(f"transition_weight {transition_weight} needs the transition head, but the model has no "
-                         f"{HEAD_KERNEL!r} (its config has transition_head false; docs/spec.md §7)")
-    return transition_weight
-
-
-def transition_loss(encoded: Encoded) -> torch.Tensor:
+def transition_loss(parses: parsing.SentenceParses) -> torch.Tensor:
     """The mean, over every non-PAD step of every sentence, of the two-way
     cross-entropy of softmax(t) against the action followed (in gold mode the
     gold action). No validity mask: the head is trained at every step, forced
     or not (docs/spec.md §7)."""
-    target = encoded.step_actions() == REDUCE  # column 1 (REDUCE) or 0 (SHIFT)
-    target = torch.as_tensor(target.astype(np.int64), device=encoded.step_logits.device)
-    return F.cross_entropy(encoded.step_logits, target)  # log-softmax inside: stable
+    rows, columns = np.nonzero(parses.transitions != PAD)  # the steps run (host arrays)
+    device = parses.transition_logits.device
+    logits = parses.transition_logits[torch.as_tensor(rows, device=device), torch.as_tensor(columns, device=device)]
+    target = parses.transitions[rows, columns] == REDUCE  # column 1 (REDUCE) or 0 (SHIFT)
+    return F.cross_entropy(logits, torch.as_tensor(target.astype(np.int64), device=device))  # log-softmax inside
 
 
 def batch_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device,
@@ -85,8 +72,8 @@ def batch_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device,
         _, _, logits = model(*model_inputs(batch, device))
         return F.cross_entropy(logits, labels)  # mean over the batch
     # Teacher forcing: the gold transitions, with the head scored at every step.
-    encoded, logits = model.parse(*model_inputs(batch, device), mode="gold")
-    return F.cross_entropy(logits, labels) + transition_weight * transition_loss(encoded)
+    parses, logits = model.parse(*model_inputs(batch, device), mode="gold")
+    return F.cross_entropy(logits, labels) + transition_weight * transition_loss(parses)
 
 
 def loss_and_grads(model: SNLIClassifier, batch: PairBatch, device: torch.device,
@@ -249,39 +236,12 @@ def parse(model: SNLIClassifier, batch: PairBatch, device: torch.device, mode: s
     """Eval mode, no graph: the batch in ``mode`` -> (shared.parsing.Parsed in
     the model's dtype, the number of device-to-host reads of decisions).
 
-    Every mode needs the transition head (gold mode reports its teacher-forced
-    logits). ``uniforms`` (premise_u, hypothesis_u), each <float>[B, T] as
-    shared.parsing.batch_uniforms lays them out, is required in sampled mode
-    and refused in the others, where nothing would read it.
+    The inputs are those shared.contract.check_parse accepted: ``uniforms``
+    (premise_u, hypothesis_u), each <float>[B, T] as
+    shared.parsing.batch_uniforms lays them out, in sampled mode, else None.
     """
-    parsing.check_mode(mode)
-    if not model.config.transition_head:
-        raise ValueError(f"parse ({mode} mode) needs the transition head, but the model has no {HEAD_KERNEL!r} "
-                         "(its config has transition_head false; docs/spec.md §7)")
-    shape = np.shape(batch.premise_transitions)
-    if mode == "sampled":
-        if uniforms is None:
-            raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): "
-                             "see shared.parsing.batch_uniforms")
-        if len(uniforms) != 2 or any(np.shape(u) != shape for u in uniforms):
-            raise ValueError(f"uniforms must be two arrays of the transitions' shape {shape}, got "
-                             f"{[np.shape(u) for u in uniforms]}")
-    elif uniforms is not None:
-        raise ValueError(f"uniforms are for sampled mode only; {mode} mode does not draw")
     model.eval()
     with torch.inference_mode():
-        encoded, logits = model.parse(*model_inputs(batch, device), mode=mode, uniforms=uniforms)
-        B = len(logits)
-        transition_logits = encoded.transition_logits().cpu().numpy()
-        encodings = encoded.encodings.cpu().numpy()
-        logprob, entropy = encoded.logprob.cpu().numpy(), encoded.entropy.cpu().numpy()
-        logits = logits.cpu().numpy()
-    halves = {"premise": slice(0, B), "hypothesis": slice(B, 2 * B)}
-    arrays = {"logits": logits}
-    for side, rows in halves.items():
-        arrays[side] = encodings[rows]
-        arrays[f"{side}_transitions"] = encoded.transitions[rows]
-        arrays[f"{side}_transition_logits"] = transition_logits[rows]
-        arrays[f"{side}_logprob"] = logprob[rows]
-        arrays[f"{side}_entropy"] = entropy[rows]
-    return parsing.Parsed(**arrays), encoded.host_syncs
+        parses, logits = model.parse(*model_inputs(batch, device), mode=mode, uniforms=uniforms)
+        parsed = parsing.split_pairs(parses, logits, lambda t: t.cpu().numpy() if torch.is_tensor(t) else t)
+    return parsed, model.spinn.last_host_syncs

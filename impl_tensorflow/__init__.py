@@ -36,9 +36,14 @@ What this package shows about its framework:
   inputs by which buffer it can reuse; the model keeps every sum to two terms
   or a ``reduce_sum`` (cells.py's ``Reduce``, classifier.py's ``classify``).
 
-Files: ``model.py`` (modules), ``convert.py`` (canonical .npz <-> modules),
-``train.py`` (loss, gradients, optimizers, dropout), ``runner.py`` (the
-adapter of docs/runner-interface.md, with trace counting and the XLA switch),
-``eager.py`` (the same modules run define-by-run in eager mode, as PyTorch
-runs them: the ``tensorflow-eager`` implementation, ``algorithm="eager"``).
+Files: ``cells.py`` (Tracker and Reduce, fused kernels), ``model.py`` (SPINN:
+the while loop, its memory and its parse), ``classifier.py`` (embedding,
+projection, one SPINN pass over premises and hypotheses, the MLP),
+``convert.py`` (canonical .npz <-> modules), ``train.py`` (loss, gradients,
+optimizers, dropout), ``reinforce.py`` (the REINFORCE loss and step),
+``runner.py`` (the adapter of docs/runner-interface.md, with trace counting
+and the XLA switch), ``platform.py`` and ``explain.py`` (what the harness asks
+of the framework), ``eager.py`` (the same modules run define-by-run in eager
+mode, as PyTorch runs them: the ``tensorflow-eager`` implementation,
+``algorithm="eager"``).
 """

@@ -14,7 +14,7 @@ import tensorflow as tf
 from shared.params import ModelConfig
 
 from .cells import Embedding, Linear
-from .model import SPINN, require_head
+from .model import SPINN
 
 
 class SNLIClassifier(tf.Module):
@@ -93,10 +93,9 @@ class SNLIClassifier(tf.Module):
         or scoring (gold) every step (docs/spec.md §7). uniforms: sampled mode,
         (premise_u, hypothesis_u) <float64>[B, T] each.
 
-        Returns (premise <float>[B, H], hypothesis <float>[B, H], logits
-        <float>[B, 3], SentenceParses of the 2B sentences, premises first).
+        Returns (shared.parsing.SentenceParses of the 2B sentences, premises
+        first; logits <float>[B, 3]).
         """
-        require_head(self.config, "parse")
         B = tf.shape(premise_tokens)[0]
         tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
         transitions = tf.concat([premise_transitions, hypothesis_transitions], axis=0)  # [2B, T]
@@ -105,4 +104,4 @@ class SNLIClassifier(tf.Module):
         leaves = self.projection(self.embed(tokens))  # [2B, N, 2H]
         parses = self.spinn.parse(self._dropout(leaves, training, seed, 0), transitions, mode, uniforms)
         premise, hypothesis = parses.encodings[:B], parses.encodings[B:]
-        return premise, hypothesis, self.classify(premise, hypothesis, training, seed), parses
+        return parses, self.classify(premise, hypothesis, training, seed)

@@ -35,11 +35,12 @@ import numpy as np
 import tensorflow as tf
 
 from shared import parsing
+from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Tracker
 from .classifier import SNLIClassifier
-from .model import HEAD_KERNEL, SPINN, SentenceParses, choice_scores
+from .model import SPINN, choice_scores
 
 
 class EagerSPINN(SPINN):
@@ -57,11 +58,6 @@ class EagerSPINN(SPINN):
 
     def parse(self, leaves: tf.Tensor, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
         """model.py's SPINN.parse (same arguments, same SentenceParses), define-by-run."""
-        parsing.check_mode(mode)
-        if self.tracker is None or self.tracker.transition is None:
-            raise ValueError(f"parse needs the transition head, but the model has no {HEAD_KERNEL!r}")
-        if (mode == "sampled") != (uniforms is not None):
-            raise ValueError("uniforms are given in sampled mode, and only there")
         return self._run_eagerly(leaves, transitions, mode, uniforms, with_head=True)
 
     def _run_eagerly(self, leaves, transitions, mode: str = "gold", uniforms=None,

@@ -62,13 +62,10 @@ decided when tracing.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-import numpy as np
 import tensorflow as tf
 
 from shared.params import ModelConfig
-from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, check_mode
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
@@ -78,69 +75,6 @@ MEMORIES = ("tensor_array", "dense")
 # Row 0 of the memory holds zeros for every sentence: pointers to it read as
 # "absent" (docs/spec.md §3: zeros for an empty buffer or a missing stack item).
 ABSENT = 0
-
-# The canonical name of the transition head (docs/spec.md §7), for errors.
-HEAD_KERNEL = "tracker.transition.kernel"
-
-
-def require_head(config: ModelConfig, what: str) -> None:
-    """ValueError naming the head's kernel unless ``config`` has a transition head."""
-    if not config.transition_head:
-        raise ValueError(f"{what} needs the transition head, but the model has no {HEAD_KERNEL!r} "
-                         "(its config has transition_head false; docs/spec.md §7)")
-
-
-class SentenceParses(NamedTuple):
-    """What ``SPINN.parse`` returns for S sentences of T steps (docs/spec.md §7)."""
-
-    encodings: tf.Tensor  # <float>[S, H]
-    transitions: tf.Tensor  # <int32>[S, T] followed: gold mode the input; else 2n - 1 decided steps, then PAD
-    transition_logits: tf.Tensor  # <float>[S, T, 2] t = (t_S, t_R) at non-PAD steps, zeros at PAD
-    logprob: tf.Tensor  # <float>[S] sampled mode: sum over choice steps of log p(action taken); else zeros
-    entropy: tf.Tensor  # <float>[S] sampled mode: sum over choice steps of the step's entropy; else zeros
-
-
-# --------------------------------------------------------------------------
-# Host-side input checks (a graph cannot raise a readable error mid-loop)
-# --------------------------------------------------------------------------
-
-
-def check_inputs(tokens: np.ndarray, transitions: np.ndarray, vocab_size: int) -> None:
-    """Raise ValueError unless every row is a valid sentence (docs/spec.md §1).
-
-    Vectorised over the batch (a Python loop per sentence would cost more
-    than some encoder runs). The graph trusts these checks: an invalid
-    sequence would silently read the wrong rows.
-    """
-    tokens, transitions = np.asarray(tokens), np.asarray(transitions)
-    if tokens.ndim != 2 or transitions.ndim != 2 or tokens.shape[0] != transitions.shape[0]:
-        raise ValueError(f"tokens {tokens.shape} and transitions {transitions.shape} must be [S, N] and [S, T]")
-    S, N = tokens.shape
-
-    def fail(mask, message):
-        s, t = np.argwhere(mask)[0]
-        raise ValueError(f"sentence {s}, position {t}: {message}")
-
-    if S == 0:
-        return
-    if np.any((tokens < 0) | (tokens >= vocab_size)):
-        fail((tokens < 0) | (tokens >= vocab_size), f"token id outside the vocabulary [0, {vocab_size})")
-    known = (transitions == PAD) | (transitions == SHIFT) | (transitions == REDUCE)
-    if not np.all(known):
-        fail(~known, "unknown transition code")
-    is_shift, is_reduce = transitions == SHIFT, transitions == REDUCE
-    depth = np.cumsum(is_shift.astype(np.int64) - is_reduce, axis=1)  # items after each step
-    if np.any(is_reduce & (depth < 1)):
-        fail(is_reduce & (depth < 1), "REDUCE with fewer than two items on the stack")
-    shifts, reduces = is_shift.sum(axis=1), is_reduce.sum(axis=1)
-    for s in range(S):  # per-row totals; cheap (no per-step work)
-        if shifts[s] == 0:
-            raise ValueError(f"sentence {s}: no SHIFT (an empty sentence)")
-        if shifts[s] > N:
-            raise ValueError(f"sentence {s}: {shifts[s]} SHIFTs but only N={N} token slots")
-        if reduces[s] != shifts[s] - 1:
-            raise ValueError(f"sentence {s}: {reduces[s]} REDUCEs for {shifts[s]} SHIFTs (expected {shifts[s] - 1})")
-
 
 def choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tensor:
     """One sampled step's (log p(action taken), entropy), <float64>[S, 2] (docs/spec.md §7).
@@ -199,7 +133,7 @@ class SPINN(tf.Module):
 
     def __call__(self, leaves: tf.Tensor, transitions: tf.Tensor) -> tf.Tensor:
         """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
-        <int32>[S, T] -> encodings <float>[S, H]. Inputs must pass check_inputs."""
+        <int32>[S, T] -> encodings <float>[S, H]. Inputs must pass shared.contract.check_batch."""
         return self._run(leaves, transitions)
 
     def parse(self, leaves: tf.Tensor, transitions: tf.Tensor, mode: str = "predicted",
@@ -207,17 +141,13 @@ class SPINN(tf.Module):
         """The encoder with its transition head (docs/spec.md §7).
 
         leaves <float>[S, N, 2H]; transitions <int32>[S, T], passing
-        check_inputs: in gold mode they are followed, in predicted and sampled
-        mode only each row's number of SHIFTs (n) is used, and the head decides
-        2n - 1 steps; uniforms <float64>[S, T] (sampled mode only): step t of a
-        sentence REDUCEs, where both actions are valid, if ``uniforms[:, t]``
-        < p_R. Returns the encodings and what was followed and scored.
+        shared.contract's checks on the host: in gold mode they are followed,
+        in predicted and sampled mode only each row's number of SHIFTs (n) is
+        used, and the head decides 2n - 1 steps; uniforms <float64>[S, T]
+        (sampled mode only): step t of a sentence REDUCEs, where both actions
+        are valid, if ``uniforms[:, t]`` < p_R. Returns
+        shared.parsing.SentenceParses: the encodings and what was followed and scored.
         """
-        check_mode(mode)
-        if self.tracker is None or self.tracker.transition is None:
-            raise ValueError(f"parse needs the transition head, but the model has no {HEAD_KERNEL!r}")
-        if (mode == "sampled") != (uniforms is not None):
-            raise ValueError("uniforms are given in sampled mode, and only there")
         return self._run(leaves, transitions, mode, uniforms, with_head=True)
 
     def _run(self, leaves, transitions, mode: str = "gold", uniforms=None, with_head: bool = False):

@@ -29,7 +29,7 @@ def reinforce_loss(model: SNLIClassifier, inputs, labels, uniforms, baseline, re
 
     ``uniforms``: (premise_u, hypothesis_u) <float64>[B, T]; ``baseline``
     <float64>[]. The weights are Python numbers fixed when tracing."""
-    _, _, logits, parses = model.parse(*inputs, mode="sampled", uniforms=uniforms, training=training, seed=seed)
+    parses, logits = model.parse(*inputs, mode="sampled", uniforms=uniforms, training=training, seed=seed)
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)  # [B]
     rewards = tf.stop_gradient(-ce)
     B = tf.shape(labels)[0]

@@ -29,13 +29,13 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from shared import optimizers
+from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats
 from shared.runner import Runner as RunnerBase
-from shared.parsing import Parsed, check_mode
+from shared.parsing import Parsed, check_mode, split_pairs
 
 from . import convert, reinforce, train
 from .eager import EagerClassifier
@@ -151,7 +151,9 @@ class Runner(RunnerBase):
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
         if algorithm == "eager" and (xla or memory is not None):
             raise ValueError("algorithm 'eager' builds no graph: xla and memory do not apply")
-        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed)
+        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
+                         transition_weight=transition_weight, reinforce_weight=reinforce_weight,
+                         entropy_weight=entropy_weight)
         # Default memory: the TensorArray for the CPU graph executor (see model.py);
         # a dense tensor under XLA (which cannot compile the TensorArray scatter)
         # and on a GPU, where the TensorArray's one-element-per-item scatter
@@ -163,17 +165,12 @@ class Runner(RunnerBase):
         if xla and memory == "tensor_array":
             raise ValueError("XLA cannot compile the TensorArray memory (TensorListScatterIntoExistingList); "
                              "use memory='dense' with xla=True")
-        # The supervised loss's weight (docs/spec.md §7), a training setting like dropout.
-        self.transition_weight = train.check_transition_weight(config, transition_weight)
-        # The REINFORCE loss's weights (docs/spec.md §7), constants of its traced functions.
-        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
-            config, reinforce_weight, entropy_weight)
         self.device = tf_device(device)
         self.xla = bool(xla)
         self.memory = memory
         self.algorithm = algorithm
-        if algorithm == "eager":  # device-to-host reads of decisions by the last encode or parse
-            self.last_host_syncs = 0
+        # The eager algorithm reads each decision back to Python (last_host_syncs counts them).
+        self.reads_decisions_on_host = algorithm == "eager"
         with tf.device(self.device):
             self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory,
                                                 model_class=ALGORITHMS[algorithm])
@@ -199,59 +196,50 @@ class Runner(RunnerBase):
         self._reinforce_weights = weights
         self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
         self._wrap = wrap
-        self._encode = wrap("encode", encode, INPUTS, self.xla, self._shapes)
-        self._loss_and_grads = wrap("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla, self._shapes)
-        self._train_step: Traced | None = None
-        self._reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
+        self._traced_encode = wrap("encode", encode, INPUTS, self.xla, self._shapes)
+        self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla,
+                                           self._shapes)
+        self._traced_train_step: Traced | None = None
+        self._traced_reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
                                               REINFORCE_INPUTS, self.xla, self._shapes)
-        self._reinforce_step: Traced | None = None
+        self._traced_reinforce_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
-        self._parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
+        self._traced_parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
 
     def _tensors(self, arrays):
         with tf.device(self.device):
             return [tf.constant(a) for a in arrays]
 
-    def encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with tf.device(self.device):
-            out = self._encode(*self._tensors(train.model_inputs(batch, self.config)))
+            out = self._traced_encode(*self._tensors(train.model_inputs(batch)))
         if self.algorithm == "eager":
             self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.numpy() for t in out)
 
-    def parse(self, batch: PairBatch, mode: str = "predicted",
-              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> Parsed:
-        """Eval mode: encode with the transitions of ``mode`` (docs/spec.md §7),
-        "gold", "predicted" or "sampled"; ``uniforms`` (premise_u, hypothesis_u)
-        <float>[B, T] in sampled mode, and only there. One traced function per
-        mode; the decisions are taken inside it, and the call returns once."""
-        arrays = train.parse_inputs(batch, self.config, mode, uniforms)
-        if mode not in self._parse:
+    def _parse(self, batch: PairBatch, mode: str, uniforms: tuple[np.ndarray, np.ndarray] | None) -> Parsed:
+        """One traced function per mode (its uniforms, sampled mode's two
+        float64 [B, T], are inputs); the decisions are taken inside it, and
+        the call returns once."""
+        arrays = train.model_inputs(batch) + (uniforms or ())
+        if mode not in self._traced_parse:
             model = self.model
 
             def parse(*inputs):  # four int32 arrays, then in sampled mode two float64 [B, T]
-                uniforms = inputs[4:] or None
-                premise, hypothesis, logits, parses = model.parse(*inputs[:4], mode=mode, uniforms=uniforms)
-                return (premise, hypothesis, logits) + tuple(parses[1:])
+                return model.parse(*inputs[:4], mode=mode, uniforms=inputs[4:] or None)
 
             signature = INPUTS + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
-            self._parse[mode] = self._wrap(f"parse_{mode}", parse, signature, self.xla, self._shapes)
+            self._traced_parse[mode] = self._wrap(f"parse_{mode}", parse, signature, self.xla, self._shapes)
         with tf.device(self.device):
-            out = self._parse[mode](*self._tensors(arrays))
-        premise, hypothesis, logits, transitions, transition_logits, logprob, entropy = (t.numpy() for t in out)
+            parses, logits = self._traced_parse[mode](*self._tensors(arrays))
         if self.algorithm == "eager":  # define-by-run: how often Python read a decision back
             self.last_host_syncs = self.model.spinn.last_host_syncs
-        B = batch.size
-        sides = {}
-        for name, value in (("transitions", transitions), ("transition_logits", transition_logits),
-                            ("logprob", logprob), ("entropy", entropy)):
-            sides[f"premise_{name}"], sides[f"hypothesis_{name}"] = value[:B], value[B:]
-        return Parsed(premise=premise, hypothesis=hypothesis, logits=logits, **sides)
+        return split_pairs(parses, logits, lambda t: t.numpy())
 
-    def loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
-        arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
+    def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
+        arrays = train.model_inputs(batch) + (train.labels_array(batch),)
         with tf.device(self.device):
-            loss, grads = self._loss_and_grads(*self._tensors(arrays))
+            loss, grads = self._traced_loss_and_grads(*self._tensors(arrays))
         return float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads])
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
@@ -259,7 +247,7 @@ class Runner(RunnerBase):
         frozen = optimizers.check_frozen(frozen, param_shapes(self.config))
         with tf.device(self.device):
             optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
-        self._retired += [f for f in (self._train_step, self._reinforce_step) if f is not None]
+        self._retired += [f for f in (self._traced_train_step, self._traced_reinforce_step) if f is not None]
         model, weight_decay, transition_weight = self.model, hyper["weight_decay"], self.transition_weight
 
         def train_step(*inputs_labels_seed):
@@ -269,7 +257,8 @@ class Runner(RunnerBase):
 
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
-        self._train_step = self._wrap("train_step", train_step, INPUTS + [LABELS, SEED], self.xla, self._shapes)
+        self._traced_train_step = self._wrap("train_step", train_step, INPUTS + [LABELS, SEED], self.xla,
+                                             self._shapes)
         weights = self._reinforce_weights
 
         def reinforce_step(*inputs_labels_uniforms_baseline_seed):
@@ -277,8 +266,8 @@ class Runner(RunnerBase):
             return reinforce.train_step(model, optimizer, inputs, labels, (premise_u, hypothesis_u), baseline, seed,
                                         frozen=frozen, weight_decay=weight_decay, **weights)
 
-        self._reinforce_step = self._wrap("reinforce_step", reinforce_step, REINFORCE_INPUTS + [SEED], self.xla,
-                                          self._shapes)
+        self._traced_reinforce_step = self._wrap("reinforce_step", reinforce_step, REINFORCE_INPUTS + [SEED],
+                                                 self.xla, self._shapes)
         self.optimizer = optimizer
         self._optimizer_spec = (name, hyper, frozen)
 
@@ -286,11 +275,10 @@ class Runner(RunnerBase):
         self._need_optimizer()
         train.set_learning_rate(self.optimizer, lr)  # a variable the traced step reads: no retrace
 
-    def train_step(self, batch: PairBatch) -> float:
-        self._need_optimizer()
-        arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
+    def _train_step(self, batch: PairBatch) -> float:
+        arrays = train.model_inputs(batch) + (train.labels_array(batch),)
         with tf.device(self.device):
-            loss = self._train_step(*self._tensors(arrays + (self._step_seed(),)))
+            loss = self._traced_train_step(*self._tensors(arrays + (self._step_seed(),)))
         self.steps += 1
         return float(loss.numpy())
 
@@ -300,30 +288,27 @@ class Runner(RunnerBase):
         step_seed = np.random.SeedSequence([self.seed, self.steps]).generate_state(2) % (2**31 - 1)
         return step_seed.astype(np.int32)
 
-    def reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
-                                 baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+    def _reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
+                                  baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
         """Eval mode: (REINFORCE loss, canonical gradients, rewards <float>[B]); one trace for every shape."""
         with tf.device(self.device):
-            loss, grads, rewards = self._reinforce_loss_and_grads(*self._reinforce_tensors(batch, uniforms, baseline))
+            inputs = self._reinforce_tensors(batch, uniforms, baseline)
+            loss, grads, rewards = self._traced_reinforce_loss_and_grads(*inputs)
         return (float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads]),
                 rewards.numpy())
 
-    def reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
+    def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
         """One traced optimizer step on the REINFORCE loss (dropout as train_step);
         shared.reinforce.step_record of the numbers computed before the update."""
-        self._need_optimizer()
         inputs = self._reinforce_tensors(batch, uniforms, baseline)
         with tf.device(self.device):
-            loss, numbers = self._reinforce_step(*inputs, *self._tensors([self._step_seed()]))
+            loss, numbers = self._traced_reinforce_step(*inputs, *self._tensors([self._step_seed()]))
         self.steps += 1
         return shared_reinforce.step_record(float(loss.numpy()), **{k: v.numpy() for k, v in numbers.items()})
 
-    def _reinforce_tensors(self, batch: PairBatch, uniforms, baseline) -> list[tf.Tensor]:
-        """The inputs of the REINFORCE functions, checked on the host."""
-        shared_reinforce.require_head(self.config)
-        arrays = train.model_inputs(batch, self.config) + (train.labels_array(batch),)
-        arrays += shared_reinforce.check_uniforms(batch, uniforms)
-        arrays += (np.float64(shared_reinforce.check_baseline(baseline)),)
+    def _reinforce_tensors(self, batch: PairBatch, uniforms, baseline: float) -> list[tf.Tensor]:
+        """The inputs of the REINFORCE functions (checked by the Runner)."""
+        arrays = train.model_inputs(batch) + (train.labels_array(batch), *uniforms, np.float64(baseline))
         return self._tensors(arrays)
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
@@ -338,9 +323,9 @@ class Runner(RunnerBase):
         return convert.to_canonical(self.model)
 
     def _functions(self) -> list[Traced]:
-        steps = [f for f in (self._train_step, self._reinforce_step) if f is not None]
-        return ([self._encode, self._loss_and_grads, self._reinforce_loss_and_grads] + self._retired + steps
-                + list(self._parse.values()))
+        steps = [f for f in (self._traced_train_step, self._traced_reinforce_step) if f is not None]
+        return ([self._traced_encode, self._traced_loss_and_grads, self._traced_reinforce_loss_and_grads]
+                + self._retired + steps + list(self._traced_parse.values()))
 
     def compile_stats(self, program: str | None = None) -> CompileStats:
         """Summed over the entry points used so far (or of one: "encode",
@@ -362,23 +347,27 @@ class Runner(RunnerBase):
             raise ValueError("algorithm 'eager' traces no function: its entry points run eagerly")
         if program == "train_step":
             self._need_optimizer()
-            return self._train_step
+            return self._traced_train_step
         if program.startswith("parse:"):  # "parse:gold", "parse:predicted", "parse:sampled" (docs/spec.md §7)
             mode = check_mode(program.split(":", 1)[1])
-            if mode not in self._parse:
+            if mode not in self._traced_parse:
                 raise ValueError(f"{program} is traced by its first call: call parse(batch, {mode!r}) first")
-            return self._parse[mode]
-        functions = {"encode": self._encode, "loss_and_grads": self._loss_and_grads}
+            return self._traced_parse[mode]
+        functions = {"encode": self._traced_encode, "loss_and_grads": self._traced_loss_and_grads}
         if program not in functions:
             raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
         return functions[program]
 
     def program_inputs(self, batch: PairBatch, program: str = "encode") -> list[tf.Tensor]:
-        """The tensors ``program`` ("encode" or "loss_and_grads") is called
-        with for ``batch``, checked on the host first."""
-        if program.startswith("parse:"):  # gold and predicted mode: the four model inputs
-            return self._tensors(train.parse_inputs(batch, self.config, program.split(":", 1)[1]))
-        arrays = train.model_inputs(batch, self.config)
+        """The tensors ``program`` ("encode", "loss_and_grads", "parse:gold" or
+        "parse:predicted") is called with for ``batch``, checked on the host
+        first as the public methods check them."""
+        if program.startswith("parse:"):
+            mode = program.split(":", 1)[1]
+            contract.check_parse(self.config, batch, mode, None)
+            return self._tensors(train.model_inputs(batch))
+        contract.check_batch(batch, self.config)
+        arrays = train.model_inputs(batch)
         if program == "loss_and_grads":
-            arrays += (train.labels_array(batch),)
+            arrays += (contract.check_labels(batch),)
         return self._tensors(arrays)

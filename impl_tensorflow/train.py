@@ -30,13 +30,12 @@ import tensorflow as tf
 
 from shared import optimizers
 from shared.batching import PairBatch
-from shared.params import ModelConfig, param_shapes
-from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, check_mode
+from shared.params import param_shapes
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN
 from shared.transitions import PAD, REDUCE
 
 from . import convert
 from .classifier import SNLIClassifier
-from .model import check_inputs, require_head
 
 # Keras 3 picks its backend when first imported; the optimizers below must be
 # the TensorFlow ones. (Only a default: an explicit choice is respected, and
@@ -52,57 +51,16 @@ OPTIMIZERS = optimizers.OPTIMIZERS
 # --------------------------------------------------------------------------
 
 
-def model_inputs(batch: PairBatch, config: ModelConfig) -> tuple[np.ndarray, ...]:
-    """The four model arguments as int32 arrays, checked on the host (the graph cannot raise)."""
+def model_inputs(batch: PairBatch) -> tuple[np.ndarray, ...]:
+    """The four model arguments as int32 arrays (checked by the Runner on the
+    host, shared.contract.check_batch: the graph cannot raise)."""
     arrays = (batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens, batch.hypothesis_transitions)
-    arrays = tuple(np.asarray(a, dtype=np.int32) for a in arrays)
-    for side, (tokens, transitions) in (("premise", arrays[:2]), ("hypothesis", arrays[2:])):
-        try:
-            check_inputs(tokens, transitions, config.vocab_size)
-        except ValueError as err:
-            raise ValueError(f"{side}: {err}") from None
-    return arrays
+    return tuple(np.asarray(a, dtype=np.int32) for a in arrays)
 
 
 def labels_array(batch: PairBatch) -> np.ndarray:
-    labels = np.asarray(batch.labels, dtype=np.int32)
-    if np.any(labels < 0) or np.any(labels > 2):
-        raise ValueError("loss needs labels 0..2 on every row (unlabeled rows must be filtered out)")
-    return labels
-
-
-def check_transition_weight(config: ModelConfig, transition_weight: float) -> float:
-    """The supervised loss's weight (docs/spec.md §7): >= 0, and > 0 only with a transition head."""
-    transition_weight = float(transition_weight)
-    if not transition_weight >= 0.0:
-        raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
-    if transition_weight > 0.0:
-        require_head(config, f"transition_weight {transition_weight}")
-    return transition_weight
-
-
-def parse_inputs(batch: PairBatch, config: ModelConfig, mode: str, uniforms=None) -> tuple[np.ndarray, ...]:
-    """The checked arrays of a parse: the four model inputs, and in sampled
-    mode the two <float64>[B, T] uniforms (premise_u, hypothesis_u) of
-    shared.parsing.batch_uniforms, given in sampled mode and only there."""
-    check_mode(mode)
-    require_head(config, "parse")
-    arrays = model_inputs(batch, config)
-    if mode != "sampled":
-        if uniforms is not None:
-            raise ValueError(f"uniforms are for sampled mode only, got them in {mode} mode")
-        return arrays
-    if uniforms is None:
-        raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): see shared.parsing.uniforms_for")
-    if len(uniforms) != 2:
-        raise ValueError(f"uniforms: expected (premise_u, hypothesis_u), got {len(uniforms)} arrays")
-    out = []
-    for side, u, transitions in (("premise", uniforms[0], arrays[1]), ("hypothesis", uniforms[1], arrays[3])):
-        u = np.asarray(u, dtype=np.float64)
-        if u.shape != transitions.shape:
-            raise ValueError(f"{side} uniforms: expected shape {transitions.shape} (the batch's [B, T]), got {u.shape}")
-        out.append(u)
-    return arrays + tuple(out)
+    """The labels as int32 (the Runner has checked them: 0..2 on every row)."""
+    return np.asarray(batch.labels, dtype=np.int32)
 
 
 # --------------------------------------------------------------------------
@@ -117,7 +75,7 @@ def batch_loss(model: SNLIClassifier, inputs, labels, training: bool = False, se
     if not transition_weight:  # a Python value: the graph of a plain model is what it always was
         _, _, logits = model(*inputs, training=training, seed=seed)
         return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
-    _, _, logits, parses = model.parse(*inputs, mode="gold", training=training, seed=seed)
+    parses, logits = model.parse(*inputs, mode="gold", training=training, seed=seed)
     class_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
     return class_loss + transition_weight * transition_loss(parses.transition_logits, parses.transitions)
 

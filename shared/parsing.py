@@ -12,7 +12,10 @@ holds what every implementation shares about that, written once:
 * the uniform numbers of sampled mode, drawn here from (seed, epoch, row) so
   every framework takes the same samples (:func:`pair_uniforms`,
   :func:`batch_uniforms`);
-* the record every implementation returns (:class:`Parsed`);
+* what every SPINN's parse returns for its 2B sentences
+  (:class:`SentenceParses`, in the framework's own arrays), and the one
+  place that splits it into the record every runner returns
+  (:func:`split_pairs` -> :class:`Parsed`);
 * the evaluation of parses against gold ones (:class:`ParseCounts`,
   :func:`teacher_forced_accuracy`, :func:`parse_agreement`,
   :func:`bracket_f1`).
@@ -24,7 +27,7 @@ codes are those of shared.transitions (PAD 0, SHIFT 1, REDUCE 2).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -98,6 +101,42 @@ class Parsed:
     def to_dict(self) -> dict[str, np.ndarray]:
         """The eleven arrays by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+class SentenceParses(NamedTuple):
+    """What a SPINN's ``parse`` returns for S sentences (docs/spec.md §7).
+
+    A pair batch runs as one batch of S = 2B sentences, the B premises first,
+    then the B hypotheses. The fields are the framework's own arrays (a
+    tensor, an array inside a traced program, or NumPy), so the record can
+    leave a traced or compiled function as it is (a NamedTuple is a structure
+    the compiled frameworks understand) and keep its gradient where it has
+    one; the runner turns it into :class:`Parsed` with :func:`split_pairs`.
+    """
+
+    encodings: Any  # <float>[S, H]
+    # Followed: in gold mode the input; in predicted and sampled mode each
+    # sentence's 2n-1 decided steps, then PAD.
+    transitions: Any  # <int32>[S, T]
+    transition_logits: Any  # <float>[S, T, 2] t = (t_S, t_R) at non-PAD steps, zeros at PAD
+    logprob: Any  # <float>[S] sampled mode: sum over choice steps of log p(action taken); else zeros
+    entropy: Any  # <float>[S] sampled mode: sum over choice steps of the step's entropy; else zeros
+
+
+def split_pairs(parses: SentenceParses, logits, as_numpy: Callable[[Any], np.ndarray] = np.asarray) -> Parsed:
+    """The :class:`Parsed` of a pair batch from its 2B sentences' parses
+    (premises first) and its class logits <float>[B, 3]; ``as_numpy`` brings
+    one of the framework's arrays to the host."""
+    logits = as_numpy(logits)
+    B = len(logits)
+    arrays = {"logits": logits}
+    for name, value in zip(SentenceParses._fields, parses):
+        value = as_numpy(value)
+        if name == "transitions":
+            value = value.astype(np.int32, copy=False)
+        side = {"encodings": ""}.get(name, f"_{name}")
+        arrays[f"premise{side}"], arrays[f"hypothesis{side}"] = value[:B], value[B:]
+    return Parsed(**arrays)
 
 
 # --------------------------------------------------------------------------

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .params import ModelConfig
+from .contract import check_batch, check_labels, check_transition_weight, check_uniforms, require_head
 from .parsing import REDUCE_COLUMN, SHIFT_COLUMN, Parsed, check_mode, log_sigmoid
 from .parsing import sigmoid as probability
-from .reference_encoder import Params, as_f64, encode, encode_sentence, encoder_backward, require_head
+from .reference_encoder import Params, as_f64, encode, encode_sentence, encoder_backward
 from .transitions import REDUCE, SHIFT
 
 __all__ = ["Output", "encode", "encode_sentence", "features", "classify",
@@ -105,8 +106,9 @@ class _BatchRun:
 def _run_batch(p: Params, config: ModelConfig, batch, mode: str = "gold", uniforms=None) -> _BatchRun:
     """Run every sentence of a pair batch in ``mode`` (``uniforms``: premise_u, hypothesis_u [B, T])."""
     check_mode(mode)
-    if mode == "sampled" and uniforms is None:
-        raise ValueError("sampled mode needs uniforms (premise_u, hypothesis_u): see shared.parsing.batch_uniforms")
+    if mode == "sampled":
+        uniforms = check_uniforms(batch, uniforms)
+    check_batch(batch, config, mode)
     enc, tapes = {}, {}
     for k, side in enumerate(SIDES):
         tokens = getattr(batch, f"{side}_tokens")
@@ -172,13 +174,6 @@ def parse(params: Params, config: ModelConfig, batch, mode: str = "predicted", u
 # --------------------------------------------------------------------------
 
 
-def _labels(batch) -> np.ndarray:
-    labels = np.asarray(batch.labels)
-    if np.any(labels < 0) or np.any(labels > 2):
-        raise ValueError("loss needs labels 0..2 on every row (unlabeled rows must be filtered out)")
-    return labels
-
-
 def _class_loss_gradient(logits: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """d mean_i CE_i / d logits: (softmax - one-hot) / B."""
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -201,18 +196,11 @@ def _transition_loss(tapes: dict) -> tuple[float, int]:
     return total, count
 
 
-def _check_transition_weight(config: ModelConfig, transition_weight: float) -> None:
-    if transition_weight < 0:
-        raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
-    if transition_weight > 0:
-        require_head(config, f"transition_weight {transition_weight}")
-
-
 def loss(params: Params, config: ModelConfig, batch, transition_weight: float = 0.0) -> float:
     """The supervised loss of :func:`loss_and_grads`, forward only."""
-    _check_transition_weight(config, transition_weight)
+    check_transition_weight(config, transition_weight)
     run = _run_batch(as_f64(params), config, batch)
-    value = cross_entropy(run.logits, _labels(batch))
+    value = cross_entropy(run.logits, check_labels(batch))
     if transition_weight > 0:
         total, count = _transition_loss(run.tapes)
         value += transition_weight * total / count
@@ -230,9 +218,9 @@ def loss_and_grads(params: Params, config: ModelConfig, batch,
     validity mask (docs/spec.md §7). A model with a head and weight 0 gets
     zero gradients for the head.
     """
-    _check_transition_weight(config, transition_weight)
+    check_transition_weight(config, transition_weight)
     p = as_f64(params)
-    labels = _labels(batch)
+    labels = check_labels(batch)
     run = _run_batch(p, config, batch)
     value = cross_entropy(run.logits, labels)
     grads = {name: np.zeros_like(value_) for name, value_ in p.items()}
@@ -283,7 +271,7 @@ def reinforce_loss(params: Params, config: ModelConfig, batch, uniforms, baselin
     """
     require_head(config, "REINFORCE")
     run = _run_batch(as_f64(params), config, batch, "sampled", uniforms)
-    return _reinforce_value(run, _labels(batch), baseline, reinforce_weight, entropy_weight, rewards)[0]
+    return _reinforce_value(run, check_labels(batch), baseline, reinforce_weight, entropy_weight, rewards)[0]
 
 
 def reinforce_loss_and_grads(params: Params, config: ModelConfig, batch, uniforms, baseline: float,
@@ -302,7 +290,7 @@ def reinforce_loss_and_grads(params: Params, config: ModelConfig, batch, uniform
     """
     require_head(config, "REINFORCE")
     p = as_f64(params)
-    labels = _labels(batch)
+    labels = check_labels(batch)
     run = _run_batch(p, config, batch, "sampled", uniforms)
     value, rewards = _reinforce_value(run, labels, baseline, reinforce_weight, entropy_weight)
     grads = {name: np.zeros_like(value_) for name, value_ in p.items()}

@@ -22,14 +22,14 @@ from typing import Mapping
 
 import numpy as np
 
+from .contract import HEAD_KERNEL
 from .params import ModelConfig
-from .parsing import REDUCE_COLUMN, SHIFT_COLUMN, check_mode, log_sigmoid
+from .parsing import REDUCE_COLUMN, SHIFT_COLUMN, log_sigmoid
 from .parsing import sigmoid as probability
 from .transitions import PAD, REDUCE, SHIFT
 
 Params = Mapping[str, np.ndarray]
 
-HEAD_KERNEL = "tracker.transition.kernel"
 HEAD_BIAS = "tracker.transition.bias"
 
 
@@ -39,12 +39,6 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 def as_f64(params: Params) -> dict[str, np.ndarray]:
     return {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
-
-
-def require_head(config: ModelConfig, what: str) -> None:
-    if not config.transition_head:
-        raise ValueError(f"{what} needs the transition head, but the model has no {HEAD_KERNEL!r} "
-                         "(its config has transition_head false; docs/spec.md §7)")
 
 
 # --------------------------------------------------------------------------
@@ -142,24 +136,14 @@ def encode_sentence(params: Params, config: ModelConfig, tokens: np.ndarray, tra
     ``transitions``; in predicted and sampled mode only their count of SHIFTs
     (n) is used and the head decides 2n-1 steps, step t of sampled mode using
     ``uniforms[t]``. ``tape.followed`` holds the transitions followed, in a
-    row as wide as ``transitions``.
+    row as wide as ``transitions``. The caller has checked its batch
+    (shared.contract: the mode, the head, the uniforms, 1 <= n and 2n-1 <= T).
     """
-    check_mode(mode)
-    if mode != "gold":
-        require_head(config, f"{mode} mode")
     p = params
     H, D = config.hidden_dim, config.tracker_dim
     transitions = np.asarray(transitions)
     n = int(np.sum(transitions == SHIFT))
     num_columns = len(transitions)
-    if mode != "gold":
-        if n < 1:
-            raise ValueError(f"{mode} mode: the row has no SHIFT, so the sentence has no tokens")
-        if 2 * n - 1 > num_columns:
-            raise ValueError(f"{n} tokens need {2 * n - 1} steps, the row has {num_columns}")
-        if mode == "sampled" and (uniforms is None or len(uniforms) < 2 * n - 1):
-            raise ValueError(f"sampled mode needs {2 * n - 1} uniform numbers for this sentence, got "
-                             + ("none" if uniforms is None else str(len(uniforms))))
     leaf_ids = np.asarray(tokens)[:n]
     x = p["embed.embedding"][leaf_ids]
     proj = x @ p["projection.kernel"] + p["projection.bias"]

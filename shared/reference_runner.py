@@ -28,51 +28,34 @@ class Runner(RunnerBase):
             raise ValueError("the NumPy reference runs on the CPU only")
         if dropout:
             raise ValueError("the reference has no dropout (it is the eval-mode oracle)")
-        super().__init__(params, config, dtype="float64", device=device, dropout=dropout, seed=seed)
+        super().__init__(params, config, dtype="float64", device=device, dropout=dropout, seed=seed,
+                         transition_weight=transition_weight, reinforce_weight=reinforce_weight,
+                         entropy_weight=entropy_weight)
         self.params = cast_params(params, np.float64)
-        # The supervised loss of docs/spec.md §7 in loss_and_grads and train_step (> 0 needs the head).
-        if not float(transition_weight) >= 0.0:
-            raise ValueError(f"transition_weight must be >= 0, got {transition_weight}")
-        if transition_weight > 0 and not config.transition_head:
-            raise ValueError(f"transition_weight {transition_weight} needs the transition head, but the model has "
-                             "no 'tracker.transition.kernel' (its config has transition_head false; docs/spec.md §7)")
-        self.transition_weight = float(transition_weight)
-        self.reinforce_weight, self.entropy_weight = shared_reinforce.check_weights(
-            config, reinforce_weight, entropy_weight)
         self.optimizer = None  # (name, hyperparameters, frozen names)
         self.lr = None
         self.state: dict[str, np.ndarray] = {}
 
-    def encode(self, batch):
+    def _encode(self, batch):
         out = reference.forward(self.params, self.config, batch)
         return out.premise, out.hypothesis, out.logits
 
-    def parse(self, batch, mode: str = "predicted", uniforms=None) -> Parsed:
+    def _parse(self, batch, mode: str, uniforms) -> Parsed:
         """docs/spec.md §7: the float64 reference's parse (see shared.reference.parse)."""
-        if mode != "sampled" and uniforms is not None:
-            raise ValueError(f"uniforms are for sampled mode only; {mode} mode does not draw")
-        return reference.parse(self.params, self.config, batch, mode, uniforms=uniforms)
-
-    def loss_and_grads(self, batch):
-        return reference.loss_and_grads(self.params, self.config, batch, self.transition_weight)
-
-    def parse(self, batch, mode: str = "predicted", uniforms=None):
         return reference.parse(self.params, self.config, batch, mode, uniforms)
 
-    def reinforce_loss_and_grads(self, batch, uniforms, baseline):
-        shared_reinforce.require_head(self.config)
-        uniforms = shared_reinforce.check_uniforms(batch, uniforms)
-        return reference.reinforce_loss_and_grads(self.params, self.config, batch, uniforms,
-                                                  shared_reinforce.check_baseline(baseline),
+    def _loss_and_grads(self, batch):
+        return reference.loss_and_grads(self.params, self.config, batch, self.transition_weight)
+
+    def _reinforce_loss_and_grads(self, batch, uniforms, baseline):
+        return reference.reinforce_loss_and_grads(self.params, self.config, batch, uniforms, baseline,
                                                   self.reinforce_weight, self.entropy_weight)
 
-    def reinforce_step(self, batch, uniforms, baseline) -> dict:
-        """One optimizer step on the REINFORCE loss; the record of
-        shared.reinforce.step_record (the parse is run a second time for it:
-        the reference favours plainness over speed)."""
-        self._need_optimizer()
+    def _reinforce_step(self, batch, uniforms, baseline) -> dict:
+        """One optimizer step on the REINFORCE loss (the parse is run a second
+        time for its record: the reference favours plainness over speed)."""
         name, hyper, frozen = self.optimizer
-        value, grads, rewards = self.reinforce_loss_and_grads(batch, uniforms, baseline)
+        value, grads, rewards = self._reinforce_loss_and_grads(batch, uniforms, baseline)
         parsed = reference.parse(self.params, self.config, batch, "sampled", uniforms)
         self.params = optimizers.apply(name, hyper, self.lr, self.params, grads, self.state, frozen)
         self.steps = int(self.state[optimizers.STEP])
@@ -91,8 +74,7 @@ class Runner(RunnerBase):
         self._need_optimizer()
         self.lr = lr
 
-    def train_step(self, batch) -> float:
-        self._need_optimizer()
+    def _train_step(self, batch) -> float:
         name, hyper, frozen = self.optimizer
         value, grads = reference.loss_and_grads(self.params, self.config, batch, self.transition_weight)
         self.params = optimizers.apply(name, hyper, self.lr, self.params, grads, self.state, frozen)

@@ -7,8 +7,9 @@ Every implementation computes the loss
 
 in its own style (impl_*/reinforce.py); what they share is written once here:
 
-* :func:`check_weights`: the two weights, checked the same way by every runner;
-* :func:`check_uniforms`: the uniforms of a batch, checked on the host;
+* the checks of its inputs (the two weights, the head, the uniforms, the
+  baseline) live with the other contract checks in shared/contract.py, which
+  the Runner base class calls before every REINFORCE call;
 * :func:`step_record`: the dict ``reinforce_step`` returns, from the numbers
   the step computed before its update (rewards, log-probabilities,
   entropies, the transitions followed), so the training log reads the same
@@ -19,63 +20,13 @@ in its own style (impl_*/reinforce.py); what they share is written once here:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from .params import ModelConfig
+from .contract import require_head  # noqa: F401 (the training loop's check, where it asks for REINFORCE)
 from .parsing import strip_pad
 from .transitions import REDUCE, SHIFT, plain_transitions
 
-HEAD_KERNEL = "tracker.transition.kernel"
 BASELINE_DECAY = 0.9  # b <- 0.9 b + 0.1 mean r (docs/spec.md §7)
-DEFAULT_REINFORCE_WEIGHT = 1.0
-DEFAULT_ENTROPY_WEIGHT = 0.0
-
-
-def require_head(config: ModelConfig, what: str = "REINFORCE") -> None:
-    if not config.transition_head:
-        raise ValueError(f"{what} needs the transition head, but the model has no {HEAD_KERNEL!r} "
-                         "(its config has transition_head false; docs/spec.md §7)")
-
-
-def check_weights(config: ModelConfig, reinforce_weight: float, entropy_weight: float) -> tuple[float, float]:
-    """The constructor options ``reinforce_weight`` and ``entropy_weight`` as floats.
-
-    Both must be finite and >= 0. A weight set to anything but its default
-    asks for REINFORCE, which needs the transition head: on a model without
-    one that is a ValueError naming the head's kernel.
-    """
-    weights = {"reinforce_weight": reinforce_weight, "entropy_weight": entropy_weight}
-    for name, value in weights.items():
-        value = float(value)
-        if not (math.isfinite(value) and value >= 0.0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-        weights[name] = value
-    if (weights["reinforce_weight"] != DEFAULT_REINFORCE_WEIGHT
-            or weights["entropy_weight"] != DEFAULT_ENTROPY_WEIGHT):
-        require_head(config, f"reinforce_weight {weights['reinforce_weight']}, "
-                             f"entropy_weight {weights['entropy_weight']}")
-    return weights["reinforce_weight"], weights["entropy_weight"]
-
-
-def check_uniforms(batch, uniforms) -> tuple[np.ndarray, np.ndarray]:
-    """(premise_u, hypothesis_u) as float64 arrays of the batch's [B, T] (docs/spec.md §7)."""
-    if uniforms is None:
-        raise ValueError("REINFORCE samples its parses: it needs uniforms (premise_u, hypothesis_u), "
-                         "see shared.parsing.uniforms_for")
-    shape = np.shape(batch.premise_transitions)
-    if len(uniforms) != 2 or any(np.shape(u) != shape for u in uniforms):
-        raise ValueError(f"uniforms must be two arrays of the transitions' shape {shape}, got "
-                         f"{[np.shape(u) for u in uniforms]}")
-    return tuple(np.asarray(u, dtype=np.float64) for u in uniforms)
-
-
-def check_baseline(baseline) -> float:
-    baseline = float(baseline)
-    if not math.isfinite(baseline):
-        raise ValueError(f"the baseline must be a finite number, got {baseline}")
-    return baseline
 
 
 def _choice_reduces(row) -> tuple[int, int]:

@@ -17,7 +17,9 @@ from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 
+from shared import contract
 from shared.params import ModelConfig
+from shared.parsing import Parsed
 
 
 @dataclass
@@ -71,7 +73,16 @@ class Runner(abc.ABC):
 
     Subclasses set ``framework`` and implement the abstract methods; the
     constructor keeps what every implementation needs (config, dtype, seed,
-    the dropout rate checked, the step count, no optimizer yet).
+    the dropout rate and the loss weights checked, the step count, no
+    optimizer yet).
+
+    The methods that take a batch are template methods: the public one
+    (``encode``, ``parse``, ``train_step``, ...) checks its inputs on the host
+    with shared/contract.py and dispatches to the protected one an
+    implementation defines (``_encode``, ``_parse``, ``_train_step``, ...),
+    which may take its inputs as checked. So every implementation refuses the
+    same inputs with the same one-line message, and a compiled program never
+    sees an input it would silently misread.
     """
 
     framework: ClassVar[str]
@@ -84,9 +95,17 @@ class Runner(abc.ABC):
     reads_decisions_on_host: ClassVar[bool] = False
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
-                 device: str = "cpu", dropout: float = 0.0, seed: int = 0):
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
+                 reinforce_weight: float = contract.DEFAULT_REINFORCE_WEIGHT,
+                 entropy_weight: float = contract.DEFAULT_ENTROPY_WEIGHT):
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        # The losses' weights (docs/spec.md §7), checked here for every implementation:
+        # the supervised transition loss's in loss_and_grads and train_step (> 0 needs
+        # the head), and REINFORCE's in the reinforce_* methods.
+        self.transition_weight = contract.check_transition_weight(config, transition_weight)
+        self.reinforce_weight, self.entropy_weight = contract.check_weights(config, reinforce_weight,
+                                                                            entropy_weight)
         self.config = config
         self.dtype = dtype
         self.dropout = dropout
@@ -109,15 +128,64 @@ class Runner(abc.ABC):
 
     # -- inference and gradients ------------------------------------------
 
-    @abc.abstractmethod
     def encode(self, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Eval mode: premise <dtype>[B, H], hypothesis <dtype>[B, H], logits <dtype>[B, 3]."""
+        contract.check_batch(batch, self.config)
+        return self._encode(batch)
+
+    def loss_and_grads(self, batch) -> tuple[float, dict[str, np.ndarray]]:
+        """Eval mode: mean cross-entropy (plus ``transition_weight`` times the
+        supervised transition loss) and its gradient per canonical parameter."""
+        contract.check_batch(batch, self.config)
+        contract.check_labels(batch)
+        return self._loss_and_grads(batch)
+
+    def parse(self, batch, mode: str = "predicted", uniforms=None) -> Parsed:
+        """Eval mode: the batch in transitions ``mode`` (docs/spec.md §7):
+        "gold" follows the batch's transitions (the head scores every step),
+        "predicted" and "sampled" let the head decide. ``uniforms``
+        (premise_u, hypothesis_u) <float>[B, T] of shared.parsing.uniforms_for,
+        in sampled mode and only there. Needs the transition head."""
+        self.require("parse")
+        uniforms = contract.check_parse(self.config, batch, mode, uniforms)
+        return self._parse(batch, mode, uniforms)
+
+    def reinforce_loss_and_grads(self, batch, uniforms, baseline: float
+                                 ) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+        """Eval mode: (REINFORCE loss, its gradient per canonical parameter,
+        rewards <float>[B]), the parses sampled with ``uniforms`` and the
+        scalar ``baseline`` b (docs/spec.md §7)."""
+        uniforms, baseline = self._check_reinforce(batch, uniforms, baseline)
+        return self._reinforce_loss_and_grads(batch, uniforms, baseline)
+
+    def _check_reinforce(self, batch, uniforms, baseline) -> tuple[tuple[np.ndarray, np.ndarray], float]:
+        self.require("reinforce")
+        contract.require_head(self.config, "REINFORCE")
+        uniforms = contract.check_uniforms(batch, uniforms, "REINFORCE")
+        contract.check_batch(batch, self.config, "sampled")
+        contract.check_labels(batch)
+        return uniforms, contract.check_baseline(baseline)
+
 
     @abc.abstractmethod
-    def loss_and_grads(self, batch) -> tuple[float, dict[str, np.ndarray]]:
-        """Eval mode: mean cross-entropy and its gradient per canonical parameter."""
+    def _encode(self, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """encode, the batch checked."""
 
-    # -- training ---------------------------------------------------------
+    @abc.abstractmethod
+    def _loss_and_grads(self, batch) -> tuple[float, dict[str, np.ndarray]]:
+        """loss_and_grads, the batch and its labels checked."""
+
+    def _parse(self, batch, mode: str, uniforms: tuple[np.ndarray, np.ndarray] | None) -> Parsed:
+        """parse, everything checked: ``uniforms`` float64 in sampled mode, else None.
+        Required unless "parse" is in ``unsupported``."""
+        raise NotImplementedError(f"{type(self).__name__} defines no _parse; list 'parse' in unsupported")
+
+    def _reinforce_loss_and_grads(self, batch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float
+                                  ) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+        """reinforce_loss_and_grads, everything checked (float64 uniforms, a float baseline).
+        Required unless "reinforce" is in ``unsupported``."""
+        raise NotImplementedError(f"{type(self).__name__} defines no _reinforce_loss_and_grads; "
+                                  "list 'reinforce' in unsupported")
 
     @abc.abstractmethod
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
@@ -127,9 +195,30 @@ class Runner(abc.ABC):
     def set_learning_rate(self, lr: float) -> None:
         """The rate of the following steps; never retraces or recompiles."""
 
-    @abc.abstractmethod
     def train_step(self, batch) -> float:
         """One optimizer step in place; the loss before the update."""
+        self.require("train")
+        self._need_optimizer()
+        contract.check_batch(batch, self.config)
+        contract.check_labels(batch)
+        return self._train_step(batch)
+
+    def reinforce_step(self, batch, uniforms, baseline: float) -> dict:
+        """One optimizer step on the REINFORCE loss, in place; the record of
+        shared.reinforce.step_record, of the numbers computed before the update."""
+        self.require("train")
+        self._need_optimizer()
+        uniforms, baseline = self._check_reinforce(batch, uniforms, baseline)
+        return self._reinforce_step(batch, uniforms, baseline)
+
+    @abc.abstractmethod
+    def _train_step(self, batch) -> float:
+        """train_step, the optimizer set and the batch checked."""
+
+    def _reinforce_step(self, batch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
+        """reinforce_step, everything checked. Required unless "reinforce" is in ``unsupported``."""
+        raise NotImplementedError(f"{type(self).__name__} defines no _reinforce_step; "
+                                  "list 'reinforce' in unsupported")
 
     @abc.abstractmethod
     def optimizer_state(self) -> dict[str, np.ndarray]:
