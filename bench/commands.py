@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.config import add_size_arguments, model_config, quiet_frameworks
+from bench import frameworks
+from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset
-from bench.frameworks import NAMES, make_runner
 from bench.progress import Progress
 
 
@@ -28,8 +28,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("encode", help="encode every row of an SNLI jsonl file (docs/spec.md §5)")
-    p.add_argument("--framework", required=True, choices=NAMES,
-                   help="a framework or one of its variants (e.g. tensorflow-xla)")
+    p.add_argument("--framework", required=True, choices=frameworks.NAMES, metavar="FRAMEWORK",
+                   help=f"the reference, a framework or one of its variants: {', '.join(frameworks.NAMES)}")
     p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
     p.add_argument("--data", required=True, help="SNLI-format pairs (.jsonl or .txt)")
     p.add_argument("--out", required=True, help="output .npz: premise, hypothesis, logits, pair_id")
@@ -146,15 +146,15 @@ def cmd_encode(args: argparse.Namespace) -> int:
     from shared.snli import NO_LABEL, read_snli
     from shared.vocab import Vocabulary
 
-    quiet_frameworks()
+    dtype = args.dtype or default_dtype(args.framework)
+    quiet_frameworks(dtype, [args.framework])  # before the framework is imported (float64 may need a switch)
     loaded = load_params(args.params)
     seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
     vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
     pairs, _ = read_snli(args.data, keep_unlabeled=True)
     if not pairs:
         raise SystemExit(f"error: no rows in {args.data}")
-    dtype = args.dtype or ("float64" if args.framework == "reference" else "float32")
-    runner = make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
+    runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:
         arrays = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress,
                               transitions=args.transitions, seed=seed)

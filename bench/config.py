@@ -11,6 +11,7 @@ import sys
 import threading
 from typing import Sequence
 
+from bench import frameworks
 from shared.params import ModelConfig
 
 SIZE_FIELDS = ("embed_dim", "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers")
@@ -52,59 +53,61 @@ def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> 
 
 
 # --------------------------------------------------------------------------
-# Framework process settings (entry points and benchmark workers)
+# Process settings of the frameworks (entry points and benchmark workers)
 # --------------------------------------------------------------------------
+#
+# Each framework's platform (shared/platform.py) says what it needs before its
+# library is imported: environment defaults, forced settings (some for a
+# dtype), its Python loggers and the native notices it prints. The functions
+# below gather them from the registry, for every framework or for the named ones.
 
-# Set for every benchmark worker, whatever the caller's environment says.
-WORKER_ENV = {
+# Set for every measured process beside the platforms' forced settings,
+# whatever the caller's environment says.
+FORCED_ENV = {
     "PYTHONUNBUFFERED": "1",
-    "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # JAX: take GPU memory as needed
-    "NVIDIA_TF32_OVERRIDE": "0",  # real float32 matmuls on NVIDIA GPUs
-    "JAX_DEFAULT_MATMUL_PRECISION": "highest",
+    "NVIDIA_TF32_OVERRIDE": "0",  # real float32 matmuls on NVIDIA GPUs, in any library that honours it
 }
 
-# Defaults a user may override. TF_CPP_MIN_LOG_LEVEL=2 keeps TensorFlow's C++
-# INFO and WARNING lines (the CPU-feature notice, the oneDNN notice, absl's
-# "before InitializeLog" line) off the terminal; errors still show. It only
-# hides the messages: TF_ENABLE_ONEDNN_OPTS, which changes numerics, is left
-# as the environment has it.
-QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2"}
-
-# OMP_WAIT_POLICY is left as the environment has it, and recorded. PyTorch's
-# OpenMP threads spin at barriers by default: on a quiet 2-core machine that
-# is its fastest setting (full-size inference at B=128: 689-734 pairs/s
-# spinning, 530-538 with OMP_WAIT_POLICY=PASSIVE), but on a busy one a
-# spinning thread waits out a descheduled partner's time slice at every small
-# op (quick model, B=8, load average 4.3: 38.9 ms median step spinning, 10.9
-# ms passive). On a shared machine, run with OMP_WAIT_POLICY=PASSIVE.
+# OMP_WAIT_POLICY is left as the environment has it, and recorded with the
+# thread counts. OpenMP threads spin at barriers by default: the fastest on a
+# quiet machine, but on a busy one a spinning thread waits out a descheduled
+# partner's time slice at every small op. On a shared machine, run with
+# OMP_WAIT_POLICY=PASSIVE (each record's "threads" says which was in force).
 
 
-def quiet_frameworks() -> None:
-    """Process-wide settings for the frameworks, before any of them is imported
-    (called by every command that runs one)."""
-    for key, value in {**QUIET_ENV, **WORKER_ENV}.items():
+def default_dtype(name: str) -> str:
+    """The compute precision of a command that names none: the reference's
+    float64, every framework's float32."""
+    return "float64" if frameworks.resolve(name)[0] == frameworks.REFERENCE.name else "float32"
+
+
+def _platforms(names: Sequence[str] | None):
+    chosen = frameworks.ALL if names is None else dict.fromkeys(frameworks.resolve(n)[0] for n in names)
+    return [frameworks.platform(name) for name in chosen]
+
+
+def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
+    """Process-wide settings for the frameworks (or those of ``names``), before
+    any of them is imported (called by every command that runs one): what
+    their platforms ask for with ``dtype``, where the environment says
+    nothing, and their loggers set to show errors only."""
+    settings = frameworks.configure_process(names, dtype)
+    for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
         if key != "PYTHONUNBUFFERED":
             os.environ.setdefault(key, value)
-    # TensorFlow's and JAX's Python-side warnings go through the logging
-    # module (absl's handler among them): only errors reach the terminal.
-    for name in ("tensorflow", "absl", "jax._src.xla_bridge"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    for platform in _platforms(names):
+        for name in platform.loggers:
+            logging.getLogger(name).setLevel(logging.ERROR)
 
 
-# Lines TensorFlow's C++ side writes straight to file descriptor 2 at start-up,
-# before its logging honours TF_CPP_MIN_LOG_LEVEL (seen with 2.21): notices,
-# never errors.
-NATIVE_NOISE = (
-    b"All log messages before absl::InitializeLog() is called",
-    b"oneDNN custom operations are on",
-    b"oneDNN supports DT_INT32 only on platforms with AVX-512",
-)
 _noise_filter: threading.Thread | None = None
 
 
-def filter_native_noise() -> None:
-    """Route file descriptor 2 through a thread that drops :data:`NATIVE_NOISE`
-    lines and passes everything else on (tracebacks, errors, progress).
+def filter_native_noise(names: Sequence[str] | None = None) -> None:
+    """Route file descriptor 2 through a thread that drops the start-up
+    notices the frameworks' native code writes there (``Platform.native_noise``
+    of every framework, or of those of ``names``) and passes everything else on
+    (tracebacks, errors, progress).
 
     For the entry points (``python -m bench`` and the benchmark workers), not
     for library use: it rewires the process's stderr. At exit the thread is
@@ -112,6 +115,9 @@ def filter_native_noise() -> None:
     """
     global _noise_filter
     if _noise_filter is not None or os.name != "posix":
+        return
+    noise = tuple(line for platform in _platforms(names) for line in platform.native_noise)
+    if not noise:
         return
     sys.stderr.flush()
     read_end, write_end = os.pipe()
@@ -122,7 +128,7 @@ def filter_native_noise() -> None:
     def pump() -> None:
         with os.fdopen(read_end, "rb") as source, os.fdopen(real, "wb", buffering=0) as target:
             for line in source:
-                if not any(noise in line for noise in NATIVE_NOISE):
+                if not any(notice in line for notice in noise):
                     target.write(line)
 
     def drain() -> None:
@@ -136,9 +142,8 @@ def filter_native_noise() -> None:
     atexit.register(drain)
 
 
-def worker_env(dtype: str = "float32") -> dict[str, str]:
-    """The environment of a benchmark worker process."""
-    env = {**QUIET_ENV, **os.environ, **WORKER_ENV}
-    if dtype == "float64":
-        env["JAX_ENABLE_X64"] = "1"
-    return env
+def worker_env(dtype: str = "float32", names: Sequence[str] | None = None) -> dict[str, str]:
+    """The environment of a benchmark worker process measuring the frameworks
+    of ``names`` (every framework's settings without)."""
+    settings = frameworks.configure_process(names, dtype)
+    return {**settings["defaults"], **os.environ, **FORCED_ENV, **settings["forced"]}

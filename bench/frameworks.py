@@ -47,6 +47,7 @@ class Implementation:
     eager: bool = False  # builds no graph ahead of time: never a candidate for "best static"
     opt_in: bool = False  # measured only when named with --implementations
     explained: bool = False  # an opt-in variant that `explain` shows when named
+    one_trace: bool = False  # traces each function once whatever the batch's lengths (a report target checks it)
     framework: str = ""  # filled in by register()
 
 
@@ -147,7 +148,7 @@ register(Framework(
 register(Framework(
     name="tensorflow", package="impl_tensorflow", library="tensorflow", extra="tensorflow",
     implementations=(
-        Implementation("tensorflow", MASKED),
+        Implementation("tensorflow", MASKED, one_trace=True),  # input signatures of unknown sizes: one graph
         Implementation("tensorflow-xla", MASKED, {"xla": True}),
         # The define-by-run loop of the lists algorithm, in eager TensorFlow.
         Implementation("tensorflow-eager", LISTS, {"algorithm": "eager"}, eager=True, opt_in=True),

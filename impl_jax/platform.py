@@ -1,7 +1,7 @@
 """What the harness needs from jax besides the model (shared/platform.py).
 
 The library is imported inside the methods only: the process settings are
-read before it is imported.
+read before it is imported (64-bit mode, in particular, is decided at import).
 """
 
 from __future__ import annotations
@@ -12,12 +12,69 @@ from shared.platform import Platform as PlatformBase
 class Platform(PlatformBase):
     name = "jax"
     library = "jax"
+    # The "no GPU/TPU found, falling back to CPU" notice at the first device query.
+    loggers = ("jax._src.xla_bridge",)
+    has_compilation_cache = True
+
+    def forced_env(self, dtype: str = "float32") -> dict[str, str]:
+        env = {
+            "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # take GPU memory as needed, so its peak is the model's
+            "JAX_DEFAULT_MATMUL_PRECISION": "highest",  # float32 matmuls in float32, never TF32 or bfloat16 passes
+        }
+        if dtype == "float64":
+            env["JAX_ENABLE_X64"] = "1"  # read once, when jax is imported
+        return env
+
+    def gpu_available(self) -> bool:
+        import jax
+        try:
+            return bool(jax.devices("gpu"))
+        except RuntimeError:
+            return False
+
+    def gpu_missing_reason(self) -> str:
+        return "jax.devices('gpu') found none; install a CUDA build of jaxlib (jax[cuda12])"
+
+    def device_name(self, device: str) -> str:
+        if device == "gpu":
+            import jax
+            return jax.devices("gpu")[0].device_kind
+        return super().device_name(device)
+
+    def precision_modes(self) -> dict:
+        import jax
+        return {**super().precision_modes(), "jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
+
+    def set_full_precision(self) -> None:
+        import jax
+        jax.config.update("jax_default_matmul_precision", "highest")
+
+    def device_peak_bytes(self) -> int | None:
+        # JAX keeps no resettable peak: this one is the process's (recorded as such).
+        import jax
+        return (jax.devices("gpu")[0].memory_stats() or {}).get("peak_bytes_in_use")
+
+    def matmul(self, a, b, device):
+        import jax
+        target = jax.devices("gpu" if device == "gpu" else "cpu")[0]
+        ja, jb = jax.device_put(a, target), jax.device_put(b, target)
+        product = jax.jit(lambda x, y: x @ y)
+        return lambda: product(ja, jb).block_until_ready()
+
+    def enable_compilation_cache(self, path: str) -> None:
+        # The runner counts the cache's hits and misses: it owns the switch.
+        from impl_jax.runner import enable_compilation_cache
+        enable_compilation_cache(path)
+
+    def clear_caches(self) -> None:
+        import jax
+        jax.clear_caches()
 
     # -- explain (impl_jax/explain.py) -------------------------------------
 
-    def explain(self, implementation, batches, config, params, out):
+    def explain(self, implementation, batches, config, params, out, *, timing):
         from impl_jax import explain
-        return explain.explain(implementation, batches, config, params, out)
+        return explain.explain(implementation, batches, config, params, out, timing=timing)
 
     def format_explain(self, implementation, result):
         from impl_jax import explain
@@ -31,6 +88,6 @@ class Platform(PlatformBase):
         from impl_jax import explain
         return explain.format_explain_parse(result)
 
-    def explain_bad_input(self, config, params, bad):
+    def explain_bad_input(self, config, params, bad, where):
         from impl_jax import explain
-        return explain.explain_bad_input(config, params, bad)
+        return explain.explain_bad_input(config, params, bad, where)

@@ -6,6 +6,8 @@ read before it is imported.
 
 from __future__ import annotations
 
+import os
+
 from shared.platform import Platform as PlatformBase
 
 
@@ -13,11 +15,67 @@ class Platform(PlatformBase):
     name = "pytorch"
     library = "torch"
 
+    def gpu_available(self) -> bool:
+        import torch
+        return torch.cuda.is_available()
+
+    def gpu_missing_reason(self) -> str:
+        return "torch.cuda.is_available() is False"
+
+    def device_name(self, device: str) -> str:
+        if device == "gpu":
+            import torch
+            return torch.cuda.get_device_name(0)
+        return super().device_name(device)
+
+    def precision_modes(self) -> dict:
+        import torch
+        return {**super().precision_modes(),
+                "torch.backends.cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                "torch.float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+    def set_full_precision(self) -> None:
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+
+    def thread_counts(self) -> dict:
+        # OpenMP threads spin at barriers unless OMP_WAIT_POLICY=PASSIVE: which
+        # one was in force is recorded beside the thread counts.
+        import torch
+        return {**super().thread_counts(), "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+                "torch_intra_op": torch.get_num_threads(), "torch_inter_op": torch.get_num_interop_threads()}
+
+    def reset_device_peak(self) -> None:
+        import torch
+        torch.cuda.reset_peak_memory_stats()
+
+    def device_peak_bytes(self) -> int | None:
+        import torch
+        return int(torch.cuda.max_memory_allocated())
+
+    def synchronize(self, device: str) -> None:
+        if device == "gpu":
+            import torch
+            torch.cuda.synchronize()
+
+    def matmul(self, a, b, device):
+        import torch
+        target = torch.device("cuda" if device == "gpu" else "cpu")
+        ta, tb = torch.from_numpy(a).to(target), torch.from_numpy(b).to(target)
+
+        def run():
+            out = ta @ tb
+            self.synchronize(device)
+            return out
+        return run
+
     # -- explain (impl_pytorch/explain.py) -------------------------------------
 
-    def explain(self, implementation, batches, config, params, out):
+    def explain(self, implementation, batches, config, params, out, *, timing):
         from impl_pytorch import explain
-        return explain.explain(implementation, batches, config, params, out)
+        return explain.explain(implementation, batches, config, params, out, timing=timing)
 
     def format_explain(self, implementation, result):
         from impl_pytorch import explain
@@ -31,6 +89,6 @@ class Platform(PlatformBase):
         from impl_pytorch import explain
         return explain.format_explain_parse(result)
 
-    def explain_bad_input(self, config, params, bad):
+    def explain_bad_input(self, config, params, bad, where):
         from impl_pytorch import explain
-        return explain.explain_bad_input(config, params, bad)
+        return explain.explain_bad_input(config, params, bad, where)

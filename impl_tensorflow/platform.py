@@ -12,12 +12,79 @@ from shared.platform import Platform as PlatformBase
 class Platform(PlatformBase):
     name = "tensorflow"
     library = "tensorflow"
+    # Python-side warnings (absl's handler among them): only errors reach the terminal.
+    loggers = ("tensorflow", "absl")
+    # What the C++ side writes straight to file descriptor 2 at start-up, before
+    # its logging honours TF_CPP_MIN_LOG_LEVEL (seen with 2.21): notices, never errors.
+    native_noise = (
+        b"All log messages before absl::InitializeLog() is called",
+        b"oneDNN custom operations are on",
+        b"oneDNN supports DT_INT32 only on platforms with AVX-512",
+    )
+
+    def default_env(self) -> dict[str, str]:
+        # Keeps the C++ INFO and WARNING lines (the CPU-feature notice, the
+        # oneDNN notice) off the terminal; errors still show. It only hides
+        # messages: TF_ENABLE_ONEDNN_OPTS, which changes numerics, is left as
+        # the environment has it.
+        return {"TF_CPP_MIN_LOG_LEVEL": "2"}
+
+    def gpu_available(self) -> bool:
+        import tensorflow as tf
+        return bool(tf.config.list_physical_devices("GPU"))
+
+    def gpu_missing_reason(self) -> str:
+        return ("tf.config.list_physical_devices('GPU') is empty; the tensorflow-cpu wheel has no GPU support "
+                "(install tensorflow[and-cuda])")
+
+    def device_name(self, device: str) -> str:
+        if device == "gpu":
+            import tensorflow as tf
+            details = tf.config.experimental.get_device_details(tf.config.list_physical_devices("GPU")[0])
+            return details.get("device_name", "GPU")
+        return super().device_name(device)
+
+    def precision_modes(self) -> dict:
+        import tensorflow as tf
+        return {**super().precision_modes(),
+                "tf.tensor_float_32_execution": tf.config.experimental.tensor_float_32_execution_enabled()}
+
+    def set_full_precision(self) -> None:
+        import tensorflow as tf
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+
+    def thread_counts(self) -> dict:
+        import tensorflow as tf
+        return {**super().thread_counts(),
+                "tf_intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                "tf_inter_op": tf.config.threading.get_inter_op_parallelism_threads()}
+
+    def reset_device_peak(self) -> None:
+        import tensorflow as tf
+        tf.config.experimental.reset_memory_stats("GPU:0")
+
+    def device_peak_bytes(self) -> int | None:
+        import tensorflow as tf
+        return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+
+    def matmul(self, a, b, device):
+        # A reduction of one element brings the product's completion back to
+        # the host without copying the whole result.
+        import tensorflow as tf
+        with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+            ta, tb = tf.constant(a), tf.constant(b)
+
+        @tf.function
+        def product():
+            return tf.reduce_sum(tf.linalg.matmul(ta, tb)[0, :1])
+
+        return lambda: product().numpy()
 
     # -- explain (impl_tensorflow/explain.py) -------------------------------------
 
-    def explain(self, implementation, batches, config, params, out):
+    def explain(self, implementation, batches, config, params, out, *, timing):
         from impl_tensorflow import explain
-        return explain.explain(implementation, batches, config, params, out)
+        return explain.explain(implementation, batches, config, params, out, timing=timing)
 
     def format_explain(self, implementation, result):
         from impl_tensorflow import explain
@@ -31,6 +98,6 @@ class Platform(PlatformBase):
         from impl_tensorflow import explain
         return explain.format_explain_parse(result)
 
-    def explain_bad_input(self, config, params, bad):
+    def explain_bad_input(self, config, params, bad, where):
         from impl_tensorflow import explain
-        return explain.explain_bad_input(config, params, bad)
+        return explain.explain_bad_input(config, params, bad, where)

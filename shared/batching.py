@@ -13,8 +13,8 @@ so an implementation may stack them into one ``[2B, N]`` batch and run the
 encoder once. T is 2N-1 (the most steps N tokens can need) unless a larger T
 is asked for.
 
-Bucketing: a compiled implementation (``tf.function``, ``jax.jit``) traces once
-per distinct (N, T), while padding to one global N wastes steps on every short
+Bucketing: a compiled implementation traces (or compiles) once per distinct
+(N, T), while padding to one global N wastes steps on every short
 sentence. :func:`make_batches` rounds each pair's length up to a bucket
 boundary (:data:`DEFAULT_BUCKETS`), which bounds the number of shapes and keeps
 most slots real; :func:`padding_report` measures what was wasted.

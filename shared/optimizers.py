@@ -1,12 +1,11 @@
 """Optimizers: one set of names and hyperparameters, one state layout, a NumPy reference.
 
 Every Runner takes the same ``set_optimizer(name, lr, **hyper)`` call and maps
-it onto its framework's own optimizer (``torch.optim``, ``keras.optimizers``,
-``optax``). This module fixes what the three share:
+it onto its framework's own optimizer. This module fixes what they all share:
 
 * the names and hyperparameters (:data:`DEFAULTS`), with the same defaults
-  everywhere, so no library's own default (Keras' Adam epsilon 1e-7, PyTorch's
-  RMSprop alpha 0.99, ...) slips in;
+  everywhere, so no library's own default (an Adam epsilon of 1e-7, an
+  RMSprop decay of 0.99, ...) slips in;
 * the layout of the optimizer state in a checkpoint (:func:`state_shapes`):
   ``step`` (the number of updates taken) and one array per slot and trainable
   parameter, named ``{slot}/{parameter}`` in the canonical ``[in, out]``
@@ -22,16 +21,15 @@ gradient of ``wd/2 * |p|^2`` added to the loss):
 * ``adam``:     ``m = b1 m + (1-b1) g``; ``v = b2 v + (1-b2) g^2``;
                 ``p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)``
 * ``rmsprop``:  ``v = rho v + (1-rho) g^2``; ``p -= lr * g / sqrt(v + eps)``
-                (epsilon inside the root, as Keras, optax's default and the
-                2016 SPINN code place it)
+                (epsilon inside the root, as the 2016 SPINN code places it)
 
-Where a library places epsilon differently it says so in its ``train.py``.
-Keras' Adam adds it to ``sqrt(v)`` before the bias correction of v, so an
-epsilon there acts as ``eps / sqrt(1 - b2^t)`` above (30 times eps at step 1);
-the TensorFlow runner feeds Keras ``eps * sqrt(1 - b2^t)`` (and a learning
-rate that undoes its float32 bias corrections) to get the update above. PyTorch's RMSprop adds epsilon outside the root
-(``g / (sqrt(v) + eps)``), which no option changes: its RMSprop differs from
-the others wherever sqrt(v) is not much larger than sqrt(eps).
+Where a library places epsilon differently, its ``impl_*/train.py`` says so
+and, where the library lets it, feeds the optimizer what turns its update
+into the one above. An Adam that adds epsilon to ``sqrt(v)`` before the bias
+correction of v acts as ``eps / sqrt(1 - b2^t)`` above (30 times eps at step
+1) unless it is fed ``eps * sqrt(1 - b2^t)``; an RMSprop that adds epsilon
+outside the root (``g / (sqrt(v) + eps)``) with no option to change it
+differs from the others wherever sqrt(v) is not much larger than sqrt(eps).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Canonical parameters (docs/spec.md §4): names, shapes, initialisation, .npz files.
 
 Every implementation loads and saves exactly this layout, so one file gives
-the same numbers in PyTorch, TensorFlow and JAX. Kernels are ``[in, out]``
+the same numbers in every framework. Kernels are ``[in, out]``
 (``y = x @ kernel``); a framework that stores ``[out, in]`` transposes on load.
 
 The frameworks never use their own initialisers: :func:`init_params` draws
-every weight here, with NumPy and a seed, so all three start identical.
+every weight here, with NumPy and a seed, so all of them start identical.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def init_params(config: ModelConfig, seed: int = 0, dtype=np.float32) -> dict[st
     """Seeded initial weights for ``config``.
 
     Embeddings ~ N(0, 1) (GloVe vectors, when loaded, overwrite rows);
-    kernels ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch.nn.Linear does;
+    kernels ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), a common linear-layer default;
     biases zero (the transition head's too: no initial preference between
     SHIFT and REDUCE beyond what the kernel gives), except the forget gates of the tracker and of Reduce, which
     start at 1 so early training does not forget everything.

@@ -128,22 +128,39 @@ class Platform:
         """Forget in-memory compilations, so the next ones come from the persistent cache."""
 
     # -- explain: what the framework built for one small batch -----------------
+    #
+    # ``python -m bench explain`` owns the batch, the model and the text around
+    # a framework's block; these methods (in ``impl_<framework>/explain.py``,
+    # with the helpers of ``shared/explaining.py``) read what the framework
+    # built. ``batches`` holds ``main`` (the batch), ``reshaped`` (shape -> the
+    # same words as other trees), ``padded`` (the batch with more token slots)
+    # and ``other_trees`` (the shape the recompilation check feeds).
 
-    def explain(self, implementation: str, batches, config, params, out) -> dict:
-        """Figures of what ``implementation`` builds for ``batches`` (bench.explain)."""
+    def explain(self, implementation: str, batches, config, params, out, *, timing: bool) -> dict:
+        """JSON-ready figures of what ``implementation`` (this framework, or a
+        variant the registry marks ``explained``) builds for ``batches.main``
+        and how often its variants retrace; the times only with ``timing``.
+        ``out``: a folder to write the graphs to, or None."""
         raise NotImplementedError(f"{implementation} has no graph to explain")
 
     def format_explain(self, implementation: str, result: dict) -> list[str]:
-        """The lines ``explain`` prints for :meth:`explain`'s result."""
+        """The lines ``explain`` prints for :meth:`explain`'s result (a blank line first)."""
         return []
 
     def explain_parse(self, batches, config, params) -> dict:
-        """``explain --parse``: gold against predicted parses for one batch."""
+        """``explain --parse``: what deciding the parse at run time costs, gold
+        against predicted mode, for ``batches.main`` (``config`` has a transition head)."""
         raise NotImplementedError(f"{self.name} has no parse view")
 
     def format_explain_parse(self, result: dict) -> list[str]:
+        """The lines of :meth:`explain_parse`'s result (``shared.explaining.compare_row``)."""
         return []
 
-    def explain_bad_input(self, config, params, bad) -> dict:
-        """``explain --bad-input``: what the framework does with an invalid batch."""
+    def explain_bad_input(self, config, params, bad, where: Callable[[BaseException], str | None]) -> dict:
+        """``explain --bad-input``: what the framework does with the invalid
+        batch ``bad``: ``outcome``, and for an error ``error`` and ``where``;
+        optionally ``graph``, the same for the traced program called without
+        the Runner's checks. ``where(err)`` is the innermost frame of the
+        project's own code in the error's traceback (the registry knows which
+        packages are the project's), or None."""
         raise NotImplementedError(f"{self.name} has no bad-input view")

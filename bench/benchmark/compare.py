@@ -10,14 +10,16 @@ has is listed as such, never counted.
 
 from __future__ import annotations
 
-from bench.benchmark.report import BASELINE, load, measurement_key, round_ratios
+from bench import frameworks
+from bench.benchmark.report import load, measurement_key, round_ratios
 
 
 def register(sub) -> None:
     p = sub.add_parser("compare", help="the speed ratios of two benchmark runs side by side: do they hold?")
     p.add_argument("first", help="results.jsonl of the first run, or its folder")
     p.add_argument("second", help="results.jsonl of the second run, or its folder")
-    p.add_argument("--baseline", default=BASELINE, help=f"the implementation ratios are taken to [{BASELINE}]")
+    p.add_argument("--baseline", default=frameworks.BASELINE,
+                   help="the implementation ratios are taken to [%(default)s]")
     p.set_defaults(func=cmd_compare)
 
 
@@ -25,9 +27,10 @@ def _by_key(rows: list[dict]) -> dict:
     return {measurement_key(r): r for r in rows}
 
 
-def compare(first: list[dict], second: list[dict], baseline: str = BASELINE) -> dict:
+def compare(first: list[dict], second: list[dict], baseline: str | None = None) -> dict:
     """Rows (key, first ratio row or None, second ratio row or None, inside) and
-    the count of second-run medians inside the first run's min-max."""
+    the count of second-run medians inside the first run's min-max (over the
+    registry's baseline unless ``baseline`` names another)."""
     a, b = _by_key(round_ratios(first, baseline)), _by_key(round_ratios(second, baseline))
     rows, inside, both = [], 0, 0
     for key in sorted(set(a) | set(b)):  # (device, mode, transitions, batch size, implementation)
@@ -41,7 +44,9 @@ def compare(first: list[dict], second: list[dict], baseline: str = BASELINE) -> 
     return {"rows": rows, "inside": inside, "compared": both}
 
 
-def format_compare(result: dict, baseline: str = BASELINE) -> str:
+def format_compare(result: dict, baseline: str | None = None) -> str:
+    baseline = baseline or frameworks.BASELINE
+
     def cell(r):
         if r is None:
             return "not measured"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import frameworks
 from bench.benchmark.measure import git_commit, pairwise_agreement
 from bench.benchmark.pool import WorkerPool
 from bench.benchmark.report import (format_host_syncs, format_matrix, format_ratios, format_table, format_targets,
@@ -30,7 +31,6 @@ from bench.benchmark.report import (format_host_syncs, format_matrix, format_rat
 from bench.benchmark.worker import WorkerSpec
 from bench.config import preset
 from bench.datasets import add_data_arguments
-from bench.frameworks import FRAMEWORKS, IMPLEMENTATIONS, OPT_IN, installed
 from bench.lock import lock_output
 from bench.progress import Progress
 from bench.records import append_record, read_records, write_json
@@ -75,10 +75,10 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="measure every implementation: speed, compile time, memory, agreement",
                        description=__doc__.splitlines()[0])
     p.add_argument("--frameworks", type=_name_list, default=None,
-                   help=f"comma-separated, from {','.join(FRAMEWORKS)} [default: every installed one]")
+                   help=f"comma-separated, from {','.join(frameworks.FRAMEWORKS)} [default: every installed one]")
     p.add_argument("--implementations", type=_name_list, default=None,
-                   help=f"exact variants, from {','.join(IMPLEMENTATIONS)} [default: those of the frameworks, "
-                        f"except the opt-in {','.join(sorted(OPT_IN))}]")
+                   help=f"exact variants, from {','.join(frameworks.IMPLEMENTATIONS)} [default: those of the "
+                        f"frameworks, except the opt-in {','.join(sorted(frameworks.OPT_IN))}]")
     p.add_argument("--batch-sizes", type=_int_list, default=None,
                    help="[default: 1,32,128, and 1,128 for model-decided transitions; quick: 1,8]")
     p.add_argument("--modes", type=_name_list, default=["infer", "train"], help="infer,train [default: both]")
@@ -108,31 +108,38 @@ def register(sub) -> None:
                         "mean less padding and more shapes to compile; auto:K takes the K quantiles of the "
                         "data's pair lengths (auto: K=4) [default: "
                         f"{','.join(map(str, DEFAULT_BUCKETS))}]")
-    p.add_argument("--jax-compilation-cache", default=None, metavar="DIR",
-                   help="turn on JAX's persistent compilation cache in DIR (off by default); "
-                        "a second run then loads compiled programs instead of compiling them")
+    p.add_argument("--compilation-cache", default=None, metavar="DIR",
+                   help="turn on the persistent compilation cache of the frameworks that have one, in DIR "
+                        f"({', '.join(_cached_frameworks()) or 'none registered'}; off by default): a second run "
+                        "then loads compiled programs instead of compiling them")
     add_data_arguments(p)
     p.set_defaults(func=cmd_run)
 
 
+def _cached_frameworks() -> list[str]:
+    """The frameworks whose platform has a persistent compilation cache."""
+    return [name for name in frameworks.FRAMEWORKS if frameworks.platform(name).has_compilation_cache]
+
+
 def plan_implementations(args) -> list[str]:
+    implementations = frameworks.IMPLEMENTATIONS
     if args.implementations:
-        unknown = [name for name in args.implementations if name not in IMPLEMENTATIONS]
+        unknown = [name for name in args.implementations if name not in implementations]
         if unknown:
-            raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(IMPLEMENTATIONS)}")
+            raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(implementations)}")
         return list(dict.fromkeys(args.implementations))
-    frameworks = args.frameworks
-    if frameworks is None:
+    chosen = args.frameworks
+    if chosen is None:
         # Looked up, not imported: the workers import the frameworks, the parent never does.
-        frameworks = [f for f in FRAMEWORKS if installed(f)]
-        missing = sorted(set(FRAMEWORKS) - set(frameworks))
+        chosen = [f for f in frameworks.FRAMEWORKS if frameworks.installed(f)]
+        missing = sorted(set(frameworks.FRAMEWORKS) - set(chosen))
         if missing:
             print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
-    unknown = [f for f in frameworks if f not in FRAMEWORKS]
+    unknown = [f for f in chosen if f not in frameworks.FRAMEWORKS]
     if unknown:
-        raise ValueError(f"unknown framework(s) {unknown}; choose from {list(FRAMEWORKS)}")
-    return [name for name, (framework, _) in IMPLEMENTATIONS.items()
-            if framework in frameworks and name not in OPT_IN]
+        raise ValueError(f"unknown framework(s) {unknown}; choose from {list(frameworks.FRAMEWORKS)}")
+    return [name for name, (framework, _) in implementations.items()
+            if framework in chosen and name not in frameworks.OPT_IN]
 
 
 def plan_keys(args, defaults: dict) -> list[tuple[str, int, str]]:
@@ -164,21 +171,19 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
     sizes = preset(args.size or ("quick" if args.quick else "full"))
     data = {"data": args.data, "split": args.split, "num_pairs": args.num_pairs or defaults["num_pairs"],
             "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
+    cache = str(Path(args.compilation_cache).resolve()) if args.compilation_cache else None
     specs = []
     for name in names:
-        framework, options = IMPLEMENTATIONS[name]
-        measure_cache = False
-        if framework == "jax":
-            if args.jax_compilation_cache:
-                options = {**options, "compilation_cache_dir": str(Path(args.jax_compilation_cache).resolve())}
-            else:  # a private cache, to time a compilation loaded from it (a report target)
-                measure_cache = "train" in args.modes and "gold" in args.transitions
+        framework, options = frameworks.IMPLEMENTATIONS[name]
+        cached = frameworks.platform(framework).has_compilation_cache
         specs.append(WorkerSpec(
             implementation=name, framework=framework, options=options, out_dir=str(out_dir),
             device=args.device, dtype=args.dtype, data=data, sizes=sizes,
             agreement_pairs=defaults["agreement_pairs"],
             buckets=args.buckets if isinstance(args.buckets, str) else list(args.buckets or DEFAULT_BUCKETS),
-            measure_cache=measure_cache))
+            compilation_cache=cache if cached else None,
+            # Without a cache of the user's, a private one times a compilation loaded from it (a report target).
+            measure_cache=cached and not cache and "train" in args.modes and "gold" in args.transitions))
     return specs
 
 
@@ -371,6 +376,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         "padding_waste": n["padding_waste"], "buckets": ready["buckets"],
         "data": ready["data"], "model": ready["model"],
         "optimizer": "adam" if mode == "train" else None, "options": spec.options,
+        "compilation_cache": spec.compilation_cache,
         **{k: v for k, v in agreement.items()},
         **{k: ready[k] for k in ("python", "numpy", "platform", "cpu", "threads", "precision_modes")},
         "git_commit": run["git_commit"], "run_id": run["run_id"],

@@ -12,17 +12,18 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.frameworks import OPT_IN
+from bench import frameworks
 from bench.records import read_records
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 
-BASELINE = "pytorch"  # the define-by-run implementation the static ones are compared with
-# Implementations that build no graph ahead of time: not candidates for "best static".
-EAGER = {"pytorch", "pytorch-masked", "tensorflow-eager"}
+# The registry says which implementation is the define-by-run baseline the
+# static ones are compared with (frameworks.BASELINE), which build no graph
+# ahead of time and so are no candidates for "best static" (frameworks.EAGER),
+# and how the algorithm x framework matrix is laid out (frameworks.matrix()).
 SAMPLE = "snli-dev-sample"  # the workload the speed goals are set for
 SPEED_GOALS = [(1, 3.0), (128, 1.5)]  # (batch size, best static / define-by-run), CPU inference
 PEAK_GOAL = 0.35  # useful FLOP/s over the device's matmul peak, batch 128
-COLD_COMPILE_GOAL = 3.0  # seconds per shape, JAX train step
+COLD_COMPILE_GOAL = 3.0  # seconds per shape, the train step of a framework with a persistent compilation cache
 CACHED_COMPILE_GOAL = 0.5  # the same, loaded from the persistent compilation cache
 
 
@@ -81,14 +82,16 @@ def _device_fraction(r: dict) -> float:
     return r["useful_flops_per_s"] / r.get("device_peak_flops_per_s", r["matmul_peak_flops_per_s"])
 
 
-def round_ratios(records: list[dict], baseline: str = BASELINE) -> list[dict]:
+def round_ratios(records: list[dict], baseline: str | None = None) -> list[dict]:
     """Each implementation's speed over the baseline's, measured round by round.
 
     Where both records come from the same run's interleaved rounds, the ratio
     is taken in every round (the same batches, seconds apart) and summarised
     by its median, quartiles and range; otherwise (records of different runs)
     it is the ratio of the two overall figures, marked as not interleaved.
+    The baseline is the registry's unless named.
     """
+    baseline = baseline or frameworks.BASELINE
     base = {measurement_key(r)[:-1]: r for r in records if r["implementation"] == baseline}
     rows = []
     for r in sorted(records, key=measurement_key):
@@ -110,7 +113,8 @@ def round_ratios(records: list[dict], baseline: str = BASELINE) -> list[dict]:
     return rows
 
 
-def format_ratios(records: list[dict], baseline: str = BASELINE) -> str:
+def format_ratios(records: list[dict], baseline: str | None = None) -> str:
+    baseline = baseline or frameworks.BASELINE
     rows = round_ratios(records, baseline)
     if not rows:
         return f"Ratios: no {baseline} records to compare with."
@@ -136,26 +140,6 @@ def format_host_syncs(records: list[dict]) -> str:
             "stays a masked select on the device): " + "; ".join(parts) + ".")
 
 
-# The variants matrix: which implementation runs which algorithm in which
-# framework, and why a cell is empty.
-ALGORITHMS = ("per-example lists", "masked arrays", "per-sentence code + vmap")
-MATRIX_FRAMEWORKS = ("pytorch", "tensorflow", "jax")
-MATRIX = {
-    ("per-example lists", "pytorch"): ["pytorch"],
-    ("per-example lists", "tensorflow"): ["tensorflow-eager"],
-    ("per-example lists", "jax"): "not built: JAX would run such a loop op by op (no jit), or jit would unroll "
-                                  "it into one program per batch of trees",
-    ("masked arrays", "pytorch"): ["pytorch-masked", "pytorch-compiled"],
-    ("masked arrays", "tensorflow"): ["tensorflow", "tensorflow-xla"],
-    ("masked arrays", "jax"): ["jax", "jax-padded"],
-    ("per-sentence code + vmap", "pytorch"): "not built: torch.func.vmap could batch a per-sentence loop only "
-                                             "if it branched by masks, never by a Python if on the data",
-    ("per-sentence code + vmap", "tensorflow"): "not built: tf.vectorized_map would have to convert a "
-                                                "tf.while_loop over per-sentence stacks",
-    ("per-sentence code + vmap", "jax"): ["jax-vmap"],
-}
-
-
 MATRIX_MODES = (("infer", "Inference"), ("train", "Training"))
 
 
@@ -167,7 +151,7 @@ def _matrix_records(records: list[dict], mode: str) -> list[dict]:
 def _variant_matrices(records: list[dict]) -> list[tuple[str, list[dict]]]:
     """(title, records) of each mode whose CPU records include a variant."""
     chosen = [(title, _matrix_records(records, mode)) for mode, title in MATRIX_MODES]
-    return [(title, rs) for title, rs in chosen if any(r["implementation"] in OPT_IN for r in rs)]
+    return [(title, rs) for title, rs in chosen if any(r["implementation"] in frameworks.OPT_IN for r in rs)]
 
 
 def variants_measured(records: list[dict]) -> bool:
@@ -202,10 +186,11 @@ def _one_matrix(records: list[dict], title: str) -> str:
             parts.append(f"**{impl}**: " + ("; ".join(figures) if figures else "not measured in this run"))
         return "<br>".join(parts)
 
+    matrix, columns = frameworks.matrix(), frameworks.FRAMEWORKS
     lines = [f"{title} pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
-             "| algorithm | " + " | ".join(MATRIX_FRAMEWORKS) + " |", "|---|---|---|---|"]
-    for algorithm in ALGORITHMS:
-        lines.append(f"| {algorithm} | " + " | ".join(cell(MATRIX[algorithm, f]) for f in MATRIX_FRAMEWORKS) + " |")
+             "| algorithm | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for algorithm in frameworks.ALGORITHMS:
+        lines.append(f"| {algorithm} | " + " | ".join(cell(matrix[algorithm, f]) for f in columns) + " |")
     return "\n".join(lines)
 
 
@@ -213,21 +198,25 @@ def targets(records: list[dict]) -> list[dict]:
     """The benchmark's goals, each computed from the run's own records.
 
     The speed goals are for the embedded SNLI sample, inference, gold parses,
-    on the CPU: the best static implementation over PyTorch define-by-run
+    on the CPU: the best static implementation over the define-by-run baseline
     (interleaved medians), and the best useful FLOP/s against the device peak.
-    Compile goals: JAX's train step per shape, cold and from the persistent
-    cache; TensorFlow one trace per function whatever the lengths.
+    Compile goals: the train step per shape of a framework with a persistent
+    compilation cache, cold and loaded from the cache; one trace per function
+    whatever the lengths for the implementations the registry marks
+    ``one_trace``.
     """
     rows = []
+    baseline = frameworks.BASELINE
     gold_cpu = [r for r in records if r["device"] == "cpu" and _transitions(r) == "gold"
                 and r.get("data") == SAMPLE]
-    ratios = [row for row in round_ratios(gold_cpu) if row["mode"] == "infer" and row["implementation"] not in EAGER]
+    ratios = [row for row in round_ratios(gold_cpu)
+              if row["mode"] == "infer" and row["implementation"] not in frameworks.EAGER]
     for batch_size, goal in SPEED_GOALS:
         candidates = [row for row in ratios if row["batch_size"] == batch_size]
         if candidates:
             best = max(candidates, key=lambda row: row["median"])
             spread = f" (IQR {best['q1']:.2f}-{best['q3']:.2f}, {best['rounds']} rounds)" if best["rounds"] else ""
-            rows.append({"target": f"best static / {BASELINE} inference, batch {batch_size} ({best['implementation']})",
+            rows.append({"target": f"best static / {baseline} inference, batch {batch_size} ({best['implementation']})",
                          "goal": f">= {goal:g}x", "measured": f"{best['median']:.2f}x{spread}",
                          "met": best["median"] >= goal})
     infer128 = [r for r in gold_cpu if r["mode"] == "infer" and r["batch_size"] == 128]
@@ -237,8 +226,10 @@ def targets(records: list[dict]) -> list[dict]:
         rows.append({"target": f"best useful FLOP/s, inference batch 128 ({best['implementation']})",
                      "goal": f">= {100 * PEAK_GOAL:g}% of device peak", "measured": f"{100 * fraction:.1f}%",
                      "met": fraction >= PEAK_GOAL})
+    with_cache = {name for name in frameworks.FRAMEWORKS if frameworks.platform(name).has_compilation_cache}
+    one_trace = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.one_trace}
     for r in records:
-        if r["framework"] == "jax" and r["mode"] == "train" and r["device"] == "cpu":
+        if r["framework"] in with_cache and r["mode"] == "train" and r["device"] == "cpu":
             per_shape = r["compile_s"] / max(r.get("warmup_shapes", 1), 1)
             rows.append({"target": f"{r['implementation']} train compile per shape, cold, batch {r['batch_size']}",
                          "goal": f"<= {COLD_COMPILE_GOAL:g} s", "measured": f"{per_shape:.2f} s",
@@ -250,9 +241,9 @@ def targets(records: list[dict]) -> list[dict]:
                                        f"batch {r['batch_size']} ({cached['cache_hits']} hits)",
                              "goal": f"<= {CACHED_COMPILE_GOAL:g} s", "measured": f"{per_shape:.2f} s",
                              "met": per_shape <= CACHED_COMPILE_GOAL and cached["cache_hits"] > 0})
-        if r["implementation"] == "tensorflow":
-            rows.append({"target": f"tensorflow traces, {r['mode']} {_transitions(r)} batch {r['batch_size']} "
-                                   f"({r['warmup_shapes']} shapes)",
+        if r["implementation"] in one_trace:
+            rows.append({"target": f"{r['implementation']} traces, {r['mode']} {_transitions(r)} "
+                                   f"batch {r['batch_size']} ({r['warmup_shapes']} shapes)",
                          "goal": "1 per function", "measured": str(r["traces"]), "met": r["traces"] <= 1})
     if records:
         worst_enc = max(records, key=lambda r: r["max_abs_err_encoding"])

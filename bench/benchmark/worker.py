@@ -35,7 +35,6 @@ import argparse
 import ctypes
 import json
 import os
-import platform
 import signal
 import sys
 import tempfile
@@ -46,12 +45,12 @@ from pathlib import Path
 
 import numpy as np
 
+from bench import frameworks
 from bench.benchmark import devices
 from bench.benchmark.measure import RssSampler, check_agreement, warm_up
 from bench.benchmark.flops import batch_flops
 from bench.config import filter_native_noise, quiet_frameworks
 from bench.datasets import load_dataset
-from bench.frameworks import runner_class
 from shared.batching import length_buckets, make_batches, pair_length, padding_report
 from shared.parsing import uniforms_for
 from shared.params import ModelConfig, init_params
@@ -60,8 +59,8 @@ from shared.vocab import Vocabulary
 
 @dataclass
 class WorkerSpec:
-    implementation: str  # e.g. "tensorflow-xla"
-    framework: str  # "pytorch", "tensorflow", "jax"
+    implementation: str  # its registry name: a framework's, or a variant's
+    framework: str  # its framework's registry name (bench/frameworks.py)
     options: dict  # extra Runner options of the variant
     out_dir: str
     device: str = "cpu"  # "auto", "cpu" or "gpu"
@@ -73,7 +72,8 @@ class WorkerSpec:
     seed: int = 0
     buckets: list | str = field(default_factory=list)  # token-count bucket boundaries, or "auto:K" (quantiles)
     max_batches: int = 400  # length of the cyclic batch plan of a key
-    measure_cache: bool = False  # JAX: compile the train step again from the persistent cache
+    compilation_cache: str | None = None  # the platform's persistent compilation cache, in this folder
+    measure_cache: bool = False  # compile the train step again from a private persistent cache (timed)
 
 
 def build_workload(spec: WorkerSpec):
@@ -112,18 +112,21 @@ class Task:
     flops: list  # useful FLOPs of each planned batch
     rss: RssSampler
     compile_after_warmup: object  # CompileStats
-    host_syncs: list = field(default_factory=list)  # PyTorch in a model-decided mode: reads per batch
+    host_syncs: list = field(default_factory=list)  # define-by-run code in a model-decided mode: reads per batch
 
 
 class Worker:
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
-        devices.set_full_precision(spec.framework)
-        self.runner_cls = runner_class(spec.framework)
-        if spec.device == "auto":
-            spec.device = "gpu" if devices.gpu_available(spec.framework) else "cpu"
-        elif spec.device == "gpu" and not devices.gpu_available(spec.framework):
-            raise RuntimeError(f"{spec.framework} sees no GPU here ({devices.gpu_missing_reason(spec.framework)})")
+        self.platform = frameworks.platform(spec.framework)
+        self.platform.set_full_precision()
+        self.runner_cls = frameworks.runner_class(spec.framework)
+        if spec.device == "auto" and not self.runner_cls.supports("gpu"):
+            spec.device = "cpu"
+        spec.device = self.platform.check_device(spec.device)
+        for capability in ("gpu", "float64"):  # refused in one line, before anything is built
+            if capability in (spec.device, spec.dtype):
+                self.runner_cls.require(capability)
         self.dataset, self.vocab, self.config, self.params = build_workload(spec)
         self.labelled = [p for p in self.dataset.pairs if p.label >= 0]
         if isinstance(spec.buckets, str):  # "auto:K": the K quantiles of this data's pair lengths
@@ -131,10 +134,11 @@ class Worker:
             spec.buckets = list(length_buckets([pair_length(p) for p in self.dataset.pairs], count))
         self.tasks: dict[str, Task] = {}
         self.cache_dir = None
-        if spec.measure_cache:
-            self.cache_dir = tempfile.TemporaryDirectory(prefix="spinn-jax-cache-")
-            import impl_jax.runner as jax_runner
-            jax_runner.enable_compilation_cache(self.cache_dir.name)
+        if spec.measure_cache:  # a private cache, removed with the worker: every compilation is written to it
+            self.cache_dir = tempfile.TemporaryDirectory(prefix=f"spinn-{spec.framework}-cache-")
+            self.platform.enable_compilation_cache(self.cache_dir.name)
+        elif spec.compilation_cache:
+            self.platform.enable_compilation_cache(spec.compilation_cache)
 
     def new_runner(self):
         return self.runner_cls(self.params, self.config, dtype=self.spec.dtype, device=self.spec.device,
@@ -146,18 +150,11 @@ class Worker:
         spec = self.spec
         return {
             "device": spec.device,
-            "device_name": devices.device_name(spec.framework, spec.device),
             "data": self.dataset.name,
             "buckets": list(spec.buckets),
             "num_pairs": len(self.dataset.pairs),
             "model": json.loads(self.config.to_json()),
-            "framework_version": devices.framework_version(spec.framework),
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "platform": platform.platform(),
-            "cpu": devices.cpu_name(),
-            "threads": devices.thread_counts(spec.framework),
-            "precision_modes": devices.precision_modes(spec.framework),
+            **devices.environment(self.platform, spec.device),
         }
 
     def agreement(self, transitions: list) -> dict:
@@ -166,7 +163,7 @@ class Worker:
                                self.spec.implementation, parse_modes=[t for t in transitions if t != "gold"])
 
     def peak(self) -> dict:
-        return devices.matmul_peak_flops(self.spec.framework, self.spec.device, self.spec.dtype)
+        return devices.matmul_peak_flops(self.platform, self.spec.device, self.spec.dtype)
 
     def prepare(self, key: str, mode: str, batch_size: int, transitions: str) -> dict:
         pairs = self.labelled if mode == "train" else self.dataset.pairs
@@ -178,7 +175,7 @@ class Worker:
         runner = self.new_runner()
         step, syncs = self._step(runner, mode, transitions, pairs)
         if self.spec.device == "gpu":
-            devices.reset_device_peak(self.spec.framework)
+            self.platform.reset_device_peak()
         rss = RssSampler().__enter__()
         warm = warm_up(runner, batches, step)
         t0 = time.perf_counter()
@@ -212,8 +209,7 @@ class Worker:
             "traces_total": after.traces,
             "retraces_while_timed": after.traces - task.compile_after_warmup.traces,
             "peak_rss_bytes": task.rss.peak,
-            "peak_mem_bytes": (devices.device_peak_bytes(self.spec.framework) if self.spec.device == "gpu"
-                               else task.rss.peak),
+            "peak_mem_bytes": self.platform.device_peak_bytes() if self.spec.device == "gpu" else task.rss.peak,
         }
         if task.host_syncs:
             out["host_syncs_per_batch"] = float(np.mean(task.host_syncs))
@@ -229,15 +225,14 @@ class Worker:
         if mode == "infer" and transitions == "predicted":
             def parse(batch):
                 runner.parse(batch, "predicted")
-                if hasattr(runner, "last_host_syncs"):
+                if runner.reads_decisions_on_host:
                     syncs.append(runner.last_host_syncs)
             return parse, syncs
         if mode == "train" and transitions == "gold":
             runner.set_optimizer("adam", lr=1e-3)
             return runner.train_step, syncs
         if mode == "train" and transitions == "sampled":
-            if not hasattr(runner, "reinforce_step"):
-                raise ValueError(f"{self.spec.implementation} has no REINFORCE training step")
+            runner.require("reinforce")
             runner.set_optimizer("adam", lr=1e-3)
             rows = {p.pair_id: p.row for p in pairs}
 
@@ -248,11 +243,9 @@ class Worker:
         raise ValueError(f"no benchmark step for mode {mode!r} with {transitions!r} transitions")
 
     def _compile_from_cache(self, batches, mode: str, transitions: str, pairs) -> dict:
-        """Compile the same programs again in a fresh runner, after JAX's in-memory
-        caches are cleared: every executable now comes from the persistent cache."""
-        import jax
-
-        jax.clear_caches()
+        """Compile the same programs again in a fresh runner, after the framework's
+        in-memory caches are cleared: every executable now comes from the persistent cache."""
+        self.platform.clear_caches()
         runner = self.new_runner()
         step, _ = self._step(runner, mode, transitions, pairs)
         warm = warm_up(runner, batches, step)
@@ -294,9 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    quiet_frameworks()  # before any framework is imported
-    filter_native_noise()
     spec = WorkerSpec(**json.loads(Path(argv[0]).read_text()))
+    quiet_frameworks(spec.dtype, [spec.framework])  # before the framework is imported
+    filter_native_noise([spec.framework])
 
     def reply(message: dict) -> None:
         channel.write(json.dumps(message) + "\n")

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from bench.config import add_size_arguments, model_config, quiet_frameworks
+from bench import frameworks
+from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset, number_range
-from bench.frameworks import NAMES, make_runner
 from bench.lock import lock_output
 from bench.records import write_json
 from bench.training import reinforce
@@ -32,8 +31,8 @@ from shared.snli import Pair, with_parse
 from shared.vocab import Vocabulary
 
 def _add_framework_argument(p) -> None:
-    p.add_argument("--framework", required=True, choices=NAMES, metavar="FRAMEWORK",
-                   help="reference, pytorch, tensorflow, jax, or a variant of bench run's (e.g. tensorflow-xla)")
+    p.add_argument("--framework", required=True, choices=frameworks.NAMES, metavar="FRAMEWORK",
+                   help=f"the reference, a framework or one of its variants: {', '.join(frameworks.NAMES)}")
 
 
 def register(sub) -> None:
@@ -137,7 +136,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         lr_decay_steps=args.lr_decay_steps, hyper=hyper, batch_size=args.batch_size, epochs=args.epochs,
         steps=args.steps, dropout=args.dropout, seed=args.seed, freeze_embeddings=args.freeze_embeddings,
         buckets=_buckets(args.buckets), drop_last=args.drop_last,
-        dtype=args.dtype or ("float64" if args.framework == "reference" else "float32"), device=args.device,
+        dtype=args.dtype or default_dtype(args.framework), device=args.device,
         eval_batch_size=args.eval_batch_size, train_eval_pairs=args.train_eval_pairs, log_every=args.log_every,
         keep_checkpoints=args.keep_checkpoints, transition_weight=args.transition_weight)
 
@@ -197,10 +196,8 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    quiet_frameworks()
     cfg = config_from_args(args)
-    if cfg.dtype == "float64":
-        os.environ.setdefault("JAX_ENABLE_X64", "1")  # before JAX is imported
+    quiet_frameworks(cfg.dtype, [cfg.framework])  # before the framework is imported (float64 may need a switch)
     dataset = load_dataset(args)
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
@@ -236,14 +233,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    quiet_frameworks()
-    if args.dtype == "float64":
-        os.environ.setdefault("JAX_ENABLE_X64", "1")  # before JAX is imported
+    dtype = args.dtype or default_dtype(args.framework)
+    quiet_frameworks(dtype, [args.framework])  # before the framework is imported (float64 may need a switch)
     loaded = load_params(args.params)
     vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
     dataset = load_dataset(args, keep_unlabeled=True)
-    dtype = args.dtype or ("float64" if args.framework == "reference" else "float32")
-    runner = make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
+    runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     result = evaluate_pairs(runner, dataset.pairs, vocab, batch_size=args.batch_size)
     parses = (evaluate_parses(runner, dataset.pairs, vocab, batch_size=args.batch_size)
               if loaded.config.transition_head else None)

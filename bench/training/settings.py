@@ -20,7 +20,7 @@ EMBEDDING = "embed.embedding"
 class TrainConfig:
     """How to train (the model sizes live in the parameter file's ModelConfig)."""
 
-    framework: str = "pytorch"
+    framework: str  # a name of bench.frameworks.NAMES: the reference, a framework or a variant
     optimizer: str = "adam"  # sgd, adam or rmsprop (shared/optimizers.py)
     lr: float = 1e-3  # learning rate at step 0
     lr_decay: float = 1.0  # lr(step) = lr * lr_decay ** (step / lr_decay_steps); 1: constant

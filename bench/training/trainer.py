@@ -2,9 +2,9 @@
 
 The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``,
 ``train_step``, ``encode``, ``get_params``, ``optimizer_state`` and
-``load_optimizer_state`` (docs/runner-interface.md) only, so PyTorch,
-TensorFlow and JAX train from the same batches in the same order, and
-checkpoints move between them.
+``load_optimizer_state`` (docs/runner-interface.md) only, so every
+framework trains from the same batches in the same order, and checkpoints
+move between them.
 
 What a run writes under ``out_dir``::
 
@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bench.frameworks import PACKAGES, make_runner, resolve
+from bench import frameworks
 from bench.progress import Progress
 from bench.records import write_json
 from bench.training.checkpoint import (clean_temporaries, latest_checkpoint, list_checkpoints, load_checkpoint,
@@ -62,9 +62,9 @@ class TrainResult:
 
 
 def _framework_version(framework: str) -> str:
-    """The installed version, read from the package metadata (nothing is imported)."""
-    package = PACKAGES.get(resolve(framework)[0])  # a variant: its framework's package
-    for name in (package, f"{package}-cpu"):
+    """The installed version of the library, read from the package metadata (nothing is imported)."""
+    library = frameworks.framework(frameworks.resolve(framework)[0]).library  # a variant: its framework's
+    for name in (library, f"{library}-cpu"):  # some libraries ship a CPU-only wheel under its own name
         try:
             return metadata.version(name)
         except (metadata.PackageNotFoundError, TypeError):
@@ -108,7 +108,7 @@ class Trainer:
         write_json(self.out_dir / "run.json", self.run_info)
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
-        self.runner = make_runner(cfg.framework, self.model.params, self.model.config, dtype=cfg.dtype,
+        self.runner = frameworks.make_runner(cfg.framework, self.model.params, self.model.config, dtype=cfg.dtype,
                                   device=cfg.device, dropout=cfg.dropout, seed=cfg.seed,
                                   transition_weight=cfg.transition_weight, **(runner_options or {}))
         self.runner.set_optimizer(cfg.optimizer, cfg.learning_rate(self.step), frozen=cfg.frozen, **cfg.hyper)
