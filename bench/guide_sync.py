@@ -7,7 +7,7 @@ The guide marks what it quotes:
   qualified name such as ``SPINN.forward``);
 * ``<!-- figure: fig-id -->`` before a block whose first line is
   ``$ python -m bench explain ...``: that command's output;
-* ``[683](#fig-main "pytorch.autograd_nodes")`` in the prose: a number
+* ``[29](#fig-main "batch.num_steps")`` in the prose: a number
   quoted from a figure's result.
 
 ``python -m bench explain --check-guide`` compares all three with the code
@@ -42,7 +42,7 @@ EXCERPT_RE = re.compile(r'<!-- excerpt: (?P<path>\S+) (?P<spec>.+?) -->\n(?P<fen
 # <!-- figure: fig-id --> followed by a fenced block whose first line is "$ python -m bench explain ...".
 FIGURE_RE = re.compile(r"<!-- figure: (?P<id>[\w-]+) -->\n(?P<fence>```[^\n]*)\n\$ (?P<command>[^\n]+)\n"
                        r"(?P<body>.*?)^```$", re.S | re.M)
-# A number quoted in the prose: [683](#fig-main "pytorch.autograd_nodes")
+# A number quoted in the prose: [29](#fig-main "batch.num_steps")
 NUMBER_RE = re.compile(r'\[(?P<number>[\d.,]+)\]\(#(?P<id>[\w-]+) "(?P<key>[\w.-]+)"\)')
 ANCHORS_RE = re.compile(r'^"(?P<start>.+)" \.\. "(?P<end>.+)"$')
 

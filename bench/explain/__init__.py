@@ -1,9 +1,11 @@
 """``python -m bench explain``: what each framework builds for one small batch.
 
-``arguments`` (flags), ``batches`` (the batch and its variants), one module
-per framework reading what its Runner built (``pytorch_graph``,
-``tensorflow_graph``, ``jax_graph``), ``report`` (the whole figure, as JSON
-and as text), ``bad_input`` (what each framework does with a broken batch)
-and ``cli``. The guide's excerpts and figures are kept in step by
+``arguments`` (flags), ``batches`` (the batch and its variants), ``report``
+(the whole figure, as JSON and as text), ``parse_view`` (``--parse``),
+``bad_input`` (what each framework does with a broken batch) and ``cli``.
+What a framework built is read by its Platform (``shared/platform.py``, the
+"explain" methods, implemented in ``impl_<framework>/explain.py``), for every
+framework and explained variant of the registry (``bench/frameworks.py``), in
+its order. The guide's excerpts and figures are kept in step by
 ``bench/guide_sync.py``.
 """

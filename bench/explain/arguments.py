@@ -6,19 +6,18 @@ import argparse
 import os
 import platform
 
+from bench import frameworks
 from bench.config import add_size_arguments
 
-FRAMEWORK_ORDER = ("pytorch", "tensorflow", "jax")
-# Explained only when named (not part of "all"): jax-vmap's program beside jax's.
-VARIANTS = ("jax-vmap",)
 SHAPES = ("sample", "random", "left", "right", "balanced")
 COMMAND = "python -m bench explain"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--framework", default="all", choices=("all",) + FRAMEWORK_ORDER + VARIANTS,
-                   help="which framework to explain; jax-vmap: the program jax.vmap generates from SPINN "
-                        "for one sentence, beside jax's [default: %(default)s]")
+    variants = [name for name in frameworks.explained() if name not in frameworks.FRAMEWORKS]
+    p.add_argument("--framework", default="all", choices=("all",) + frameworks.explained(),
+                   help="which framework to explain (all: every one); a variant (" + ", ".join(variants) + ") "
+                        "is explained only when named, beside its framework's own program [default: %(default)s]")
     p.add_argument("--batch-size", type=int, default=2,
                    help="pairs in the batch; each pair is two sentences [default: %(default)s]")
     p.add_argument("--shape", default="sample", choices=SHAPES,
@@ -39,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "stack; token: an id outside the vocabulary) and show what each framework does")
     p.add_argument("--parse", action="store_true",
                    help="the batch in gold and in predicted mode with a transition head (docs/spec.md §7): "
-                        "host reads of decisions (PyTorch), while-body ops (TensorFlow), scan-body equations (JAX)")
+                        "what deciding at run time costs each framework (host reads of decisions, loop-body ops)")
     p.add_argument("--check-guide", action="store_true",
                    help="compare the guide's excerpts and figures with the code and fresh runs; exit 1 on drift")
     p.add_argument("--sync-guide", action="store_true",
@@ -55,9 +54,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def frameworks(args: argparse.Namespace) -> tuple[str, ...]:
-    """The frameworks ``--framework`` asks for, in the order the output shows them."""
-    return FRAMEWORK_ORDER if args.framework == "all" else (args.framework,)
+def chosen(args: argparse.Namespace) -> tuple[str, ...]:
+    """The frameworks (or the variant) ``--framework`` asks for, in the order the output shows them."""
+    return frameworks.FRAMEWORKS if args.framework == "all" else (args.framework,)
+
+
+def chosen_frameworks(args: argparse.Namespace, view: str) -> tuple[str, ...]:
+    """:func:`chosen` for a view that shows frameworks, not variants (``view``: its flag)."""
+    names = chosen(args)
+    if any(name not in frameworks.FRAMEWORKS for name in names):
+        raise ValueError(f"{view} shows frameworks, not variants; choose from all, {', '.join(frameworks.FRAMEWORKS)}")
+    return names
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -86,14 +93,15 @@ def result_header(args: argparse.Namespace, batch_summary: dict, config) -> dict
     }
 
 
-def format_header(result: dict, batch_lines: list[str], names, model_note: str = "") -> list[str]:
+def format_header(result: dict, batch_lines: list[str], model_note: str = "") -> list[str]:
     """The first lines of every explain text: the batch (``batch_lines``), the
-    model (with ``model_note``), the versions of ``names`` present, the machine."""
+    model (with ``model_note``), the versions of the frameworks present, the machine."""
     m = result["model"]
     return [
         *batch_lines,
         f"model: E={m['embed_dim']} H={m['hidden_dim']} D={m['tracker_dim']} M={m['mlp_dim']} "
         f"L={m['mlp_layers']}, V={m['vocab_size']}{model_note}, float32, CPU",
-        "versions: " + ", ".join(f"{fw} {result[fw]['framework_version']}" for fw in names if fw in result),
+        "versions: " + ", ".join(f"{name} {result[name]['framework_version']}"
+                                 for name in frameworks.explained() if name in result),
         f"machine: {result['machine']}",
     ]

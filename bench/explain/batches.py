@@ -1,24 +1,23 @@
-"""The batch ``explain`` looks at, the variants its recompilation check feeds, and the clock."""
+"""The batch ``explain`` looks at, and the variants its recompilation check feeds."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import time
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
 from bench.config import model_config as sized_config
 from shared.batching import PairBatch, make_pair_batch
+from shared.explaining import sentences_transitions
 from shared.params import ModelConfig
 from shared.snli import SAMPLE_PATH, Pair, read_snli
 from shared.synthetic import random_transitions, shaped_pairs
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
 from shared.vocab import Vocabulary
 
-OTHER_SHAPES = ("left", "right", "balanced", "random")  # the PyTorch "same words, other trees" table
+OTHER_SHAPES = ("left", "right", "balanced", "random")  # the define-by-run "same words, other trees" table
 EXTRA_PADDING = 4  # the padded variant: N + 4 token slots (and T = 2(N + 4) - 1 steps)
 
 
@@ -74,17 +73,6 @@ def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
     return sized_config(args, vocab_size, lowercase=True)
 
 
-def batch_arrays(batch: PairBatch) -> tuple[np.ndarray, ...]:
-    """The four int32 model inputs: premise tokens and transitions, hypothesis tokens and transitions."""
-    names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-    return tuple(np.asarray(getattr(batch, name), dtype=np.int32) for name in names)
-
-
-def sentences_transitions(batch: PairBatch) -> np.ndarray:
-    """<int32>[2B, T]: premises then hypotheses, as every implementation runs them."""
-    return np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
-
-
 def summary(batches: Batches) -> dict:
     """The figures of the batch itself (the first lines of the output)."""
     b = batches.main
@@ -102,19 +90,3 @@ def summary(batches: Batches) -> dict:
         "padded_num_tokens": batches.padded.num_tokens,
         "padded_num_steps": batches.padded.num_steps,
     }
-
-
-def timer() -> Callable[[], float]:
-    """A stopwatch: call the result for the seconds since."""
-    start = time.perf_counter()
-    return lambda: time.perf_counter() - start
-
-
-def best_of(fn: Callable[[], object], repeats: int = 3) -> float:
-    """The shortest of ``repeats`` timed calls of ``fn``."""
-    best = float("inf")
-    for _ in range(repeats):
-        elapsed = timer()
-        fn()
-        best = min(best, elapsed())
-    return best

@@ -1,29 +1,22 @@
 """``python -m bench explain``: what each framework actually built for one small batch.
 
 The teaching companion of ``docs/static-vs-dynamic.md``. For one batch it
-reports, side by side:
-
-* PyTorch (define-by-run): the autograd graph recorded for this batch's loss,
-  walked from ``loss.grad_fn`` through ``next_functions`` (its node count, by
-  type), how often the Python loop called Tracker and Reduce, and the node
-  counts of the same words arranged as other trees, and of the same batch
-  with more padding. A new batch is a new graph.
-* TensorFlow (static graph): the ops of the traced ``tf.function`` (encode,
-  and loss + gradients), the ops of each ``tf.while_loop`` body, the loop
-  variables the body receives (shapes with ``?``), trace and first-call times.
-* JAX (``jit`` + ``lax.scan``): the equations of the jaxpr (encode, and loss +
-  gradients), of each scan body, the scan carry the body receives (shapes, no
-  values), trace, lowering and XLA compile times.
-* For all three: how many traces the batch, the same words as other trees,
-  and the same batch padded wider needed (PyTorch: none, it records afresh).
+reports, side by side, what each framework of the registry built, read by its
+Platform (``impl_<framework>/explain.py``, whose docstring says what it
+shows): a define-by-run framework's recorded graph and how often its Python
+loop called Tracker and Reduce; a compiled framework's traced program, its
+loop body, the state the body receives and the trace and compile times; and
+for all, how many traces the batch, the same words as other trees, and the
+same batch padded wider needed (a define-by-run framework: none, it records
+afresh).
 
 Everything is read from the Runners the benchmark and training use (their
-autograd root, traced functions and jaxprs), not from a second copy of the
-models. ``--out DIR`` writes the graphs: the PyTorch autograd graph as
-Graphviz text (written here by walking ``grad_fn``), the jaxprs as text, and
-the TensorFlow graphs as GraphDef text (``.pbtxt``, the while bodies in its
-function library). ``--json`` prints the figures as JSON. ``--bad-input``
-shows what each framework does with an invalid transition sequence or token id.
+recorded graphs, traced functions and programs), not from a second copy of
+the models. ``--out DIR`` writes the graphs (Graphviz text, program text,
+graph protos, as each framework has them). ``--json`` prints the figures as
+JSON. ``--bad-input`` shows what each framework does with an invalid
+transition sequence or token id; ``--parse``, what deciding the parse at run
+time costs it.
 
 The guide's code excerpts and figure blocks are kept in step with the code by
 ``--check-guide`` (exit 1 and a diff on drift) and ``--sync-guide`` (rewrite

@@ -1,0 +1,166 @@
+"""What PyTorch built, for ``python -m bench explain`` (shared/platform.py, "explain").
+
+Define-by-run: the autograd graph recorded for one batch's loss, walked from
+``loss.grad_fn`` through ``next_functions`` (its node count, by type), how
+often the Python loop called Tracker and Reduce, and the node counts of the
+same words arranged as other trees, and of the same batch with more padding.
+A new batch is a new graph, so there is nothing to retrace. ``--out`` writes
+the graph as Graphviz text (written here by walking ``grad_fn``).
+
+``--parse``: the device-to-host reads of decisions (``Runner.last_host_syncs``,
+one per step where some sentence has a choice) and the loop's calls, gold
+against predicted. ``--bad-input``: an exception from a line of the model.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from impl_pytorch.runner import Runner
+from shared.explaining import (best_of, compare_row, encode_outcome, listing, row, secs, sentences_transitions,
+                               timer)
+from shared.params import ModelConfig
+from shared.transitions import PAD
+
+MODES = ("gold", "predicted")
+
+
+def autograd_nodes(root) -> list:
+    """Every node reachable from ``root`` (a ``grad_fn``) through ``next_functions``,
+    in a fixed depth-first order."""
+    seen: dict[int, object] = {}
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        todo.extend(child for child, _ in reversed(node.next_functions))
+    return list(seen.values())
+
+
+def autograd_dot(root, names: dict[int, str], title: str) -> str:
+    """Graphviz text of the autograd graph under ``root``. Arrows run as the
+    data ran forward (from a node's inputs to it); the backward pass walks
+    them in reverse. Parameters (``AccumulateGrad``) are named from ``names``
+    (id of the tensor -> canonical name)."""
+    nodes = autograd_nodes(root)
+    number = {id(node): k for k, node in enumerate(nodes)}
+    lines = ["digraph autograd {", f'  label="{title}";', "  labelloc=t;", "  node [shape=box, fontsize=10];"]
+    for node in nodes:
+        label = type(node).__name__
+        variable = getattr(node, "variable", None)
+        if variable is not None:
+            label = names.get(id(variable), "parameter")
+            lines.append(f'  n{number[id(node)]} [label="{label}", style=filled, fillcolor=lightblue];')
+        elif node is root:
+            lines.append(f'  n{number[id(node)]} [label="{label} (loss)", style=filled, fillcolor=orange];')
+        else:
+            lines.append(f'  n{number[id(node)]} [label="{label}"];')
+    for node in nodes:
+        for child, _ in node.next_functions:
+            if child is not None:
+                lines.append(f"  n{number[id(child)]} -> n{number[id(node)]};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def explain(implementation: str, batches, config: ModelConfig, params, out: Path | None, *, timing: bool) -> dict:
+    """The autograd graph one batch records (see the module docstring)."""
+    runner = Runner(params, config, dtype="float32", device="cpu")
+    with runner.count_calls() as calls:
+        loss = runner.record_loss(batches.main)  # eval mode: no dropout, and the graph is recorded
+    nodes = autograd_nodes(loss.grad_fn)
+    types = collections.Counter(type(node).__name__ for node in nodes)
+    if out is not None:
+        b = batches.main
+        title = (f"PyTorch autograd graph of the loss: {b.size} pair(s) = {2 * b.size} sentences, "
+                 f"N={b.num_tokens}, T={b.num_steps}, {len(nodes)} nodes")
+        (out / "pytorch_autograd.dot").write_text(autograd_dot(loss.grad_fn, runner.parameter_names(), title))
+    loss.backward()  # walks the graph once and frees it
+
+    def node_count(batch) -> int:
+        return len(autograd_nodes(runner.record_loss(batch).grad_fn))
+
+    transitions = sentences_transitions(batches.main)
+    result = {
+        "framework_version": torch.__version__,
+        "autograd_nodes": len(nodes),
+        "node_types": dict(types.most_common()),
+        "parameters_reached": types.get("AccumulateGrad", 0),
+        "python_steps": int(transitions.shape[1]),
+        "active_steps": int(np.count_nonzero((transitions != PAD).any(axis=0))),
+        "tracker_calls": calls["tracker"],
+        "reduce_calls": calls["reduce"],
+        "reduce_rows": calls["reduce_rows"],
+        "step0_ops": [int(op) for op in transitions[:, 0]],
+        "other_trees": {shape: node_count(batch) for shape, batch in batches.reshaped.items()},
+        "padded_nodes": node_count(batches.padded),
+        "traces": runner.compile_stats().traces,  # 0: nothing is traced, every batch records a fresh graph
+        "forward_s": None,
+        "backward_s": None,
+    }
+    if timing:
+        def backward_s() -> float:
+            loss = runner.record_loss(batches.main)
+            elapsed = timer()
+            loss.backward()
+            return elapsed()
+
+        result["forward_s"] = best_of(lambda: runner.record_loss(batches.main), repeats=5)
+        result["backward_s"] = min(backward_s() for _ in range(5))
+    return result
+
+
+def format_explain(implementation: str, r: dict) -> list[str]:
+    return [
+        "",
+        "pytorch: define-by-run, the graph is recorded while Python runs",
+        row("Python loop: steps (with work)", f"{r['python_steps']} ({r['active_steps']})"),
+        row("Tracker calls / Reduce calls", f"{r['tracker_calls']} / {r['reduce_calls']}",
+            f"(Reduce on {r['reduce_rows']} rows in all)"),
+        row("step 0 sees", f"ops = {r['step0_ops']}", "(a Python list of real values)"),
+        row("autograd nodes of the loss", r["autograd_nodes"], f"({r['parameters_reached']} of them parameters)"),
+        *listing([f"{name} {count}," for name, count in list(r["node_types"].items())[:6]] + ["..."]),
+        row("the same words as other trees", ", ".join(f"{shape} {n}" for shape, n in r["other_trees"].items())),
+        row("the batch padded wider", r["padded_nodes"], "(PAD steps record nothing)"),
+        row("traces / compilations", r["traces"], "(every batch records a fresh graph)"),
+        row("forward (records) / backward", f"{secs(r['forward_s'])} / {secs(r['backward_s'])}"),
+    ]
+
+
+def explain_parse(batches, config: ModelConfig, params) -> dict:
+    """The Python loop decides: its host reads of decisions and its calls, per mode."""
+    runner = Runner(params, config, dtype="float32", device="cpu")
+    out: dict = {"framework_version": torch.__version__}
+    for mode in MODES:
+        with runner.count_calls() as calls:
+            parsed = runner.parse(batches.main, mode)
+        followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
+        out[mode] = {"python_steps": int(np.count_nonzero((followed != PAD).any(axis=0))),
+                     "host_syncs": runner.last_host_syncs, "tracker_calls": calls["tracker"],
+                     "reduce_calls": calls["reduce"]}
+    return out
+
+
+def format_explain_parse(result: dict) -> list[str]:
+    g, p = result["gold"], result["predicted"]
+    return [
+        "pytorch: the Python loop decides",
+        compare_row("steps with work", g["python_steps"], p["python_steps"]),
+        compare_row("device-to-host reads of decisions", g["host_syncs"], p["host_syncs"],
+                    "(one per step with a choice)"),
+        compare_row("Tracker calls / Reduce calls", f"{g['tracker_calls']}/{g['reduce_calls']}",
+                    f"{p['tracker_calls']}/{p['reduce_calls']}"),
+    ]
+
+
+def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
+    """The model raises from a line of its own. Called past the Runner's
+    host check (shared/contract.py), which refuses a bad batch the same way in
+    every framework: what is shown is what define-by-run code does by itself."""
+    return encode_outcome(Runner(params, config, dtype="float32", device="cpu")._encode, bad, where)
