@@ -250,9 +250,10 @@ def resolve(name: str) -> tuple[str, dict]:
 
 def make_runner(name: str, params, config, **kwargs):
     """A Runner of the framework or implementation ``name`` (e.g. "tensorflow-xla"):
-    the variant's options, then ``kwargs`` (dtype, device, dropout, seed, ...)."""
+    the variant's options, then ``kwargs`` (dtype, device, dropout, seed, ...), which
+    override an option of the same name (a test may, say, compile with another backend)."""
     framework_name, options = resolve(name)
-    return runner_class(framework_name)(params, config, **options, **kwargs)
+    return runner_class(framework_name)(params, config, **{**options, **kwargs})
 
 
 def configure_process(names=None, dtype: str = "float32") -> dict[str, str]:

@@ -113,8 +113,11 @@ def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dty
 
 
 def _to_numpy(tensor: torch.Tensor, transposed: bool) -> np.ndarray:
-    value = tensor.detach().to("cpu").numpy()
-    return np.ascontiguousarray(value.T if transposed else value)  # always a fresh copy
+    value = tensor.detach().to("cpu").numpy()  # on the CPU: the tensor's own memory
+    # A fresh copy, always: np.ascontiguousarray would hand back the tensor's own
+    # memory for an untransposed CPU tensor, and a caller's copy of the weights
+    # would then change with the next optimizer step.
+    return np.array(value.T if transposed else value, order="C", copy=True)
 
 
 def to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
