@@ -179,7 +179,7 @@ class SPINN(nn.Module):
         """The loop state before step 0: an empty stack, the tracker at zeros."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
         B, N = leaves.shape[:2]
-        S = N + 1  # at most N items, plus one free slot above the top (see _step)
+        S = N + 1  # at most N items, plus one free slot above the top (see _write)
         dtype = leaves.dtype
         zero_index = jnp.zeros((B,), jnp.int32)
         tracker_state = (jnp.zeros((B, D), dtype), jnp.zeros((B, D), dtype)) if D > 0 else ()
@@ -212,7 +212,6 @@ class SPINN(nn.Module):
         ``head``: also read the transition head and return ys (``parse``);
         otherwise ys is None and the step is exactly the gold-mode step.
         """
-        H = self.config.hidden_dim
         stack, pointers, sp, bp, tracker_state = carry
         op, t = xs[0], xs[1]
         N = leaves.shape[1]
@@ -227,25 +226,7 @@ class SPINN(nn.Module):
             is_reduce = op == REDUCE
             active = op != PAD
 
-        # ---- reads, by pointer. sp counts the items on the stack: the top is
-        # slot sp-1, the item below it slot sp-2; bp is the buffer front.
-        # Indices are clipped into range and absent items masked to zeros.
-        def slot(k):  # the item k places from the top, <float>[B, 2H]
-            index = jnp.maximum(sp - k, 0)
-            if self.layout == "padded":
-                item = stack[rows, index]
-            else:  # thin: the stack holds row numbers; follow the back-pointer
-                item = stack[pointers[rows, index], rows]
-            return jnp.where((sp >= k)[:, None], item, 0)
-
-        top, below = slot(1), slot(2)
-        front_index = jnp.minimum(bp, N - 1)
-        if self.layout == "padded":
-            front = leaves[rows, front_index]
-        else:
-            front = stack[front_index, rows]  # the leaves are rows 0..N-1 of the thin stack
-        can_shift = bp < n_leaves  # the buffer is not empty
-        front = jnp.where(can_shift[:, None], front, 0)
+        top, below, front, can_shift = self._read(stack, pointers, sp, bp, leaves, n_leaves, rows)
         if mode != "gold":
             # The op is not known yet (the head decides it after the tracker
             # update), but whether the step does anything is: a sentence is
@@ -253,14 +234,7 @@ class SPINN(nn.Module):
             can_reduce = sp >= 2
             active = can_shift | can_reduce
 
-        # ---- tracker (kept only where the step is not PAD)
-        tracking = None
-        if self.config.tracker_dim > 0:
-            h_t, c_t = self.tracker(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0],
-                                    tracker_state)
-            keep = active[:, None]
-            tracker_state = (jnp.where(keep, h_t, tracker_state[0]), jnp.where(keep, c_t, tracker_state[1]))
-            tracking = tracker_state[0]
+        tracker_state, tracking = self._track(front, top, below, tracker_state, active)
 
         # ---- the transition head (parse only; a Python `if`, settled while tracing).
         # It reads the state this step's tracker update just wrote; a REDUCE
@@ -281,10 +255,53 @@ class SPINN(nn.Module):
 
         # ---- compose the two top items (used only where the step is REDUCE)
         composed = self.reduce(below, top, tracking)  # [B, 2H]
+        carry = self._write(stack, pointers, sp, bp, t, is_shift, is_reduce, front, composed, rows, N)
+        return carry + (tracker_state,), ys
 
-        # ---- write, and move the pointers. SHIFT writes at slot sp, REDUCE
-        # pops two and writes at slot sp-2; PAD writes (a value nobody reads)
-        # at slot sp, the free slot above the top, so no branch is needed.
+    def _read(self, stack, pointers, sp, bp, leaves, n_leaves, rows):
+        """What a step reads, <float>[B, 2H] each: the top two stack items and
+        the buffer front, zeros where absent; and can_shift <bool>[B]."""
+        # Reads by pointer. sp counts the items on the stack: the top is slot
+        # sp-1, the item below it slot sp-2; bp is the buffer front. Indices
+        # are clipped into range and absent items masked to zeros.
+        N = leaves.shape[1]
+
+        def slot(k):  # the item k places from the top, <float>[B, 2H]
+            index = jnp.maximum(sp - k, 0)
+            if self.layout == "padded":
+                item = stack[rows, index]
+            else:  # thin: the stack holds row numbers; follow the back-pointer
+                item = stack[pointers[rows, index], rows]
+            return jnp.where((sp >= k)[:, None], item, 0)
+
+        top, below = slot(1), slot(2)
+        front_index = jnp.minimum(bp, N - 1)
+        if self.layout == "padded":
+            front = leaves[rows, front_index]
+        else:
+            front = stack[front_index, rows]  # the leaves are rows 0..N-1 of the thin stack
+        can_shift = bp < n_leaves  # the buffer is not empty
+        front = jnp.where(can_shift[:, None], front, 0)
+        return top, below, front, can_shift
+
+    def _track(self, front, top, below, tracker_state, active):
+        """The tracker step, kept only where the step is not PAD: (tracker
+        state, its h_t <float>[B, D] for Reduce), or (), None without a tracker."""
+        H = self.config.hidden_dim
+        tracking = None
+        if self.config.tracker_dim > 0:
+            h_t, c_t = self.tracker(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0],
+                                    tracker_state)
+            keep = active[:, None]
+            tracker_state = (jnp.where(keep, h_t, tracker_state[0]), jnp.where(keep, c_t, tracker_state[1]))
+            tracking = tracker_state[0]
+        return tracker_state, tracking
+
+    def _write(self, stack, pointers, sp, bp, t, is_shift, is_reduce, front, composed, rows, N):
+        """Keep step t's result and move the pointers: (stack, pointers, sp, bp)."""
+        # SHIFT writes at slot sp, REDUCE pops two and writes at slot sp-2;
+        # PAD writes (a value nobody reads) at slot sp, the free slot above
+        # the top, so no branch is needed.
         write_slot = sp - 2 * is_reduce.astype(jnp.int32)
         if self.layout == "padded":
             item = jnp.where(is_shift[:, None], front, composed)
@@ -305,7 +322,7 @@ class SPINN(nn.Module):
             pointers = pointers.at[rows, write_slot].set(target, unique_indices=True)
         sp = sp + is_shift.astype(jnp.int32) - is_reduce.astype(jnp.int32)
         bp = bp + is_shift.astype(jnp.int32)
-        return (stack, pointers, sp, bp, tracker_state), ys
+        return stack, pointers, sp, bp
 
 
 def _decide(logits, uniform, can_shift, can_reduce, mode: str):

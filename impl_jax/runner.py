@@ -77,7 +77,7 @@ ALGORITHMS = {"batched": SNLIClassifier, "vmap": VmapClassifier}
 
 
 def resolve_device(device: str) -> jax.Device:
-    """"cpu" or "gpu" -> the first such JAX device."""
+    """"cpu" or "gpu" -> the first such JAX device; a ValueError where there is none."""
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
     try:

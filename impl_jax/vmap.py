@@ -1,8 +1,8 @@
 """SPINN written for ONE sentence and batched by ``jax.vmap`` (docs/spec.md §3, §7).
 
-model.py batches by hand: every array carries a leading B axis, reads go
-through ``rows = arange(B)`` index arrays, and every mask is broadcast with
-``[:, None]``. Here the model code has no batch axis at all. One sentence has
+model.py batches by hand: every array carries a leading axis of S
+sentences, reads go through ``rows = arange(S)`` index arrays, and every
+mask is broadcast with ``[:, None]``. Here the model code has no batch axis at all. One sentence has
 
     tokens       <int32>[N]          transitions  <int32>[T]
     stack        <float>[N + T, 2H]  its thin stack: rows 0..N-1 the leaves, row N + t step t's composition
@@ -12,10 +12,10 @@ through ``rows = arange(B)`` index arrays, and every mask is broadcast with
 
 and its steps are one ``lax.scan`` over its own T transitions. ``nn.vmap``
 (``jax.vmap`` lifted over Flax variables, as ``nn.scan`` lifts ``lax.scan``)
-then maps that function over the 2B sentences of a batch: JAX adds the batch
-axis to every array, turns each scalar branch (``jnp.where(sp >= k, ...)``)
-into a per-sentence select, and each ``x[i]`` with a per-sentence i into a
-gather. The weights are not mapped (``variable_axes={"params": None}``): every
+then maps that function over the S sentences of a batch (2B for a pair
+batch): JAX adds the sentence axis to every array, turns each scalar branch
+(``jnp.where(sp >= k, ...)``) into a per-sentence select, and each ``x[i]``
+with a per-sentence i into a gather. The weights are not mapped (``variable_axes={"params": None}``): every
 sentence reads the same ones, and their gradients sum over the batch.
 
 The transformation cannot make the scan shorter than its longest sentence,
@@ -55,7 +55,7 @@ class SentenceSPINN(SPINN):
     one sentence; ``__call__`` and ``parse`` map it over a batch."""
 
     def __call__(self, tokens, transitions, train: bool = False):
-        """tokens <int32>[B, N], transitions <int32>[B, T] -> encodings <float>[B, H].
+        """tokens <int32>[S, N], transitions <int32>[S, T] -> encodings <float>[S, H].
         Gold mode, without the head, like model.py's SPINN.__call__."""
         # `train` is a Python value: closed over, so vmap maps only the arrays.
         encode = _vmap(lambda module, tokens, transitions: module.run_sentence(tokens, transitions, train=train))
@@ -63,7 +63,7 @@ class SentenceSPINN(SPINN):
 
     def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None,
               train: bool = False) -> SentenceParses:
-        """model.py's SPINN.parse (same arguments, same SentenceParses of [B, ...] arrays), by vmap."""
+        """model.py's SPINN.parse (same arguments, same SentenceParses of [S, ...] arrays), by vmap."""
         parse = _vmap(lambda module, tokens, transitions, uniforms: module.run_sentence(
             tokens, transitions, mode, uniforms, head=True, train=train))
         return SentenceParses(**parse(self, tokens, transitions, uniforms))  # uniforms None maps to None

@@ -115,36 +115,42 @@ class SPINN(nn.Module):
             # example; selecting reads plainer than computing all rows and
             # masking the padded ones back, and skips their work.
             if self.tracker is not None:
-                new_states = self.tracker([buffers[s] for s in active], [stacks[s] for s in active],
-                                          [states[s] for s in active])
-                for s, state in zip(active, new_states):
-                    states[s] = state
-            # The per-example branch: SHIFT moves a list item, REDUCE queues
-            # the two top items for one batched Reduce call.
-            lefts, rights, trackings, reducing = [], [], [], []
-            for s in active:
-                buffer, stack = buffers[s], stacks[s]
-                if ops[s] == SHIFT:
-                    stack.append(buffer.pop())
-                elif ops[s] == REDUCE:
-                    if len(stack) < 4:
-                        raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
-                    rights.append(stack.pop())
-                    lefts.append(stack.pop())
-                    reducing.append(s)
-                    if self.tracker is not None:
-                        trackings.append(states[s][0])
-                else:
-                    raise ValueError(f"sentence {s}, step {t}: unknown transition code {ops[s]}")
-            if reducing:
-                composed = self.reduce(lefts, rights, trackings if self.tracker is not None else None)
-                for s, item in zip(reducing, composed):
-                    stacks[s].append(item)
+                self._track(active, buffers, stacks, states)
+            self._shift_or_reduce(t, ops, active, buffers, stacks, states)
+        return _roots(stacks)
 
-        for s, stack in enumerate(stacks):
-            if len(stack) != 3:
-                raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
-        return torch.stack([stack[-1][0] for stack in stacks])  # h of the one item left: [S, H]
+    def _track(self, active: list[int], buffers: list, stacks: list, states: list) -> None:
+        """The tracker step of the ``active`` examples: one batched Tracker
+        call, each new (h_t, c_t) written back into its example's slot."""
+        new_states = self.tracker([buffers[s] for s in active], [stacks[s] for s in active],
+                                  [states[s] for s in active])
+        for s, state in zip(active, new_states):
+            states[s] = state
+
+    def _shift_or_reduce(self, t: int, ops: list[int], active: list[int], buffers: list, stacks: list,
+                         states: list | None) -> None:
+        """Step t's op ``ops[s]`` for every active example s, on its own lists."""
+        # The per-example branch: SHIFT moves a list item, REDUCE queues
+        # the two top items for one batched Reduce call.
+        lefts, rights, trackings, reducing = [], [], [], []
+        for s in active:
+            buffer, stack = buffers[s], stacks[s]
+            if ops[s] == SHIFT:
+                stack.append(buffer.pop())
+            elif ops[s] == REDUCE:
+                if len(stack) < 4:
+                    raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
+                rights.append(stack.pop())
+                lefts.append(stack.pop())
+                reducing.append(s)
+                if self.tracker is not None:
+                    trackings.append(states[s][0])  # the h_t of this step's tracker update
+            else:
+                raise ValueError(f"sentence {s}, step {t}: unknown transition code {ops[s]}")
+        if reducing:
+            composed = self.reduce(lefts, rights, trackings if self.tracker is not None else None)
+            for s, item in zip(reducing, composed):
+                stacks[s].append(item)
 
     def parse(self, leaves: torch.Tensor, transitions: np.ndarray, mode: str = "predicted",
               uniforms: np.ndarray | None = None) -> SentenceParses:
@@ -166,21 +172,15 @@ class SPINN(nn.Module):
         entropy included); ``last_host_syncs`` counts the device-to-host
         reads of decisions (one per step where some sentence has a choice).
         """
-        gold, sampled = mode == "gold", mode == "sampled"
+        gold = mode == "gold"
         transitions, buffers, stacks, states, num_leaves = self._start(leaves, transitions)
         S, T = transitions.shape
         # Gold mode: the row says where its PADs are; otherwise n fixes the number of steps.
         num_steps = [T] * S if gold else [2 * n - 1 for n in num_leaves]
-        if sampled:
-            uniforms = np.asarray(uniforms, dtype=np.float64).tolist()  # Python reads them one by one
-
+        # Sampled mode: Python reads the uniform numbers one by one.
+        uniforms = np.asarray(uniforms, dtype=np.float64).tolist() if mode == "sampled" else None
         followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
-        step_logits: list[torch.Tensor] = []  # per step, the head's [K, 2] for its K active sentences
-        step_rows: list[int] = []  # ... and the sentence of each row
-        step_columns: list[int] = []
-        choices: list[int] = []  # sampled mode: the rows (of all steps' rows) that were choices
-        reduced: list[bool] = []  # ... and whether each REDUCEd
-        host_syncs = 0
+        record = _HeadRecord()
 
         # The loop of forward, with the head. What runs at step t is decided
         # here: in gold mode by the data, otherwise by the decisions the model
@@ -193,90 +193,106 @@ class SPINN(nn.Module):
                 active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
             if not active:
                 continue
-            new_states = self.tracker([buffers[s] for s in active], [stacks[s] for s in active],
-                                      [states[s] for s in active])
-            for s, state in zip(active, new_states):
-                states[s] = state
+            self._track(active, buffers, stacks, states)
             # The head reads the state this step's tracker update just wrote:
             # one small batched matmul for the K active sentences. The result
             # stays on the device; nothing waits for it yet.
             logits = self.head(torch.stack([states[s][0] for s in active]))  # [K, 2]
-            first_row = len(step_rows)
-            step_logits.append(logits)
-            step_rows.extend(active)
-            step_columns.extend([t] * len(active))
-
+            first_row = record.add(t, active, logits)
             if not gold:
-                # The model decides. Which actions are possible is read off
-                # the Python lists: SHIFT needs a word left in the buffer
-                # (above its null item), REDUCE two items on the stack (above
-                # its two nulls).
-                can_shift = [len(buffers[s]) > 1 for s in active]
-                can_reduce = [len(stacks[s]) > 3 for s in active]
-                if any(a and b for a, b in zip(can_shift, can_reduce)):
-                    # The host round trip of define-by-run. The `if` below is
-                    # plain Python, so it needs plain numbers: the K x 2 logits
-                    # are copied off the device here, and Python waits for
-                    # them (on a GPU, for all the work queued before them).
-                    # Once per step, for the K sentences together; a step
-                    # where every sentence is forced needs no copy.
-                    host = logits.tolist()
-                    host_syncs += 1
-                    if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
-                        p_reduce = parsing.reduce_probability(np.asarray(host, dtype=np.float64)).tolist()
-                ops = [PAD] * S
-                for k, s in enumerate(active):
-                    if can_shift[k] and can_reduce[k]:
-                        # A real, data-dependent branch per sentence: what is
-                        # recorded below depends on what the model just said.
-                        if sampled:
-                            take_reduce = uniforms[s][t] < p_reduce[k]
-                            choices.append(first_row + k)
-                            reduced.append(take_reduce)
-                        else:
-                            t_shift, t_reduce = host[k]
-                            take_reduce = t_reduce > t_shift  # a tie SHIFTs
-                        ops[s] = REDUCE if take_reduce else SHIFT
-                    else:
-                        ops[s] = SHIFT if can_shift[k] else REDUCE  # one possible action: no choice
-                    followed[s, t] = ops[s]
+                ops = _decide(t, logits, active, buffers, stacks, uniforms, record, first_row)
+                followed[:, t] = ops
+            # From here on, as in forward; a REDUCE composes with the h_t the head read.
+            self._shift_or_reduce(t, ops, active, buffers, stacks, states)
 
-            # From here on, as in forward: SHIFT moves a list item, REDUCE
-            # queues the two top items for one batched Reduce call.
-            lefts, rights, trackings, reducing = [], [], [], []
-            for s in active:
-                buffer, stack = buffers[s], stacks[s]
-                if ops[s] == SHIFT:
-                    stack.append(buffer.pop())
-                elif ops[s] == REDUCE:
-                    if len(stack) < 4:
-                        raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
-                    rights.append(stack.pop())
-                    lefts.append(stack.pop())
-                    reducing.append(s)
-                    trackings.append(states[s][0])  # the h_t the head read
-                else:
-                    raise ValueError(f"sentence {s}, step {t}: unknown transition code {ops[s]}")
-            if reducing:
-                for s, item in zip(reducing, self.reduce(lefts, rights, trackings)):
-                    stacks[s].append(item)
+        encodings = _roots(stacks)
+        self.last_host_syncs = record.host_syncs
+        return SentenceParses(encodings, followed, *record.outputs(encodings, T))
 
-        for s, stack in enumerate(stacks):
-            if len(stack) != 3:
-                raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
-        encodings = torch.stack([stack[-1][0] for stack in stacks])  # h of the one item left: [S, H]
-        all_logits = torch.cat(step_logits) if step_logits else encodings.new_zeros((0, 2))  # [R, 2]
-        step_rows = np.asarray(step_rows, dtype=np.int64)
-        if choices:
-            logprob, entropy = _choice_sums(all_logits, step_rows, choices, reduced, S)
+
+def _roots(stacks: list) -> torch.Tensor:
+    """The encodings <float>[S, H]: h of the one item each valid sequence leaves on its stack."""
+    for s, stack in enumerate(stacks):
+        if len(stack) != 3:
+            raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
+    return torch.stack([stack[-1][0] for stack in stacks])
+
+
+def _decide(t: int, logits: torch.Tensor, active: list[int], buffers: list, stacks: list,
+            uniforms: list | None, record: _HeadRecord, first_row: int) -> list[int]:
+    """The model's op at step t for each sentence (docs/spec.md §7): PAD
+    unless active. Predicted mode follows the head's logits <float>[K, 2]
+    (row k: sentence active[k]); sampled mode (``uniforms`` given) draws it
+    with p_R and keeps each choice in ``record``, its row ``first_row + k``.
+    """
+    sampled = uniforms is not None
+    # Which actions are possible is read off the Python lists: SHIFT needs
+    # a word left in the buffer (above its null item), REDUCE two items on
+    # the stack (above its two nulls).
+    can_shift = [len(buffers[s]) > 1 for s in active]
+    can_reduce = [len(stacks[s]) > 3 for s in active]
+    if any(a and b for a, b in zip(can_shift, can_reduce)):
+        # The host round trip of define-by-run. The `if` below is
+        # plain Python, so it needs plain numbers: the K x 2 logits
+        # are copied off the device here, and Python waits for
+        # them (on a GPU, for all the work queued before them).
+        # Once per step, for the K sentences together; a step
+        # where every sentence is forced needs no copy.
+        host = logits.tolist()
+        record.host_syncs += 1
+        if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
+            p_reduce = parsing.reduce_probability(np.asarray(host, dtype=np.float64)).tolist()
+    ops = [PAD] * len(buffers)
+    for k, s in enumerate(active):
+        if can_shift[k] and can_reduce[k]:
+            # A real, data-dependent branch per sentence: what is
+            # recorded below depends on what the model just said.
+            if sampled:
+                take_reduce = uniforms[s][t] < p_reduce[k]
+                record.choices.append(first_row + k)
+                record.reduced.append(take_reduce)
+            else:
+                t_shift, t_reduce = host[k]
+                take_reduce = t_reduce > t_shift  # a tie SHIFTs
+            ops[s] = REDUCE if take_reduce else SHIFT
+        else:
+            ops[s] = SHIFT if can_shift[k] else REDUCE  # one possible action: no choice
+    return ops
+
+
+class _HeadRecord:
+    """What ``parse`` keeps of the head, step by step, to build its outputs
+    after the loop: the logits of every active sentence, and where they go."""
+
+    def __init__(self):
+        self.logits: list[torch.Tensor] = []  # per step, the head's [K, 2] for its K active sentences
+        self.rows: list[int] = []  # ... and the sentence of each row
+        self.columns: list[int] = []  # ... and its step
+        self.choices: list[int] = []  # sampled mode: the rows (of all steps' rows) that were choices
+        self.reduced: list[bool] = []  # ... and whether each REDUCEd
+        self.host_syncs = 0  # device-to-host reads of decisions
+
+    def add(self, t: int, active: list[int], logits: torch.Tensor) -> int:
+        """Record step t's logits <float>[K, 2]; returns the row of their first."""
+        first_row = len(self.rows)
+        self.logits.append(logits)
+        self.rows.extend(active)
+        self.columns.extend([t] * len(active))
+        return first_row
+
+    def outputs(self, encodings: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
+        entropy <float>[S] (zeros unless sampled), all differentiable."""
+        S = encodings.shape[0]
+        all_logits = torch.cat(self.logits) if self.logits else encodings.new_zeros((0, 2))  # [R, 2]
+        rows = np.asarray(self.rows, dtype=np.int64)
+        if self.choices:
+            logprob, entropy = _choice_sums(all_logits, rows, self.choices, self.reduced, S)
         else:
             logprob, entropy = encodings.new_zeros(S), encodings.new_zeros(S)
-        # The head's logits as [S, T, 2], zeros at PAD (differentiable).
-        index = (torch.as_tensor(step_rows, device=encodings.device),
-                 torch.as_tensor(step_columns, dtype=torch.int64, device=encodings.device))
-        transition_logits = encodings.new_zeros((S, T, 2)).index_put(index, all_logits)
-        self.last_host_syncs = host_syncs
-        return SentenceParses(encodings, followed, transition_logits, logprob, entropy)
+        index = (torch.as_tensor(rows, device=encodings.device),
+                 torch.as_tensor(self.columns, dtype=torch.int64, device=encodings.device))
+        return encodings.new_zeros((S, T, 2)).index_put(index, all_logits), logprob, entropy
 
 
 def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list[int], reduced: list[bool],

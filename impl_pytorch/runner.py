@@ -42,13 +42,14 @@ from .classifier import SNLIClassifier
 ALGORITHMS = ("lists", "masked")
 
 
-def torch_device(device: str) -> torch.device:
-    """"cpu" -> cpu; "gpu" -> the first visible CUDA device ("cuda:N" also accepted)."""
+def resolve_device(device: str) -> torch.device:
+    """"cpu" or "gpu" -> the torch.device: the CPU, or the first visible CUDA
+    device ("cuda:N" also accepted); a ValueError where there is none."""
     if device == "cpu":
         return torch.device("cpu")
     if device == "gpu" or str(device).startswith("cuda"):
         if not torch.cuda.is_available():
-            raise RuntimeError(f"device {device!r} asked for, but PyTorch sees no CUDA device")
+            raise ValueError(f"device {device!r} asked for, but PyTorch sees no CUDA device")
         return torch.device("cuda" if device == "gpu" else device)
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
@@ -70,7 +71,7 @@ class Runner(RunnerBase):
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
-        self.device = torch_device(device)
+        self.device = resolve_device(device)
         self.algorithm = algorithm
         # The lists algorithm reads each decision back to Python (last_host_syncs counts
         # those reads per parse); the masked one keeps decisions on the device.

@@ -31,6 +31,8 @@ read on the host (NumPy): they decide what runs, they are never computed on.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import tensorflow as tf
 
@@ -41,6 +43,26 @@ from shared.transitions import PAD, REDUCE, SHIFT
 from .cells import Tracker
 from .classifier import SNLIClassifier
 from .model import SPINN, choice_scores
+
+
+@dataclass
+class _Lists:
+    """One call's state on the host: each sentence's buffer, stack and
+    tracker (h_t, c_t) as Python lists, the transitions followed <int32>[S, T]
+    (decided ones written step by step), and what parse records."""
+
+    mode: str
+    num_steps: list[int]  # steps each sentence runs: T (gold) or 2n - 1 (decided)
+    uniforms: list | None  # sampled mode: [S][T] floats
+    buffers: list[list]
+    stacks: list[list]
+    states: list[tuple]
+    followed: np.ndarray
+    step_logits: list = field(default_factory=list)  # the head's [K, 2] per step
+    step_rows: list[int] = field(default_factory=list)  # the sentence of each of their rows
+    step_columns: list[int] = field(default_factory=list)  # the step of each row
+    choices: list[int] = field(default_factory=list)  # sampled mode: the rows that were choices
+    reduced: list[bool] = field(default_factory=list)  # and what each did
 
 
 class EagerSPINN(SPINN):
@@ -67,18 +89,56 @@ class EagerSPINN(SPINN):
         if not tf.executing_eagerly():
             raise RuntimeError("the eager SPINN branches in Python on the transitions; "
                                "call it eagerly, not inside tf.function (that is model.py's SPINN)")
+        lists = self._lists(leaves, np.asarray(transitions), mode, uniforms)  # transitions: the host copy Python reads
+        # The weights are read once per call, not once per step (as in model.py).
+        tracker_weights = self.tracker.read() if self.tracker is not None else None
+        reduce_weights = self.reduce.read()
+        head_weights = self.tracker.read_head() if with_head else None
+        self.last_host_syncs = 0
+
+        # ---- the Python loop over steps: what runs at step t, and so what the
+        # tape records, is decided here, by this batch's transitions (gold) or
+        # by what the model decided at the steps before.
+        for t in range(max(lists.num_steps, default=0)):
+            if mode == "gold":
+                active = [s for s in range(len(lists.stacks)) if lists.followed[s, t] != PAD]  # PAD changes nothing
+            else:
+                active = [s for s, n in enumerate(lists.num_steps) if t < n]  # the sentences not finished yet
+            if not active:
+                continue
+            tracking = self._track(lists, active, tracker_weights)  # h_t <float>[K, D], or None
+            if with_head:
+                logits = Tracker.transition_logits(tracking, head_weights)  # [K, 2] = (t_S, t_R)
+                first_row = len(lists.step_rows)
+                lists.step_logits.append(logits)
+                lists.step_rows.extend(active)
+                lists.step_columns.extend([t] * len(active))
+            if mode == "gold":
+                ops = [int(lists.followed[s, t]) for s in active]
+            else:
+                ops = self._decide_on_host(lists, t, active, logits, first_row)
+            self._apply(lists, t, active, ops, tracking, reduce_weights)
+
+        for s, stack in enumerate(lists.stacks):
+            if len(stack) != 3:
+                raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
+        encodings = tf.stack([stack[-1] for stack in lists.stacks])[:, :self.hidden_dim]  # h of the item left: [S, H]
+        if not with_head:
+            return SentenceParses(encodings, None, None, None, None)
+        return _parses(lists, encodings)
+
+    def _lists(self, leaves, transitions: np.ndarray, mode: str, uniforms) -> _Lists:
+        """The batch on the host: a buffer and a stack of items <float>[2H] per sentence."""
         H, D = self.hidden_dim, self.tracker_dim
         dtype = leaves.dtype
-        transitions = np.asarray(transitions)  # the host copy that Python branches on
         S, N = int(leaves.shape[0]), int(leaves.shape[1])
         T = transitions.shape[1]
-        gold, sampled = mode == "gold", mode == "sampled"
         num_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
-        num_steps = [T] * S if gold else [2 * n - 1 for n in num_leaves]  # decided: 2n - 1 steps (§7)
+        num_steps = [T] * S if mode == "gold" else [2 * n - 1 for n in num_leaves]  # decided: 2n - 1 steps (§7)
         if max(num_steps, default=0) > T:
             raise ValueError(f"a sentence of {max(num_leaves)} tokens needs {2 * max(num_leaves) - 1} steps, "
                              f"the batch has T={T}")
-        if sampled:
+        if mode == "sampled":
             uniforms = np.asarray(uniforms, dtype=np.float64).tolist()  # Python reads them one by one
 
         # The real leaves, one item <float>[2H] per word (padding slots left out):
@@ -90,119 +150,104 @@ class EagerSPINN(SPINN):
         # so buf[-1], stack[-1] and stack[-2] always exist and read as zeros
         # where docs/spec.md §3 says an item is absent. A valid sequence never pops one.
         null = tf.zeros([2 * H], dtype)
-        buffers = [[null] + words[starts[s]:starts[s + 1]][::-1] for s in range(S)]  # reversed: pop() takes the front
-        stacks = [[null, null] for _ in range(S)]
         zero_state = tf.zeros([D], dtype)
-        states = [(zero_state, zero_state)] * S  # the tracker's (h_t, c_t) per sentence
-        # The weights are read once per call, not once per step (as in model.py).
-        tracker_weights = self.tracker.read() if self.tracker is not None else None
-        reduce_weights = self.reduce.read()
-        head_weights = self.tracker.read_head() if with_head else None
+        return _Lists(
+            mode=mode, num_steps=num_steps, uniforms=uniforms,
+            # reversed: pop() takes the front
+            buffers=[[null] + words[starts[s]:starts[s + 1]][::-1] for s in range(S)],
+            stacks=[[null, null] for _ in range(S)],
+            states=[(zero_state, zero_state)] * S,
+            followed=transitions.astype(np.int32) if mode == "gold" else np.full((S, T), PAD, np.int32),
+        )
 
-        followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, np.int32)
-        step_logits, step_rows, step_columns = [], [], []  # the head's [K, 2] per step, and where each row goes
-        choices, reduced = [], []  # sampled mode: rows of the logits that were choices, and what they did
-        self.last_host_syncs = 0
+    def _track(self, lists: _Lists, active: list[int], tracker_weights):
+        """The tracker on the sentences that act: their new (h_t, c_t) written
+        into ``lists.states``; returns their h_t <float>[K, D] (None without a tracker)."""
+        if self.tracker is None:
+            return None
+        H, buffers, stacks, states = self.hidden_dim, lists.buffers, lists.stacks, lists.states
+        # The tracker runs only on the sentences that act, batched:
+        # stack their items, one matmul, hand each its row back.
+        front = tf.stack([buffers[s][-1] for s in active])  # [K, 2H]
+        top = tf.stack([stacks[s][-1] for s in active])
+        below = tf.stack([stacks[s][-2] for s in active])
+        state = (tf.stack([states[s][0] for s in active]), tf.stack([states[s][1] for s in active]))
+        tracking = self.tracker(front[:, :H], top[:, :H], below[:, :H], state, tracker_weights)  # [K, D] each
+        for s, h, c in zip(active, tf.unstack(tracking[0]), tf.unstack(tracking[1])):
+            states[s] = (h, c)
+        return tracking[0]  # h_t of the K sentences, what Reduce and the head read
 
-        # ---- the Python loop over steps: what runs at step t, and so what the
-        # tape records, is decided here, by this batch's transitions (gold) or
-        # by what the model decided at the steps before.
-        for t in range(max(num_steps, default=0)):
-            if gold:
-                active = [s for s in range(S) if followed[s, t] != PAD]  # PAD changes nothing
-            else:
-                active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
-            if not active:
-                continue
-            tracking = None
-            if self.tracker is not None:
-                # The tracker runs only on the sentences that act, batched:
-                # stack their items, one matmul, hand each its row back.
-                front = tf.stack([buffers[s][-1] for s in active])  # [K, 2H]
-                top = tf.stack([stacks[s][-1] for s in active])
-                below = tf.stack([stacks[s][-2] for s in active])
-                state = (tf.stack([states[s][0] for s in active]), tf.stack([states[s][1] for s in active]))
-                tracking = self.tracker(front[:, :H], top[:, :H], below[:, :H], state, tracker_weights)  # [K, D] each
-                for s, h, c in zip(active, tf.unstack(tracking[0]), tf.unstack(tracking[1])):
-                    states[s] = (h, c)
-                tracking = tracking[0]  # h_t of the K sentences, what Reduce and the head read
-
-            if with_head:
-                logits = Tracker.transition_logits(tracking, head_weights)  # [K, 2] = (t_S, t_R)
-                first_row = len(step_rows)
-                step_logits.append(logits)
-                step_rows.extend(active)
-                step_columns.extend([t] * len(active))
-            if gold:
-                ops = [int(followed[s, t]) for s in active]
-            else:
-                # ---- the model decides. What is possible is read off the
-                # lists (SHIFT: a word above the buffer's null item; REDUCE:
-                # two items above the stack's nulls); where both are, Python
-                # needs the head's numbers: the host round trip of define-by-run.
-                can_shift = [len(buffers[s]) > 1 for s in active]
-                can_reduce = [len(stacks[s]) > 3 for s in active]
-                if any(a and b for a, b in zip(can_shift, can_reduce)):
-                    host = logits.numpy()  # waits for the step's work; one copy for the K sentences
-                    self.last_host_syncs += 1
-                    if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
-                        p_reduce = parsing.reduce_probability(host.astype(np.float64)).tolist()
-                ops = []
-                for k, s in enumerate(active):
-                    if can_shift[k] and can_reduce[k]:
-                        if sampled:
-                            take_reduce = uniforms[s][t] < p_reduce[k]
-                            choices.append(first_row + k)
-                            reduced.append(take_reduce)
-                        else:
-                            t_shift, t_reduce = host[k]
-                            take_reduce = bool(t_reduce > t_shift)  # a tie SHIFTs
-                        ops.append(REDUCE if take_reduce else SHIFT)
-                    else:
-                        ops.append(SHIFT if can_shift[k] else REDUCE)  # one possible action: no choice
-                    followed[s, t] = ops[-1]
-
-            # ---- the per-sentence branch: SHIFT moves a list item, REDUCE
-            # queues the two top items for one batched Reduce call.
-            lefts, rights, reducing, reducing_rows = [], [], [], []
-            for k, (s, op) in enumerate(zip(active, ops)):
-                stack = stacks[s]
-                if op == SHIFT:
-                    stack.append(buffers[s].pop())
-                elif op == REDUCE:
-                    if len(stack) < 4:
-                        raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
-                    rights.append(stack.pop())
-                    lefts.append(stack.pop())
-                    reducing.append(s)
-                    reducing_rows.append(k)
+    def _decide_on_host(self, lists: _Lists, t: int, active: list[int], logits, first_row: int) -> list[int]:
+        """The model decides step t (predicted, sampled): the op of each active
+        sentence, also written into ``lists.followed``. ``logits`` <float>[K, 2]
+        are the rows ``first_row`` .. of ``lists.step_logits``."""
+        # ---- What is possible is read off the lists (SHIFT: a word above the
+        # buffer's null item; REDUCE: two items above the stack's nulls); where
+        # both are, Python needs the head's numbers: the host round trip of define-by-run.
+        sampled = lists.mode == "sampled"
+        can_shift = [len(lists.buffers[s]) > 1 for s in active]
+        can_reduce = [len(lists.stacks[s]) > 3 for s in active]
+        if any(a and b for a, b in zip(can_shift, can_reduce)):
+            host = logits.numpy()  # waits for the step's work; one copy for the K sentences
+            self.last_host_syncs += 1
+            if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
+                p_reduce = parsing.reduce_probability(host.astype(np.float64)).tolist()
+        ops = []
+        for k, s in enumerate(active):
+            if can_shift[k] and can_reduce[k]:
+                if sampled:
+                    take_reduce = lists.uniforms[s][t] < p_reduce[k]
+                    lists.choices.append(first_row + k)
+                    lists.reduced.append(take_reduce)
                 else:
-                    raise ValueError(f"sentence {s}, step {t}: unknown transition code {op}")
-            if reducing:
-                track = tf.gather(tracking, reducing_rows) if tracking is not None else None  # the h_t just written
-                composed = self.reduce(tf.stack(lefts), tf.stack(rights), track, reduce_weights)  # [K', 2H]
-                for s, item in zip(reducing, tf.unstack(composed)):
-                    stacks[s].append(item)
+                    t_shift, t_reduce = host[k]
+                    take_reduce = bool(t_reduce > t_shift)  # a tie SHIFTs
+                ops.append(REDUCE if take_reduce else SHIFT)
+            else:
+                ops.append(SHIFT if can_shift[k] else REDUCE)  # one possible action: no choice
+            lists.followed[s, t] = ops[-1]
+        return ops
 
-        for s, stack in enumerate(stacks):
-            if len(stack) != 3:
-                raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
-        encodings = tf.stack([stack[-1] for stack in stacks])[:, :H]  # h of the one item left: [S, H]
-        if not with_head:
-            return SentenceParses(encodings, None, None, None, None)
+    def _apply(self, lists: _Lists, t: int, active: list[int], ops: list[int], tracking, reduce_weights) -> None:
+        """Step t's per-sentence branch: SHIFT moves a list item, REDUCE
+        queues the two top items for one batched Reduce call."""
+        lefts, rights, reducing, reducing_rows = [], [], [], []
+        for k, (s, op) in enumerate(zip(active, ops)):
+            stack = lists.stacks[s]
+            if op == SHIFT:
+                stack.append(lists.buffers[s].pop())
+            elif op == REDUCE:
+                if len(stack) < 4:
+                    raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
+                rights.append(stack.pop())
+                lefts.append(stack.pop())
+                reducing.append(s)
+                reducing_rows.append(k)
+            else:
+                raise ValueError(f"sentence {s}, step {t}: unknown transition code {op}")
+        if reducing:
+            track = tf.gather(tracking, reducing_rows) if tracking is not None else None  # the h_t just written
+            composed = self.reduce(tf.stack(lefts), tf.stack(rights), track, reduce_weights)  # [K', 2H]
+            for s, item in zip(reducing, tf.unstack(composed)):
+                lists.stacks[s].append(item)
 
-        # ---- the records of parse, laid out as model.py returns them.
-        if step_logits:
-            all_logits = tf.concat(step_logits, axis=0)  # [R, 2], in the order the steps ran
-            where = np.stack([step_rows, step_columns], axis=1)  # [R, 2]: (sentence, step)
-            transition_logits = tf.scatter_nd(where, all_logits, [S, T, 2])  # zeros at PAD, differentiable
-        else:
-            transition_logits = tf.zeros([S, T, 2], dtype)
-        if choices:
-            logprob, entropy = _choice_sums(all_logits, np.asarray(step_rows)[choices], choices, reduced, S)
-        else:
-            logprob = entropy = tf.zeros([S], dtype)
-        return SentenceParses(encodings, tf.constant(followed), transition_logits, logprob, entropy)
+
+def _parses(lists: _Lists, encodings) -> SentenceParses:
+    """The records of parse, laid out as model.py returns them."""
+    S, T = lists.followed.shape
+    dtype = encodings.dtype
+    if lists.step_logits:
+        all_logits = tf.concat(lists.step_logits, axis=0)  # [R, 2], in the order the steps ran
+        where = np.stack([lists.step_rows, lists.step_columns], axis=1)  # [R, 2]: (sentence, step)
+        transition_logits = tf.scatter_nd(where, all_logits, [S, T, 2])  # zeros at PAD, differentiable
+    else:
+        transition_logits = tf.zeros([S, T, 2], dtype)
+    if lists.choices:
+        logprob, entropy = _choice_sums(all_logits, np.asarray(lists.step_rows)[lists.choices], lists.choices,
+                                        lists.reduced, S)
+    else:
+        logprob = entropy = tf.zeros([S], dtype)
+    return SentenceParses(encodings, tf.constant(lists.followed), transition_logits, logprob, entropy)
 
 
 def _choice_sums(step_logits, sentences, choices, reduced, num_sentences: int):

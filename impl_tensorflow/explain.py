@@ -67,13 +67,13 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     runner = Runner(params, config, dtype="float32", device="cpu")
     result: dict = {"framework_version": tf.__version__, "memory": runner.memory}
     for name in ("encode", "loss_and_grads"):
-        traced = runner.traced_function(name)
-        concrete = traced.concrete_function()  # the trace, timed by the Runner
+        traced = runner.trace(name)
+        concrete = traced.concrete_function()  # traced (and timed) by the Runner
         stats = graph_stats(concrete)
         stats["trace_s"] = traced.trace_s
         stats["first_call_s"] = stats["call_s"] = None
         if timing:
-            inputs = runner.program_inputs(batches.main, name)
+            inputs = runner.program_args(name, batches.main)
 
             def call():
                 for t in tf.nest.flatten(traced.function(*inputs)):
@@ -89,11 +89,11 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     result["loop_variables"] = len(result["loop_state"])
     result["loss_and_grads"].pop("loop_state", None)
     # The recompilation check: the batch, the same words as other trees, the
-    # same batch padded wider. get_concrete_function looks the inputs up in
-    # the function's trace cache, as a call does.
+    # same batch padded wider, each looked up in the function's trace cache
+    # as a call would look it up.
     before = runner.compile_stats("encode").traces
     for batch in (batches.main, batches.reshaped[batches.other_trees], batches.padded):
-        runner.traced_function("encode").function.get_concrete_function(*runner.program_inputs(batch))
+        runner.trace("encode", batch)
     result["traces_for_variants"] = runner.compile_stats("encode").traces - before + 1  # the first trace was above
     return result
 
@@ -132,7 +132,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     out: dict = {"framework_version": tf.__version__}
     for mode in MODES:
         runner.parse(batches.main, mode)  # the first call traces the mode's function
-        out[mode] = _body_stats(runner.traced_function(f"parse:{mode}").concrete_function())
+        out[mode] = _body_stats(runner.trace(f"parse:{mode}").concrete_function())
     return out
 
 
@@ -164,13 +164,13 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     runner = Runner(params, config, dtype="float32", device="cpu")
     out: dict = {}
     try:
-        runner.program_inputs(bad)  # the host-side check the Runner makes before every call
+        runner.program_args("encode", bad)  # the host-side check the Runner makes before every call
         out["outcome"] = "passed the host-side check"
     except ValueError as err:
         out.update(outcome="raised by the host-side check, before the graph ran", error=_error(err),
                    where=where(err))
     # Without the check: the graph cannot stop mid-loop with a message of ours.
-    encode = runner.traced_function("encode").function
+    encode = runner.trace("encode").function
     try:
         premise, _, _ = encode(*[tf.constant(a) for a in batch_arrays(bad)])
         out["graph"] = {"outcome": finite_outcome(premise.numpy())}

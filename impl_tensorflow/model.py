@@ -62,6 +62,8 @@ decided when tracing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import tensorflow as tf
 
 from shared.params import ModelConfig
@@ -88,6 +90,71 @@ def choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tens
     taken = tf.one_hot(tf.where(reduces, REDUCE_COLUMN, SHIFT_COLUMN), 2, dtype=log_p.dtype)  # [S, 2]
     weights = tf.stack([taken, -p], axis=1)  # [S, 2, 2]: row 0 picks log p(taken), row 1 weighs by -p
     return tf.reduce_sum(log_p[:, None, :] * weights, axis=2)
+
+
+def _decide(logits, active, can_shift, can_reduce, mode: str, uniform=None):
+    """The decision of docs/spec.md §7 for every sentence at once, inside the graph.
+
+    logits <float>[S, 2] = (t_S, t_R); active (the sentence is not finished),
+    can_shift (the buffer has leaves), can_reduce (two items or more on the
+    stack) <bool>[S]; uniform <float64>[S] (sampled mode). Returns the masks
+    is_shift, is_reduce <bool>[S] (both false: a PAD step), the op taken
+    <int32>[S], and in sampled mode the step's (log p(taken), entropy)
+    <float64>[S, 2], zero unless it was a choice (else None).
+    """
+    # Define-by-run code must bring the head's verdict back to Python here
+    # to pick a branch; in the graph it is one more mask per sentence, and
+    # the masked step that follows is the one gold mode runs.
+    choice = active & can_shift & can_reduce  # both valid: the head chooses
+    t_shift, t_reduce = tf.unstack(logits, axis=1)  # one op: the gradient of logits stays a two-term sum
+    if mode == "predicted":
+        wants_reduce = t_reduce > t_shift  # a tie SHIFTs
+    else:
+        # p_R and the logs in float64, whatever the model's dtype, like
+        # the uniforms: a float32 sum of 30 logs of size 1 loses 1e-5.
+        diff = tf.cast(t_reduce, tf.float64) - tf.cast(t_shift, tf.float64)  # t_R - t_S
+        log_p = tf.math.log_sigmoid(tf.stack([-diff, diff], axis=1))  # stable: log σ(x) = -softplus(-x)
+        p = tf.exp(log_p)  # <float64>[S, 2] = (p_S, p_R); exp(log σ) keeps a tiny p_R tiny
+        wants_reduce = uniform < p[:, REDUCE_COLUMN]  # u < p_R
+    # Where only one action is valid it is taken, whatever t says.
+    reduces = tf.where(choice, wants_reduce, tf.logical_not(can_shift))
+    is_shift = active & tf.logical_not(reduces)
+    is_reduce = active & reduces
+    op = tf.where(is_shift, SHIFT, tf.where(is_reduce, REDUCE, PAD))
+    if mode != "sampled":
+        return is_shift, is_reduce, op, None
+    scores = choice_scores(log_p, p, reduces)  # <float64>[S, 2]: (log p(taken), entropy)
+    return is_shift, is_reduce, op, tf.where(choice[:, None], scores, tf.zeros([], tf.float64))  # choices only
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """What every step of one run reads, fixed before the loop: the Python
+    choices of the trace (mode, with_head), sizes, the batch's tensors and
+    the weights (None where the mode or the model has none)."""
+
+    mode: str
+    with_head: bool
+    dtype: tf.DType
+    S: tf.Tensor
+    N: tf.Tensor
+    T: tf.Tensor
+    sentences: tf.Tensor  # <int32>[S]
+    n_leaves: tf.Tensor  # <int32>[S]: leaves in each buffer
+    leaf_row: tf.Tensor  # the memory row of leaf 0
+    transitions_by_step: tf.Tensor  # <int32>[T, S]
+    slots: tf.Tensor  # <int32>[1, N + 2]
+    read_sentences: tf.Tensor  # <int32>[3S]
+    tracker_weights: tuple | None
+    reduce_weights: tuple
+    head_weights: tuple | None
+    num_steps: tf.Tensor | None  # <int32>[S], decided modes: 2n - 1
+    uniforms_by_step: tf.Tensor | None  # <float64>[T, S], sampled mode
+
+    @property
+    def deciding(self) -> bool:
+        """The head, not the batch, says what each step does."""
+        return self.mode != "gold"
 
 
 class SPINN(tf.Module):
@@ -155,8 +222,40 @@ class SPINN(tf.Module):
         <float>[S, H]) and parse (with the head: returns SentenceParses).
         ``mode`` and ``with_head`` are Python values, fixed when tracing: they
         choose which ops the graph has, never which ones run."""
-        H, D = self.hidden_dim, self.tracker_dim
-        dtype = leaves.dtype
+        loop, memory = self._prepare(leaves, transitions, mode, uniforms, with_head)
+        if not with_head:
+            # The loop stops after the batch's longest sentence, not at T: the
+            # steps after it are PAD for every sentence and change nothing, so a
+            # batch padded to its length bucket's T costs only its real length.
+            # (A static scan, as in JAX, must run all T. parse runs all T too:
+            # its records hold one element per step.)
+            T = loop.T
+            last = tf.reduce_max(tf.where(tf.not_equal(transitions, PAD), tf.range(1, T + 1)[None, :], 0))
+            encodings, _ = self._loop(loop, memory, last, {})
+            return encodings
+
+        # ---- the records of parse: what a step reports in `taken`, written
+        # into loop variables: TensorArrays of T elements of [S, ...]
+        # (per-step outputs, like the memory, must flow through the loop; a
+        # Python list cannot, the body runs only once, when traced), and the
+        # running sums of logprob and entropy.
+        S, T, dtype = loop.S, loop.T, leaves.dtype
+        records = {"logits": tf.TensorArray(dtype, size=T, element_shape=[None, 2])}
+        if loop.deciding:
+            records["transitions"] = tf.TensorArray(tf.int32, size=T, element_shape=[None])
+        if mode == "sampled":
+            records["scores"] = tf.zeros([S, 2], tf.float64)  # per sentence: (logprob, entropy), summed in float64
+        encodings, records = self._loop(loop, memory, T, records)
+        followed = tf.transpose(records["transitions"].stack()) if loop.deciding else transitions  # [S, T]
+        if mode == "sampled":
+            logprob, entropy = tf.unstack(tf.cast(records["scores"], dtype), axis=1)
+        else:
+            logprob = entropy = tf.zeros([S], dtype)
+        return SentenceParses(encodings, followed, tf.transpose(records["logits"].stack(), [1, 0, 2]), logprob, entropy)
+
+    def _prepare(self, leaves, transitions, mode: str, uniforms, with_head: bool):
+        """What every step reads (a _Loop) and the memory the loop starts from."""
+        H = self.hidden_dim
         # Sizes are tensors: this graph serves every S, N and T.
         S, N = tf.shape(leaves)[0], tf.shape(leaves)[1]
         T = tf.shape(transitions)[1]
@@ -166,175 +265,137 @@ class SPINN(tf.Module):
         leaf_row = 1 + T
         leaves_by_row = tf.reshape(tf.transpose(leaves, [1, 0, 2]), [N * S, 2 * H])  # leaf j of sentence s at j*S + s
         memory = self._new_memory(leaves_by_row, 1 + T + N, leaf_row, S)
-
-        transitions_by_step = tf.transpose(transitions)  # [T, S]: row t is step t of every sentence
-        slots = tf.range(N + 2)[None, :]  # [1, N + 2]: stack slot numbers
-        read_sentences = tf.tile(sentences, [3])  # [3S], for the three reads of a step
-        # The weights are read once, here. A variable read inside the body is a
-        # new tensor at every step, and the backward pass keeps one per step
-        # (under XLA a copy: +150 MB at B=128, N=16).
-        tracker_weights = self.tracker.read() if self.tracker is not None else None
-        reduce_weights = self.reduce.read()
-        deciding = mode != "gold"  # the head, not the batch, says what each step does
-        if with_head:
-            head_weights = self.tracker.read_head()
-        if deciding:
+        loop = _Loop(
+            mode=mode, with_head=with_head, dtype=leaves.dtype, S=S, N=N, T=T, sentences=sentences,
+            n_leaves=n_leaves, leaf_row=leaf_row,
+            transitions_by_step=tf.transpose(transitions),  # [T, S]: row t is step t of every sentence
+            slots=tf.range(N + 2)[None, :],  # [1, N + 2]: stack slot numbers
+            read_sentences=tf.tile(sentences, [3]),  # [3S], for the three reads of a step
+            # The weights are read once, here. A variable read inside the body is a
+            # new tensor at every step, and the backward pass keeps one per step
+            # (under XLA a copy: +150 MB at B=128, N=16).
+            tracker_weights=self.tracker.read() if self.tracker is not None else None,
+            reduce_weights=self.reduce.read(),
+            head_weights=self.tracker.read_head() if with_head else None,
             # A sentence of n words is finished after exactly 2n - 1 steps
             # (docs/spec.md §7): n comes from the batch, the parse does not.
-            num_steps = 2 * n_leaves - 1  # [S]
-        if mode == "sampled":
-            uniforms_by_step = tf.transpose(uniforms)  # <float64>[T, S]
-
-        def step(t, memory, pointers, depth, buffer, state, taken=None):
-            """One transition for every sentence. t <int32>[]; pointers <int32>[S, N + 2];
-            depth (items on the stack), buffer (leaves shifted so far) <int32>[S];
-            state: tracker (h_t, c_t) <float>[S, D], or () without a tracker.
-            taken: with the head, a dict this step fills with what the head
-            scored and what was done (the loop of parse records it)."""
-            if deciding:
-                # The op is not known yet: the head decides it after the
-                # tracker has run. Until then only "is the sentence still
-                # going" matters: PAD changes nothing, as in gold mode.
-                active = t < num_steps
-            else:
-                op = tf.gather(transitions_by_step, t)  # [S]
-
-                # ---- masks: the `if op == ...` of the Python version, one bool per sentence.
-                # They are data, not control flow: every sentence takes the same
-                # path through the graph, and tf.where keeps or drops results.
-                is_shift = tf.equal(op, SHIFT)
-                is_reduce = tf.equal(op, REDUCE)
-                active = tf.not_equal(op, PAD)  # PAD changes nothing: stack, buffer, tracker
-
-            # ---- reads by pointer: where the buffer front, the stack top and the
-            # item below it live. An absent item points at row 0 (zeros), so
-            # no masking is needed on the values.
-            front_row = tf.where(buffer < n_leaves, leaf_row + buffer, ABSENT)
-            top_row = tf.gather(pointers, depth + 1, batch_dims=1)
-            below_row = tf.gather(pointers, depth, batch_dims=1)
-            rows = tf.concat([front_row, top_row, below_row], axis=0)  # [3S]
-            front, top, below = tf.split(self._read(memory, rows * S + read_sentences), 3)  # [S, 2H] each
-
-            # ---- tracker: its new state is kept only where the step is not PAD.
-            tracking = None
-            if self.tracker is not None:  # Python `if` on the model's configuration, not on data
-                h_t, c_t = self.tracker(front[:, :H], top[:, :H], below[:, :H], state, tracker_weights)
-                keep = active[:, None]
-                state = (tf.where(keep, h_t, state[0]), tf.where(keep, c_t, state[1]))
-                tracking = state[0]
-
-            if with_head:
-                # ---- the head reads the state this step's tracker update just
-                # wrote (h_t, equal to state[0] wherever the step is active; read
-                # before the tf.where so its gradient is a sum of two terms, see
-                # Reduce), and scores the two actions.
-                logits = Tracker.transition_logits(h_t, head_weights)  # [S, 2] = (t_S, t_R)
-                taken["logits"] = tf.where(active[:, None], logits, tf.zeros([], dtype))  # zeros at PAD
-            if deciding:
-                # ---- the decision, taken inside the graph. Define-by-run code
-                # must bring the head's verdict back to Python here to pick a
-                # branch; in the graph it is one more mask per sentence, and the
-                # masked step below is the one gold mode runs. Validity comes
-                # from the pointers: SHIFT while the buffer has leaves, REDUCE
-                # while the stack holds two items.
-                can_shift = buffer < n_leaves
-                can_reduce = depth >= 2
-                choice = active & can_shift & can_reduce  # both valid: the head chooses
-                t_shift, t_reduce = tf.unstack(logits, axis=1)  # one op: the gradient of logits stays a two-term sum
-                if mode == "predicted":
-                    wants_reduce = t_reduce > t_shift  # a tie SHIFTs
-                else:
-                    # p_R and the logs in float64, whatever the model's dtype, like
-                    # the uniforms: a float32 sum of 30 logs of size 1 loses 1e-5.
-                    diff = tf.cast(t_reduce, tf.float64) - tf.cast(t_shift, tf.float64)  # t_R - t_S
-                    log_p = tf.math.log_sigmoid(tf.stack([-diff, diff], axis=1))  # stable: log σ(x) = -softplus(-x)
-                    p = tf.exp(log_p)  # <float64>[S, 2] = (p_S, p_R); exp(log σ) keeps a tiny p_R tiny
-                    wants_reduce = tf.gather(uniforms_by_step, t) < p[:, REDUCE_COLUMN]  # u < p_R
-                # Where only one action is valid it is taken, whatever t says.
-                reduces = tf.where(choice, wants_reduce, tf.logical_not(can_shift))
-                is_shift = active & tf.logical_not(reduces)
-                is_reduce = active & reduces
-                op = tf.where(is_shift, SHIFT, tf.where(is_reduce, REDUCE, PAD))
-                taken["op"] = op
-                if mode == "sampled":
-                    scores = choice_scores(log_p, p, reduces)  # <float64>[S, 2]: (log p(taken), entropy)
-                    taken["scores"] = tf.where(choice[:, None], scores, tf.zeros([], tf.float64))  # choices only
-
-            # ---- compose the two top items for every sentence, and write the
-            # result as row 1 + t; only a REDUCE ever points at it.
-            new_row = 1 + t
-            composed = self.reduce(below, top, tracking, reduce_weights)  # [S, 2H]
-            memory = self._write(memory, new_row * S + sentences, composed)
-
-            # ---- move the pointers. SHIFT pushes the front leaf's row into slot
-            # depth + 2; REDUCE pops two and pushes the new row into slot depth
-            # (where the left child was). PAD writes nothing.
-            target_slot = tf.where(is_shift, depth + 2, depth)
-            target_row = tf.where(is_shift, front_row, new_row)
-            write = tf.logical_and(active[:, None], tf.equal(slots, target_slot[:, None]))  # [S, N + 2]
-            pointers = tf.where(write, target_row[:, None], pointers)
-            depth = depth + tf.cast(is_shift, tf.int32) - tf.cast(is_reduce, tf.int32)
-            buffer = buffer + tf.cast(is_shift, tf.int32)
-            return t + 1, memory, pointers, depth, buffer, state
-
-        zeros = tf.zeros([S], tf.int32)
-        state = (tf.zeros([S, D], dtype), tf.zeros([S, D], dtype)) if D > 0 else ()
-        if not with_head:
-            # ---- the loop --------------------------------------------------------
-            # tf.while_loop puts ONE copy of `step` into the graph and runs it T
-            # times, T a tensor known only at run time, so the same graph serves
-            # every sentence length. The body was traced once with symbolic shapes:
-            # it cannot inspect a transition in Python, hence the masks above. Loop
-            # variables (memory, pointers, ...) are what flows from one iteration
-            # to the next. For the gradient, TensorFlow builds a second while loop
-            # that runs the steps backwards, fed by per-step values the forward
-            # loop stacks up (only the small [S, *] tensors a step reads: the
-            # memory is never saved whole). maximum_iterations bounds those stacks,
-            # which XLA needs to know.
-            # The loop stops after the batch's longest sentence, not at T: the
-            # steps after it are PAD for every sentence and change nothing, so a
-            # batch padded to its length bucket's T costs only its real length.
-            # (A static scan, as in JAX, must run all T.)
-            last = tf.reduce_max(tf.where(tf.not_equal(transitions, PAD), tf.range(1, T + 1)[None, :], 0))
-            _, memory, pointers, _, _, _ = tf.while_loop(
-                lambda t, *_: t < last,
-                step,
-                (tf.constant(0), memory, tf.zeros([S, N + 2], tf.int32), zeros, zeros, state),
-                maximum_iterations=T,
-            )
-            # After a valid sequence exactly one item is left, in slot 2.
-            return self._read(memory, pointers[:, 2] * S + sentences)[:, :H]
-
-        # ---- the loop with the head: the same step, plus records. What a step
-        # reports in `taken` is written into loop variables: TensorArrays of T
-        # elements of [S, ...] (per-step outputs, like the memory, must flow
-        # through the loop; a Python list cannot, the body runs only once, when
-        # traced), and the running sums of logprob and entropy.
-        def recording_step(t, memory, pointers, depth, buffer, state, records):
-            taken = {}
-            t_next, memory, pointers, depth, buffer, state = step(t, memory, pointers, depth, buffer, state, taken)
-            records = dict(records, logits=records["logits"].write(t, taken["logits"]))
-            if deciding:
-                records["transitions"] = records["transitions"].write(t, taken["op"])
-            if mode == "sampled":
-                records["scores"] = records["scores"] + taken["scores"]  # two terms: a fixed sum
-            return t_next, memory, pointers, depth, buffer, state, records
-
-        records = {"logits": tf.TensorArray(dtype, size=T, element_shape=[None, 2])}
-        if deciding:
-            records["transitions"] = tf.TensorArray(tf.int32, size=T, element_shape=[None])
-        if mode == "sampled":
-            records["scores"] = tf.zeros([S, 2], tf.float64)  # per sentence: (logprob, entropy), summed in float64
-        _, memory, pointers, _, _, _, records = tf.while_loop(
-            lambda t, *_: t < T,
-            recording_step,
-            (tf.constant(0), memory, tf.zeros([S, N + 2], tf.int32), zeros, zeros, state, records),
-            maximum_iterations=T,
+            num_steps=2 * n_leaves - 1 if mode != "gold" else None,  # [S]
+            uniforms_by_step=tf.transpose(uniforms) if mode == "sampled" else None,  # <float64>[T, S]
         )
-        encodings = self._read(memory, pointers[:, 2] * S + sentences)[:, :H]
-        followed = tf.transpose(records["transitions"].stack()) if deciding else transitions  # [S, T]
-        if mode == "sampled":
-            logprob, entropy = tf.unstack(tf.cast(records["scores"], dtype), axis=1)
+        return loop, memory
+
+    def _loop(self, loop: _Loop, memory, stop, records: dict):
+        """The steps t = 0, 1, ... while t < ``stop`` (a tensor): returns the
+        encodings <float>[S, H] and ``records`` (the loop variables of parse,
+        {} without the head) with every step's record written into them."""
+        # ---- the loop --------------------------------------------------------
+        # tf.while_loop puts ONE copy of `body` into the graph and runs it up
+        # to T times, T a tensor known only at run time, so the same graph
+        # serves every sentence length. The body was traced once with symbolic
+        # shapes: it cannot inspect a transition in Python, hence the masks of
+        # `_step`. Loop variables (memory, pointers, ...) are what flows from
+        # one iteration to the next. For the gradient, TensorFlow builds a
+        # second while loop that runs the steps backwards, fed by per-step
+        # values the forward loop stacks up (only the small [S, *] tensors a
+        # step reads: the memory is never saved whole). maximum_iterations
+        # bounds those stacks, which XLA needs to know.
+        S, D = loop.S, self.tracker_dim
+        zeros = tf.zeros([S], tf.int32)
+        state = (tf.zeros([S, D], loop.dtype), tf.zeros([S, D], loop.dtype)) if D > 0 else ()
+
+        def body(t, memory, pointers, depth, buffer, state, records):
+            taken = {}  # what the step's head scored and did (with the head), for the records
+            t_next, memory, pointers, depth, buffer, state = self._step(
+                loop, t, memory, pointers, depth, buffer, state, taken)
+            return t_next, memory, pointers, depth, buffer, state, _record(records, t, taken)
+
+        _, memory, pointers, _, _, _, records = tf.while_loop(
+            lambda t, *_: t < stop,
+            body,
+            (tf.constant(0), memory, tf.zeros([S, loop.N + 2], tf.int32), zeros, zeros, state, records),
+            maximum_iterations=loop.T,
+        )
+        # After a valid sequence exactly one item is left, in slot 2.
+        return self._read(memory, pointers[:, 2] * S + loop.sentences)[:, :self.hidden_dim], records
+
+    def _read_step_items(self, loop: _Loop, memory, pointers, depth, buffer):
+        """What a step reads: the buffer front's row <int32>[S], and the
+        items at the buffer front, the stack top and below it, <float>[S, 2H] each."""
+        # ---- reads by pointer: where the buffer front, the stack top and the
+        # item below it live. An absent item points at row 0 (zeros), so
+        # no masking is needed on the values.
+        front_row = tf.where(buffer < loop.n_leaves, loop.leaf_row + buffer, ABSENT)
+        top_row = tf.gather(pointers, depth + 1, batch_dims=1)
+        below_row = tf.gather(pointers, depth, batch_dims=1)
+        rows = tf.concat([front_row, top_row, below_row], axis=0)  # [3S]
+        front, top, below = tf.split(self._read(memory, rows * loop.S + loop.read_sentences), 3)
+        return front_row, front, top, below
+
+    def _step(self, loop: _Loop, t, memory, pointers, depth, buffer, state, taken: dict):
+        """One transition for every sentence. t <int32>[]; pointers <int32>[S, N + 2];
+        depth (items on the stack), buffer (leaves shifted so far) <int32>[S];
+        state: tracker (h_t, c_t) <float>[S, D], or () without a tracker.
+        taken: with the head, a dict this step fills with what the head
+        scored and what was done (the records of parse)."""
+        H, S = self.hidden_dim, loop.S
+        if loop.deciding:
+            # The op is not known yet: the head decides it after the
+            # tracker has run. Until then only "is the sentence still
+            # going" matters: PAD changes nothing, as in gold mode.
+            active = t < loop.num_steps
         else:
-            logprob = entropy = tf.zeros([S], dtype)
-        return SentenceParses(encodings, followed, tf.transpose(records["logits"].stack(), [1, 0, 2]), logprob, entropy)
+            op = tf.gather(loop.transitions_by_step, t)  # [S]
+            # ---- masks: the `if op == ...` of the Python version, one bool per sentence.
+            # They are data, not control flow: every sentence takes the same
+            # path through the graph, and tf.where keeps or drops results.
+            is_shift = tf.equal(op, SHIFT)
+            is_reduce = tf.equal(op, REDUCE)
+            active = tf.not_equal(op, PAD)  # PAD changes nothing: stack, buffer, tracker
+
+        front_row, front, top, below = self._read_step_items(loop, memory, pointers, depth, buffer)
+
+        # ---- tracker: its new state is kept only where the step is not PAD.
+        tracking = None
+        if self.tracker is not None:  # Python `if` on the model's configuration, not on data
+            h_t, c_t = self.tracker(front[:, :H], top[:, :H], below[:, :H], state, loop.tracker_weights)
+            keep = active[:, None]
+            state = (tf.where(keep, h_t, state[0]), tf.where(keep, c_t, state[1]))
+            tracking = state[0]
+
+        if loop.with_head:
+            # ---- the head reads the state this step's tracker update just
+            # wrote (h_t, equal to state[0] wherever the step is active; read
+            # before the tf.where so its gradient is a sum of two terms, see
+            # Reduce), and scores the two actions.
+            logits = Tracker.transition_logits(h_t, loop.head_weights)  # [S, 2] = (t_S, t_R)
+            taken["logits"] = tf.where(active[:, None], logits, tf.zeros([], loop.dtype))  # zeros at PAD
+        if loop.deciding:
+            # ---- the decision, taken inside the graph. Validity comes from the pointers:
+            # SHIFT while the buffer has leaves, REDUCE while the stack holds two items.
+            uniform = tf.gather(loop.uniforms_by_step, t) if loop.mode == "sampled" else None
+            is_shift, is_reduce, taken["transitions"], taken["scores"] = _decide(
+                logits, active, buffer < loop.n_leaves, depth >= 2, loop.mode, uniform)
+
+        # ---- compose the two top items for every sentence, and write the
+        # result as row 1 + t; only a REDUCE ever points at it.
+        new_row = 1 + t
+        composed = self.reduce(below, top, tracking, loop.reduce_weights)  # [S, 2H]
+        memory = self._write(memory, new_row * S + loop.sentences, composed)
+
+        # ---- move the pointers. SHIFT pushes the front leaf's row into slot
+        # depth + 2; REDUCE pops two and pushes the new row into slot depth
+        # (where the left child was). PAD writes nothing.
+        target_slot = tf.where(is_shift, depth + 2, depth)
+        target_row = tf.where(is_shift, front_row, new_row)
+        write = tf.logical_and(active[:, None], tf.equal(loop.slots, target_slot[:, None]))  # [S, N + 2]
+        pointers = tf.where(write, target_row[:, None], pointers)
+        depth = depth + tf.cast(is_shift, tf.int32) - tf.cast(is_reduce, tf.int32)
+        buffer = buffer + tf.cast(is_shift, tf.int32)
+        return t + 1, memory, pointers, depth, buffer, state
+
+
+def _record(records: dict, t, taken: dict) -> dict:
+    """``records`` with step t's ``taken`` added: a TensorArray gets element
+    t, a running sum (float64 scores) the step's term. {} stays {}."""
+    return {name: record.write(t, taken[name]) if isinstance(record, tf.TensorArray) else record + taken[name]
+            for name, record in records.items()}

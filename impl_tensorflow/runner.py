@@ -55,13 +55,14 @@ BASELINE = tf.TensorSpec([], tf.float64)  # REINFORCE's b: an input, so a new b 
 REINFORCE_INPUTS = INPUTS + [LABELS, UNIFORMS, UNIFORMS, BASELINE]
 
 
-def tf_device(device: str) -> str:
-    """"cpu" -> "/CPU:0"; "gpu" -> "/GPU:0", the first visible GPU."""
+def resolve_device(device: str) -> str:
+    """"cpu" or "gpu" -> the TensorFlow device name: "/CPU:0", or "/GPU:0"
+    (the first visible GPU); a ValueError where there is none."""
     if device == "cpu":
         return "/CPU:0"
     if device == "gpu":
         if not tf.config.list_physical_devices("GPU"):
-            raise RuntimeError("device 'gpu' asked for, but TensorFlow sees no GPU")
+            raise ValueError("device 'gpu' asked for, but TensorFlow sees no GPU")
         return "/GPU:0"
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
@@ -165,7 +166,7 @@ class Runner(RunnerBase):
         if xla and memory == "tensor_array":
             raise ValueError("XLA cannot compile the TensorArray memory (TensorListScatterIntoExistingList); "
                              "use memory='dense' with xla=True")
-        self.device = tf_device(device)
+        self.device = resolve_device(device)
         self.xla = bool(xla)
         self.memory = memory
         self.algorithm = algorithm
@@ -337,37 +338,49 @@ class Runner(RunnerBase):
 
     # -- what tf.function builds (bench explain) ----------------------------
 
-    def traced_function(self, program: str) -> Traced:
-        """The traced entry point "encode", "loss_and_grads", "train_step" or "parse:MODE"
-        (after a parse in that mode):
+    def trace(self, program: str, batch: PairBatch | None = None) -> Traced:
+        """The traced entry point "encode", "loss_and_grads", "train_step" or
+        "parse:MODE" (after a parse in that mode), traced (timed) if it was not:
         ``.concrete_function().graph`` is its graph, ``.function`` the bare
         tf.function (called with tensors, it skips the host-side checks of
-        ``encode`` and friends)."""
+        ``encode`` and friends). The input signature leaves B, N and T open, so
+        one trace serves every batch; given ``batch``, its tensors are looked
+        up in the function's trace cache as a call would (a retrace would show
+        in ``compile_stats``)."""
         if self.algorithm == "eager":
             raise ValueError("algorithm 'eager' traces no function: its entry points run eagerly")
         if program == "train_step":
             self._need_optimizer()
-            return self._traced_train_step
-        if program.startswith("parse:"):  # "parse:gold", "parse:predicted", "parse:sampled" (docs/spec.md §7)
+            traced = self._traced_train_step
+        elif program.startswith("parse:"):  # "parse:gold", "parse:predicted", "parse:sampled" (docs/spec.md §7)
             mode = check_mode(program.split(":", 1)[1])
             if mode not in self._traced_parse:
                 raise ValueError(f"{program} is traced by its first call: call parse(batch, {mode!r}) first")
-            return self._traced_parse[mode]
-        functions = {"encode": self._traced_encode, "loss_and_grads": self._traced_loss_and_grads}
-        if program not in functions:
-            raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
-        return functions[program]
+            traced = self._traced_parse[mode]
+        else:
+            functions = {"encode": self._traced_encode, "loss_and_grads": self._traced_loss_and_grads}
+            if program not in functions:
+                raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
+            traced = functions[program]
+        traced.concrete_function()
+        if batch is not None:
+            traced.function.get_concrete_function(*self.program_args(program, batch))
+        return traced
 
-    def program_inputs(self, batch: PairBatch, program: str = "encode") -> list[tf.Tensor]:
-        """The tensors ``program`` ("encode", "loss_and_grads", "parse:gold" or
-        "parse:predicted") is called with for ``batch``, checked on the host
-        first as the public methods check them."""
+    def program_args(self, program: str, batch: PairBatch) -> list[tf.Tensor]:
+        """The tensors ``program`` ("encode", "loss_and_grads", "train_step",
+        "parse:gold" or "parse:predicted") is called with for ``batch``, checked
+        on the host first as the public methods check them."""
         if program.startswith("parse:"):
-            mode = program.split(":", 1)[1]
-            contract.check_parse(self.config, batch, mode, None)
+            contract.check_parse(self.config, batch, program.split(":", 1)[1], None)
             return self._tensors(train.model_inputs(batch))
+        if program not in ("encode", "loss_and_grads", "train_step"):
+            raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
         contract.check_batch(batch, self.config)
         arrays = train.model_inputs(batch)
-        if program == "loss_and_grads":
+        if program != "encode":
             arrays += (contract.check_labels(batch),)
+        if program == "train_step":
+            self._need_optimizer()
+            arrays += (self._step_seed(),)
         return self._tensors(arrays)
