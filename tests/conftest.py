@@ -1,4 +1,5 @@
-"""Shared fixtures: the embedded sample, model configurations, reference results.
+"""Shared fixtures: the embedded sample, model configurations, reference results
+(the helpers test modules import are in tests/helpers.py).
 
 Device and precision settings for the tests live here, not in the models:
 threads are capped at one per framework pool, JAX gets float64 enabled (the
@@ -27,11 +28,40 @@ from shared import reference
 from shared.batching import make_batches, make_pair_batch
 from shared.params import ModelConfig, init_params
 from shared.snli import SAMPLE_PATH, Pair, read_snli
-from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
+from shared.transitions import Sentence
 from shared.vocab import Vocabulary
+from tests.helpers import shaped_sentence, small_config_for
 
 # Tests run on the CPU unless SPINN_TEST_DEVICE=gpu (used on GPU machines).
 TEST_DEVICE = os.environ.get("SPINN_TEST_DEVICE", "cpu")
+# pytest-xdist's workers for ``-n auto`` (pyproject.toml): one per core, but
+# each worker imports all three frameworks (about 2 GB), so at most this many.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """The work units of pytest-xdist's ``--dist loadgroup`` (pyproject.toml).
+
+    Tests that share a module- or class-scoped fixture run on one worker, so
+    it is built once; so do the full-size checks (marked slow), which share
+    the session's float64 reference outputs. A module may name its own groups
+    (test_contract.py: one per implementation, whose runners it shares).
+    Every other test is a unit of its own, and xdist hands the largest units
+    out first, so the workers stay busy to the end.
+    """
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("full-size"))
+        elif any(defs[-1].scope in ("class", "module", "package")
+                 for defs in item._fixtureinfo.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture(scope="session")
@@ -75,11 +105,6 @@ def full_reference(full_params, full_config, sample_batches):
     return [reference.forward(full_params, full_config, batch) for batch in sample_batches]
 
 
-def small_config_for(vocab_size: int, tracker_dim: int = 3, mlp_layers: int = 2) -> ModelConfig:
-    return ModelConfig(vocab_size=vocab_size, embed_dim=6, hidden_dim=5, tracker_dim=tracker_dim,
-                       mlp_dim=7, mlp_layers=mlp_layers)
-
-
 @pytest.fixture(scope="session")
 def small_config(vocab) -> ModelConfig:
     return small_config_for(len(vocab))
@@ -92,10 +117,6 @@ def small_batch(sample_pairs, vocab):
         + sorted(sample_pairs, key=lambda p: len(p.hypothesis))[:3]
     return make_pair_batch(chosen, vocab, num_tokens=max(32, max(
         max(len(p.premise), len(p.hypothesis)) for p in chosen)))
-
-
-def shaped_sentence(words: list[str], shape: str) -> Sentence:
-    return Sentence(tuple(words), tuple(plain_transitions(len(words), shape)))
 
 
 @pytest.fixture(scope="session")
@@ -111,46 +132,3 @@ def edge_pairs(vocab) -> list[Pair]:
         Pair(right, one, 2, "right-one"),
         Pair(one, left, 1, "one-left"),
     ]
-
-
-def assert_npz_files_identical(first, second) -> None:
-    """Two .npz files hold the same entries with the same dtype, shape and bytes."""
-    with np.load(first, allow_pickle=False) as a, np.load(second, allow_pickle=False) as b:
-        assert sorted(a.files) == sorted(b.files)
-        for name in a.files:
-            assert a[name].dtype == b[name].dtype, name
-            assert a[name].shape == b[name].shape, name
-            assert a[name].tobytes() == b[name].tobytes(), name
-
-
-def steps_with_a_choice(transitions: np.ndarray) -> int:
-    """Steps t at which at least one of these sentences <int>[S, T] could
-    both SHIFT and REDUCE, replayed from the transitions alone."""
-    n = (transitions == SHIFT).sum(axis=1)
-    buffered, stacked = n.copy(), np.zeros_like(n)
-    steps = 0
-    for column in transitions.T:
-        acting = column != PAD
-        steps += bool(np.any(acting & (buffered > 0) & (stacked >= 2)))
-        shift, reduce = column == SHIFT, column == REDUCE
-        buffered -= shift
-        stacked += shift.astype(stacked.dtype) - reduce
-    return steps
-
-
-def assert_one_host_read_per_choice_step(runner, batch, mode: str, uniforms=None):
-    """Define-by-run pays one device-to-host copy per step where some sentence
-    chooses (``runner.last_host_syncs``); gold mode and encode pay none.
-    Returns the transitions followed <int>[2B, T] and the count, for the
-    caller's own checks."""
-    parsed = runner.parse(batch, mode, uniforms=uniforms)
-    followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
-    expected = steps_with_a_choice(followed)
-    assert expected > 0
-    assert runner.last_host_syncs == expected
-    runner.parse(batch, "gold")
-    assert runner.last_host_syncs == 0
-    runner.parse(batch, mode, uniforms=uniforms)
-    runner.encode(batch)
-    assert runner.last_host_syncs == 0
-    return followed, expected

@@ -217,15 +217,16 @@ def test_resume_completes_without_duplicates(tmp_path):
     assert all(r["buckets"] == [12, 64] for r in records)
 
 
-def test_jax_compilation_cache_flag_fills_the_cache(tmp_path):
+def test_compilation_cache_flag_fills_the_cache_of_the_frameworks_that_have_one(tmp_path):
     cache = tmp_path / "cache"
-    args = ["run", "--quick", "--implementations", "jax", "--modes", "infer", "--transitions", "gold",
+    args = ["run", "--quick", "--implementations", "pytorch,jax", "--modes", "infer", "--transitions", "gold",
             "--batch-sizes", "2",
-            "--out", str(tmp_path / "run"), "--jax-compilation-cache", str(cache)]
+            "--out", str(tmp_path / "run"), "--compilation-cache", str(cache)]
     assert main(args) == 0
     assert cache.is_dir() and any(cache.iterdir())
-    record = read_records(tmp_path / "run" / "results.jsonl")[0]
-    assert record["options"]["compilation_cache_dir"] == str(cache.resolve())
+    records = {r["implementation"]: r for r in read_records(tmp_path / "run" / "results.jsonl")}
+    assert records["jax"]["compilation_cache"] == str(cache.resolve())
+    assert records["pytorch"]["compilation_cache"] is None  # its platform has no persistent cache
 
 
 def test_sampled_training_step_is_measured(tmp_path):

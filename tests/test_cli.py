@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench import frameworks
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS, available
 from shared import reference
@@ -73,6 +78,45 @@ def test_encode_each_framework_matches_reference(framework, small_rows, small_mo
     assert list(got["pair_id"]) == list(ref["pair_id"])
     assert np.abs(got["premise"] - ref["premise"]).max() <= 1e-5
     assert np.abs(got["logits"] - ref["logits"]).max() <= 1e-4
+
+
+def test_the_process_settings_are_read_without_importing_a_framework():
+    """The command line and every platform's process settings come before any
+    library is imported (a fresh process: this one has imported them all)."""
+    code = ("import sys\n"
+            "from bench import cli, config, frameworks\n"
+            "cli.build_parser()\n"
+            "config.worker_env('float64')\n"
+            "config.quiet_frameworks('float64')\n"
+            "assert all(frameworks.platform(n).native_noise is not None for n in frameworks.ALL)\n"
+            "print([n for n in frameworks.FRAMEWORKS if frameworks.framework(n).library in sys.modules])\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# Frameworks whose platform switches 64-bit mode on before the library is imported.
+SWITCHED_FOR_FLOAT64 = [name for name in FRAMEWORKS
+                        if frameworks.platform(name).forced_env("float64") != frameworks.platform(name).forced_env()]
+
+
+@pytest.mark.parametrize("framework", SWITCHED_FOR_FLOAT64)
+def test_encode_in_float64_switches_the_framework_before_importing_it(framework, small_rows, small_model, tmp_path):
+    """``encode --dtype float64`` works in a fresh process, as ``train`` and
+    ``evaluate`` do: the platform's settings are applied before the import."""
+    ref_out, fw_out = tmp_path / "ref.npz", tmp_path / "fw.npz"
+    common = ["--params", str(small_model), "--data", str(small_rows), "--batch-size", "16", "--dtype", "float64"]
+    assert main(["encode", "--framework", "reference", *common, "--out", str(ref_out)]) == 0
+    env = {k: v for k, v in os.environ.items() if k not in frameworks.platform(framework).forced_env("float64")}
+    done = subprocess.run([sys.executable, "-m", "bench", "encode", "--framework", framework, *common,
+                           "--out", str(fw_out)], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"framework {framework} (float64)" in done.stdout
+    ref, got = np.load(ref_out), np.load(fw_out)
+    np.testing.assert_allclose(got["premise"], ref["premise"], atol=1e-7, rtol=0)
+    np.testing.assert_allclose(got["logits"], ref["logits"], atol=1e-7, rtol=0)
 
 
 def test_encode_errors_are_clear(small_rows, tmp_path, capsys):

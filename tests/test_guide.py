@@ -23,6 +23,8 @@ EXCERPTS = gs.guide_excerpts(ALL_TEXT)
 FIGURES = gs.guide_figures(ALL_TEXT)
 NUMBERS = gs.guide_numbers(ALL_TEXT)
 RESULTS: dict = {}  # figure command -> its result, run once per session (counts only, no timing)
+# One worker runs the whole module, so each figure's command runs once, not once per worker.
+pytestmark = pytest.mark.xdist_group("guide")
 
 
 def result_of(command: str) -> dict:

@@ -1,13 +1,11 @@
-"""JAX-specific checks (the agreement with the reference for the default
-layout lives in test_equivalence.py and test_parse_equivalence.py):
-compilation counted per bucket shape (and per transitions mode), both stack
-layouts against the reference, gold and decided parses included, memory of
-the backward pass, the persistent compilation cache, the .npz round trip,
-dropout, float64 and float32 end to end, optimizers."""
+"""JAX-specific checks (the contract, the agreement of every implementation
+with the reference, lives in test_contract.py): compilation counted per
+bucket shape (and per transitions mode), encode never reading the head,
+memory of the backward pass (both stack layouts),
+the persistent compilation cache, the .npz round trip, dropout, float64 and
+float32 end to end, optax's state and frozen weights."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -16,16 +14,14 @@ import pytest
 
 from impl_jax import convert, train
 from impl_jax.classifier import SNLIClassifier
+from impl_jax.explain import jaxpr_stats
 from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS
 from impl_jax.runner import Runner, disable_compilation_cache
-from bench.explain.jax_graph import jaxpr_stats
-from shared import optimizers, parsing, reference
-from shared.batching import make_batches, make_pair_batch
-from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
+from shared import parsing, reference
+from shared.batching import make_batches
+from shared.compare import max_abs_err
 from shared.params import ModelConfig, ParamError, init_params, load_params, save_params
-from shared.transitions import PAD
-
-from conftest import assert_npz_files_identical, small_config_for
+from tests.helpers import assert_npz_files_identical, head_params, small_config_for
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 HEAD = ("tracker.transition.kernel", "tracker.transition.bias")
@@ -33,13 +29,6 @@ HEAD = ("tracker.transition.kernel", "tracker.transition.bias")
 
 def head_config(vocab_size: int) -> ModelConfig:
     return small_config_for(vocab_size).replace(transition_head=True)
-
-
-def head_params(config: ModelConfig, seed: int, dtype=np.float64) -> dict[str, np.ndarray]:
-    """Weights whose head makes real choices (its kernel scaled up, as in test_parse_equivalence.py)."""
-    params = init_params(config, seed=seed, dtype=dtype)
-    params[HEAD[0]] = (params[HEAD[0]] * 8.0).astype(dtype)
-    return params
 
 
 def rows_uniforms(batch, seed: int = 1):
@@ -169,50 +158,8 @@ def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small
 
 
 # --------------------------------------------------------------------------
-# Both stack layouts against the reference
+# The head: encode never reads it (both layouts agree with the reference in test_contract.py)
 # --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_layout_matches_reference(layout, small_config, sample_pairs, edge_pairs, vocab):
-    params = init_params(small_config, seed=3, dtype=np.float64)
-    batch = make_pair_batch(sample_pairs[:5] + edge_pairs, vocab, num_steps=130)  # PAD beyond 2N-1 too
-    runner = Runner(params, small_config, dtype="float64", layout=layout)
-    ref = reference.forward(params, small_config, batch)
-    for got, want in zip(runner.encode(batch), (ref.premise, ref.hypothesis, ref.logits)):
-        assert max_abs_err(got, want) <= 1e-12
-    loss, grads = runner.loss_and_grads(batch)
-    ref_loss, ref_grads = reference.loss_and_grads(params, small_config, batch)
-    assert abs(loss - ref_loss) <= 1e-12
-    errors = grad_rel_errs(grads, ref_grads)
-    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
-
-
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_layout_parses_like_the_reference(layout, vocab, sample_pairs, edge_pairs):
-    """Both layouts take the reference's decisions in every mode (so the two
-    parse identically), on real, one-word and 60-word sentences with PAD
-    steps beyond 2N-1, and give its supervised-loss gradients."""
-    config = head_config(len(vocab))
-    params = head_params(config, seed=3)
-    batch = make_pair_batch(sample_pairs[:5] + edge_pairs, vocab, num_steps=130)
-    runner = Runner(params, config, dtype="float64", layout=layout)
-    for mode in parsing.MODES:
-        u = rows_uniforms(batch, seed=7) if mode == "sampled" else None
-        got, want = runner.parse(batch, mode, uniforms=u), reference.parse(params, config, batch, mode, uniforms=u)
-        for name, value in want.to_dict().items():
-            if name.endswith("_transitions"):
-                np.testing.assert_array_equal(getattr(got, name), value, err_msg=f"{mode} {name}")
-            else:
-                assert max_abs_err(getattr(got, name), value) <= 1e-12, (mode, name)
-        if mode == "predicted":  # the head really decides: some parses leave the gold ones
-            assert parsing.parse_agreement(got.premise_transitions, batch.premise_transitions) < 1.0
-    weighted = Runner(params, config, dtype="float64", layout=layout, transition_weight=0.7)
-    loss, grads = weighted.loss_and_grads(batch)
-    ref_loss, ref_grads = reference.loss_and_grads(params, config, batch, transition_weight=0.7)
-    assert abs(loss - ref_loss) <= 1e-12
-    errors = grad_rel_errs(grads, ref_grads)
-    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
 
 
 def test_encode_never_reads_the_head(vocab, small_batch):
@@ -237,21 +184,6 @@ def test_encode_never_reads_the_head(vocab, small_batch):
         assert not np.any(grads[name]), name
     for name, value in plain_grads.items():
         assert np.array_equal(grads[name], value), name
-
-
-def test_parse_arguments_are_checked(vocab, small_batch):
-    config = head_config(len(vocab))
-    runner = Runner(head_params(config, seed=2, dtype=np.float32), config)
-    premise_u, hypothesis_u = rows_uniforms(small_batch)
-    with pytest.raises(ValueError, match="shape"):
-        runner.parse(small_batch, "sampled", uniforms=(premise_u[:, :-1], hypothesis_u))
-    transitions = small_batch.hypothesis_transitions.copy()
-    transitions[3] = PAD  # a row without any SHIFT: no sentence to parse
-    empty = dataclasses.replace(small_batch, hypothesis_transitions=transitions)
-    with pytest.raises(ValueError, match="hypothesis row 3 has no SHIFT"):
-        runner.parse(empty, "predicted")
-    with pytest.raises(ValueError, match="transition_weight must be >= 0"):
-        Runner(head_params(config, seed=2, dtype=np.float32), config, transition_weight=-1.0)
 
 
 # --------------------------------------------------------------------------
@@ -499,38 +431,6 @@ def test_float64_end_to_end(small_config, small_batch):
 # --------------------------------------------------------------------------
 # Optimizers: optax, the shared definitions, frozen weights, state
 # --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name,hyper", [("sgd", {"momentum": 0.9, "weight_decay": 0.01}),
-                                        ("adam", {"beta1": 0.8}), ("rmsprop", {})])
-def test_optimizers_follow_the_shared_definition(name, hyper, small_config, small_batch):
-    params = init_params(small_config, seed=7, dtype=np.float64)
-    frozen = ("embed.embedding",)
-    runner = Runner(params, small_config, dtype="float64")
-    runner.set_optimizer(name, lr=0.01, frozen=frozen, **hyper)
-    resolved = optimizers.resolve(name, hyper)
-    state = optimizers.zero_state(name, resolved, {k: v.shape for k, v in params.items()}, frozen, np.float64)
-    expected = params
-    for step in range(2):
-        _, grads = reference.loss_and_grads(expected, small_config, small_batch)
-        expected = optimizers.apply(name, resolved, 0.01, expected, grads, state, frozen)
-        runner.train_step(small_batch)
-    trained = runner.get_params()
-    for key in expected:
-        assert max_abs_err(trained[key], expected[key]) <= 1e-10, key
-    assert np.array_equal(trained["embed.embedding"], params["embed.embedding"])
-
-    # The state in the shared layout, and back: a restored runner continues identically.
-    saved = runner.optimizer_state()
-    assert set(saved) == set(state) and int(saved["step"]) == 2
-    for key in state:
-        assert max_abs_err(saved[key], state[key]) <= 1e-10, key
-    restored = Runner(trained, small_config, dtype="float64")
-    restored.set_optimizer(name, lr=0.01, frozen=frozen, **hyper)
-    restored.load_optimizer_state(saved)
-    assert restored.train_step(small_batch) == runner.train_step(small_batch)
-    for key, value in runner.get_params().items():
-        assert np.array_equal(restored.get_params()[key], value), key
 
 
 def test_head_trains_freezes_and_keeps_optimizer_state(vocab, small_batch):

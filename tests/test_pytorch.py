@@ -1,7 +1,7 @@
-"""PyTorch-specific checks (the agreement with the reference lives in
-test_equivalence.py and test_parse_equivalence.py): the .npz round trip,
-dropout, the per-batch graph, batch/unbatch, float64 end to end, and for
-parses decided by the model: one host read per step with a choice, a graph
+"""PyTorch-specific checks (the agreement with the reference, and the one
+host read per step with a choice, live in test_contract.py): the .npz round
+trip, dropout, the per-batch graph, batch/unbatch, float64 end to end, and
+for parses decided by the model: the count of steps with a choice, a graph
 that follows the chosen trees, differentiable logprob and entropy."""
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from shared.params import ParamError, init_params, load_params, save_params
 from shared.runner import CompileStats
 from shared.snli import Pair
 from shared.transitions import PAD, REDUCE, SHIFT
-
-from conftest import (assert_npz_files_identical, assert_one_host_read_per_choice_step, shaped_sentence,
-                      small_config_for, steps_with_a_choice)
+from tests.helpers import assert_npz_files_identical, shaped_sentence, small_config_for, steps_with_a_choice
 
 
 # --------------------------------------------------------------------------
@@ -339,7 +337,7 @@ def test_device_argument(small_config, small_batch):
         for a, b in zip(gpu.encode(small_batch), cpu.encode(small_batch)):
             assert max_abs_err(a, b) <= 1e-12
     else:
-        with pytest.raises(RuntimeError, match="no CUDA device"):
+        with pytest.raises(ValueError, match="no CUDA device"):
             Runner(params, small_config, device="gpu")
 
 
@@ -370,19 +368,6 @@ def head_setup(vocab, seed: int, scale: float = 8.0, dtype=np.float64):
     params = init_params(config, seed=seed, dtype=dtype)
     params["tracker.transition.kernel"] = (params["tracker.transition.kernel"] * scale).astype(dtype)
     return config, params
-
-
-@pytest.mark.parametrize("mode", ["predicted", "sampled"])
-def test_one_host_read_per_step_with_a_choice(vocab, small_batch, mode):
-    """Define-by-run pays one device-to-host copy per step where some sentence
-    chooses: Python's `if` needs the logits. Forced steps (the first two, and
-    the ends of sentences) need none; gold mode and encode need none at all."""
-    config, params = head_setup(vocab, seed=12)
-    runner = Runner(params, config, dtype="float64")
-    u = parsing.uniforms_for(small_batch, rows=list(range(small_batch.size)), seed=1) if mode == "sampled" else None
-    followed, expected = assert_one_host_read_per_choice_step(runner, small_batch, mode, u)
-    longest = int((followed != PAD).sum(axis=1).max())
-    assert 0 < expected < longest - 2  # the count is not simply one per step
 
 
 def test_steps_with_a_choice_replay():
@@ -491,18 +476,3 @@ def test_transition_weight_zero_leaves_the_head_out(vocab, small_batch):
     half, _ = Runner(params, config, dtype="float64", transition_weight=1.0).loss_and_grads(small_batch)
     assert abs((weighted - plain_loss) - 2 * (half - plain_loss)) <= 1e-12
     assert weighted > half > plain_loss
-
-
-def test_parse_argument_errors(vocab, small_batch):
-    config, params = head_setup(vocab, seed=17)
-    with pytest.raises(ValueError, match="transition_weight must be >= 0"):
-        Runner(params, config, transition_weight=-1.0)
-    runner = Runner(params, config, dtype="float64")
-    u = parsing.uniforms_for(small_batch, rows=list(range(small_batch.size)), seed=0)
-    with pytest.raises(ValueError, match="sampled mode only"):
-        runner.parse(small_batch, "predicted", uniforms=u)
-    with pytest.raises(ValueError, match="shape"):
-        runner.parse(small_batch, "sampled", uniforms=(u[0][:, :-1], u[1]))
-    bare = small_config_for(len(vocab))
-    with pytest.raises(ValueError, match="tracker.transition.kernel"):
-        Runner(init_params(bare, seed=0), bare).parse(small_batch, "gold")

@@ -1,0 +1,133 @@
+"""What several test modules share: small models, tolerances, assertions.
+
+Fixtures live in conftest.py; everything a test module imports lives here, so
+no test module imports another. Runners are made with the registry's
+``bench.frameworks.make_runner``, the one the commands use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench import frameworks
+from shared import parsing
+from shared.compare import max_abs_err
+from shared.params import ModelConfig, init_params
+from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
+
+F64_TOL = 1e-12  # float64 against the float64 reference: rounding only
+LOGPROB_TOL_F32 = 1e-5  # logprob and entropy, float32 against float64
+HEAD_KERNEL, HEAD_BIAS = "tracker.transition.kernel", "tracker.transition.bias"
+
+# Runner options the tests use over the registry's, where the registry's
+# would only cost time: Inductor needs tens of seconds per program and shape
+# on a small CPU, and the contract tests meet dozens; the aot_eager backend
+# captures the same graphs (TorchDynamo, AOTAutograd) without generating
+# code. test_variants_pytorch.py builds the Inductor version once.
+TEST_OPTIONS = {"pytorch-compiled": {"compile": "aot_eager"}}
+
+
+def make_runner(name: str, params, config: ModelConfig, **kwargs):
+    """The registry's runner of implementation ``name`` (bench.frameworks),
+    its options overridden by TEST_OPTIONS, then ``kwargs``."""
+    return frameworks.make_runner(name, params, config, **{**TEST_OPTIONS.get(name, {}), **kwargs})
+
+
+def small_config_for(vocab_size: int, tracker_dim: int = 3, mlp_layers: int = 2) -> ModelConfig:
+    return ModelConfig(vocab_size=vocab_size, embed_dim=6, hidden_dim=5, tracker_dim=tracker_dim,
+                       mlp_dim=7, mlp_layers=mlp_layers)
+
+
+def head_config(vocab_size: int, tracker_dim: int = 4) -> ModelConfig:
+    """The small model with a transition head (docs/spec.md §7)."""
+    return ModelConfig(vocab_size=vocab_size, embed_dim=6, hidden_dim=5, tracker_dim=tracker_dim,
+                       mlp_dim=7, mlp_layers=1, transition_head=True)
+
+
+def head_params(config: ModelConfig, seed: int, dtype=np.float64) -> dict[str, np.ndarray]:
+    """Random weights whose head makes real choices: its kernel is scaled up so
+    that both actions win at some steps (checked by test_contract.py's
+    ``test_decisions_are_mixed``), with margins that clear float32 rounding."""
+    params = init_params(config, seed=seed, dtype=dtype)
+    params[HEAD_KERNEL] = (params[HEAD_KERNEL] * 8.0).astype(dtype)
+    return params
+
+
+def uniforms(batch, seed: int = 11):
+    """The front end's uniform numbers for every pair of ``batch`` (sampled mode)."""
+    return parsing.uniforms_for(batch, rows=list(range(batch.size)), seed=seed, epoch=0)
+
+
+def shaped_sentence(words: list[str], shape: str) -> Sentence:
+    return Sentence(tuple(words), tuple(plain_transitions(len(words), shape)))
+
+
+def assert_parsed_close(parsed: parsing.Parsed, ref: parsing.Parsed, *, tol: float, logit_tol: float,
+                        logprob_tol: float) -> None:
+    """The same transitions as ``ref``, and its numbers within the tolerances."""
+    for side in ("premise", "hypothesis"):
+        np.testing.assert_array_equal(getattr(parsed, f"{side}_transitions"), getattr(ref, f"{side}_transitions"),
+                                      err_msg=f"{side} transitions differ from the reference's")
+        assert max_abs_err(getattr(parsed, side), getattr(ref, side)) <= tol, side
+        assert max_abs_err(getattr(parsed, f"{side}_transition_logits"),
+                           getattr(ref, f"{side}_transition_logits")) <= logit_tol, f"{side} transition logits"
+        assert max_abs_err(getattr(parsed, f"{side}_logprob"), getattr(ref, f"{side}_logprob")) <= logprob_tol
+        assert max_abs_err(getattr(parsed, f"{side}_entropy"), getattr(ref, f"{side}_entropy")) <= logprob_tol
+    assert max_abs_err(parsed.logits, ref.logits) <= logit_tol
+
+
+def assert_alone_equals_inside(single, together, i: int) -> None:
+    """Pair ``i`` of the batch ``together`` took the decisions of ``single`` (the
+    pair parsed alone, its only row), PAD after them, and got its numbers."""
+    T = single.premise_transitions.shape[1]
+    for side in ("premise", "hypothesis"):
+        np.testing.assert_array_equal(getattr(together, f"{side}_transitions")[i, :T],
+                                      getattr(single, f"{side}_transitions")[0])
+        assert not np.any(getattr(together, f"{side}_transitions")[i, T:])
+        assert max_abs_err(getattr(together, side)[i], getattr(single, side)[0]) <= F64_TOL
+        assert max_abs_err(getattr(together, f"{side}_logprob")[i],
+                           getattr(single, f"{side}_logprob")[0]) <= F64_TOL
+    assert max_abs_err(together.logits[i], single.logits[0]) <= F64_TOL
+
+
+def assert_npz_files_identical(first, second) -> None:
+    """Two .npz files hold the same entries with the same dtype, shape and bytes."""
+    with np.load(first, allow_pickle=False) as a, np.load(second, allow_pickle=False) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for name in a.files:
+            assert a[name].dtype == b[name].dtype, name
+            assert a[name].shape == b[name].shape, name
+            assert a[name].tobytes() == b[name].tobytes(), name
+
+
+def steps_with_a_choice(transitions: np.ndarray) -> int:
+    """Steps t at which at least one of these sentences <int>[S, T] could
+    both SHIFT and REDUCE, replayed from the transitions alone."""
+    n = (transitions == SHIFT).sum(axis=1)
+    buffered, stacked = n.copy(), np.zeros_like(n)
+    steps = 0
+    for column in transitions.T:
+        acting = column != PAD
+        steps += bool(np.any(acting & (buffered > 0) & (stacked >= 2)))
+        shift, reduce = column == SHIFT, column == REDUCE
+        buffered -= shift
+        stacked += shift.astype(stacked.dtype) - reduce
+    return steps
+
+
+def assert_one_host_read_per_choice_step(runner, batch, mode: str, uniforms=None):
+    """Define-by-run pays one device-to-host copy per step where some sentence
+    chooses (``runner.last_host_syncs``); gold mode and encode pay none.
+    Returns the transitions followed <int>[2B, T] and the count, for the
+    caller's own checks."""
+    parsed = runner.parse(batch, mode, uniforms=uniforms)
+    followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
+    expected = steps_with_a_choice(followed)
+    assert expected > 0
+    assert runner.last_host_syncs == expected
+    runner.parse(batch, "gold")
+    assert runner.last_host_syncs == 0
+    runner.parse(batch, mode, uniforms=uniforms)
+    runner.encode(batch)
+    assert runner.last_host_syncs == 0
+    return followed, expected
