@@ -64,6 +64,23 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def jax_compilation_cache(tmp_path_factory):
+    """Each test worker keeps JAX's executables in a persistent cache of its own.
+
+    Many tests build a fresh runner for a program and batch shape another
+    test has compiled; its jit is a new function, so JAX compiles again, and
+    loading the executable from disk instead costs a fraction of that. The
+    numbers are the same executable's. Compile counts are the runner's own
+    (tests/test_jax.py checks the cache itself, in a folder of its own, and
+    turns it off afterwards)."""
+    from impl_jax.runner import disable_compilation_cache, enable_compilation_cache
+
+    enable_compilation_cache(tmp_path_factory.mktemp("jax-cache"))
+    yield
+    disable_compilation_cache()
+
+
 @pytest.fixture(scope="session")
 def device() -> str:
     return TEST_DEVICE
