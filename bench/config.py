@@ -81,11 +81,6 @@ def default_dtype(name: str) -> str:
     return "float64" if frameworks.resolve(name)[0] == frameworks.REFERENCE.name else "float32"
 
 
-def _platforms(names: Sequence[str] | None):
-    chosen = frameworks.ALL if names is None else dict.fromkeys(frameworks.resolve(n)[0] for n in names)
-    return [frameworks.platform(name) for name in chosen]
-
-
 def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
     """Process-wide settings for the frameworks (or those of ``names``), before
     any of them is imported (called by every command that runs one): what
@@ -95,7 +90,7 @@ def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None)
     for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
         if key != "PYTHONUNBUFFERED":
             os.environ.setdefault(key, value)
-    for platform in _platforms(names):
+    for platform in frameworks.platforms(names):
         for name in platform.loggers:
             logging.getLogger(name).setLevel(logging.ERROR)
 
@@ -116,7 +111,7 @@ def filter_native_noise(names: Sequence[str] | None = None) -> None:
     global _noise_filter
     if _noise_filter is not None or os.name != "posix":
         return
-    noise = tuple(line for platform in _platforms(names) for line in platform.native_noise)
+    noise = tuple(line for platform in frameworks.platforms(names) for line in platform.native_noise)
     if not noise:
         return
     sys.stderr.flush()

@@ -256,15 +256,20 @@ def make_runner(name: str, params, config, **kwargs):
     return runner_class(framework_name)(params, config, **{**options, **kwargs})
 
 
-def configure_process(names=None, dtype: str = "float32") -> dict[str, str]:
-    """The environment every registered framework (or those of ``names``) asks
-    for before its library is imported: defaults the caller's environment may
-    override, then settings it may not (see shared.platform.Platform)."""
-    chosen = ALL if names is None else tuple(dict.fromkeys(resolve(n)[0] for n in names))
+def platforms(names=None) -> list:
+    """The platforms of the frameworks of ``names`` (framework or implementation
+    names, each framework once), or of every registered framework and the reference."""
+    chosen = ALL if names is None else dict.fromkeys(resolve(n)[0] for n in names)
+    return [platform(name) for name in chosen]
+
+
+def configure_process(names=None, dtype: str = "float32") -> dict[str, dict[str, str]]:
+    """The environment the frameworks of ``names`` (every one without) ask for
+    before their libraries are imported: "defaults" the caller's environment may
+    override, and "forced" settings it may not (see shared.platform.Platform)."""
     defaults: dict[str, str] = {}
     forced: dict[str, str] = {}
-    for name in chosen:
-        p = platform(name)
+    for p in platforms(names):
         defaults.update(p.default_env())
         forced.update(p.forced_env(dtype))
     return {"defaults": defaults, "forced": forced}

@@ -12,6 +12,7 @@ from shared.platform import Platform as PlatformBase
 class Platform(PlatformBase):
     name = "jax"
     library = "jax"
+    explain_module = "impl_jax.explain"  # what `bench explain` reads from its graphs
     # The "no GPU/TPU found, falling back to CPU" notice at the first device query.
     loggers = ("jax._src.xla_bridge",)
     has_compilation_cache = True
@@ -69,25 +70,3 @@ class Platform(PlatformBase):
     def clear_caches(self) -> None:
         import jax
         jax.clear_caches()
-
-    # -- explain (impl_jax/explain.py) -------------------------------------
-
-    def explain(self, implementation, batches, config, params, out, *, timing):
-        from impl_jax import explain
-        return explain.explain(implementation, batches, config, params, out, timing=timing)
-
-    def format_explain(self, implementation, result):
-        from impl_jax import explain
-        return explain.format_explain(implementation, result)
-
-    def explain_parse(self, batches, config, params):
-        from impl_jax import explain
-        return explain.explain_parse(batches, config, params)
-
-    def format_explain_parse(self, result):
-        from impl_jax import explain
-        return explain.format_explain_parse(result)
-
-    def explain_bad_input(self, config, params, bad, where):
-        from impl_jax import explain
-        return explain.explain_bad_input(config, params, bad, where)

@@ -14,6 +14,7 @@ from shared.platform import Platform as PlatformBase
 class Platform(PlatformBase):
     name = "pytorch"
     library = "torch"
+    explain_module = "impl_pytorch.explain"  # what `bench explain` reads from its graphs
 
     def gpu_available(self) -> bool:
         import torch
@@ -70,25 +71,3 @@ class Platform(PlatformBase):
             self.synchronize(device)
             return out
         return run
-
-    # -- explain (impl_pytorch/explain.py) -------------------------------------
-
-    def explain(self, implementation, batches, config, params, out, *, timing):
-        from impl_pytorch import explain
-        return explain.explain(implementation, batches, config, params, out, timing=timing)
-
-    def format_explain(self, implementation, result):
-        from impl_pytorch import explain
-        return explain.format_explain(implementation, result)
-
-    def explain_parse(self, batches, config, params):
-        from impl_pytorch import explain
-        return explain.explain_parse(batches, config, params)
-
-    def format_explain_parse(self, result):
-        from impl_pytorch import explain
-        return explain.format_explain_parse(result)
-
-    def explain_bad_input(self, config, params, bad, where):
-        from impl_pytorch import explain
-        return explain.explain_bad_input(config, params, bad, where)

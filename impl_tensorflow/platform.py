@@ -12,6 +12,7 @@ from shared.platform import Platform as PlatformBase
 class Platform(PlatformBase):
     name = "tensorflow"
     library = "tensorflow"
+    explain_module = "impl_tensorflow.explain"  # what `bench explain` reads from its graphs
     # Python-side warnings (absl's handler among them): only errors reach the terminal.
     loggers = ("tensorflow", "absl")
     # What the C++ side writes straight to file descriptor 2 at start-up, before
@@ -79,25 +80,3 @@ class Platform(PlatformBase):
             return tf.reduce_sum(tf.linalg.matmul(ta, tb)[0, :1])
 
         return lambda: product().numpy()
-
-    # -- explain (impl_tensorflow/explain.py) -------------------------------------
-
-    def explain(self, implementation, batches, config, params, out, *, timing):
-        from impl_tensorflow import explain
-        return explain.explain(implementation, batches, config, params, out, timing=timing)
-
-    def format_explain(self, implementation, result):
-        from impl_tensorflow import explain
-        return explain.format_explain(implementation, result)
-
-    def explain_parse(self, batches, config, params):
-        from impl_tensorflow import explain
-        return explain.explain_parse(batches, config, params)
-
-    def format_explain_parse(self, result):
-        from impl_tensorflow import explain
-        return explain.format_explain_parse(result)
-
-    def explain_bad_input(self, config, params, bad, where):
-        from impl_tensorflow import explain
-        return explain.explain_bad_input(config, params, bad, where)

@@ -19,6 +19,7 @@ minimal framework (a NumPy one, say) overrides only :meth:`version`.
 
 from __future__ import annotations
 
+import importlib
 import os
 import platform as _platform
 from typing import Callable, ClassVar
@@ -135,26 +136,39 @@ class Platform:
     # built. ``batches`` holds ``main`` (the batch), ``reshaped`` (shape -> the
     # same words as other trees), ``padded`` (the batch with more token slots)
     # and ``other_trees`` (the shape the recompilation check feeds).
+    #
+    # A framework names the module that defines the five functions of these
+    # methods' names (``explain_module``); the methods import it on first use,
+    # so the platform module itself never imports the framework's library.
+
+    explain_module: ClassVar[str] = ""  # e.g. "impl_jax.explain"; "": nothing to explain
+
+    def _explainer(self, what: str):
+        """The framework's explain module, or a one-line NotImplementedError naming ``what``."""
+        if not self.explain_module:
+            raise NotImplementedError(f"{self.name} has no {what}")
+        return importlib.import_module(self.explain_module)
 
     def explain(self, implementation: str, batches, config, params, out, *, timing: bool) -> dict:
         """JSON-ready figures of what ``implementation`` (this framework, or a
         variant the registry marks ``explained``) builds for ``batches.main``
         and how often its variants retrace; the times only with ``timing``.
         ``out``: a folder to write the graphs to, or None."""
-        raise NotImplementedError(f"{implementation} has no graph to explain")
+        return self._explainer("graph to explain").explain(implementation, batches, config, params, out,
+                                                           timing=timing)
 
     def format_explain(self, implementation: str, result: dict) -> list[str]:
         """The lines ``explain`` prints for :meth:`explain`'s result (a blank line first)."""
-        return []
+        return self._explainer("graph to explain").format_explain(implementation, result)
 
     def explain_parse(self, batches, config, params) -> dict:
         """``explain --parse``: what deciding the parse at run time costs, gold
         against predicted mode, for ``batches.main`` (``config`` has a transition head)."""
-        raise NotImplementedError(f"{self.name} has no parse view")
+        return self._explainer("parse view").explain_parse(batches, config, params)
 
     def format_explain_parse(self, result: dict) -> list[str]:
         """The lines of :meth:`explain_parse`'s result (``shared.explaining.compare_row``)."""
-        return []
+        return self._explainer("parse view").format_explain_parse(result)
 
     def explain_bad_input(self, config, params, bad, where: Callable[[BaseException], str | None]) -> dict:
         """``explain --bad-input``: what the framework does with the invalid
@@ -163,4 +177,4 @@ class Platform:
         the Runner's checks. ``where(err)`` is the innermost frame of the
         project's own code in the error's traceback (the registry knows which
         packages are the project's), or None."""
-        raise NotImplementedError(f"{self.name} has no bad-input view")
+        return self._explainer("bad-input view").explain_bad_input(config, params, bad, where)
