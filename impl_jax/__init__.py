@@ -11,8 +11,8 @@ What this package shows about JAX:
   Compilation is explicit here (``jit(f).lower(...).compile()``), so it can be
   counted and timed: bucketing keeps the number of shapes, and so of
   compilations, small.
-* Two stack layouts: a padded stack ``[B, S, 2H]`` written with a scatter, and
-  the thin stack of Bowman et al. (2016), ``[N + T, B, 2H]``, which holds every
+* Two stack layouts: a padded stack ``[S, N + 1, 2H]`` written with a scatter, and
+  the thin stack of Bowman et al. (2016), ``[N + T, S, 2H]``, which holds every
   item ever made (the leaves, then one row per step) while the stack itself is
   a small integer array of back-pointers into it.
 * Flax linen modules are pure descriptions; the weights are a plain pytree

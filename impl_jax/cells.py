@@ -6,7 +6,7 @@ model.py's scan calls them once per step on every row of the batch (the
 masks decide which rows keep the result); vmap.py calls them on one
 sentence's rows. A stack item is ``[h; c]``, <float>[2H].
 
-Shapes: B rows, H hidden, D tracker.
+Shapes: S rows (sentences; no such axis under vmap), H hidden, D tracker.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Tracker(nn.Module):
             self.transition = nn.Dense(2, param_dtype=self.param_dtype)
 
     def __call__(self, buffer_h, top_h, below_h, state):
-        """buffer_h, top_h, below_h <float>[B, H]; state (h, c) <float>[B, D] -> new (h, c)."""
+        """buffer_h, top_h, below_h <float>[S, H]; state (h, c) <float>[S, D] -> new (h, c)."""
         h, c = state
         z = (jnp.concatenate([buffer_h, top_h, below_h], axis=-1) @ self.kernel_input + h @ self.kernel_hidden
              + self.bias)
@@ -59,7 +59,7 @@ class Tracker(nn.Module):
         return h, c
 
     def transition_logits(self, h):
-        """The head: tracker state h <float>[B, D] -> t = (t_S, t_R) <float>[B, 2]."""
+        """The head: tracker state h <float>[S, D] -> t = (t_S, t_R) <float>[S, 2]."""
         return self.transition(h)
 
 
@@ -78,7 +78,7 @@ class Reduce(nn.Module):
             self.track = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
 
     def __call__(self, left, right, tracking=None):
-        """left, right <float>[B, 2H] items; tracking <float>[B, D] or None -> <float>[B, 2H]."""
+        """left, right <float>[S, 2H] items; tracking <float>[S, D] or None -> <float>[S, 2H]."""
         left_h, left_c = _halves(left, self.hidden_dim)
         right_h, right_c = _halves(right, self.hidden_dim)
         z = self.left(left_h) + self.right(right_h)

@@ -12,23 +12,23 @@ Here nothing may depend on a value at trace time: the batch is a set of
 fixed-size arrays, every step does the same work for every sentence, and
 what an example's transition *means* is decided by masks and pointers:
 
-    tokens       <int32>[B, N]   (premise and hypothesis arrive as one [2B] batch)
-    transitions  <int32>[B, T]   PAD / SHIFT / REDUCE
-    leaves       <float>[B, N, 2H]   [h; c] of every word: the buffer
-    sp, bp       <int32>[B]      stack pointer (items on the stack), buffer pointer
+    tokens       <int32>[S, N]   (S sentences: premises and hypotheses, 2B)
+    transitions  <int32>[S, T]   PAD / SHIFT / REDUCE
+    leaves       <float>[S, N, 2H]   [h; c] of every word: the buffer
+    sp, bp       <int32>[S]      stack pointer (items on the stack), buffer pointer
 
 Two layouts of the stack (``layout=``):
 
-* ``"padded"``: ``stack <float>[B, S, 2H]``, S = N + 1. Item k of sentence b
-  sits in ``stack[b, k]``; a step writes one row per sentence with a scatter.
-* ``"thin"`` (Bowman et al. 2016): ``thin <float>[N + T, B, 2H]`` holds every
+* ``"padded"``: ``stack <float>[S, N + 1, 2H]`` (at most N items, plus a free slot). Item k of
+  sentence s sits in ``stack[s, k]``; a step writes one row per sentence with a scatter.
+* ``"thin"`` (Bowman et al. 2016): ``thin <float>[N + T, S, 2H]`` holds every
   item ever made: rows 0..N-1 are the leaves (so the buffer lives there too),
   and step t writes its REDUCE result to row N + t, for all sentences at once.
-  The stack is ``pointers <int32>[B, S]``: row numbers into ``thin``. SHIFT
+  The stack is ``pointers <int32>[S, N + 1]``: row numbers into ``thin``. SHIFT
   pushes a number, no vector is copied; nothing is ever overwritten.
 
 Both are differentiated by ``jax.grad`` through ``lax.scan`` without saving
-the whole stack at every step: the per-step residuals are the few [B, H]
+the whole stack at every step: the per-step residuals are the few [S, H]
 vectors a step reads, plus integer indices (tests/test_jax.py measures it). Both
 give the same numbers. The thin stack is the default: its write is one slab
 and its backward pass copies nothing. How the two compare in speed is
@@ -40,7 +40,7 @@ step in the same kind of scan, but the op of each step may come from the
 transition head instead of the data. Define-by-run code would bring t_R > t_S
 back to Python and branch; here the decision is one more mask, computed on the
 device inside the loop (``_decide``), and the transitions followed come out
-of the scan as its per-step output ys <int32>[T, B]. The mode ("gold",
+of the scan as its per-step output ys <int32>[T, S]. The mode ("gold",
 "predicted", "sampled") is a Python argument: each mode is its own traced
 program. ``__call__`` stays the plain gold-mode encoder, without the head.
 """
@@ -62,7 +62,7 @@ DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout; the faster of the two to trai
 
 
 class SPINN(nn.Module):
-    """The sentence encoder: tokens and transitions -> h of the root, <float>[B, H]."""
+    """The sentence encoder: tokens and transitions -> h of the root, <float>[S, H]."""
 
     config: ModelConfig
     layout: str = DEFAULT_LAYOUT  # "thin" or "padded"
@@ -82,7 +82,7 @@ class SPINN(nn.Module):
         self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.param_dtype)
 
     def __call__(self, tokens, transitions, train: bool = False):
-        """tokens <int32>[B, N], transitions <int32>[B, T] -> encodings <float>[B, H].
+        """tokens <int32>[S, N], transitions <int32>[S, T] -> encodings <float>[S, H].
 
         Gold mode only, and the transition head is never evaluated here
         (``parse`` is the path that reads it)."""
@@ -100,7 +100,7 @@ class SPINN(nn.Module):
         # decide what to do. nn.scan is lax.scan lifted over Flax variables:
         # variable_broadcast="params" hands every step the same weights (and
         # makes their gradients sum over steps); xs are the transitions
-        # [T, B] (axis 0 is scanned) and the step number t; the leaves and
+        # [T, S] (axis 0 is scanned) and the step number t; the leaves and
         # leaf counts are broadcast (the same at every step).
         scan = nn.scan(
             lambda module, carry, xs, leaves, n_leaves: module._step(carry, xs, leaves, n_leaves),
@@ -121,27 +121,27 @@ class SPINN(nn.Module):
               train: bool = False) -> SentenceParses:
         """Encode with the transitions of ``mode`` (docs/spec.md §7), reading the head at every step.
 
-        tokens <int32>[B, N]; transitions <int32>[B, T]: followed in "gold"
+        tokens <int32>[S, N]; transitions <int32>[S, T]: followed in "gold"
         mode; in "predicted" and "sampled" mode only their count of SHIFTs
         per row (n) is used, and each sentence runs 2n-1 decided steps, then
-        PAD. uniforms <float>[B, T]: sampled mode's numbers, step t of a row
+        PAD. uniforms <float>[S, T]: sampled mode's numbers, step t of a row
         using column t. ``mode`` is a Python string: every mode traces its
         own program. The inputs are those shared.contract checked on the
         host. Returns shared.parsing.SentenceParses:
-          encodings <float>[B, H], transitions <int32>[B, T] (followed),
-          transition_logits <float>[B, T, 2] (t at non-PAD steps, else 0),
-          logprob, entropy <float>[B] (sums over choice steps; sampled mode, else 0).
+          encodings <float>[S, H], transitions <int32>[S, T] (followed),
+          transition_logits <float>[S, T, 2] (t at non-PAD steps, else 0),
+          logprob, entropy <float>[S] (sums over choice steps; sampled mode, else 0).
         """
-        B, T = transitions.shape
+        S, T = transitions.shape
         leaves, n_leaves = self._leaves(tokens, transitions, train)
         carry = self._initial_carry(leaves, T)
 
         # The same scan as __call__, over the same step, which now also
         # returns a per-step output ys: the op it followed, the head's t and
         # (sampled mode) the step's log-probability and entropy. xs are
-        # (op, t, u): the data's transitions <int32>[T, B] in gold mode
+        # (op, t, u): the data's transitions <int32>[T, S] in gold mode
         # (None otherwise: the op is decided inside the loop), the step
-        # number, and the uniform numbers <float>[T, B] in sampled mode.
+        # number, and the uniform numbers <float>[T, S] in sampled mode.
         scan = nn.scan(
             lambda module, carry, xs, leaves, n_leaves: module._step(carry, xs, leaves, n_leaves, mode, True),
             variable_broadcast="params",
@@ -155,7 +155,7 @@ class SPINN(nn.Module):
               jnp.swapaxes(uniforms, 0, 1) if mode == "sampled" else None)
         (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves)
         followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)
-        zeros = jnp.zeros((B,), leaves.dtype)
+        zeros = jnp.zeros((S,), leaves.dtype)
         return SentenceParses(
             encodings=self._root(stack, pointers),
             transitions=followed,
@@ -167,36 +167,36 @@ class SPINN(nn.Module):
     # ---- the pieces both paths share -----------------------------------------
 
     def _leaves(self, tokens, transitions, train):
-        """The buffer: leaves <float>[B, N, 2H] ([h; c] of every word) and n_leaves <int32>[B].
-        (Also for one sentence, without the B axis: impl_jax/vmap.py.)"""
-        leaves = self.projection(self.embed(tokens))  # [B, N, 2H]: [h; c] of every word
+        """The buffer: leaves <float>[S, N, 2H] ([h; c] of every word) and n_leaves <int32>[S].
+        (Also for one sentence, without the S axis: impl_jax/vmap.py.)"""
+        leaves = self.projection(self.embed(tokens))  # [S, N, 2H]: [h; c] of every word
         leaves = self.leaf_dropout(leaves, deterministic=not train)
         # The buffer holds as many leaves as there are SHIFTs (tokens past that are padding).
-        n_leaves = jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)  # [B]
+        n_leaves = jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)  # [S]
         return leaves, n_leaves
 
     def _initial_carry(self, leaves, T: int) -> tuple:
         """The loop state before step 0: an empty stack, the tracker at zeros."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
-        B, N = leaves.shape[:2]
-        S = N + 1  # at most N items, plus one free slot above the top (see _write)
+        S, N = leaves.shape[:2]
+        slots = N + 1  # at most N items, plus one free slot above the top (see _write)
         dtype = leaves.dtype
-        zero_index = jnp.zeros((B,), jnp.int32)
-        tracker_state = (jnp.zeros((B, D), dtype), jnp.zeros((B, D), dtype)) if D > 0 else ()
+        zero_index = jnp.zeros((S,), jnp.int32)
+        tracker_state = (jnp.zeros((S, D), dtype), jnp.zeros((S, D), dtype)) if D > 0 else ()
         if self.layout == "padded":
-            stack = jnp.zeros((B, S, 2 * H), dtype)
+            stack = jnp.zeros((S, slots, 2 * H), dtype)
             pointers = ()  # the padded stack holds the vectors themselves
         else:
             # thin stack: the leaves first (rows 0..N-1), then one row per step.
-            stack = jnp.concatenate([jnp.swapaxes(leaves, 0, 1), jnp.zeros((T, B, 2 * H), dtype)], axis=0)
-            pointers = jnp.zeros((B, S), jnp.int32)
+            stack = jnp.concatenate([jnp.swapaxes(leaves, 0, 1), jnp.zeros((T, S, 2 * H), dtype)], axis=0)
+            pointers = jnp.zeros((S, slots), jnp.int32)
         carry = (stack, pointers, zero_index, zero_index, tracker_state)
         return carry
 
     def _root(self, stack, pointers):
-        """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[B, H]."""
-        B = stack.shape[0] if self.layout == "padded" else stack.shape[1]
-        rows = jnp.arange(B, dtype=jnp.int32)
+        """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[S, H]."""
+        S = stack.shape[0] if self.layout == "padded" else stack.shape[1]
+        rows = jnp.arange(S, dtype=jnp.int32)
         if self.layout == "padded":
             root = stack[:, 0]
         else:
@@ -206,9 +206,9 @@ class SPINN(nn.Module):
     def _step(self, carry, xs, leaves, n_leaves, mode: str = "gold", head: bool = False):
         """One transition for every sentence of the batch.
 
-        carry: stack (layout's array), pointers (thin: <int32>[B, S]),
-               sp, bp <int32>[B], tracker state; xs: op <int32>[B] (None when
-               decided), t <int32>[], and in sampled mode u <float>[B].
+        carry: stack (layout's array), pointers (thin: <int32>[S, N + 1]),
+               sp, bp <int32>[S], tracker state; xs: op <int32>[S] (None when
+               decided), t <int32>[], and in sampled mode u <float>[S].
         ``head``: also read the transition head and return ys (``parse``);
         otherwise ys is None and the step is exactly the gold-mode step.
         """
@@ -241,7 +241,7 @@ class SPINN(nn.Module):
         # below composes with that same state (docs/spec.md §7).
         ys = None
         if head:
-            logits = self.tracker.transition_logits(tracking)  # [B, 2] = (t_S, t_R)
+            logits = self.tracker.transition_logits(tracking)  # [S, 2] = (t_S, t_R)
             ys = {"logits": jnp.where(active[:, None], logits, 0)}
             if mode != "gold":
                 # ---- the decision. Define-by-run code stops here at every
@@ -254,19 +254,19 @@ class SPINN(nn.Module):
                 ys["op"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
 
         # ---- compose the two top items (used only where the step is REDUCE)
-        composed = self.reduce(below, top, tracking)  # [B, 2H]
+        composed = self.reduce(below, top, tracking)  # [S, 2H]
         carry = self._write(stack, pointers, sp, bp, t, is_shift, is_reduce, front, composed, rows, N)
         return carry + (tracker_state,), ys
 
     def _read(self, stack, pointers, sp, bp, leaves, n_leaves, rows):
-        """What a step reads, <float>[B, 2H] each: the top two stack items and
-        the buffer front, zeros where absent; and can_shift <bool>[B]."""
+        """What a step reads, <float>[S, 2H] each: the top two stack items and
+        the buffer front, zeros where absent; and can_shift <bool>[S]."""
         # Reads by pointer. sp counts the items on the stack: the top is slot
         # sp-1, the item below it slot sp-2; bp is the buffer front. Indices
         # are clipped into range and absent items masked to zeros.
         N = leaves.shape[1]
 
-        def slot(k):  # the item k places from the top, <float>[B, 2H]
+        def slot(k):  # the item k places from the top, <float>[S, 2H]
             index = jnp.maximum(sp - k, 0)
             if self.layout == "padded":
                 item = stack[rows, index]
@@ -286,7 +286,7 @@ class SPINN(nn.Module):
 
     def _track(self, front, top, below, tracker_state, active):
         """The tracker step, kept only where the step is not PAD: (tracker
-        state, its h_t <float>[B, D] for Reduce), or (), None without a tracker."""
+        state, its h_t <float>[S, D] for Reduce), or (), None without a tracker."""
         H = self.config.hidden_dim
         tracking = None
         if self.config.tracker_dim > 0:
@@ -328,12 +328,12 @@ class SPINN(nn.Module):
 def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     """The decision of docs/spec.md §7, for every sentence at once, on the device.
 
-    logits <float>[B, 2] = (t_S, t_R); uniform <float>[B] (sampled mode);
+    logits <float>[S, 2] = (t_S, t_R); uniform <float>[S] (sampled mode);
     can_shift (the buffer is not empty), can_reduce (two items or more on the
-    stack) <bool>[B]. Returns the masks is_shift, is_reduce <bool>[B] (both
+    stack) <bool>[S]. Returns the masks is_shift, is_reduce <bool>[S] (both
     false: the sentence is finished, a PAD step) and, in sampled mode, the
-    step's log-probability and entropy <float>[B], zero unless it was a choice.
-    The B axis may be absent (one sentence: impl_jax/vmap.py).
+    step's log-probability and entropy <float>[S], zero unless it was a choice.
+    The S axis may be absent (one sentence: impl_jax/vmap.py).
     """
     # Define-by-run code writes this as `if t_R > t_S: reduce() else: shift()`,
     # which needs the value of t in Python at every step. In a traced loop t

@@ -12,16 +12,19 @@ T steps, E embedding, H hidden, D tracker. An item (stack entry, buffer
 entry) is ``[h; c]``, <float>[2H].
 
 The stack is the thin stack of Bowman et al. (2016). One *memory* holds every
-item that exists during the run, written once and never moved, R = 1 + T + N
-rows of S items each::
+item that exists during the run, written once and never moved, R = N + T + 1
+rows of S items each, in the row order of JAX's thin stack and PyTorch's
+masked one (leaves, then compositions) plus one row of zeros, last::
 
-    row 0            zeros: what an absent item reads as (empty buffer, short stack)
-    row 1 + t        the composition computed at step t (kept only if step t was REDUCE)
-    row 1 + T + j    leaf j: the buffer (its front is leaf number ``buffer``)
+    row j            leaf j: the buffer (its front is leaf number ``buffer``)
+    row N + t        the composition computed at step t (kept only if step t was REDUCE)
+    row N + T        zeros: what an absent item reads as (empty buffer, short stack)
 
-The item of sentence s in row r sits at address ``r * S + s``. The stack
-itself is ``pointers <int32>[S, N + 2]``: row numbers, one stack per
-sentence. Slots 0 and 1 hold row 0 for good (two absent items below the
+The other two mask what they read instead; here a pointer to the zero row
+makes an absent item read as zeros with no mask. The item of sentence s in
+row r sits at address ``r * S + s``. The stack itself is
+``pointers <int32>[S, N + 2]``: row numbers, one stack per sentence. Slots 0
+and 1 hold the zero row, N + T, for good (two absent items below the
 bottom), the items sit in slots 2 .. depth + 1, the top at ``depth + 1`` and
 the item below it at ``depth``. SHIFT pushes the front leaf's row number;
 REDUCE overwrites the left child's slot with the new row. No vector is ever
@@ -74,9 +77,6 @@ from .cells import Reduce, Tracker
 
 MEMORIES = ("tensor_array", "dense")
 
-# Row 0 of the memory holds zeros for every sentence: pointers to it read as
-# "absent" (docs/spec.md §3: zeros for an empty buffer or a missing stack item).
-ABSENT = 0
 
 def choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tensor:
     """One sampled step's (log p(action taken), entropy), <float64>[S, 2] (docs/spec.md §7).
@@ -141,7 +141,7 @@ class _Loop:
     T: tf.Tensor
     sentences: tf.Tensor  # <int32>[S]
     n_leaves: tf.Tensor  # <int32>[S]: leaves in each buffer
-    leaf_row: tf.Tensor  # the memory row of leaf 0
+    absent_row: tf.Tensor  # <int32>[]: N + T, the memory's last row, zeros
     transitions_by_step: tf.Tensor  # <int32>[T, S]
     slots: tf.Tensor  # <int32>[1, N + 2]
     read_sentences: tf.Tensor  # <int32>[3S]
@@ -175,16 +175,18 @@ class SPINN(tf.Module):
 
     # ---- the memory: write rows, read items by address --------------------
 
-    def _new_memory(self, leaves_by_row: tf.Tensor, num_rows: tf.Tensor, leaf_row: tf.Tensor, S: tf.Tensor):
-        """A memory of ``num_rows * S`` items: row 0 zeros, the leaves from ``leaf_row`` on."""
+    def _new_memory(self, leaves_by_row: tf.Tensor, absent_row: tf.Tensor, S: tf.Tensor):
+        """A memory of ``(absent_row + 1) * S`` items: the leaves in rows 0 .. N - 1,
+        zeros in the last row, ``absent_row``; the rows between are the steps'."""
         two_h = 2 * self.hidden_dim
         dtype = leaves_by_row.dtype
+        leaf_items = tf.shape(leaves_by_row)[0]  # N * S, from address 0 on
         if self.memory == "tensor_array":
-            memory = tf.TensorArray(dtype, size=num_rows * S, element_shape=[two_h], clear_after_read=False)
-            memory = memory.scatter(tf.range(S), tf.zeros([S, two_h], dtype))  # row 0: absent
-            return memory.scatter(leaf_row * S + tf.range(tf.shape(leaves_by_row)[0]), leaves_by_row)
-        # Rows 1 .. leaf_row - 1 start as zeros and are overwritten step by step.
-        return tf.concat([tf.zeros([leaf_row * S, two_h], dtype), leaves_by_row], axis=0)
+            memory = tf.TensorArray(dtype, size=(absent_row + 1) * S, element_shape=[two_h], clear_after_read=False)
+            memory = memory.scatter(tf.range(leaf_items), leaves_by_row)
+            return memory.scatter(absent_row * S + tf.range(S), tf.zeros([S, two_h], dtype))  # the zero row
+        # Rows N .. N + T - 1 start as zeros and are overwritten step by step; row N + T stays zeros.
+        return tf.concat([leaves_by_row, tf.zeros([(absent_row + 1) * S - leaf_items, two_h], dtype)], axis=0)
 
     def _write(self, memory, addresses, items):
         if self.memory == "tensor_array":
@@ -262,12 +264,12 @@ class SPINN(tf.Module):
         sentences = tf.range(S)  # [S]: sentence s's item in row r is at r * S + s
         # The buffer holds as many leaves as there are SHIFTs (later tokens are padding).
         n_leaves = tf.reduce_sum(tf.cast(tf.equal(transitions, SHIFT), tf.int32), axis=1)  # [S]
-        leaf_row = 1 + T
+        absent_row = N + T  # the zero row, last: leaf j is row j, step t's composition row N + t
         leaves_by_row = tf.reshape(tf.transpose(leaves, [1, 0, 2]), [N * S, 2 * H])  # leaf j of sentence s at j*S + s
-        memory = self._new_memory(leaves_by_row, 1 + T + N, leaf_row, S)
+        memory = self._new_memory(leaves_by_row, absent_row, S)
         loop = _Loop(
             mode=mode, with_head=with_head, dtype=leaves.dtype, S=S, N=N, T=T, sentences=sentences,
-            n_leaves=n_leaves, leaf_row=leaf_row,
+            n_leaves=n_leaves, absent_row=absent_row,
             transitions_by_step=tf.transpose(transitions),  # [T, S]: row t is step t of every sentence
             slots=tf.range(N + 2)[None, :],  # [1, N + 2]: stack slot numbers
             read_sentences=tf.tile(sentences, [3]),  # [3S], for the three reads of a step
@@ -312,7 +314,7 @@ class SPINN(tf.Module):
         _, memory, pointers, _, _, _, records = tf.while_loop(
             lambda t, *_: t < stop,
             body,
-            (tf.constant(0), memory, tf.zeros([S, loop.N + 2], tf.int32), zeros, zeros, state, records),
+            (tf.constant(0), memory, tf.fill([S, loop.N + 2], loop.absent_row), zeros, zeros, state, records),
             maximum_iterations=loop.T,
         )
         # After a valid sequence exactly one item is left, in slot 2.
@@ -322,9 +324,9 @@ class SPINN(tf.Module):
         """What a step reads: the buffer front's row <int32>[S], and the
         items at the buffer front, the stack top and below it, <float>[S, 2H] each."""
         # ---- reads by pointer: where the buffer front, the stack top and the
-        # item below it live. An absent item points at row 0 (zeros), so
-        # no masking is needed on the values.
-        front_row = tf.where(buffer < loop.n_leaves, loop.leaf_row + buffer, ABSENT)
+        # item below it live. Leaf j is row j; an absent item points at the
+        # zero row (N + T), so no masking is needed on the values.
+        front_row = tf.where(buffer < loop.n_leaves, buffer, loop.absent_row)
         top_row = tf.gather(pointers, depth + 1, batch_dims=1)
         below_row = tf.gather(pointers, depth, batch_dims=1)
         rows = tf.concat([front_row, top_row, below_row], axis=0)  # [3S]
@@ -377,8 +379,8 @@ class SPINN(tf.Module):
                 logits, active, buffer < loop.n_leaves, depth >= 2, loop.mode, uniform)
 
         # ---- compose the two top items for every sentence, and write the
-        # result as row 1 + t; only a REDUCE ever points at it.
-        new_row = 1 + t
+        # result as row N + t; only a REDUCE ever points at it.
+        new_row = loop.N + t
         composed = self.reduce(below, top, tracking, loop.reduce_weights)  # [S, 2H]
         memory = self._write(memory, new_row * S + loop.sentences, composed)
 
