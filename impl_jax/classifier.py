@@ -1,10 +1,13 @@
-"""The SNLI classifier around the JAX SPINN (docs/spec.md §3): one SPINN pass
-over premises and hypotheses together, then the MLP on [p, q, p - q, p * q];
-with a transition head, the same in the parse modes of docs/spec.md §7.
+"""The SNLI classifier around the JAX SPINN (docs/spec.md §3): the embedding,
+the leaf projection, one SPINN pass over premises and hypotheses together,
+and the MLP on [p, q, p - q, p * q]; with a transition head, the same in the
+parse modes of docs/spec.md §7.
 
 The encoder is model.py's SPINN (a ``lax.scan`` over the batch); vmap.py
 subclasses this classifier to swap in SPINN written for one sentence, with
-the same parameters.
+the same parameters. The leaves are made here, once for the whole batch, so
+the encoder takes the same input as PyTorch's and TensorFlow's SPINN, and
+both JAX encoders read the same leaves (the same dropout masks too).
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ from .model import DEFAULT_LAYOUT, SPINN
 
 
 class SNLIClassifier(nn.Module):
-    """Premise and hypothesis through one SPINN, then an MLP over [p, q, p-q, p*q]."""
+    """Embedding, leaf projection, SPINN, and the MLP on [p, q, p - q, p * q].
+
+    Dropout (rate ``dropout_rate``) acts on the projected leaves and on the
+    input of every classifier layer, in training only (``train=True``, with a
+    "dropout" rng passed to ``apply``)."""
 
     config: ModelConfig
     layout: str = DEFAULT_LAYOUT
@@ -35,9 +42,12 @@ class SNLIClassifier(nn.Module):
 
     def setup(self):
         c = self.config
-        self.spinn = self.encoder_class(c, self.layout, self.dropout_rate, self.param_dtype, self.unroll)
+        self.embed = nn.Embed(c.vocab_size, c.embed_dim, param_dtype=self.param_dtype)
+        self.projection = nn.Dense(2 * c.hidden_dim, param_dtype=self.param_dtype)  # -> [h; c] of each leaf
+        self.spinn = self.encoder_class(c, layout=self.layout, param_dtype=self.param_dtype, unroll=self.unroll)
         self.mlp = [nn.Dense(c.mlp_dim, param_dtype=self.param_dtype) for _ in range(c.mlp_layers)]
         self.output = nn.Dense(3, param_dtype=self.param_dtype)
+        self.leaf_dropout = nn.Dropout(self.dropout_rate)
         self.mlp_dropout = nn.Dropout(self.dropout_rate)
 
     def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
@@ -48,7 +58,8 @@ class SNLIClassifier(nn.Module):
         # One encoder pass over 2B sentences: the scan runs T steps once, not twice.
         tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
         transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
-        encodings = self.spinn(tokens, transitions, train)
+        leaves = self._leaves(tokens, train)  # [2B, N, 2H]: both sides' buffers at once
+        encodings = self.spinn(leaves, transitions)
         premise, hypothesis = encodings[:B], encodings[B:]
         return premise, hypothesis, self._classify(premise, hypothesis, train)
 
@@ -64,9 +75,16 @@ class SNLIClassifier(nn.Module):
         tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
         transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
         u = None if uniforms is None else jnp.concatenate(uniforms, axis=0)
-        parses = self.spinn.parse(tokens, transitions, mode, u, train)
+        leaves = self._leaves(tokens, train)  # [2B, N, 2H], as in __call__
+        parses = self.spinn.parse(leaves, transitions, mode, u)
         premise, hypothesis = parses.encodings[:B], parses.encodings[B:]
         return parses, self._classify(premise, hypothesis, train)
+
+    def _leaves(self, tokens, train: bool):
+        """tokens <int32>[S, N] -> leaves <float>[S, N, 2H], [h; c] of every word:
+        SPINN's buffer, made here for all 2B sentences at once (as in PyTorch and TensorFlow)."""
+        leaves = self.projection(self.embed(tokens))
+        return self.leaf_dropout(leaves, deterministic=not train)
 
     def _classify(self, premise, hypothesis, train: bool):
         """The MLP over [p, q, p - q, p * q] -> class logits <float>[B, 3]."""

@@ -5,8 +5,8 @@ the canonical layout, and the Tracker declares its weights under their
 canonical names, so the conversion is a rename and nothing else:
 
     canonical                  Flax path under variables["params"]
-    embed.embedding            spinn/embed/embedding
-    projection.{kernel,bias}   spinn/projection/{kernel,bias}
+    embed.embedding            embed/embedding                 (the classifier's: SPINN takes the leaves)
+    projection.{kernel,bias}   projection/{kernel,bias}
     tracker.kernel_input       spinn/tracker/kernel_input      (D > 0)
     tracker.kernel_hidden      spinn/tracker/kernel_hidden     (D > 0)
     tracker.bias               spinn/tracker/bias              (D > 0)
@@ -45,9 +45,9 @@ Variables = dict[str, Any]  # {"params": nested dict of arrays}, what model.appl
 def name_map(config: ModelConfig) -> dict[str, tuple[str, ...]]:
     """Canonical name -> path in ``variables["params"]``, in canonical order."""
     paths: dict[str, tuple[str, ...]] = {
-        "embed.embedding": ("spinn", "embed", "embedding"),
-        "projection.kernel": ("spinn", "projection", "kernel"),
-        "projection.bias": ("spinn", "projection", "bias"),
+        "embed.embedding": ("embed", "embedding"),
+        "projection.kernel": ("projection", "kernel"),
+        "projection.bias": ("projection", "bias"),
     }
     if config.tracker_dim > 0:
         for leaf in ("kernel_input", "kernel_hidden", "bias"):

@@ -12,10 +12,15 @@ Here nothing may depend on a value at trace time: the batch is a set of
 fixed-size arrays, every step does the same work for every sentence, and
 what an example's transition *means* is decided by masks and pointers:
 
-    tokens       <int32>[S, N]   (S sentences: premises and hypotheses, 2B)
-    transitions  <int32>[S, T]   PAD / SHIFT / REDUCE
     leaves       <float>[S, N, 2H]   [h; c] of every word: the buffer
+                                 (S sentences: premises and hypotheses, 2B)
+    transitions  <int32>[S, T]   PAD / SHIFT / REDUCE
+    n_leaves     <int32>[S]      SHIFTs per row: its words (rows of leaves past them are padding)
     sp, bp       <int32>[S]      stack pointer (items on the stack), buffer pointer
+
+The leaves come in already embedded, projected and dropped out: the
+classifier (classifier.py) computes them, as PyTorch's and TensorFlow's do,
+so SPINN's input is the same in all three.
 
 Two layouts of the stack (``layout=``):
 
@@ -62,11 +67,10 @@ DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout; the faster of the two to trai
 
 
 class SPINN(nn.Module):
-    """The sentence encoder: tokens and transitions -> h of the root, <float>[S, H]."""
+    """The sentence encoder: leaves and transitions -> h of the root, <float>[S, H]."""
 
     config: ModelConfig
     layout: str = DEFAULT_LAYOUT  # "thin" or "padded"
-    dropout_rate: float = 0.0  # on the projected leaves, training only
     param_dtype: Dtype = jnp.float32
     unroll: int = 1  # lax.scan unroll factor (a speed knob; the numbers do not change)
 
@@ -74,20 +78,17 @@ class SPINN(nn.Module):
         c = self.config
         if self.layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {self.layout!r}; choose from {LAYOUTS}")
-        self.embed = nn.Embed(c.vocab_size, c.embed_dim, param_dtype=self.param_dtype)
-        self.projection = nn.Dense(2 * c.hidden_dim, param_dtype=self.param_dtype)
-        self.leaf_dropout = nn.Dropout(self.dropout_rate)
         if c.tracker_dim > 0:
             self.tracker = Tracker(c.hidden_dim, c.tracker_dim, self.param_dtype, c.transition_head)
         self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.param_dtype)
 
-    def __call__(self, tokens, transitions, train: bool = False):
-        """tokens <int32>[S, N], transitions <int32>[S, T] -> encodings <float>[S, H].
+    def __call__(self, leaves, transitions):
+        """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H].
 
         Gold mode only, and the transition head is never evaluated here
         (``parse`` is the path that reads it)."""
         T = transitions.shape[1]
-        leaves, n_leaves = self._leaves(tokens, transitions, train)
+        n_leaves = count_leaves(transitions)
         carry = self._initial_carry(leaves, T)
         if self.is_initializing() and self.config.transition_head:
             # init() creates the weights a call touches; this path never reads
@@ -117,11 +118,10 @@ class SPINN(nn.Module):
         (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves)
         return self._root(stack, pointers)
 
-    def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None,
-              train: bool = False) -> SentenceParses:
+    def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
         """Encode with the transitions of ``mode`` (docs/spec.md §7), reading the head at every step.
 
-        tokens <int32>[S, N]; transitions <int32>[S, T]: followed in "gold"
+        leaves <float>[S, N, 2H]; transitions <int32>[S, T]: followed in "gold"
         mode; in "predicted" and "sampled" mode only their count of SHIFTs
         per row (n) is used, and each sentence runs 2n-1 decided steps, then
         PAD. uniforms <float>[S, T]: sampled mode's numbers, step t of a row
@@ -133,7 +133,7 @@ class SPINN(nn.Module):
           logprob, entropy <float>[S] (sums over choice steps; sampled mode, else 0).
         """
         S, T = transitions.shape
-        leaves, n_leaves = self._leaves(tokens, transitions, train)
+        n_leaves = count_leaves(transitions)
         carry = self._initial_carry(leaves, T)
 
         # The same scan as __call__, over the same step, which now also
@@ -165,15 +165,6 @@ class SPINN(nn.Module):
         )
 
     # ---- the pieces both paths share -----------------------------------------
-
-    def _leaves(self, tokens, transitions, train):
-        """The buffer: leaves <float>[S, N, 2H] ([h; c] of every word) and n_leaves <int32>[S].
-        (Also for one sentence, without the S axis: impl_jax/vmap.py.)"""
-        leaves = self.projection(self.embed(tokens))  # [S, N, 2H]: [h; c] of every word
-        leaves = self.leaf_dropout(leaves, deterministic=not train)
-        # The buffer holds as many leaves as there are SHIFTs (tokens past that are padding).
-        n_leaves = jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)  # [S]
-        return leaves, n_leaves
 
     def _initial_carry(self, leaves, T: int) -> tuple:
         """The loop state before step 0: an empty stack, the tracker at zeros."""
@@ -323,6 +314,13 @@ class SPINN(nn.Module):
         sp = sp + is_shift.astype(jnp.int32) - is_reduce.astype(jnp.int32)
         bp = bp + is_shift.astype(jnp.int32)
         return stack, pointers, sp, bp
+
+
+def count_leaves(transitions):
+    """n_leaves <int32>[S]: the words in each buffer, one per SHIFT. The leaves
+    array is padded to N; the transitions say how many of its rows are words.
+    (Also for one sentence, without the S axis: impl_jax/vmap.py.)"""
+    return jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)
 
 
 def _decide(logits, uniform, can_shift, can_reduce, mode: str):

@@ -15,7 +15,7 @@ backward through the ``lax.scan`` and the optax update, is one function
 * Frozen parameters are a separate argument that is not differentiated, so
   XLA drops their gradient (e.g. the V x E embedding gradient) altogether.
 * Dropout: on the projected leaves and on the input of every classifier layer
-  (``model.py``), in training only. Its randomness is
+  (``classifier.py``), in training only. Its randomness is
   ``fold_in(key(seed), step)``: a function of (seed, step) only, so a resumed
   run draws the same masks, and the step, an array argument, never recompiles.
 * The supervised loss of docs/spec.md §7: with ``transition_weight`` > 0 the

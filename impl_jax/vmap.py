@@ -4,7 +4,7 @@ model.py batches by hand: every array carries a leading axis of S
 sentences, reads go through ``rows = arange(S)`` index arrays, and every
 mask is broadcast with ``[:, None]``. Here the model code has no batch axis at all. One sentence has
 
-    tokens       <int32>[N]          transitions  <int32>[T]
+    leaves       <float>[N, 2H]      transitions  <int32>[T]
     stack        <float>[N + T, 2H]  its thin stack: rows 0..N-1 the leaves, row N + t step t's composition
     pointers     <int32>[N + 1]      the stack proper: row numbers into ``stack``
     sp, bp       <int32>[]           stack pointer (items on the stack), buffer pointer
@@ -24,10 +24,12 @@ sentence computes a tracker step and a composition at every step, exactly as
 model.py's masks do. What vmap saves is writing the batch by hand;
 ``bench explain --framework jax-vmap`` compares the two programs' sizes.
 
-The cells (Tracker, Reduce), the leaf projection and the decision rule of
-docs/spec.md §7 (``_decide``) are model.py's, with the same weights: a
-module here is model.py's SPINN with its loop rewritten, so the canonical
-parameter file (convert.py) is the same.
+The cells (Tracker, Reduce) and the decision rule of docs/spec.md §7
+(``_decide``) are model.py's, with the same weights: a module here is
+model.py's SPINN with its loop rewritten, so the canonical parameter file
+(convert.py) is the same. The leaves come from classifier.py, embedded,
+projected and dropped out for the whole batch before the map: vmap maps
+over them, and both encoders see the same leaves, dropout masks included.
 """
 
 from __future__ import annotations
@@ -40,46 +42,44 @@ from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import _halves
 from .classifier import SNLIClassifier
-from .model import SPINN, _decide
+from .model import SPINN, _decide, count_leaves
 
 
 def _vmap(fn):
     """``nn.vmap`` over the sentence axis of every array argument: the
-    weights are shared (not mapped), each sentence draws its own dropout."""
-    return nn.vmap(fn, variable_axes={"params": None}, split_rngs={"params": False, "dropout": True},
-                   in_axes=0, out_axes=0)
+    weights are shared (not mapped). Nothing inside draws random numbers (the
+    leaves arrive dropped out), so no rng is split."""
+    return nn.vmap(fn, variable_axes={"params": None}, split_rngs={"params": False}, in_axes=0, out_axes=0)
 
 
 class SentenceSPINN(SPINN):
     """model.py's SPINN (same submodules, same weights), its loop written for
     one sentence; ``__call__`` and ``parse`` map it over a batch."""
 
-    def __call__(self, tokens, transitions, train: bool = False):
-        """tokens <int32>[S, N], transitions <int32>[S, T] -> encodings <float>[S, H].
+    def __call__(self, leaves, transitions):
+        """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H].
         Gold mode, without the head, like model.py's SPINN.__call__."""
-        # `train` is a Python value: closed over, so vmap maps only the arrays.
-        encode = _vmap(lambda module, tokens, transitions: module.run_sentence(tokens, transitions, train=train))
-        return encode(self, tokens, transitions)["encodings"]
+        encode = _vmap(lambda module, leaves, transitions: module.run_sentence(leaves, transitions))
+        return encode(self, leaves, transitions)["encodings"]
 
-    def parse(self, tokens, transitions, mode: str = "predicted", uniforms=None,
-              train: bool = False) -> SentenceParses:
+    def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
         """model.py's SPINN.parse (same arguments, same SentenceParses of [S, ...] arrays), by vmap."""
-        parse = _vmap(lambda module, tokens, transitions, uniforms: module.run_sentence(
-            tokens, transitions, mode, uniforms, head=True, train=train))
-        return SentenceParses(**parse(self, tokens, transitions, uniforms))  # uniforms None maps to None
+        # `mode` is a Python value: closed over, so vmap maps only the arrays.
+        parse = _vmap(lambda module, leaves, transitions, uniforms: module.run_sentence(
+            leaves, transitions, mode, uniforms, head=True))
+        return SentenceParses(**parse(self, leaves, transitions, uniforms))  # uniforms None maps to None
 
     # ---- one sentence ---------------------------------------------------------
 
-    def run_sentence(self, tokens, transitions, mode: str = "gold", uniforms=None, head: bool = False,
-                     train: bool = False) -> dict:
-        """ONE sentence: tokens <int32>[N], transitions <int32>[T] (followed in
+    def run_sentence(self, leaves, transitions, mode: str = "gold", uniforms=None, head: bool = False) -> dict:
+        """ONE sentence: leaves <float>[N, 2H], transitions <int32>[T] (followed in
         gold mode; otherwise only their number of SHIFTs, n, is used), uniforms
         <float>[T] in sampled mode. Returns encodings <float>[H], and with
         ``head``: transitions <int32>[T] (followed), transition_logits
         <float>[T, 2], logprob and entropy <float>[] (sampled mode, else 0)."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
-        (N,), (T,) = tokens.shape, transitions.shape
-        leaves, n_leaves = self._leaves(tokens, transitions, train)  # [N, 2H], []
+        N, T = leaves.shape[0], transitions.shape[0]
+        n_leaves = count_leaves(transitions)  # <int32>[]: its words
         dtype = leaves.dtype
         tracker_state = (jnp.zeros((D,), dtype), jnp.zeros((D,), dtype)) if D > 0 else ()
         stack = jnp.concatenate([leaves, jnp.zeros((T, 2 * H), dtype)], axis=0)  # [N + T, 2H]
