@@ -114,6 +114,13 @@ class Runner(abc.ABC):
         self.optimizer = None  # the framework's optimizer, once set_optimizer has run
         self._optimizer_spec: tuple | None = None  # (name, hyperparameters, frozen canonical names)
         self.last_host_syncs = 0  # device-to-host reads of decisions in the last call (define-by-run parses)
+        # Where the last call's time went, for an implementation that can tell
+        # (phase -> seconds, e.g. {"build": ..., "evaluate": ...}: building a
+        # graph against running it), and what it built (name -> count, e.g.
+        # {"nodes": ...}). Empty where there is nothing to split; the benchmark
+        # records their per-batch means.
+        self.last_phases: dict[str, float] = {}
+        self.last_graph: dict[str, float] = {}
 
     @classmethod
     def supports(cls, capability: str) -> bool:

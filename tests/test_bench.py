@@ -4,6 +4,8 @@ interruption, and a ``--quick`` run of every implementation in interleaved round
 from __future__ import annotations
 
 import json
+import os
+import sys
 import types
 
 import numpy as np
@@ -12,8 +14,10 @@ import pytest
 from bench.benchmark.compare import compare, format_compare
 from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, sentence_flops
 from bench.benchmark.measure import pairwise_agreement
-from bench.benchmark.report import format_matrix, round_ratios, targets
-from bench.cli import main
+from bench.benchmark import plan
+from bench.benchmark.report import (format_load, format_matrix, format_ratios, is_busy, render_markdown, round_ratios,
+                                    targets, write_report)
+from bench.cli import build_parser, main
 from bench.frameworks import IMPLEMENTATIONS, OPT_IN
 from bench.records import read_records
 from shared.params import ModelConfig
@@ -112,6 +116,11 @@ def test_quick_run_measures_every_implementation_in_rounds(quick_run):
     cached = by_impl["jax", "train", "gold"]["cached_compile"]
     assert cached["cache_hits"] >= 1 and cached["cache_misses"] == 0
     assert (out / "agreement.json").exists()
+    # The load of every round: the machine's load average and the CPU share the worker got.
+    for r in records:
+        assert r["cpu_count"] == os.cpu_count()
+        assert len(r["round_load"]) == len(r["round_cpu_share"]) == 3
+        assert all(load >= 0 for load in r["round_load"]) and all(share > 0 for share in r["round_cpu_share"])
 
 
 def test_report_renders_table_ratios_targets_and_plots(quick_run, tmp_path, capsys):
@@ -123,8 +132,11 @@ def test_report_renders_table_ratios_targets_and_plots(quick_run, tmp_path, caps
     assert "## Ratios" in text and "| cpu | infer | predicted | 4 | jax |" in text
     assert "## Targets" in text and "| tensorflow traces, infer gold batch 4" in text
     assert "| PASS |" in text or "| MISS |" in text
-    for name in ("throughput.png", "compile.png", "agreement.png"):
+    assert "## Load" in text and "| busy rounds |" in text  # the run recorded its load
+    for name in ("throughput.png", "ratios.png", "compile.png", "agreement.png"):
         assert (tmp_path / name).stat().st_size > 1000
+        assert (out / name).stat().st_size > 1000  # the run wrote them too
+    assert (out / "report.md").read_text() == text  # what `bench run` wrote is what `bench report` writes
 
 
 def _record(impl, rounds, **extra):
@@ -135,6 +147,95 @@ def _record(impl, rounds, **extra):
               "useful_flops_per_s": 1.0, "device_peak_flops_per_s": 4.0, "matmul_peak_flops_per_s": 4.0}
     record.update(extra)
     return record
+
+
+# What render_markdown and plot read beside _record's figures.
+REPORTED = {"framework_version": "1.0", "device_name": "a CPU", "dtype": "float32", "git_commit": "abc",
+            "timestamp": "now", "step_s_median": 0.01, "step_s_p10": 0.01, "step_s_p90": 0.01, "peak_mem_bytes": 1,
+            "first_call_s": 0.5}
+
+
+def test_report_marks_the_rounds_of_a_busy_machine():
+    """A round is busy when its 1-minute load average is above the core count;
+    a per-round ratio is busy where either side's round was."""
+    assert is_busy(2.01, 2) and not is_busy(2.0, 2)
+    base = _record("pytorch", [100.0, 100.0, 100.0], round_load=[1.0, 3.0, 1.0], round_cpu_share=[1.0, 0.5, 1.0],
+                   cpu_count=2, **REPORTED)
+    fast = _record("jax", [310.0, 300.0, 320.0], round_load=[1.0, 1.5, 2.5], round_cpu_share=[1.9, 1.8, 1.1],
+                   cpu_count=2, **REPORTED)
+    (row,) = round_ratios([base, fast])
+    assert row["busy"] == [False, True, True]
+    assert "| busy rounds |" in format_ratios([base, fast]) and "| 3 | **2 of 3** |" in format_ratios([base, fast])
+    load = format_load([base, fast])
+    assert load.startswith("Load: 2 of 6 timed rounds ran on a busy machine")
+    assert "| jax | 1.00 1.50 **2.50** | 1.90 1.80 1.10 | 1 of 3 |" in load
+    assert "## Load" in render_markdown([base, fast], ["x"])
+    (speed,) = [t for t in targets([base, fast]) if t["target"].startswith("best static")]
+    assert speed["measured"] == "3.10x (IQR 3.05-3.15, 3 rounds, 2 on a busy machine)"
+    # Runs from before the load was recorded render as they did: no column, no section.
+    old = [_record("pytorch", [100.0, 100.0], **REPORTED), _record("jax", [200.0, 200.0], **REPORTED)]
+    assert "busy" not in format_ratios(old) and "## Load" not in render_markdown(old, ["x"])
+
+
+def test_report_is_written_without_matplotlib(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    records = [_record("pytorch", [100.0, 100.0], **REPORTED), _record("jax", [200.0, 200.0], **REPORTED)]
+    markdown, written = write_report(records, ["x"], tmp_path)
+    assert written == [tmp_path / "report.md"] and (tmp_path / "report.md").read_text() == markdown
+    assert "## Ratios" in markdown and ".png" not in markdown
+    err = capsys.readouterr().err
+    assert "matplotlib is not installed" in err and len(err.strip().splitlines()) == 1
+
+
+def _no_workers(*args, **kwargs):
+    raise AssertionError("a worker was started")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--rounds", "0"], "--rounds must be at least 1, got 0"),
+    (["--rounds", "-2"], "--rounds must be at least 1, got -2"),
+    (["--round-time", "0"], "--round-time must be a positive number of seconds"),
+    (["--timeout", "-1"], "--timeout must be a positive number of seconds"),
+    (["--num-pairs", "0"], "--num-pairs must be at least 1, got 0"),
+    (["--batch-sizes", "65"], "batch size 65 is larger than the 64 pairs of snli-dev-sample (infer)"),
+    (["--num-pairs", "3", "--batch-sizes", "4"], "batch size 4 is larger than the 3 pairs"),
+    (["--batch-sizes", "60", "--buckets", "8,16,32,64"], "no length bucket of the 64 pairs"),
+    (["--frameworks", ","], "nothing to measure: no implementation left"),
+    (["--modes", ","], "nothing to measure: --modes and --transitions need at least one value"),
+], ids=["rounds-0", "rounds-negative", "round-time-0", "timeout", "num-pairs-0", "batch-over-data",
+        "num-pairs-under-batch", "batch-over-buckets", "no-implementation", "no-mode"])
+def test_arguments_that_would_measure_nothing_are_refused_before_any_worker(arguments, message, tmp_path,
+                                                                           monkeypatch, capsys):
+    monkeypatch.setattr(plan, "WorkerPool", _no_workers)
+    out = tmp_path / "run"
+    assert main(["run", "--quick", *arguments, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()  # refused before the output folder was even locked
+
+
+def test_an_explicit_rounds_value_wins_over_quick():
+    parse = build_parser().parse_args
+    assert plan.plan_run(parse(["run", "--quick"])).rounds == 3
+    assert plan.plan_run(parse(["run", "--quick", "--rounds", "1"])).rounds == 1
+    assert plan.plan_run(parse(["run", "--quick", "--round-time", "0.2"])).round_time == 0.2
+
+
+def test_a_busy_machine_is_said_in_one_line_before_the_workers_start(tmp_path, monkeypatch, capsys):
+    def stop(*args, **kwargs):
+        raise ValueError("stopped where the workers would start")
+
+    monkeypatch.setattr(plan, "WorkerPool", stop)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    arguments = ["run", "--quick", "--implementations", "pytorch", "--out"]
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.5, 1.0, 1.0))
+    assert main(arguments + [str(tmp_path / "busy")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("note: the machine is busy: 1-minute load average 2.50 on 2 cores")
+    assert lines[-1] == "error: stopped where the workers would start"
+    monkeypatch.setattr(os, "getloadavg", lambda: (2.0, 1.0, 1.0))
+    assert main(arguments + [str(tmp_path / "quiet")]) == 2
+    assert "note:" not in capsys.readouterr().err
 
 
 def test_ratios_are_taken_round_by_round():

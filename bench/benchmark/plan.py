@@ -10,15 +10,21 @@ round to round, and each times the same slice of the same batch plan. Load
 that comes and goes on the machine then lands on every implementation alike,
 and a ratio between two implementations is taken round by round (its median
 and spread are in the report). Records go to ``OUT/results.jsonl`` as each
-measurement completes; the run holds a lock on OUT while it runs.
+measurement completes; the run holds a lock on OUT while it runs. Arguments
+that would measure nothing are refused before anything starts (``plan_run``),
+each round also records the machine's load and the CPU time the timed worker
+got, and the run ends by writing ``OUT/report.md`` and its plots, as
+``python -m bench report OUT`` would.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +32,16 @@ import numpy as np
 from bench import frameworks
 from bench.benchmark.measure import git_commit, pairwise_agreement
 from bench.benchmark.pool import WorkerPool
-from bench.benchmark.report import (format_host_syncs, format_matrix, format_ratios, format_table, format_targets,
-                                    variants_measured)
+from bench.benchmark.report import (format_host_syncs, format_matrix, format_phases, format_ratios, format_table,
+                                    format_targets, is_busy, load_summary, variants_measured, write_report)
+from bench.benchmark.report import load as load_results  # results.jsonl as `bench report` reads it
 from bench.benchmark.worker import WorkerSpec
 from bench.config import preset
-from bench.datasets import add_data_arguments
+from bench.datasets import add_data_arguments, load_dataset
 from bench.lock import lock_output
 from bench.progress import Progress
 from bench.records import append_record, read_records, write_json
-from shared.batching import DEFAULT_BUCKETS
+from shared.batching import DEFAULT_BUCKETS, length_buckets, pair_length, plan_batches
 
 QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "decided_batch_sizes": [1, 8], "rounds": 3,
          "round_time": 0.05, "agreement_pairs": 8}
@@ -144,6 +151,8 @@ def plan_implementations(args) -> list[str]:
 
 def plan_keys(args, defaults: dict) -> list[tuple[str, int, str]]:
     """The measurements, (mode, batch size, transitions), in the order they are made."""
+    if not args.modes or not args.transitions:
+        raise ValueError("nothing to measure: --modes and --transitions need at least one value each")
     for mode in args.modes:
         if mode not in TRANSITIONS:
             raise ValueError(f"unknown mode {mode!r}; choose from infer, train")
@@ -166,11 +175,91 @@ def plan_keys(args, defaults: dict) -> list[tuple[str, int, str]]:
     return keys
 
 
+@dataclass
+class RunPlan:
+    """What a run measures, every argument checked (see plan_run)."""
+
+    names: list[str]  # the implementations
+    keys: list[tuple[str, int, str]]  # the measurements: (mode, batch size, transitions)
+    defaults: dict  # QUICK or FULL
+    rounds: int
+    round_time: float
+
+
+def plan_run(args) -> RunPlan:
+    """The run the arguments ask for, or a one-line refusal (ValueError) of any
+    argument that would measure nothing. It comes before the output folder is
+    locked and before any worker starts: a run refused after minutes of start-up
+    and warm-up, or one that measures nothing and exits 0, wastes the user's time."""
+    defaults = QUICK if args.quick else FULL
+    plan = RunPlan(plan_implementations(args), plan_keys(args, defaults), defaults,
+                   rounds=defaults["rounds"] if args.rounds is None else args.rounds,  # an explicit value wins
+                   round_time=defaults["round_time"] if args.round_time is None else args.round_time)
+    _check_numbers(args, plan)
+    if not plan.names:
+        installed = [f for f in frameworks.FRAMEWORKS if frameworks.installed(f)]
+        raise ValueError(f"nothing to measure: no implementation left after --frameworks/--implementations "
+                         f"(installed frameworks: {', '.join(installed) or 'none'})")
+    _check_batches(args, plan)
+    return plan
+
+
+def _check_numbers(args, plan: RunPlan) -> None:
+    """Counts and durations that would time nothing (or never stop) are refused, never replaced by a default."""
+    if plan.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {plan.rounds}")
+    if not (plan.round_time > 0 and math.isfinite(plan.round_time)):
+        raise ValueError(f"--round-time must be a positive number of seconds, got {plan.round_time}")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.num_pairs is not None and args.num_pairs < 1:
+        raise ValueError(f"--num-pairs must be at least 1, got {args.num_pairs}")
+
+
+def _check_batches(args, plan: RunPlan) -> None:
+    """Refuse a batch size that no batch of the data can fill: its worker would
+    skip it and the run would measure nothing there. The data are loaded as a
+    worker loads them (no framework needed) and the batches planned as it plans
+    them: whole batches within each length bucket."""
+    dataset = load_dataset(argparse.Namespace(**_data(args, plan.defaults)))
+    pairs = {"infer": dataset.pairs, "train": [p for p in dataset.pairs if p.label >= 0]}
+    buckets = args.buckets or list(DEFAULT_BUCKETS)
+    if isinstance(buckets, str):  # "auto:K": the worker's quantiles of the same data
+        buckets = list(length_buckets([pair_length(p) for p in dataset.pairs], int(buckets.partition(":")[2])))
+    for mode, batch_size in dict.fromkeys((mode, b) for mode, b, _ in plan.keys):
+        lengths = [pair_length(p) for p in pairs[mode]]
+        what = f"the {len(lengths)} {'labelled ' if mode == 'train' else ''}pairs of {dataset.name}"
+        if batch_size > len(lengths):
+            raise ValueError(f"batch size {batch_size} is larger than {what} ({mode}): it would measure nothing "
+                             f"(a smaller --batch-sizes, or more --num-pairs)")
+        if not plan_batches(lengths, batch_size, buckets=buckets, drop_last=True).batches:
+            raise ValueError(f"no length bucket of {what} ({mode}) holds {batch_size} of them (buckets "
+                             f"{','.join(map(str, buckets))}): batch size {batch_size} would measure nothing "
+                             f"(fewer --buckets, or a smaller batch)")
+
+
+def _data(args, defaults: dict) -> dict:
+    """The bench.datasets arguments every worker loads its data with."""
+    return {"data": args.data, "split": args.split,
+            "num_pairs": defaults["num_pairs"] if args.num_pairs is None else args.num_pairs,
+            "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
+
+
+def busy_note() -> str:
+    """A line for the start of a run when other work already fills the machine's
+    cores (the run's own processes come on top): its ratios may not hold on a
+    quiet machine, and the user may prefer to wait. Empty when the machine is not busy."""
+    load_now, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if not is_busy(load_now, cores):
+        return ""
+    return (f"note: the machine is busy: 1-minute load average {load_now:.2f} on {cores} cores before the run "
+            f"starts; the report marks the rounds timed while it stays above {cores}")
+
+
 def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[WorkerSpec]:
     """One WorkerSpec per implementation: what the flags (and --quick) ask for."""
     sizes = preset(args.size or ("quick" if args.quick else "full"))
-    data = {"data": args.data, "split": args.split, "num_pairs": args.num_pairs or defaults["num_pairs"],
-            "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
+    data = _data(args, defaults)
     cache = str(Path(args.compilation_cache).resolve()) if args.compilation_cache else None
     specs = []
     for name in names:
@@ -188,35 +277,36 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
 
 
 def cmd_run(args) -> int:
+    plan = plan_run(args)  # refused here, before the folder is locked or a worker starts
     out_dir = Path(args.out)
     lock = lock_output(out_dir, f"bench run --out {args.out}")
     try:
-        return _run(args, out_dir)
+        return _run(args, plan, out_dir)
     finally:
         lock.release()
 
 
-def _run(args, out_dir: Path) -> int:
+def _run(args, plan: RunPlan, out_dir: Path) -> int:
     results = out_dir / "results.jsonl"
     if results.exists() and results.stat().st_size and not args.resume:
         raise ValueError(f"{results} already holds results: use --resume to complete it, "
                          f"or another --out (nothing is overwritten)")
-    defaults = QUICK if args.quick else FULL
-    names = plan_implementations(args)
-    keys = plan_keys(args, defaults)
+    names = plan.names
     done = {(r["implementation"], r["mode"], r["batch_size"], r.get("transitions", "gold"))
             for r in read_records(results)}
-    todo = [key for key in keys if any((name, *key) not in done for name in names)]
+    todo = [key for key in plan.keys if any((name, *key) not in done for name in names)]
     if args.resume and not todo:
         print(f"benchmark: {results} already holds every measurement asked for", file=sys.stderr)
-    run = {"run_id": time.strftime("%Y%m%dT%H%M%S"), "git_commit": git_commit(),
-           "rounds": args.rounds or defaults["rounds"],
-           "round_time": args.round_time if args.round_time is not None else defaults["round_time"]}
+    run = {"run_id": time.strftime("%Y%m%dT%H%M%S"), "git_commit": git_commit(), "rounds": plan.rounds,
+           "round_time": plan.round_time, "cpu_count": os.cpu_count()}
+    note = busy_note()
+    if note:
+        print(note, file=sys.stderr)
     print(f"benchmark: {', '.join(names)}; {len(todo)} measurements, {run['rounds']} interleaved rounds each "
           f"-> {results}", file=sys.stderr)
     failures: dict[str, str] = {}
     if todo:
-        with WorkerPool(worker_specs(args, names, out_dir, defaults), out_dir, args.timeout) as pool:
+        with WorkerPool(worker_specs(args, names, out_dir, plan.defaults), out_dir, args.timeout) as pool:
             failures = _measure(pool, todo, done, run, args, results)
     records = [r for r in read_records(results) if r["implementation"] in names]
     agreement = pairwise_agreement(out_dir, names)
@@ -228,6 +318,9 @@ def _run(args, out_dir: Path) -> int:
     host_syncs = format_host_syncs(records)
     if host_syncs:
         print("\n" + host_syncs)
+    phases = format_phases(records)
+    if phases:
+        print("\n" + phases)
     if variants_measured(records):
         print("\n" + format_matrix(records))
     print()
@@ -237,9 +330,24 @@ def _run(args, out_dir: Path) -> int:
         for pair, diff in agreement.items():
             print(f"  {pair}: encodings {diff['max_abs_diff_encoding']:.1e}, "
                   f"logits {diff['max_abs_diff_logits']:.1e}")
+    summary = load_summary(records)
+    if summary:
+        print("\n" + summary)
+    _report(args.out)
     for name, why in failures.items():
         print(f"error: {name} {why}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _report(out: str) -> None:
+    """What ``python -m bench report OUT`` writes (the same code: report.md and
+    its plots in OUT), so a run ends with its report; and where it is."""
+    records = load_results([out])
+    if not records:
+        print(f"benchmark: nothing measured, so no report in {out}", file=sys.stderr)
+        return
+    _, written = write_report(records, [out], Path(out))
+    print(f"\nreport: {written[0]}" + (f" (plots: {', '.join(p.name for p in written[1:])})" if written[1:] else ""))
 
 
 def _measure(pool: WorkerPool, keys, done, run: dict, args, results: Path) -> dict[str, str]:
@@ -310,7 +418,7 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
             progress.write(f"{label}: {worker.name} skipped: {reply['skipped']}")
             continue
         prepared[worker] = {**reply, "load_before": load_before, "times": [], "round_pairs_per_s": [],
-                            "round_step_s": [], "pairs": 0, "flops": 0}
+                            "round_step_s": [], "round_load": [], "round_cpu_share": [], "pairs": 0, "flops": 0}
     progress.update(1)
     if not prepared:
         return {}
@@ -335,6 +443,8 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
             numbers["flops"] += reply["flops"]
             numbers["round_pairs_per_s"].append(reply["pairs"] / sum(reply["times"]))
             numbers["round_step_s"].append(float(np.median(reply["times"])))
+            numbers["round_load"].append(reply["load_avg_1min"])
+            numbers["round_cpu_share"].append(reply["cpu_s"] / reply["wall_s"])
         progress.update(1)
     for worker in list(prepared):
         reply = pool.ask(worker, "finish", key=name)
@@ -361,6 +471,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         "step_s_p90": float(np.percentile(n["times"], 90)),
         "rounds": len(n["round_pairs_per_s"]), "batches_per_round": n["batches_per_round"],
         "round_pairs_per_s": n["round_pairs_per_s"], "round_step_s": n["round_step_s"],
+        "round_load": n["round_load"], "round_cpu_share": n["round_cpu_share"], "cpu_count": run["cpu_count"],
         "interleaved_with": interleaved,
         "timed_batches": len(n["times"]), "timed_pairs": n["pairs"],
         "compile_s": n["compile_s"], "traces": n["traces"], "compile_detail": n["compile_detail"],
@@ -382,7 +493,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         "git_commit": run["git_commit"], "run_id": run["run_id"],
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    for optional in ("host_syncs_per_batch", "cached_compile"):
+    for optional in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch"):
         if optional in n:
             record[optional] = n[optional]
     return record

@@ -109,8 +109,43 @@ def round_ratios(records: list[dict], baseline: str | None = None) -> list[dict]
         rows.append({"device": key[0], "mode": key[1], "transitions": key[2], "batch_size": key[3],
                      "implementation": r["implementation"], "median": float(median), "q1": float(q1),
                      "q3": float(q3), "min": float(ratios.min()), "max": float(ratios.max()),
-                     "rounds": len(ratios) if same_run else 0, "data": r.get("data")})
+                     "rounds": len(ratios) if same_run else 0, "data": r.get("data"),
+                     "round_ratios": ratios.tolist(), "busy": _busy_ratio_rounds(r, b) if same_run else None})
     return rows
+
+
+def is_busy(load: float, cores: int) -> bool:
+    """The rule that marks a round as measured on a busy machine (docs/spec.md §6).
+
+    The 1-minute load average counts every thread that runs or waits for a
+    core, the timed worker's own included (the other workers idle while one
+    is timed). Above the machine's core count, some thread was waiting: the
+    timed implementation lost time to others, or took it from them, and how
+    much differs from one implementation to the next, so a ratio taken in
+    such a round need not hold on a quiet machine.
+    """
+    return load > cores
+
+
+def busy_rounds(record: dict) -> list[bool] | None:
+    """Which of a record's rounds ran on a busy machine; None where the record
+    has no load figures (runs from before they were recorded)."""
+    loads, cores = record.get("round_load"), record.get("cpu_count")
+    if not loads or not cores:
+        return None
+    return [is_busy(load, cores) for load in loads]
+
+
+def _busy_ratio_rounds(r: dict, b: dict) -> list[bool] | None:
+    """A per-round ratio is busy where either of its two sides was timed on a busy machine."""
+    mine, theirs = busy_rounds(r), busy_rounds(b)
+    if mine is None or theirs is None:
+        return None
+    return [x or y for x, y in zip(mine, theirs)]
+
+
+def _busy_count(row: dict) -> int:
+    return sum(row.get("busy") or [])
 
 
 def format_ratios(records: list[dict], baseline: str | None = None) -> str:
@@ -118,15 +153,63 @@ def format_ratios(records: list[dict], baseline: str | None = None) -> str:
     rows = round_ratios(records, baseline)
     if not rows:
         return f"Ratios: no {baseline} records to compare with."
+    loaded = any(row["busy"] is not None for row in rows)  # older runs recorded no load: their table is as it was
+    header = "| device | mode | transitions | batch | implementation | ratio | IQR | min-max | rounds |"
     lines = [f"Speed over {baseline} (median of per-round ratios; interquartile range; min-max; rounds):", "",
-             "| device | mode | transitions | batch | implementation | ratio | IQR | min-max | rounds |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             header + (" busy rounds |" if loaded else ""), "|---" * (header.count("|") - 1 + loaded) + "|"]
     for row in rows:
         rounds = row["rounds"] or "not interleaved"
-        lines.append(f"| {row['device']} | {row['mode']} | {row['transitions']} | {row['batch_size']} "
-                     f"| {row['implementation']} | {row['median']:.2f}x | {row['q1']:.2f}-{row['q3']:.2f} "
-                     f"| {row['min']:.2f}-{row['max']:.2f} | {rounds} |")
+        line = (f"| {row['device']} | {row['mode']} | {row['transitions']} | {row['batch_size']} "
+                f"| {row['implementation']} | {row['median']:.2f}x | {row['q1']:.2f}-{row['q3']:.2f} "
+                f"| {row['min']:.2f}-{row['max']:.2f} | {rounds} |")
+        lines.append(line + (f" {_busy_cell(row)} |" if loaded else ""))
+    if loaded:
+        lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average was above its core count "
+                      "while either side was timed (see Load); a ratio with busy rounds may read otherwise on a "
+                      "quiet machine."]
     return "\n".join(lines)
+
+
+def _busy_cell(row: dict) -> str:
+    if row["busy"] is None:
+        return "-"
+    count = _busy_count(row)
+    return f"**{count} of {len(row['busy'])}**" if count else "0"
+
+
+def load_summary(records: list[dict]) -> str:
+    """One line: how many timed rounds ran on a busy machine (the rule of is_busy)."""
+    flags = [flag for r in records for flag in (busy_rounds(r) or [])]
+    if not flags:
+        return ""
+    cores = "/".join(str(c) for c in sorted({r["cpu_count"] for r in records if busy_rounds(r) is not None}))
+    highest = max(load for r in records if busy_rounds(r) is not None for load in r["round_load"])
+    busy = sum(flags)
+    return (f"Load: {busy} of {len(flags)} timed rounds ran on a busy machine (1-minute load average above its "
+            f"{cores} cores; highest {highest:.2f})" + (": their ratios are marked." if busy else "."))
+
+
+def format_load(records: list[dict]) -> str:
+    """Every round's load average (bold where busy) and the CPU share the
+    implementation got, so a slow round can be told from a busy one."""
+    rows = [r for r in records if busy_rounds(r) is not None]
+    if not rows:
+        return ""
+    lines = [load_summary(rows) + " Per round: the 1-minute load average as the implementation's timed batches "
+             "ended, and the CPU seconds its process got per wall second of them (every thread counted).", "",
+             "| device | mode | transitions | batch | implementation | load per round | CPU share per round "
+             "| busy rounds |", "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=measurement_key):
+        flags = busy_rounds(r)
+        loads = " ".join(_bold_if(f"{x:.2f}", flag) for x, flag in zip(r["round_load"], flags))
+        shares = " ".join(f"{x:.2f}" for x in r.get("round_cpu_share", []))
+        lines.append(f"| {r['device']} | {r['mode']} | {_transitions(r)} | {r['batch_size']} "
+                     f"| {r['implementation']} | {loads} | {shares or '-'} | {sum(flags)} of {len(flags)} |")
+    return "\n".join(lines)
+
+
+def _bold_if(text: str, flag: bool) -> str:
+    return f"**{text}**" if flag else text
 
 
 def format_host_syncs(records: list[dict]) -> str:
@@ -138,6 +221,23 @@ def format_host_syncs(records: list[dict]) -> str:
              for r in sorted(rows, key=measurement_key)]
     return ("Device-to-host reads of decisions per batch, predicted parses (static graphs: none, the decision "
             "stays a masked select on the device): " + "; ".join(parts) + ".")
+
+
+def format_phases(records: list[dict]) -> str:
+    """Where a batch's time went, for implementations that split it (building
+    the graph against evaluating it), and what they built per batch."""
+    rows = [r for r in records if r.get("phase_s_per_batch")]
+    if not rows:
+        return ""
+    lines = ["Where the time of a batch goes (implementations that report it; ms per batch, and per-batch "
+             "graph counts):", "", "| mode | transitions | batch | implementation | step | phases | graph |",
+             "|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=measurement_key):
+        phases = ", ".join(f"{name} {seconds * 1e3:,.1f}" for name, seconds in r["phase_s_per_batch"].items())
+        graph = ", ".join(f"{name} {count:,.0f}" for name, count in r.get("graph_per_batch", {}).items())
+        lines.append(f"| {r['mode']} | {r['transitions']} | {r['batch_size']} | {r['implementation']} "
+                     f"| {r['step_s_median'] * 1e3:,.1f} | {phases} | {graph or '-'} |")
+    return "\n".join(lines)
 
 
 MATRIX_MODES = (("infer", "Inference"), ("train", "Training"))
@@ -215,7 +315,9 @@ def targets(records: list[dict]) -> list[dict]:
         candidates = [row for row in ratios if row["batch_size"] == batch_size]
         if candidates:
             best = max(candidates, key=lambda row: row["median"])
-            spread = f" (IQR {best['q1']:.2f}-{best['q3']:.2f}, {best['rounds']} rounds)" if best["rounds"] else ""
+            busy = f", {_busy_count(best)} on a busy machine" if _busy_count(best) else ""
+            spread = (f" (IQR {best['q1']:.2f}-{best['q3']:.2f}, {best['rounds']} rounds{busy})"
+                      if best["rounds"] else "")
             rows.append({"target": f"best static / {baseline} inference, batch {batch_size} ({best['implementation']})",
                          "goal": f">= {goal:g}x", "measured": f"{best['median']:.2f}x{spread}",
                          "met": best["median"] >= goal})
@@ -268,7 +370,7 @@ def format_targets(records: list[dict]) -> str:
 
 
 def plot(records: list[dict], out_dir: Path) -> list[Path]:
-    """Throughput vs batch size, compile time, and agreement, as PNG files."""
+    """Throughput vs batch size, per-round ratios, compile time, and agreement, as PNG files."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -296,11 +398,15 @@ def plot(records: list[dict], out_dir: Path) -> list[Path]:
             ax.set_ylabel("sentence pairs / s")
             ax.set_title(f"{mode}, {device}, gold parses")
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend()
+            if ax.get_legend_handles_labels()[0]:  # a run of sampled parses only has no gold line to name
+                ax.legend()
     fig.tight_layout()
     written.append(out_dir / "throughput.png")
     fig.savefig(written[-1], dpi=110)
     plt.close(fig)
+    ratios = _plot_ratios(records, out_dir, plt)
+    if ratios:
+        written.append(ratios)
 
     compiled = [r for r in records if r["compile_s"] > 0 or r["first_call_s"] > 0]
     if compiled:
@@ -342,6 +448,63 @@ def plot(records: list[dict], out_dir: Path) -> list[Path]:
     return written
 
 
+def _plot_ratios(records: list[dict], out_dir: Path, plt) -> Path | None:
+    """The interleaved per-round ratios over the baseline, one panel per device,
+    mode and parse: every round a dot (a busy one a red cross), the median a
+    circle, the interquartile range a thick bar and the range a thin one. The
+    spread is the point: one median alone hides whether a ratio held."""
+    rows = [row for row in round_ratios(records) if row["rounds"]]
+    if not rows:
+        return None
+    panels = sorted({(row["device"], row["mode"], row["transitions"]) for row in rows})
+    impls = sorted({row["implementation"] for row in rows})
+    columns = min(2, len(panels))
+    lines = -(-len(panels) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(6.5 * columns, 4.2 * lines), squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
+        _ratio_panel(ax, [row for row in rows if (row["device"], row["mode"], row["transitions"]) == panel], impls)
+        ax.set_title(f"{panel[1]}, {panel[2]} parses, {panel[0]}: speed over {frameworks.BASELINE}, per round")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    path = out_dir / "ratios.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _ratio_panel(ax, rows: list[dict], impls: list[str]) -> None:
+    """One panel of ratios.png: batch sizes side by side, implementations offset within each."""
+    sizes = sorted({row["batch_size"] for row in rows})
+    width = 0.8 / len(impls)
+    labelled = set()
+    for row in rows:
+        i = impls.index(row["implementation"])
+        x = sizes.index(row["batch_size"]) + (i - (len(impls) - 1) / 2) * width
+        color = f"C{i}"
+        ax.vlines(x, row["min"], row["max"], color=color, lw=1)
+        ax.vlines(x, row["q1"], row["q3"], color=color, lw=5, alpha=0.6)
+        ax.plot(x, row["median"], "o", color=color, mfc="white",
+                label=None if row["implementation"] in labelled else row["implementation"])
+        labelled.add(row["implementation"])
+        busy = row["busy"] or [False] * len(row["round_ratios"])
+        for ratio, flag in zip(row["round_ratios"], busy):
+            ax.plot(x, ratio, "x" if flag else ".", color="red" if flag else "black", ms=6 if flag else 3,
+                    label="busy round" if flag and "busy" not in labelled else None)
+            labelled |= {"busy"} if flag else set()
+    from matplotlib.ticker import FuncFormatter
+
+    ax.axhline(1.0, color="#888", ls="--", lw=1)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_xticks(range(len(sizes)), [f"batch {b}" for b in sizes])
+    ax.set_ylabel(f"pairs/s over {frameworks.BASELINE}'s (log)")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
 def render_markdown(records: list[dict], sources) -> str:
     envs = {}
     for r in records:
@@ -354,10 +517,37 @@ def render_markdown(records: list[dict], sources) -> str:
                      f"({r['device_name']}), {r['dtype']}, commit {r['git_commit']}, {r['timestamp']}, "
                      f"threads {json.dumps(r.get('threads', {}))}, data {r['data']}")
     lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), "",
-              format_host_syncs(records), "",
-              "## Algorithm and framework", "", format_matrix(records), "",
+              format_host_syncs(records), "", format_phases(records), ""]
+    load = format_load(records)
+    if load:  # runs from before the load was recorded render as they did
+        lines += ["## Load", "", load, ""]
+    lines += ["## Algorithm and framework", "", format_matrix(records), "",
               "## Targets", "", format_targets(records), ""]
     return "\n".join(lines)
+
+
+def write_report(records: list[dict], sources, out_dir: Path, plots: bool = True) -> tuple[str, list[Path]]:
+    """Write report.md and its plots into ``out_dir``; the Markdown and the files written.
+
+    One writer for ``bench report`` and the end of ``bench run``, so the two
+    cannot drift apart. Without matplotlib the plots are left out, said in
+    one line, and report.md is written all the same: a run's figures are
+    worth more than its pictures.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    markdown = render_markdown(records, sources)
+    written = []
+    if plots:
+        try:
+            import matplotlib  # noqa: F401  (only: is it there?)
+        except ImportError:
+            print("note: matplotlib is not installed: report.md without plots", file=sys.stderr)
+        else:
+            written = plot(records, out_dir)
+    if written:
+        markdown += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in written) + "\n"
+    (out_dir / "report.md").write_text(markdown)
+    return markdown, [out_dir / "report.md", *written]
 
 
 def cmd_report(args) -> int:
@@ -366,12 +556,7 @@ def cmd_report(args) -> int:
         raise ValueError("no records in the given results")
     first = Path(args.results[0])
     out_dir = Path(args.out) if args.out else (first if first.is_dir() else first.parent)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    markdown = render_markdown(records, args.results)
-    written = [] if args.no_plots else plot(records, out_dir)
-    if written:
-        markdown += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in written) + "\n"
-    (out_dir / "report.md").write_text(markdown)
+    markdown, written = write_report(records, args.results, out_dir, plots=not args.no_plots)
     print(markdown)
-    print(f"wrote {out_dir / 'report.md'}" + "".join(f", {p}" for p in written), file=sys.stderr)
+    print("wrote " + ", ".join(map(str, written)), file=sys.stderr)
     return 0

@@ -19,8 +19,9 @@ to stderr instead, so it cannot corrupt a reply). Requests:
   runner and the batches, warm up on every shape (tracing and compiling,
   counted), time one more batch as an estimate;
 * ``time`` (key, first batch index, count): time that slice of the batch plan
-  and return the per-batch seconds; every worker gets the same slices, so a
-  round compares the same work;
+  and return the per-batch seconds, with the CPU time the process got over
+  the slice and the machine's load average; every worker gets the same
+  slices, so a round compares the same work;
 * ``finish`` (key): retraces while timed, memory peak; the runner is dropped;
 * ``exit``.
 
@@ -113,6 +114,8 @@ class Task:
     rss: RssSampler
     compile_after_warmup: object  # CompileStats
     host_syncs: list = field(default_factory=list)  # define-by-run code in a model-decided mode: reads per batch
+    phases: list = field(default_factory=list)  # the runner's last_phases of every timed batch (where it splits)
+    graphs: list = field(default_factory=list)  # the runner's last_graph of every timed batch (where it says)
 
 
 class Worker:
@@ -190,16 +193,28 @@ class Worker:
         return reply
 
     def time(self, key: str, start: int, count: int) -> dict:
+        """Time a slice of the batch plan. Also the process's CPU seconds over the
+        slice's wall seconds (every thread counted: a share below the cores the
+        implementation uses on a quiet machine means it waited for a core) and
+        the machine's 1-minute load average as the slice ends, so a reader can
+        tell a slow round from a busy one."""
         task = self.tasks[key]
         times, pairs, flops = [], 0, 0
+        cpu0, wall0 = time.process_time(), time.perf_counter()
         for k in range(start, start + count):
             batch = task.plan[k % len(task.plan)]
             t0 = time.perf_counter()
             task.step(batch)  # returns host values (NumPy or a float): waits for the device
             times.append(time.perf_counter() - t0)
+            if task.runner.last_phases:
+                task.phases.append(dict(task.runner.last_phases))
+            if task.runner.last_graph:
+                task.graphs.append(dict(task.runner.last_graph))
             pairs += batch.size
             flops += task.flops[k % len(task.plan)]
-        return {"times": times, "pairs": pairs, "flops": flops}
+        cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
+        return {"times": times, "pairs": pairs, "flops": flops, "cpu_s": cpu_s, "wall_s": wall_s,
+                "load_avg_1min": os.getloadavg()[0]}
 
     def finish(self, key: str) -> dict:
         task = self.tasks.pop(key)
@@ -213,6 +228,10 @@ class Worker:
         }
         if task.host_syncs:
             out["host_syncs_per_batch"] = float(np.mean(task.host_syncs))
+        if task.phases:  # seconds per timed batch of each phase the runner reports
+            out["phase_s_per_batch"] = _means(task.phases)
+        if task.graphs:
+            out["graph_per_batch"] = _means(task.graphs)
         return out
 
     # -- helpers -----------------------------------------------------------
@@ -252,6 +271,11 @@ class Worker:
         return {"compile_s": warm["compile_s"], "shapes": warm["warmup_shapes"],
                 "cache_hits": warm["compile_detail"]["cache_hits"],
                 "cache_misses": warm["compile_detail"]["cache_misses"]}
+
+
+def _means(rows: list[dict]) -> dict[str, float]:
+    """The mean of every key over ``rows`` (dicts of numbers)."""
+    return {key: float(np.mean([row[key] for row in rows if key in row])) for key in rows[0]}
 
 
 def serve(spec: WorkerSpec, requests, reply) -> int:
