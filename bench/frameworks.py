@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 LISTS = "per-example lists"  # Python lists as stacks, a Python loop: the graph follows the trees
 MASKED = "masked arrays"  # padded arrays, pointers and masks: one graph for every tree
 VMAP = "per-sentence code + vmap"  # the model for one sentence, batched at trace time
-ALGORITHMS = (LISTS, MASKED, VMAP)
+AUTOBATCH = "per-sentence code + autobatching"  # the model for one sentence, batched at run time
+ALGORITHMS = (LISTS, MASKED, VMAP, AUTOBATCH)
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,20 @@ register(Framework(
     ),
     not_built={LISTS: "not built: JAX would run such a loop op by op (no jit), or jit would unroll it into one "
                       "program per batch of trees"},
+))
+
+register(Framework(
+    name="dynet", package="impl_dynet", library="dynet", extra="dynet",
+    implementations=(
+        # SPINN written for one sentence; a batch is a Python loop into one graph,
+        # which DyNet batches as it evaluates it (on-the-fly operation batching).
+        Implementation("dynet", AUTOBATCH, {"autobatch": True}, eager=True),
+        # The same code with autobatching off: what the loop costs without it.
+        Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False}, eager=True, opt_in=True),
+    ),
+    not_built={LISTS: "not built: DyNet batches a per-sentence loop itself; batching by hand is PyTorch's row",
+               MASKED: "not built: padded arrays and masks are what automatic batching exists to avoid",
+               VMAP: "not built: DyNet has no trace-time vectorizing map"},
 ))
 
 

@@ -8,6 +8,7 @@ no test module imports another. Runners are made with the registry's
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from bench import frameworks
 from shared import parsing
@@ -31,6 +32,20 @@ def make_runner(name: str, params, config: ModelConfig, **kwargs):
     """The registry's runner of implementation ``name`` (bench.frameworks),
     its options overridden by TEST_OPTIONS, then ``kwargs``."""
     return frameworks.make_runner(name, params, config, **{**TEST_OPTIONS.get(name, {}), **kwargs})
+
+
+def checked_dtype(name: str, dtype: str = "float64") -> str:
+    """The dtype a contract test checks implementation ``name`` in: ``dtype``,
+    unless the implementation lists it in ``unsupported`` (DyNet computes in
+    float32 only). Then its constructor must refuse ``dtype`` in one line,
+    checked here so that the refusal is tested, never skipped, and the test
+    runs in float32 with the float32 tolerances instead."""
+    if dtype == "float32" or frameworks.runner_class(frameworks.resolve(name)[0]).supports(dtype):
+        return dtype
+    config = small_config_for(8)
+    with pytest.raises(NotImplementedError, match=f"no {dtype}: "):
+        make_runner(name, init_params(config, seed=0), config, dtype=dtype)
+    return "float32"
 
 
 def small_config_for(vocab_size: int, tracker_dim: int = 3, mlp_layers: int = 2) -> ModelConfig:
@@ -76,18 +91,19 @@ def assert_parsed_close(parsed: parsing.Parsed, ref: parsing.Parsed, *, tol: flo
     assert max_abs_err(parsed.logits, ref.logits) <= logit_tol
 
 
-def assert_alone_equals_inside(single, together, i: int) -> None:
+def assert_alone_equals_inside(single, together, i: int, tol: float = F64_TOL) -> None:
     """Pair ``i`` of the batch ``together`` took the decisions of ``single`` (the
-    pair parsed alone, its only row), PAD after them, and got its numbers."""
+    pair parsed alone, its only row), PAD after them, and got its numbers
+    (within ``tol``: rounding only)."""
     T = single.premise_transitions.shape[1]
     for side in ("premise", "hypothesis"):
         np.testing.assert_array_equal(getattr(together, f"{side}_transitions")[i, :T],
                                       getattr(single, f"{side}_transitions")[0])
         assert not np.any(getattr(together, f"{side}_transitions")[i, T:])
-        assert max_abs_err(getattr(together, side)[i], getattr(single, side)[0]) <= F64_TOL
+        assert max_abs_err(getattr(together, side)[i], getattr(single, side)[0]) <= tol
         assert max_abs_err(getattr(together, f"{side}_logprob")[i],
-                           getattr(single, f"{side}_logprob")[0]) <= F64_TOL
-    assert max_abs_err(together.logits[i], single.logits[0]) <= F64_TOL
+                           getattr(single, f"{side}_logprob")[0]) <= tol
+    assert max_abs_err(together.logits[i], single.logits[0]) <= tol
 
 
 def assert_npz_files_identical(first, second) -> None:

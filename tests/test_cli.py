@@ -119,6 +119,21 @@ def test_encode_in_float64_switches_the_framework_before_importing_it(framework,
     np.testing.assert_allclose(got["logits"], ref["logits"], atol=1e-7, rtol=0)
 
 
+# Implementations that refuse a dtype or a device (listed in the Runner's ``unsupported``).
+REFUSING = [(name, capability) for name in FRAMEWORKS for capability in ("float64",)
+            if not frameworks.runner_class(name).supports(capability)]
+
+
+@pytest.mark.parametrize("framework,capability", REFUSING)
+def test_encode_refuses_what_an_implementation_cannot_do_in_one_line(framework, capability, small_rows,
+                                                                     small_model, tmp_path, capsys):
+    code = main(["encode", "--framework", framework, "--params", str(small_model), "--data", str(small_rows),
+                 "--dtype", capability, "--out", str(tmp_path / "o.npz")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: {framework}: no {capability}: "), err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o.npz").exists()
+
+
 def test_encode_errors_are_clear(small_rows, tmp_path, capsys):
     code = main(["encode", "--framework", "reference", "--params", str(tmp_path / "missing.npz"),
                  "--data", str(small_rows), "--out", str(tmp_path / "o.npz")])

@@ -59,6 +59,11 @@ def test_explain_reports_positive_counts_and_times(timed, framework):
             assert r[fn]["trace_s"] > 0 and r[fn]["first_call_s"] > 0 and r[fn]["call_s"] > 0
         assert r["encode"]["while_loops"] == 1 and r["loss_and_grads"]["while_loops"] == 2  # forward, backward
         assert r["loop_variables"] == len(r["loop_state"]) > 0
+    elif framework == "dynet":
+        assert r["nodes"] > 0 and r["python_steps"] == result["batch"]["num_steps"] and r["traces"] == 0
+        # Autobatching ran the nodes in fewer groups than there are nodes.
+        assert 0 < r["autobatch"]["groups"] < r["autobatch"]["nodes"] == r["nodes"]
+        assert r["forward_s"] > 0 and r["forward_unbatched_s"] > 0 and r["backward_s"] > 0
     else:
         for fn in ("encode", "loss_and_grads"):
             assert r[fn]["eqns"] > 0 and all(n > 0 for n in r[fn]["scan_body_eqns"])
@@ -125,7 +130,7 @@ def test_graph_files_exist_and_parse(timed):
     result, out = timed
     assert set(result["files"]) == {"explain.json", "pytorch_autograd.dot", "jax_encode.jaxpr.txt",
                                     "jax_loss_and_grads.jaxpr.txt", "tensorflow_encode.pbtxt",
-                                    "tensorflow_loss_and_grads.pbtxt"}
+                                    "tensorflow_loss_and_grads.pbtxt", "dynet_graph.dot"}
     dot = (out / "pytorch_autograd.dot").read_text()
     assert dot.startswith("digraph autograd {") and dot.rstrip().endswith("}")
     nodes = set(re.findall(r"^  (n\d+) \[label=", dot, re.M))
@@ -163,6 +168,10 @@ def test_bad_input_shows_where_each_framework_reports_it(framework):
         assert t["graph"]["outcome"].startswith("ran")
         assert k["graph"]["outcome"] == "raised" and "{{node" in k["graph"]["error"]
         assert k["graph"]["where"] is None  # no frame of your code: it comes from the runtime
+    elif framework == "dynet":  # an exception from a line of your own code; the token only when evaluated
+        assert t["outcome"] == "raised" and t["where"].startswith("impl_dynet/model.py, in apply")
+        assert "REDUCE with fewer than two items" in t["error"]
+        assert k["outcome"] == "raised" and "Out-of-bounds" in k["error"]
     else:  # no error at all
         assert t["outcome"].startswith("ran") and k["outcome"].endswith("no (NaN)")
     assert format_text(transitions).startswith("bad input:")

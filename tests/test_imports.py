@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from bench import frameworks
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("shared", "bench", "impl_pytorch", "impl_tensorflow", "impl_jax")
+# The framework-free packages and every registered framework's package.
+PACKAGES = ("shared", "bench", *(fw.package for fw in frameworks.FRAMEWORKS_BY_NAME.values()))
 
 
 def project_modules(root: Path, packages) -> dict[str, Path]:

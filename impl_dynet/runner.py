@@ -1,0 +1,153 @@
+"""The DyNet SPINN behind the shared Runner interface (docs/runner-interface.md).
+
+Define-by-run with automatic batching: every call builds a fresh
+computation graph, one sentence after another (model.py has no batch
+dimension), and evaluates it once; with ``autobatch=True`` (the
+implementation ``dynet``) DyNet groups the nodes of different sentences
+into batched operations as it evaluates, with ``autobatch=False``
+(``dynet-unbatched``) it runs them one by one. Both kinds of graph can live
+in one process: autobatching is a property of each graph (``dy.renew_cg``).
+
+Nothing is traced or compiled, so ``compile_stats()`` reports zeros. What
+there is to see instead: ``last_phases`` (docs/runner-interface.md), where
+the last call's seconds went (``build``: Python building the graph;
+``evaluate``: DyNet's forward and backward passes; in training ``grads``:
+copying the gradients out, ``update``: the optimizer), and
+``last_host_syncs``, the evaluations a decided parse forced to read
+decisions.
+
+DyNet computes in float32 only, and the published wheel has no CUDA: both
+are listed in ``unsupported`` and refused in one line.
+
+The weights: the runner keeps the canonical float32 arrays (``params``),
+from which DyNet's ParameterCollection is written (convert.py); the
+optimizers update the canonical arrays (train.py says why not DyNet's
+trainers), so ``get_params`` returns exactly what was loaded or computed.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from shared.batching import PairBatch
+from shared.params import ModelConfig, check_params
+from shared.parsing import Parsed
+from shared.runner import Runner as RunnerBase
+
+from . import convert, reinforce, train
+from .classifier import Graph
+
+
+def resolve_device(device: str) -> str:
+    """"cpu" -> "cpu"; "gpu" is refused (NotImplementedError, see ``unsupported``)."""
+    if device == "cpu":
+        return device
+    if device == "gpu" or str(device).startswith("cuda"):
+        Runner.require("gpu")
+    raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+
+
+class Runner(RunnerBase):
+    framework = "dynet"
+    unsupported = {"float64": "DyNet computes in float32 only",
+                   "gpu": "the dyNET38 wheel is built without CUDA (CPU only)"}
+    # A decided parse evaluates the graph at each step with a choice and reads
+    # the decisions back to Python (model.parse_decided).
+    reads_decisions_on_host = True
+
+    def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
+                 device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
+                 reinforce_weight: float = 1.0, entropy_weight: float = 0.0, autobatch: bool = True, **options):
+        if options:
+            raise TypeError(f"unknown DyNet runner options {sorted(options)}; known: autobatch")
+        super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
+                         transition_weight=transition_weight, reinforce_weight=reinforce_weight,
+                         entropy_weight=entropy_weight)
+        if dtype == "float64":
+            self.require("float64")
+        if dtype != "float32":
+            raise ValueError(f"dtype must be 'float32' (DyNet has no other), got {dtype!r}")
+        self.device = resolve_device(device)
+        self.autobatch = bool(autobatch)
+        check_params(params, config)  # as given: an integer or non-finite array is named before any cast
+        # The canonical weights, float32 copies: the optimizer's arrays and what get_params returns.
+        self.params = {name: np.array(value, dtype=np.float32) for name, value in params.items()}
+        self.weights = convert.from_canonical(self.params, config)
+
+    def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        graph = Graph(self.weights, autobatch=self.autobatch)
+        run = graph.run(batch)
+        encodings, logits = graph.values(run.encodings(), run.class_logits())
+        B, H = len(run.logits), self.config.hidden_dim
+        encodings = encodings.reshape(H, 2 * B).T
+        self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
+        self._timed(graph.clock.timings())
+        return np.ascontiguousarray(encodings[:B]), np.ascontiguousarray(encodings[B:]), logits.reshape(3, B).T.copy()
+
+    def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
+        loss, grads, timings = train.loss_and_grads(self.weights, batch, autobatch=self.autobatch,
+                                                       transition_weight=self.transition_weight)
+        self._timed(timings)
+        self.last_host_syncs = 0  # gold mode
+        return loss, grads
+
+    def _parse(self, batch: PairBatch, mode: str, uniforms: tuple[np.ndarray, np.ndarray] | None) -> Parsed:
+        parsed, self.last_host_syncs, timings = train.parse(self.weights, batch, mode, uniforms,
+                                                            autobatch=self.autobatch)
+        self._timed(timings)
+        return parsed
+
+    def _reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
+                                  baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
+        loss, grads, rewards, self.last_host_syncs, timings = reinforce.loss_and_grads(
+            self.weights, batch, uniforms, baseline, self.reinforce_weight, self.entropy_weight,
+            autobatch=self.autobatch)
+        self._timed(timings)
+        return loss, grads, rewards
+
+    def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
+        record, self.last_host_syncs, timings = reinforce.train_step(
+            self.weights, self.params, self.optimizer, batch, uniforms, baseline, self.reinforce_weight,
+            self.entropy_weight, autobatch=self.autobatch, dropout=self.dropout, seed=self.seed, step=self.steps)
+        self._timed(timings)
+        self.steps += 1
+        return record
+
+    def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
+        self.optimizer = train.make_optimizer(name, lr, self.config, frozen=frozen, **hyper)
+        self._optimizer_spec = (name, self.optimizer.hyper, self.optimizer.frozen)
+
+    def set_learning_rate(self, lr: float) -> None:
+        self._need_optimizer()
+        self.optimizer.lr = float(lr)
+
+    def _train_step(self, batch: PairBatch) -> float:
+        loss, timings = train.train_step(
+            self.weights, self.params, self.optimizer, batch, autobatch=self.autobatch, dropout=self.dropout,
+            seed=self.seed, step=self.steps, transition_weight=self.transition_weight)
+        self._timed(timings)
+        self.last_host_syncs = 0  # gold mode
+        self.steps += 1
+        return loss
+
+    def optimizer_state(self) -> dict[str, np.ndarray]:
+        self._need_optimizer()
+        state = self.optimizer.state_dict()
+        state["step"] = np.array(self.steps, dtype=np.int64)
+        return state
+
+    def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
+        self._need_optimizer()
+        self.steps = self.optimizer.load(state)
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        return {name: value.copy() for name, value in self.params.items()}
+
+    def _timed(self, timings: dict[str, float]) -> None:
+        """The clock's seconds ("build_s", "eval_s", ...) as ``last_phases``
+        ("build", "evaluate", ...; the total is the call's own time)."""
+        names = {"build_s": "build", "eval_s": "evaluate", "grads_s": "grads", "update_s": "update"}
+        self.last_phases = {names.get(key, key.removesuffix("_s")): seconds
+                            for key, seconds in timings.items() if key != "total_s"}

@@ -1,0 +1,255 @@
+"""Losses, gradients, the optimizers, dropout and the parse (DyNet).
+
+A DyNet call is: start a graph (classifier.Graph), add every sentence's
+nodes in a Python loop, evaluate once (``dy.forward``; with autobatching
+DyNet groups the nodes now), and for a gradient run ``backward()`` on the
+loss node, which adds into every parameter's gradient. The gradients are
+read under their canonical names (convert.grads_to_canonical) and cleared.
+
+The optimizers are NOT DyNet's trainers. The shared update rules of
+shared/optimizers.py are applied here, in float32 NumPy, to the canonical
+weights the runner keeps, which are then written into DyNet's parameters.
+Why, trainer by trainer (DyNet 2.1, dynet/training.cc):
+
+* none of them can be checkpointed from Python: the Python API of
+  ``Trainer`` has update, restart, the learning rate, clipping and sparse
+  updates, and no way to read or write the moment vectors, so
+  ``optimizer_state`` / ``load_optimizer_state`` in the shared layout (a
+  checkpoint that resumes in another framework) would be impossible;
+* a trainer updates DyNet's copy of the weights, and DyNet's copy of the
+  tracker's and Reduce's biases is the canonical bias minus 1 in the forget
+  blocks (the fused LSTM nodes add the 1, convert.py): canonical weights read
+  back from a trainer's update would be rounded, and a run resumed from saved
+  weights would not continue bit for bit;
+* and where the rules differ: ``MomentumSGDTrainer`` keeps v = momentum v -
+  lr g (the shared buffer times -lr, equal only while lr is constant);
+  ``AdamTrainer`` adds epsilon to sqrt(v) before v's bias correction (lr_t =
+  lr sqrt(1 - b2^t) / (1 - b1^t)), i.e. the shared rule with epsilon /
+  sqrt(1 - b2^t), and takes epsilon only in its constructor, so it cannot be
+  fed the per-step correction; DyNet's weight decay is a global decoupled
+  rescaling of every weight, not the coupled g + wd p. ``SimpleSGDTrainer``
+  (with clipping off) and ``RMSPropTrainer`` (epsilon inside the root) do
+  compute the shared rules, but share the first two problems.
+
+So a step reads every gradient out of DyNet, updates in NumPy and writes
+every changed weight back. DyNet's Python API has no buffer access: it
+copies a tensor element by element through Python floats, both ways, which
+at full size costs more than the optimizer's arithmetic and is kept apart
+in the runner's ``last_phases`` (``grads``, ``update``). Of the embedding only the
+batch's rows are read, only the rows a step moved are written, and nothing
+at all while it is frozen (its lookups are then constants).
+
+Dropout masks come from a NumPy generator seeded with (seed, step)
+(classifier.Masks), so a resumed run draws the masks of the uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from shared import optimizers, parsing
+from shared.batching import PairBatch
+from shared.params import param_shapes
+from shared.transitions import REDUCE, SHIFT
+
+from . import convert
+from .classifier import Graph, Masks, Run
+from .convert import EMBEDDING, Weights
+from .library import dy, pools_checked
+
+OPTIMIZERS = optimizers.OPTIMIZERS
+
+
+def class_losses(run: Run, labels: Sequence[int]) -> list[dy.Expression]:
+    """Per pair, the cross-entropy of its logits against its label (the Runner checked the labels)."""
+    return [dy.pickneglogsoftmax(logits, int(label)) for logits, label in zip(run.logits, labels)]
+
+
+def transition_loss(run: Run) -> dy.Expression:
+    """The mean, over every head evaluation of every sentence (every non-PAD
+    step), of the two-way cross-entropy of softmax(t) against the action
+    followed (gold mode: the gold action; no validity mask, docs/spec.md §7)."""
+    terms = []
+    for sentence in run.sentences:
+        for column, logits in zip(sentence.columns, sentence.logits):
+            action = parsing.REDUCE_COLUMN if sentence.transitions[column] == REDUCE else parsing.SHIFT_COLUMN
+            terms.append(dy.pickneglogsoftmax(logits, action))
+    return dy.esum(terms) * (1.0 / len(terms))
+
+
+def batch_loss(graph: Graph, batch: PairBatch, transition_weight: float = 0.0) -> dy.Expression:
+    """Mean cross-entropy of the batch, plus ``transition_weight`` times the
+    supervised transition loss (teacher forcing) when it is positive."""
+    run = graph.run(batch, "gold", head=transition_weight > 0)
+    loss = dy.esum(class_losses(run, batch.labels)) * (1.0 / len(batch.labels))
+    if transition_weight > 0:
+        loss = loss + transition_loss(run) * transition_weight
+    return loss
+
+
+def backward(graph: Graph, loss: dy.Expression) -> tuple[float, dict[str, np.ndarray]]:
+    """Evaluate ``loss`` (one forward), run the backward pass, and return the
+    loss and its canonical gradients, the accumulators cleared again."""
+    with graph.clock.section(), pools_checked():
+        value = loss.value()
+        loss.backward()
+    rows = np.array(sorted(graph.tokens), dtype=np.int64) if graph.update_embedding else None
+    with graph.clock.section("grads_s"):  # DyNet's Python API copies a Python float per element
+        grads = convert.grads_to_canonical(graph.weights, embedding_rows=rows)
+        convert.zero_grads(graph.weights, embedding=graph.update_embedding)
+    return float(value), grads
+
+
+def loss_and_grads(weights: Weights, batch: PairBatch, *, autobatch: bool, transition_weight: float = 0.0
+                   ) -> tuple[float, dict[str, np.ndarray], dict]:
+    """Eval mode: (loss, canonical gradients, the call's timings)."""
+    graph = Graph(weights, autobatch=autobatch)
+    value, grads = backward(graph, batch_loss(graph, batch, transition_weight))
+    return value, grads, graph.clock.timings()
+
+
+# --------------------------------------------------------------------------
+# Optimizers: the shared rules in float32 NumPy (see the module docstring)
+# --------------------------------------------------------------------------
+
+
+class Optimizer:
+    """sgd, adam or rmsprop as shared/optimizers.py defines them (coupled
+    weight decay g + wd p, Adam's epsilon after the bias correction of v,
+    RMSprop's inside the square root), in float32, with its state held in the
+    shared layout itself: ``step`` and ``{slot}/{parameter}`` arrays."""
+
+    def __init__(self, name: str, lr: float, hyper: Mapping[str, float], frozen: Sequence[str],
+                 shapes: Mapping[str, tuple]):
+        self.name = name
+        self.hyper = optimizers.resolve(name, hyper)
+        self.frozen = tuple(optimizers.check_frozen(frozen, shapes))
+        self.lr = float(lr)
+        self.shapes = dict(shapes)
+        self.state = optimizers.zero_state(name, self.hyper, shapes, self.frozen, dtype=np.float32)
+
+    @property
+    def trainable(self) -> set[str]:
+        return set(self.shapes) - set(self.frozen)
+
+    def step(self, params: dict[str, np.ndarray], grads: Mapping[str, np.ndarray]) -> set[str]:
+        """One update of ``params`` (canonical float32 arrays, replaced by new
+        ones) from ``grads``; returns the names it changed."""
+        t = int(self.state[optimizers.STEP]) + 1
+        hyper, lr, state = self.hyper, self.lr, self.state
+        for name in self.trainable:
+            p, g = params[name], grads[name]
+            if hyper["weight_decay"]:
+                g = g + hyper["weight_decay"] * p
+            if self.name == "sgd":
+                if hyper["momentum"] > 0.0:
+                    g = state[f"momentum/{name}"] = hyper["momentum"] * state[f"momentum/{name}"] + g
+                params[name] = p - lr * g
+            elif self.name == "adam":
+                b1, b2 = hyper["beta1"], hyper["beta2"]
+                m = state[f"m/{name}"] = b1 * state[f"m/{name}"] + (1 - b1) * g
+                v = state[f"v/{name}"] = b2 * state[f"v/{name}"] + (1 - b2) * g * g
+                params[name] = p - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + hyper["eps"])
+            else:
+                v = state[f"v/{name}"] = hyper["rho"] * state[f"v/{name}"] + (1 - hyper["rho"]) * g * g
+                params[name] = p - lr * g / np.sqrt(v + hyper["eps"])
+        state[optimizers.STEP] = np.array(t, dtype=np.int64)
+        return self.trainable
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Copies of the state (float32 slots, int64 step)."""
+        return {key: np.array(value) for key, value in self.state.items()}
+
+    def load(self, state: Mapping[str, np.ndarray]) -> int:
+        """Install a state of the shared layout (from any framework); returns its step count."""
+        optimizers.check_state(state, optimizers.state_shapes(self.name, self.hyper, self.shapes, self.frozen))
+        self.state = {key: np.array(value, dtype=np.int64 if key == optimizers.STEP else np.float32)
+                      for key, value in state.items()}
+        return int(self.state[optimizers.STEP])
+
+
+def make_optimizer(name: str, lr: float, config, *, frozen: Sequence[str] = (), **hyper) -> Optimizer:
+    """The shared ``set_optimizer`` arguments -> an :class:`Optimizer` (a ValueError names an unknown one)."""
+    return Optimizer(name, lr, hyper, frozen, param_shapes(config))
+
+
+def train_step(weights: Weights, params: dict[str, np.ndarray], optimizer: Optimizer, batch: PairBatch, *,
+               autobatch: bool, dropout: float, seed: int, step: int, transition_weight: float = 0.0
+               ) -> tuple[float, dict]:
+    """One update in training mode (dropout masks from (seed, step)); returns
+    the loss computed before it and the call's timings."""
+    graph = training_graph(weights, optimizer, batch, autobatch=autobatch, dropout=dropout, seed=seed, step=step)
+    loss, grads = backward(graph, batch_loss(graph, batch, transition_weight))
+    apply_update(graph, params, optimizer, grads)
+    return loss, graph.clock.timings()
+
+
+def training_graph(weights: Weights, optimizer: Optimizer, batch: PairBatch, *, autobatch: bool, dropout: float,
+                   seed: int, step: int) -> Graph:
+    """A fresh graph for a training step: dropout masks if the rate is
+    positive, and a frozen embedding read as a constant (no V x E gradient)."""
+    masks = None
+    if dropout > 0.0:
+        masks = Masks(dropout, seed, step, weights.config, 2 * len(batch.labels), batch.premise_tokens.shape[1])
+    return Graph(weights, autobatch=autobatch, masks=masks, update_embedding=EMBEDDING not in optimizer.frozen)
+
+
+def apply_update(graph: Graph, params: dict[str, np.ndarray], optimizer: Optimizer,
+                 grads: Mapping[str, np.ndarray]) -> None:
+    """The optimizer's step on the canonical weights, then DyNet's copy of what
+    changed (of the embedding, the rows the step moved: the batch's words,
+    and those an optimizer's state still moves)."""
+    with graph.clock.section("update_s"):
+        table = params[EMBEDDING]
+        changed = optimizer.step(params, grads)
+        rows = np.flatnonzero(np.any(params[EMBEDDING] != table, axis=1)) if EMBEDDING in changed else None
+        convert.load(graph.weights, params, changed, embedding_rows=rows)
+
+
+# --------------------------------------------------------------------------
+# Parses decided by the model (docs/spec.md §7)
+# --------------------------------------------------------------------------
+
+
+def sentence_parses(graph: Graph, run: Run, num_steps: int) -> tuple[parsing.SentenceParses, np.ndarray]:
+    """Evaluate and read everything a parse returns: (SentenceParses of the 2B
+    sentences as NumPy arrays, class logits <float32>[B, 3]).
+
+    The head's logits are read from the graph in float32; each sentence's
+    logprob and entropy are summed on the host in float64 from them (the
+    shared stable formulas), as PyTorch sums its float32 logits in float64.
+    """
+    H, S, B = graph.config.hidden_dim, len(run.sentences), len(run.logits)
+    heads = [logits for sentence in run.sentences for logits in sentence.logits]
+    exprs = [run.encodings(), run.class_logits()] + ([dy.concatenate_cols(heads)] if heads else [])
+    values = graph.values(*exprs)
+    encodings, class_logits = values[0].reshape(H, S).T, values[1].reshape(3, B).T
+    head_values = values[2].reshape(2, len(heads)).T if heads else np.zeros((0, 2), np.float32)
+    transition_logits = np.zeros((S, num_steps, 2), np.float32)
+    logprob, entropy = np.zeros(S), np.zeros(S)
+    row = 0
+    for s, sentence in enumerate(run.sentences):
+        mine = head_values[row:row + len(sentence.logits)]
+        row += len(sentence.logits)
+        transition_logits[s, sentence.columns] = mine
+        if sentence.choices:
+            chosen = mine[sentence.choices]
+            actions = np.where(sentence.reduced, REDUCE, SHIFT)
+            logprob[s] = parsing.action_logprob(chosen, actions).sum()
+            entropy[s] = parsing.bernoulli_entropy(chosen).sum()
+    transitions = np.stack([sentence.transitions for sentence in run.sentences])
+    parses = parsing.SentenceParses(encodings, transitions, transition_logits, logprob.astype(np.float32),
+                                    entropy.astype(np.float32))
+    return parses, class_logits
+
+
+def parse(weights: Weights, batch: PairBatch, mode: str, uniforms, *, autobatch: bool
+          ) -> tuple[parsing.Parsed, int, dict]:
+    """Eval mode: the batch in ``mode`` -> (shared.parsing.Parsed in float32,
+    host reads of decisions, timings). ``uniforms`` as check_parse returned them."""
+    graph = Graph(weights, autobatch=autobatch)
+    run = graph.run(batch, mode, head=True, uniforms=uniforms)
+    parses, logits = sentence_parses(graph, run, batch.premise_transitions.shape[1])
+    return parsing.split_pairs(parses, logits), run.host_syncs, graph.clock.timings()
