@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from bench import frameworks
 from bench import guide_sync as gs
 from bench.explain.report import format_text
 
@@ -34,7 +35,9 @@ def result_of(command: str) -> dict:
 
 
 def test_the_guide_has_excerpts_figures_and_quotes():
-    assert {path.split("/")[0] for path, _, _ in EXCERPTS} == {"impl_pytorch", "impl_tensorflow", "impl_jax"}
+    # The guides quote every registered framework's package.
+    packages = {fw.package for fw in frameworks.FRAMEWORKS_BY_NAME.values()}
+    assert {path.split("/")[0] for path, _, _ in EXCERPTS} == packages
     assert len(FIGURES) >= 5 and len({f.id for f in FIGURES}) == len(FIGURES)
     assert len(NUMBERS) >= 20
     # Every figure and excerpt marker was recognised (a typo would leave it unchecked).

@@ -32,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("results", nargs="+", help="results.jsonl files, or folders holding one")
     p.add_argument("--out", default=None, help="folder for report.md and the plots [default: beside the first]")
     p.add_argument("--no-plots", action="store_true", help="only the Markdown report")
+    p.add_argument("--over", default="", metavar="IMPLS",
+                   help="comma-separated implementations to take ratios over as well, round by round, beside "
+                        f"the baseline {frameworks.BASELINE} (e.g. dynet-unbatched)")
     p.set_defaults(func=cmd_report)
 
 
@@ -505,19 +508,23 @@ def _ratio_panel(ax, rows: list[dict], impls: list[str]) -> None:
     ax.legend(fontsize=7)
 
 
-def render_markdown(records: list[dict], sources) -> str:
+def render_markdown(records: list[dict], sources, over: tuple[str, ...] = ()) -> str:
     envs = {}
     for r in records:
         envs.setdefault(r["implementation"], r)
-    lines = ["# SPINN benchmark report", "", f"Rendered by `python -m bench report {' '.join(map(str, sources))}`.", ""]
+    flags = f" --over {','.join(over)}" if over else ""
+    lines = ["# SPINN benchmark report", "",
+             f"Rendered by `python -m bench report {' '.join(map(str, sources))}{flags}`.", ""]
     lines.append("## Environment")
     lines.append("")
     for impl, r in sorted(envs.items()):
         lines.append(f"- **{impl}**: {r['framework']} {r['framework_version']}, {r['device']} "
                      f"({r['device_name']}), {r['dtype']}, commit {r['git_commit']}, {r['timestamp']}, "
                      f"threads {json.dumps(r.get('threads', {}))}, data {r['data']}")
-    lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), "",
-              format_host_syncs(records), "", format_phases(records), ""]
+    lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), ""]
+    for baseline in over:
+        lines += [format_ratios(records, baseline), ""]
+    lines += [format_host_syncs(records), "", format_phases(records), ""]
     load = format_load(records)
     if load:  # runs from before the load was recorded render as they did
         lines += ["## Load", "", load, ""]
@@ -526,7 +533,8 @@ def render_markdown(records: list[dict], sources) -> str:
     return "\n".join(lines)
 
 
-def write_report(records: list[dict], sources, out_dir: Path, plots: bool = True) -> tuple[str, list[Path]]:
+def write_report(records: list[dict], sources, out_dir: Path, plots: bool = True,
+                 over: tuple[str, ...] = ()) -> tuple[str, list[Path]]:
     """Write report.md and its plots into ``out_dir``; the Markdown and the files written.
 
     One writer for ``bench report`` and the end of ``bench run``, so the two
@@ -535,7 +543,7 @@ def write_report(records: list[dict], sources, out_dir: Path, plots: bool = True
     worth more than its pictures.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    markdown = render_markdown(records, sources)
+    markdown = render_markdown(records, sources, over)
     written = []
     if plots:
         try:
@@ -556,7 +564,12 @@ def cmd_report(args) -> int:
         raise ValueError("no records in the given results")
     first = Path(args.results[0])
     out_dir = Path(args.out) if args.out else (first if first.is_dir() else first.parent)
-    markdown, written = write_report(records, args.results, out_dir, plots=not args.no_plots)
+    over = tuple(name.strip() for name in args.over.split(",") if name.strip())
+    measured = {r["implementation"] for r in records}
+    for name in over:
+        if name not in measured:
+            raise ValueError(f"--over {name}: not measured in these results; measured: {', '.join(sorted(measured))}")
+    markdown, written = write_report(records, args.results, out_dir, plots=not args.no_plots, over=over)
     print(markdown)
     print("wrote " + ", ".join(map(str, written)), file=sys.stderr)
     return 0
