@@ -187,6 +187,21 @@ def test_report_is_written_without_matplotlib(tmp_path, monkeypatch, capsys):
     assert "matplotlib is not installed" in err and len(err.strip().splitlines()) == 1
 
 
+def test_report_takes_ratios_over_another_implementation(tmp_path, capsys):
+    """``--over IMPL``: the ratios over IMPL as well, round by round; an IMPL
+    the results do not hold is refused in one line."""
+    records = [_record("pytorch", [100.0, 100.0], **REPORTED), _record("jax", [200.0, 220.0], **REPORTED),
+               _record("jax-padded", [100.0, 110.0], **REPORTED)]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["report", str(tmp_path), "--over", "jax-padded", "--no-plots"]) == 0
+    text = (tmp_path / "report.md").read_text()
+    assert "Speed over pytorch" in text and "Speed over jax-padded" in text
+    assert "| cpu | infer | gold | 1 | jax | 2.00x |" in text.split("Speed over jax-padded")[1]
+    assert f"python -m bench report {tmp_path} --over jax-padded" in text
+    assert main(["report", str(tmp_path), "--over", "dynet", "--no-plots"]) == 2
+    assert "--over dynet: not measured in these results" in capsys.readouterr().err
+
+
 def _no_workers(*args, **kwargs):
     raise AssertionError("a worker was started")
 
