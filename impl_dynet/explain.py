@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from shared.batching import PairBatch
-from shared.explaining import compare_row, encode_outcome, listing, row, secs, sentences_transitions, timer
+from shared.explaining import (compare_row, encode_outcome, listing, row, secs, sentences_transitions,
+                               steps_with_work, timer)
 from shared.params import ModelConfig
-from shared.transitions import PAD
 
 MODES = ("gold", "predicted")
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,7 +157,7 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
         "nodes": sum(types.values()),
         "node_types": dict(types.most_common()),
         "python_steps": int(transitions.shape[1]),
-        "active_steps": int(np.count_nonzero((transitions != PAD).any(axis=0))),
+        "active_steps": steps_with_work(transitions),
         "autobatch": autobatch_groups(config, params, batches.main),
         "other_trees": {shape: node_count(runner, batch) for shape, batch in batches.reshaped.items()},
         "padded_nodes": node_count(runner, batches.padded),
@@ -229,8 +229,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     for mode in MODES:
         parsed = runner.parse(batches.main, mode)
         nodes = sum(census(graph_text()).values())  # the parse's graph is still the current one
-        followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
-        out[mode] = {"python_steps": int(np.count_nonzero((followed != PAD).any(axis=0))),
+        out[mode] = {"python_steps": steps_with_work(sentences_transitions(parsed)),
                      "host_syncs": runner.last_host_syncs, "nodes": nodes}
     return out
 

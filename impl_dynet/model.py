@@ -111,16 +111,17 @@ class Sentence:
 
 
 class Clock:
-    """Where one call's seconds went: ``eval_s`` inside DyNet's forward and
-    backward passes (and other named sections), ``build_s`` the rest, which
-    is Python building the graph (the runner's ``last_phases``)."""
+    """Where one call's seconds went, by phase, as the runner's ``last_phases``
+    (docs/runner-interface.md): ``evaluate`` inside DyNet's forward and
+    backward passes (and other named sections), ``build`` the rest, which is
+    Python building the graph."""
 
     def __init__(self):
         self.start = time.perf_counter()
         self.sections: dict[str, float] = {}
 
     @contextlib.contextmanager
-    def section(self, name: str = "eval_s") -> Iterator[None]:
+    def section(self, name: str = "evaluate") -> Iterator[None]:
         began = time.perf_counter()
         try:
             yield
@@ -129,7 +130,7 @@ class Clock:
 
     def timings(self) -> dict[str, float]:
         total = time.perf_counter() - self.start
-        return {"build_s": total - sum(self.sections.values()), "eval_s": 0.0, **self.sections, "total_s": total}
+        return {"build": total - sum(self.sections.values()), "evaluate": 0.0, **self.sections}
 
 
 class SPINN:

@@ -83,20 +83,20 @@ class Runner(RunnerBase):
         B, H = len(run.logits), self.config.hidden_dim
         encodings = encodings.reshape(H, 2 * B).T
         self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
-        self._timed(graph.clock.timings())
+        self.last_phases = graph.clock.timings()
         return np.ascontiguousarray(encodings[:B]), np.ascontiguousarray(encodings[B:]), logits.reshape(3, B).T.copy()
 
     def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
         loss, grads, timings = train.loss_and_grads(self.weights, batch, autobatch=self.autobatch,
                                                        transition_weight=self.transition_weight)
-        self._timed(timings)
+        self.last_phases = timings
         self.last_host_syncs = 0  # gold mode
         return loss, grads
 
     def _parse(self, batch: PairBatch, mode: str, uniforms: tuple[np.ndarray, np.ndarray] | None) -> Parsed:
         parsed, self.last_host_syncs, timings = train.parse(self.weights, batch, mode, uniforms,
                                                             autobatch=self.autobatch)
-        self._timed(timings)
+        self.last_phases = timings
         return parsed
 
     def _reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
@@ -104,14 +104,14 @@ class Runner(RunnerBase):
         loss, grads, rewards, self.last_host_syncs, timings = reinforce.loss_and_grads(
             self.weights, batch, uniforms, baseline, self.reinforce_weight, self.entropy_weight,
             autobatch=self.autobatch)
-        self._timed(timings)
+        self.last_phases = timings
         return loss, grads, rewards
 
     def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
         record, self.last_host_syncs, timings = reinforce.train_step(
             self.weights, self.params, self.optimizer, batch, uniforms, baseline, self.reinforce_weight,
             self.entropy_weight, autobatch=self.autobatch, dropout=self.dropout, seed=self.seed, step=self.steps)
-        self._timed(timings)
+        self.last_phases = timings
         self.steps += 1
         return record
 
@@ -127,7 +127,7 @@ class Runner(RunnerBase):
         loss, timings = train.train_step(
             self.weights, self.params, self.optimizer, batch, autobatch=self.autobatch, dropout=self.dropout,
             seed=self.seed, step=self.steps, transition_weight=self.transition_weight)
-        self._timed(timings)
+        self.last_phases = timings
         self.last_host_syncs = 0  # gold mode
         self.steps += 1
         return loss
@@ -144,10 +144,3 @@ class Runner(RunnerBase):
 
     def get_params(self) -> dict[str, np.ndarray]:
         return {name: value.copy() for name, value in self.params.items()}
-
-    def _timed(self, timings: dict[str, float]) -> None:
-        """The clock's seconds ("build_s", "eval_s", ...) as ``last_phases``
-        ("build", "evaluate", ...; the total is the call's own time)."""
-        names = {"build_s": "build", "eval_s": "evaluate", "grads_s": "grads", "update_s": "update"}
-        self.last_phases = {names.get(key, key.removesuffix("_s")): seconds
-                            for key, seconds in timings.items() if key != "total_s"}

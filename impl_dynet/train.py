@@ -96,7 +96,7 @@ def backward(graph: Graph, loss: dy.Expression) -> tuple[float, dict[str, np.nda
         value = loss.value()
         loss.backward()
     rows = np.array(sorted(graph.tokens), dtype=np.int64) if graph.update_embedding else None
-    with graph.clock.section("grads_s"):  # DyNet's Python API copies a Python float per element
+    with graph.clock.section("grads"):  # DyNet's Python API copies a Python float per element
         grads = convert.grads_to_canonical(graph.weights, embedding_rows=rows)
         convert.zero_grads(graph.weights, embedding=graph.update_embedding)
     return float(value), grads
@@ -201,7 +201,7 @@ def apply_update(graph: Graph, params: dict[str, np.ndarray], optimizer: Optimiz
     """The optimizer's step on the canonical weights, then DyNet's copy of what
     changed (of the embedding, the rows the step moved: the batch's words,
     and those an optimizer's state still moves)."""
-    with graph.clock.section("update_s"):
+    with graph.clock.section("update"):
         table = params[EMBEDDING]
         changed = optimizer.step(params, grads)
         rows = np.flatnonzero(np.any(params[EMBEDDING] != table, axis=1)) if EMBEDDING in changed else None

@@ -17,14 +17,12 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from impl_pytorch.runner import Runner
 from shared.explaining import (best_of, compare_row, encode_outcome, listing, row, secs, sentences_transitions,
-                               timer)
+                               steps_with_work, timer)
 from shared.params import ModelConfig
-from shared.transitions import PAD
 
 MODES = ("gold", "predicted")
 
@@ -93,7 +91,7 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
         "node_types": dict(types.most_common()),
         "parameters_reached": types.get("AccumulateGrad", 0),
         "python_steps": int(transitions.shape[1]),
-        "active_steps": int(np.count_nonzero((transitions != PAD).any(axis=0))),
+        "active_steps": steps_with_work(transitions),
         "tracker_calls": calls["tracker"],
         "reduce_calls": calls["reduce"],
         "reduce_rows": calls["reduce_rows"],
@@ -140,8 +138,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     for mode in MODES:
         with runner.count_calls() as calls:
             parsed = runner.parse(batches.main, mode)
-        followed = np.concatenate([parsed.premise_transitions, parsed.hypothesis_transitions])
-        out[mode] = {"python_steps": int(np.count_nonzero((followed != PAD).any(axis=0))),
+        out[mode] = {"python_steps": steps_with_work(sentences_transitions(parsed)),
                      "host_syncs": runner.last_host_syncs, "tracker_calls": calls["tracker"],
                      "reduce_calls": calls["reduce"]}
     return out

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from shared.batching import PairBatch
+from shared.transitions import PAD
 
 # -- the clock --------------------------------------------------------------
 
@@ -46,8 +47,15 @@ def batch_arrays(batch: PairBatch) -> tuple[np.ndarray, ...]:
 
 
 def sentences_transitions(batch: PairBatch) -> np.ndarray:
-    """<int32>[2B, T]: premises then hypotheses, as every implementation runs them."""
+    """<int32>[2B, T]: premises then hypotheses, as every implementation runs them
+    (of a batch, or of the parses a runner followed: both name them alike)."""
     return np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+
+
+def steps_with_work(transitions: np.ndarray) -> int:
+    """The steps of <int>[S, T] transitions where some sentence is not PAD:
+    the steps a define-by-run loop does work in."""
+    return int(np.count_nonzero((transitions != PAD).any(axis=0)))
 
 
 # -- text -----------------------------------------------------------------------
