@@ -34,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--no-plots", action="store_true", help="only the Markdown report")
     p.add_argument("--over", default="", metavar="IMPLS",
                    help="comma-separated implementations to take ratios over as well, round by round, beside "
-                        f"the baseline {frameworks.BASELINE} (e.g. dynet-unbatched)")
+                        f"the baseline {frameworks.BASELINE} (a variant over the implementation it varies, say)")
     p.set_defaults(func=cmd_report)
 
 
