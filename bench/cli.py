@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, ImportError, NotImplementedError, FolderLocked) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a write that failed (a full disk, a read-only folder): shared/files.py names the file
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130

@@ -7,10 +7,13 @@ a file stays readable whatever happened to the process writing it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Iterable
+
+from shared.files import write_error, written_aside
 
 
 def read_records(path: str | os.PathLike) -> list[dict]:
@@ -26,24 +29,48 @@ def read_records(path: str | os.PathLike) -> list[dict]:
     return records
 
 
+def _append(file, data: bytes, path: Path) -> None:
+    """Append ``data`` to an unbuffered binary ``file`` opened for appending;
+    if the write fails (a full disk), cut the file back to where it ended and
+    raise an OSError naming ``path``: a file only ever holds whole records."""
+    start = file.seek(0, os.SEEK_END)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[file.write(view):]
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            file.truncate(start)
+        raise write_error(err, path) from err
+
+
 def append_record(path: str | os.PathLike, record: dict) -> None:
     """Append one record and make it durable (fsync) before returning."""
-    with open(path, "a") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    path = Path(path)
+    try:
+        file = open(path, "ab", buffering=0)
+    except OSError as err:
+        raise write_error(err, path) from err
+    with file:
+        _append(file, (json.dumps(record) + "\n").encode(), path)
+        try:
+            os.fsync(file.fileno())
+        except OSError as err:
+            raise write_error(err, path) from err
 
 
 class RecordWriter:
-    """An open JSON-lines file, every record flushed as it is written."""
+    """An open JSON-lines file, every record written through as it comes."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self._file = open(self.path, "a")
+        try:
+            self._file = open(self.path, "ab", buffering=0)
+        except OSError as err:
+            raise write_error(err, self.path) from err
 
     def write(self, record: dict) -> None:
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        _append(self._file, (json.dumps(record) + "\n").encode(), self.path)
 
     def close(self) -> None:
         self._file.close()
@@ -51,15 +78,11 @@ class RecordWriter:
 
 def rewrite_records(path: str | os.PathLike, records: Iterable[dict]) -> None:
     """Replace the file's records at once (written aside, then renamed)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-    os.replace(tmp, path)
+    with written_aside(path) as tmp:
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
 def write_json(path: str | os.PathLike, value, indent: int = 1) -> None:
     """One JSON document, written aside and renamed into place."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=indent) + "\n")
-    os.replace(tmp, path)
+    with written_aside(path) as tmp:
+        tmp.write_text(json.dumps(value, indent=indent) + "\n")

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import numbers
 import os
-import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+
+from shared.files import written_aside
 
 
 class ParamError(ValueError):
@@ -206,7 +207,8 @@ def save_params(path: str | os.PathLike, params: Mapping[str, np.ndarray], confi
     """Write one self-contained .npz: weights, ``meta.config``, ``meta.vocab``.
 
     Written to a temporary file in the same folder and renamed into place, so
-    an interrupted save never leaves a broken file behind.
+    an interrupted or failed save never leaves a broken file behind; a failed
+    write (a full disk, say) is an OSError naming ``path`` (shared/files.py).
     """
     check_params(params, config)
     vocab = np.asarray(vocab_words, dtype=str)
@@ -215,17 +217,8 @@ def save_params(path: str | os.PathLike, params: Mapping[str, np.ndarray], confi
     arrays = {name: np.asarray(params[name]) for name in param_shapes(config)}
     arrays["meta.config"] = np.array(config.to_json())
     arrays["meta.vocab"] = vocab
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with written_aside(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **arrays)
 
 
 @dataclass

@@ -213,6 +213,91 @@ def test_crash_during_checkpoint_keeps_the_previous_one(runs, tmp_path, monkeypa
         assert np.array_equal(resumed.params[name], value), name
 
 
+def test_resume_skips_a_damaged_newest_checkpoint(runs, tmp_path, capsys):
+    """A newest checkpoint whose model.npz was cut short is passed over, named
+    on stderr and in the "resume" record; the run goes on from the newest
+    intact one and ends with the weights of an uninterrupted run."""
+    cfg = TrainConfig(framework="pytorch", epochs=2, keep_checkpoints=3, **COMMON, **RESUMABLE)
+    train(cfg, tmp_path, TRAIN_PAIRS, init=INIT, dev_pairs=DEV_PAIRS, progress=False)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000008", "step-00000016"]
+    damaged = tmp_path / "checkpoints" / "step-00000016" / "model.npz"
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
+    with pytest.raises(Exception):
+        load_checkpoint(damaged.parent)
+    resumed = train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+    err = capsys.readouterr().err
+    assert "skipping checkpoint" in err and "step-00000016" in err and "BadZipFile" in err
+    resume = [r for r in read_metrics(tmp_path) if r["kind"] == "resume"]
+    assert resume[-1]["from"].endswith("step-00000008") and resume[-1]["skipped"][0]["path"] == str(damaged.parent)
+    _, straight = runs("straight", "pytorch", epochs=2, **RESUMABLE)
+    for name, value in straight.params.items():
+        assert np.array_equal(resumed.params[name], value), name
+    load_checkpoint(damaged.parent)  # written again, whole
+    # With every checkpoint damaged there is nothing to go back to: one clear error.
+    for path in list_checkpoints(tmp_path):
+        (path / "optimizer.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="no checkpoint in .* loads"):
+        train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+
+
+TRAIN_ARGV = ["train", "--framework", "pytorch", "--data", "synthetic", "--num-pairs", "16", "--size", "small",
+              "--epochs", "1", "--quiet"]
+
+
+def _no_partial_files(folder) -> None:
+    """Nothing half-written: no temporary file or folder, every record whole."""
+    assert not [p for p in folder.rglob("*") if p.name.endswith(".tmp") or p.name.startswith(".tmp-")]
+    metrics = folder / "metrics.jsonl"
+    if metrics.exists():
+        assert all(json.loads(line) for line in metrics.read_text().splitlines())
+
+
+def test_a_full_disk_ends_in_one_line(tmp_path):
+    """A file-size limit makes every write past it fail (EFBIG), as a full
+    disk does: the command ends with one line naming the file, and nothing
+    half-written is left."""
+    import subprocess
+    import sys
+
+    # The child limits itself before it runs the command (no preexec_fn: this
+    # process has threads); SIGXFSZ ignored, a write past 8 kB fails instead
+    # of killing the process.
+    limited = ("import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+               "resource.setrlimit(resource.RLIMIT_FSIZE, (8000, 8000)); sys.argv[0] = 'bench'; "
+               "runpy.run_module('bench', run_name='__main__')")
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-c", limited, *TRAIN_ARGV, "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "File too large" in lines[0], done.stderr
+    assert f"cannot write {out}" in lines[0] and ".npz" in lines[0]
+    _no_partial_files(out)
+
+
+def test_a_failed_checkpoint_write_names_the_file(tmp_path, capsys, monkeypatch):
+    """ENOSPC while the optimizer state is written: one line naming the
+    checkpoint's file, and the checkpoint folder not left half-made."""
+    import errno
+
+    def full(path, state, description):
+        path.write_bytes(b"half an npz")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoints, "save_optimizer_state", full)
+    assert main(TRAIN_ARGV + ["--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "No space left on device" in err, err
+    assert f"cannot write {tmp_path / 'checkpoints' / 'step-00000002' / 'optimizer.npz'}" in err
+    assert "checkpoint not written" in err
+    assert list_checkpoints(tmp_path) == []
+    _no_partial_files(tmp_path)
+    # A folder that cannot be made: one line naming it.
+    (tmp_path / "file").write_text("")
+    assert main(TRAIN_ARGV + ["--out", str(tmp_path / "file" / "run")]) == 1
+    assert str(tmp_path / "file" / "run") in capsys.readouterr().err
+
+
 def test_checkpoint_files_are_canonical(runs):
     out, result = runs("straight", "pytorch", epochs=2, **RESUMABLE)
     checkpoint: Checkpoint = load_checkpoint(latest_checkpoint(out))

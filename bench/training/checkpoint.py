@@ -4,7 +4,15 @@ and state.json (step, epoch, position in the epoch, ...).
 
 Atomicity: a checkpoint is written into a temporary folder and renamed into
 place (a rename is atomic), so a run killed at any moment leaves only complete
-checkpoints; a half-written temporary folder is ignored and removed.
+checkpoints; a half-written temporary folder is ignored and removed. A write
+that fails (a full disk, a read-only folder) removes the temporary folder and
+is one OSError naming the file, the earlier checkpoints left as they were.
+
+Damage after the fact (a file cut short by a disk that failed, or by a copy):
+:func:`newest_loadable` tries the checkpoints newest first and returns the
+newest that loads, with the reason each newer one was passed over, so
+``--resume`` goes on from the last intact step instead of stopping. The
+newest ``keep`` checkpoints are kept (``--keep-checkpoints``).
 """
 
 from __future__ import annotations
@@ -18,9 +26,11 @@ from typing import Mapping
 
 import numpy as np
 
+from shared.files import write_error
 from shared.params import ModelConfig, ParamFile, load_params, save_params
 
 CHECKPOINT_FILES = ("model.npz", "optimizer.npz", "state.json")
+STATE_POSITION = ("step", "epoch", "batch_in_epoch")  # where in the run a checkpoint was taken
 
 
 def _fsync_dir(path: Path) -> None:
@@ -62,24 +72,37 @@ def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_co
     as they were (the temporary folder is removed by the next run).
     """
     root = Path(out_dir) / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise write_error(err, root) from err
     final = root / f"step-{state['step']:08d}"
     tmp = root / f".tmp-step-{state['step']:08d}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir()
+    target = final  # what is being written, for the error message
     try:
+        tmp.mkdir()
+        target = final / "model.npz"
         save_params(tmp / "model.npz", params, model_config, vocab_words)
+        target = final / "optimizer.npz"
         save_optimizer_state(tmp / "optimizer.npz", optimizer_state, optimizer_description)
+        target = final / "state.json"
         with open(tmp / "state.json", "w") as f:
             json.dump(state, f, indent=1)
             f.flush()
             os.fsync(f.fileno())
         _fsync_dir(tmp)
+        target = final
         if final.exists():  # the same step saved before (a resumed run that had nothing left to do)
             shutil.rmtree(final)
         os.rename(tmp, final)
         _fsync_dir(root)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        kept = list_checkpoints(out_dir)
+        left = f" (checkpoint not written; the newest kept is {kept[-1].name})" if kept else " (checkpoint not written)"
+        raise write_error(err, target, left) from err
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -118,7 +141,23 @@ def load_checkpoint(path: Path) -> Checkpoint:
             raise FileNotFoundError(f"checkpoint {path} lacks {name}")
     opt_state, description = load_optimizer_state(path / "optimizer.npz")
     state = json.loads((path / "state.json").read_text())
+    if not isinstance(state, dict) or any(not isinstance(state.get(key), int) for key in STATE_POSITION):
+        raise ValueError(f"{path / 'state.json'}: expected integers {', '.join(STATE_POSITION)}")
     return Checkpoint(path, load_params(path / "model.npz"), opt_state, description, state)
+
+
+def newest_loadable(out_dir: Path) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
+    """The newest checkpoint that loads, and (path, reason) for each newer one
+    that did not (a truncated model.npz, say), newest first. (None, reasons)
+    when none loads; (None, []) when there is none."""
+    skipped = []
+    for path in reversed(list_checkpoints(out_dir)):
+        try:
+            return load_checkpoint(path), skipped
+        except Exception as err:  # whatever a damaged file raises: BadZipFile, EOFError, ValueError, ...
+            reason = str(err).splitlines()[0] if str(err) else ""
+            skipped.append((path, f"{type(err).__name__}: {reason}" if reason else type(err).__name__))
+    return None, skipped
 
 
 def clean_temporaries(out_dir: Path) -> None:

@@ -27,6 +27,7 @@ import collections
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -38,8 +39,7 @@ import numpy as np
 from bench import frameworks
 from bench.progress import Progress
 from bench.records import write_json
-from bench.training.checkpoint import (clean_temporaries, latest_checkpoint, list_checkpoints, load_checkpoint,
-                                       save_checkpoint)
+from bench.training.checkpoint import clean_temporaries, list_checkpoints, newest_loadable, save_checkpoint
 from bench.training.evaluate import evaluate_pairs
 from bench.training.metrics import Metrics
 from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
@@ -131,14 +131,22 @@ class Trainer:
     # -- the folder: a new run, or the one to resume ------------------------
 
     def _find_checkpoint(self, resume: bool):
+        """The checkpoint to resume from: the newest that loads (a newer one
+        that does not is named on stderr and in the "resume" record)."""
+        self.skipped: list[tuple[Path, str]] = []
         clean_temporaries(self.out_dir)
         run_file = self.out_dir / "run.json"
         if resume:
             if not run_file.exists():
                 raise FileNotFoundError(f"--resume: no run to resume in {self.out_dir} (no run.json)")
             check_resume(json.loads(run_file.read_text()), self.run_info)
-            found = latest_checkpoint(self.out_dir)
-            return load_checkpoint(found) if found is not None else None
+            found, self.skipped = newest_loadable(self.out_dir)
+            for path, reason in self.skipped:  # shown even with --quiet: the run goes back in time
+                print(f"warning: --resume: skipping checkpoint {path} ({reason})", file=sys.stderr)
+            if found is None and self.skipped:
+                raise ValueError(f"--resume: no checkpoint in {self.out_dir / 'checkpoints'} loads (the newest, "
+                                 f"{self.skipped[0][0].name}: {self.skipped[0][1]})")
+            return found
         if run_file.exists() or self.metrics_file.exists() or list_checkpoints(self.out_dir):
             raise ValueError(f"{self.out_dir} already holds a run: add --resume to continue it, or choose another "
                              "--out (nothing is overwritten)")
@@ -202,7 +210,8 @@ class Trainer:
                                 f"{self.metrics_file}")
         else:
             self.metrics.write({"kind": "resume", "step": self.step, "framework": cfg.framework,
-                                "from": str(self.checkpoint.path), "timestamp": _now()})
+                                "from": str(self.checkpoint.path), "timestamp": _now(),
+                                "skipped": [{"path": str(path), "reason": reason} for path, reason in self.skipped]})
             self.progress.write(f"resumed from {self.checkpoint.path} at step {self.step:,} "
                                 f"(epoch {self.epoch}, batch {self.position})")
 
