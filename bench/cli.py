@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command's words, for a launcher to repeat
     try:
         return args.func(args)
     except (FileNotFoundError, ValueError, ImportError, NotImplementedError, FolderLocked) as err:

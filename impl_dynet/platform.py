@@ -21,6 +21,9 @@ class Platform(PlatformBase):
     name = "dynet"
     library = "dynet"
     explain_module = "impl_dynet.explain"  # what `bench explain` reads from its graphs
+    data_parallel_missing = ("DyNet has no data-parallel engine: its Python API has no all-reduce across processes "
+                             "or devices (the C++ multi-process training of dynet/mp.h updates one shared model "
+                             "asynchronously, which is not the synchronous step --replicas takes)")
 
     def version(self) -> str:
         """DyNet's own version (``dynet.__version__``, read from the installed

@@ -16,6 +16,15 @@ class Platform(PlatformBase):
     # The "no GPU/TPU found, falling back to CPU" notice at the first device query.
     loggers = ("jax._src.xla_bridge",)
     has_compilation_cache = True
+    # --replicas K: one process, a mesh of K devices, the batch sharded under jit (runner.py).
+    data_parallel = "devices"
+
+    def replica_env(self, replicas: int) -> dict[str, str]:
+        # On a CPU, XLA shows one device unless told to split the host into K.
+        import os
+        flags = os.environ.get("XLA_FLAGS", "")
+        flags = " ".join(f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count"))
+        return {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={replicas}".strip()}
 
     def forced_env(self, dtype: str = "float32") -> dict[str, str]:
         env = {

@@ -45,6 +45,7 @@ from typing import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
@@ -84,6 +85,22 @@ def resolve_device(device: str) -> jax.Device:
         return jax.devices(device)[0]
     except RuntimeError as err:
         raise ValueError(f"no JAX {device} device here ({err}); install jax[cuda12] for a GPU") from err
+
+
+def check_replicas(replicas) -> int:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(f"replicas must be a whole number >= 1, got {replicas!r}")
+    return replicas
+
+
+def replica_mesh(device: str, replicas: int) -> Mesh:
+    """A one-axis mesh ("data") of the first ``replicas`` devices of the kind."""
+    devices = jax.devices(device)
+    if len(devices) < replicas:
+        raise ValueError(f"--replicas {replicas} needs {replicas} JAX {device} devices, this process has "
+                         f"{len(devices)} (on a CPU, XLA_FLAGS=--xla_force_host_platform_device_count={replicas} "
+                         "before JAX is imported; bench train --replicas sets it)")
+    return Mesh(np.array(devices[:replicas]), ("data",))
 
 
 _CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
@@ -135,10 +152,10 @@ class Runner(RunnerBase):
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  reinforce_weight: float = 1.0, entropy_weight: float = 0.0, layout: str = DEFAULT_LAYOUT,
                  compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1,
-                 algorithm: str = "batched", **options):
+                 algorithm: str = "batched", replicas: int = 1, **options):
         if options:
             raise TypeError(f"unknown JAX runner options {sorted(options)}; "
-                            "known: layout, compilation_cache_dir, unroll, algorithm")
+                            "known: layout, compilation_cache_dir, unroll, algorithm, replicas")
         if layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
         if algorithm not in ALGORITHMS:
@@ -152,6 +169,18 @@ class Runner(RunnerBase):
             enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
         self.device = resolve_device(device)
+        self.replicas = check_replicas(replicas)
+        # Where the weights, optimizer state and scalars live (self.device) and
+        # where a batch goes (self._batch_sharding): one device, or with
+        # replicas a mesh of K devices, the weights replicated on every one and
+        # the batch split along its first axis. jit then compiles one program
+        # for the mesh (GSPMD): each device runs its share of the pairs, and
+        # the gradient's sum over pairs becomes an all-reduce across devices.
+        self._batch_sharding = self.device
+        if self.replicas > 1:
+            self.mesh = replica_mesh(device, self.replicas)
+            self.device = NamedSharding(self.mesh, PartitionSpec())
+            self._batch_sharding = NamedSharding(self.mesh, PartitionSpec("data"))
         self.layout = layout
         self.algorithm = algorithm
         self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
@@ -251,14 +280,20 @@ class Runner(RunnerBase):
         shape = (B, N, np.shape(batch.premise_transitions)[1])
         return self._executable(program, args, shape)(*args), args
 
+    def _put_rows(self, array: np.ndarray):
+        """A per-pair array ([B, ...]) on the device; with replicas, split by
+        rows across the mesh when B divides evenly (else copied to every device)."""
+        sharding = self._batch_sharding if len(array) % self.replicas == 0 else self.device
+        return jax.device_put(array, sharding)
+
     def _arrays(self, batch) -> tuple:
         """The four int32 batch arrays, on the device."""
         names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-        return tuple(jax.device_put(np.asarray(getattr(batch, n), dtype=np.int32), self.device) for n in names)
+        return tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32)) for n in names)
 
     def _labels(self, batch):
         """The labels (checked by the Runner: 0..2 on every row), on the device."""
-        return jax.device_put(np.asarray(batch.labels, dtype=np.int32), self.device)
+        return self._put_rows(np.asarray(batch.labels, dtype=np.int32))
 
     # -- the interface ----------------------------------------------------
 
@@ -275,7 +310,7 @@ class Runner(RunnerBase):
         T = np.shape(batch.premise_transitions)[1]
         u = None
         if mode == "sampled":
-            u = tuple(jax.device_put(side_u.astype(self.dtype), self.device) for side_u in uniforms)
+            u = tuple(self._put_rows(side_u.astype(self.dtype)) for side_u in uniforms)
         args = (self.params, arrays, u)
         parses, logits = self._executable(f"parse:{mode}", args, (B, N, T))(*args)
         return split_pairs(parses, logits)
@@ -335,7 +370,7 @@ class Runner(RunnerBase):
     def _reinforce_args(self, batch, uniforms, baseline, inputs_only: bool = False):
         """(params, arrays, labels, uniforms, baseline) on the device, or only the
         last two; and the batch shape (B, N, T). The Runner has checked them."""
-        u = tuple(jax.device_put(side.astype(self.dtype), self.device) for side in uniforms)
+        u = tuple(self._put_rows(side.astype(self.dtype)) for side in uniforms)
         b = jax.device_put(np.asarray(baseline, dtype=self.dtype), self.device)
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])

@@ -10,6 +10,9 @@ parameters.
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import numpy as np
 import torch
 from torch import nn
@@ -18,6 +21,45 @@ from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
 from .model import SPINN
+
+# A data-parallel replica's share of the global batch while it takes a step
+# (replicas.py): (pairs in the global batch, this replica's pair rows), else None.
+_SHARD: tuple[int, np.ndarray] | None = None
+
+
+@contextlib.contextmanager
+def replica_shard(total: int, rows: np.ndarray) -> Iterator[None]:
+    """Inside the block, dropout draws the masks of a global batch of ``total``
+    pairs and keeps those of ``rows`` (the pairs this replica computes)."""
+    global _SHARD
+    before, _SHARD = _SHARD, (total, np.asarray(rows, dtype=np.int64))
+    try:
+        yield
+    finally:
+        _SHARD = before
+
+
+class ShardDropout(nn.Dropout):
+    """``nn.Dropout``, except inside :func:`replica_shard`: there the mask is
+    drawn for the whole global batch, exactly as nn.Dropout draws it on a CPU
+    (``bernoulli_`` on a tensor of the global shape, then ``/ (1 - p)``), and
+    cut to this replica's rows, so a pair gets the mask it would get in one
+    process. ``rows`` says what the tensor's first axis holds: "sentences"
+    (premises then hypotheses, 2B rows) or "pairs" (B rows)."""
+
+    def __init__(self, p: float, rows: str):
+        super().__init__(p)
+        self.rows = rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _SHARD is None or not self.training or self.p == 0.0:
+            return super().forward(x)
+        total, pairs = _SHARD
+        if self.rows == "sentences":
+            total, pairs = 2 * total, np.concatenate([pairs, total + pairs])
+        noise = torch.empty((total,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device).bernoulli_(1 - self.p)
+        noise.div_(1 - self.p)
+        return x * noise[torch.as_tensor(pairs, device=x.device)]
 
 
 class SNLIClassifier(nn.Module):
@@ -42,8 +84,8 @@ class SNLIClassifier(nn.Module):
         widths = [4 * H] + [M] * config.mlp_layers
         self.mlp = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.output = nn.Linear(widths[-1], 3)
-        self.leaf_dropout = nn.Dropout(dropout)
-        self.mlp_dropout = nn.Dropout(dropout)
+        self.leaf_dropout = ShardDropout(dropout, rows="sentences")  # [2B, N, 2H]
+        self.mlp_dropout = ShardDropout(dropout, rows="pairs")  # [B, width]
 
     def encode(self, tokens: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
         """tokens <int64>[S, N] (on the model's device), transitions <int>[S, T]

@@ -15,6 +15,16 @@ class Platform(PlatformBase):
     name = "pytorch"
     library = "torch"
     explain_module = "impl_pytorch.explain"  # what `bench explain` reads from its graphs
+    # --replicas K: K processes under PyTorch's elastic launcher, DistributedDataParallel (replicas.py).
+    data_parallel = "processes"
+
+    def replica_rank(self) -> int | None:
+        # The launcher's (torchrun's) variables, in each process it starts.
+        return int(os.environ["RANK"]) if "RANK" in os.environ and "WORLD_SIZE" in os.environ else None
+
+    def launch(self, replicas: int, argv: list[str]) -> int:
+        from impl_pytorch.replicas import launch
+        return launch(replicas, argv)
 
     def gpu_available(self) -> bool:
         import torch

@@ -60,9 +60,9 @@ class Runner(RunnerBase):
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  algorithm: str = "lists", compile: bool | str = False, reinforce_weight: float = 1.0,
-                 entropy_weight: float = 0.0, **options):
+                 entropy_weight: float = 0.0, replicas: int = 1, **options):
         if options:
-            raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: algorithm, compile")
+            raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: algorithm, compile, replicas")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
         if compile and algorithm != "masked":
@@ -86,6 +86,18 @@ class Runner(RunnerBase):
         if compile:
             backend = "inductor" if compile is True else str(compile)
             self._compiled = compiled.compile_model(self.model, backend)
+        # replicas > 1: this process is one of K that DistributedDataParallel
+        # keeps in step (replicas.py); each trains on its share of every batch.
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+            raise ValueError(f"replicas must be a whole number >= 1, got {replicas!r}")
+        self._replicas = None
+        if replicas > 1:
+            if compile:
+                raise ValueError("replicas and compile exclude each other here")
+            from .replicas import Replicas, replica_device
+            self.device = replica_device(self.device)
+            self.model.to(self.device)
+            self._replicas = Replicas(self.model, replicas, self.device, transition_weight)
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
@@ -109,6 +121,9 @@ class Runner(RunnerBase):
                                         self.reinforce_weight, self.entropy_weight)
 
     def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
+        if self._replicas is not None:
+            raise NotImplementedError("REINFORCE steps with replicas are not built for PyTorch (its sampled "
+                                      "parses would need the shared uniforms of each replica's rows)")
         record = reinforce.train_step(self.model, self.optimizer, batch, self.device, uniforms, baseline,
                                       self.reinforce_weight, self.entropy_weight, seed=self.seed, step=self.steps,
                                       frozen=self._optimizer_spec[2])
@@ -124,6 +139,11 @@ class Runner(RunnerBase):
         train.set_learning_rate(self.optimizer, lr)
 
     def _train_step(self, batch: PairBatch) -> float:
+        if self._replicas is not None:
+            loss, self.last_phases, self.last_replica_seconds = self._replicas.train_step(
+                batch, self.optimizer, seed=self.seed, step=self.steps, frozen=self._optimizer_spec[2])
+            self.steps += 1
+            return loss
         with self._counted("train_step", batch):
             loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed,
                                     step=self.steps, frozen=self._optimizer_spec[2],

@@ -63,6 +63,34 @@ class Platform:
         (for ``dtype``: float64 may need a switch before import)."""
         return {}
 
+    # -- data parallelism (bench train --replicas K) -------------------------
+    #
+    # How this framework's own engine runs K replicas of a training step over
+    # one global batch: "devices" (one process drives K devices; the Runner
+    # takes the option replicas=K and splits each batch across them),
+    # "processes" (K processes started by :meth:`launch`, one device each; each
+    # Runner takes replicas=K, finds its rank from the launcher and trains on its
+    # share of each batch), or "" (no engine: :attr:`data_parallel_missing`
+    # says why, in one line).
+    data_parallel: ClassVar[str] = ""
+    data_parallel_missing: ClassVar[str] = "the suite runs this framework in one process on one device"
+
+    def replica_env(self, replicas: int) -> dict[str, str]:
+        """Environment a process needs, before the library is imported, to
+        drive ``replicas`` devices (e.g. K host devices on a CPU)."""
+        return {}
+
+    def replica_rank(self) -> int | None:
+        """This process's rank among replicas its launcher started (0 writes the
+        files), or None where no launcher started it."""
+        return None
+
+    def launch(self, replicas: int, argv: list[str]) -> int:
+        """Run ``python -m bench *argv`` as ``replicas`` processes ("processes"
+        engines); returns the job's exit status once every process has ended,
+        or as soon as one fails (the others are then stopped)."""
+        raise NotImplementedError(f"{self.name}: no process launcher for data parallelism")
+
     # -- versions and devices ------------------------------------------------
 
     def version(self) -> str:

@@ -121,6 +121,10 @@ class Runner(abc.ABC):
         # records their per-batch means.
         self.last_phases: dict[str, float] = {}
         self.last_graph: dict[str, float] = {}
+        # With data-parallel replicas (bench train --replicas), each replica's
+        # seconds in the last step where the engine lets every one be seen
+        # (phase -> one entry per replica, e.g. {"allreduce_wait": [...]}).
+        self.last_replica_seconds: dict[str, list[float]] = {}
 
     @classmethod
     def supports(cls, capability: str) -> bool:

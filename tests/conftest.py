@@ -24,7 +24,9 @@ os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 # optimisations: the tests compare numbers with the float64 reference, never
 # speeds, and compiling is most of what the compiled implementations' tests
 # cost (about a third less with these two). The benchmark never sets them.
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# Two host devices, so the data-parallel tests (test_replicas.py) shard a
+# batch over a JAX mesh in this process; everything else uses the first.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_force_host_platform_device_count=2")
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import numpy as np

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -99,6 +100,10 @@ def register(sub) -> None:
                        help="training pairs whose accuracy is measured at each epoch end [default: %(default)s]")
     group.add_argument("--log-every", type=int, default=10, help="steps per metrics record [default: %(default)s]")
     group.add_argument("--keep-checkpoints", type=int, default=2, help="[default: %(default)s]")
+    group.add_argument("--replicas", type=int, default=1,
+                       help="data-parallel replicas on the framework's own engine, each taking BATCH_SIZE / K "
+                            "pairs of every batch: the same steps as one replica (README: Training past one "
+                            "device) [default: %(default)s]")
     group.add_argument("--quiet", action="store_true", help="no progress on the terminal")
     p.set_defaults(func=cmd_train)
 
@@ -138,7 +143,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         buckets=_buckets(args.buckets), drop_last=args.drop_last,
         dtype=args.dtype or default_dtype(args.framework), device=args.device,
         eval_batch_size=args.eval_batch_size, train_eval_pairs=args.train_eval_pairs, log_every=args.log_every,
-        keep_checkpoints=args.keep_checkpoints, transition_weight=args.transition_weight)
+        keep_checkpoints=args.keep_checkpoints, transition_weight=args.transition_weight, replicas=args.replicas)
 
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
@@ -197,6 +202,16 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
 
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    rank = None
+    if cfg.replicas > 1:
+        platform = frameworks.platform(cfg.framework)
+        if not platform.data_parallel:
+            raise NotImplementedError(f"--replicas: {platform.data_parallel_missing}")
+        rank = platform.replica_rank()
+        if platform.data_parallel == "processes" and rank is None:
+            quiet_frameworks(cfg.dtype, [cfg.framework])
+            return platform.launch(cfg.replicas, args.argv)
+        os.environ.update(platform.replica_env(cfg.replicas))  # before the framework is imported
     quiet_frameworks(cfg.dtype, [cfg.framework])  # before the framework is imported (float64 may need a switch)
     dataset = load_dataset(args)
     if dataset.report is not None:
@@ -211,9 +226,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.parse != "gold":
         data_info["parse"] = args.parse
     init = lambda: build_init(args, dataset.pairs, dev_pairs)  # noqa: E731
-    options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet)
+    writer = not rank  # with replicas started by a launcher, rank 0 alone writes, evaluates and reports
+    options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
+                   writer=writer)
     settings = reinforce.settings_from_args(args)
-    lock = lock_output(args.out, f"bench train --out {args.out}")  # one command at a time per folder
+    lock = lock_output(args.out, f"bench train --out {args.out}") if writer else None  # one command per folder
     try:
         if settings is None:
             result = train(cfg, args.out, dataset.pairs, init=init, **options)
@@ -222,7 +239,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             result = reinforce.train_reinforce(cfg, args.out, dataset.pairs, settings=settings,
                                                init=lambda: reinforce.with_head(init(), seed), **options)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
+    if not writer:
+        return 0
     summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1)}
     for split in ("dev", "train"):
         last = [r for r in result.evals if r["split"] == split]

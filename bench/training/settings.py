@@ -41,6 +41,10 @@ class TrainConfig:
     log_every: int = 10  # steps per "train" metrics record (mean loss of those steps)
     keep_checkpoints: int = 2  # newest checkpoints kept on disk
     transition_weight: float = 0.0  # the supervised transition loss of docs/spec.md §7 (> 0 needs a head)
+    # Data-parallel replicas, each taking batch_size / replicas pairs of every
+    # batch, on the framework's own engine (shared/platform.py). Not a setting
+    # of the run: the same steps with any K, so a run may resume with another.
+    replicas: int = 1
 
     # Settings a resumed run must share with the run it continues (the rest,
     # e.g. epochs or the framework, may change).
@@ -63,6 +67,11 @@ class TrainConfig:
             raise ValueError(f"transition-weight must be >= 0, got {self.transition_weight}")
         if self.train_eval_pairs < 0:
             raise ValueError(f"train-eval-pairs must be >= 0, got {self.train_eval_pairs}")
+        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or self.replicas < 1:
+            raise ValueError(f"replicas must be a whole number >= 1, got {self.replicas!r}")
+        if self.batch_size % self.replicas:
+            raise ValueError(f"--batch-size {self.batch_size} does not split into {self.replicas} replicas: "
+                             "give a batch size that is a multiple of --replicas")
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -89,10 +89,14 @@ class Trainer:
     def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
                  init: Callable[[], ParamFile] | ParamFile | None = None, dev_pairs: Sequence[Pair] | None = None,
                  resume: bool = False, data_info: dict | None = None, progress: bool = True,
-                 runner_options: dict | None = None):
+                 runner_options: dict | None = None, writer: bool = True):
         self.cfg = cfg
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        # With replicas in several processes, one writes the folder and evaluates;
+        # the others only train (their runners share each step with it).
+        self.writer = writer
+        if writer:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
         self.train_pairs = [p for p in train_pairs if p.label != NO_LABEL]
         if not self.train_pairs:
             raise ValueError("no labelled training pairs")
@@ -105,12 +109,16 @@ class Trainer:
         if cfg.transition_weight > 0 and not self.model.config.transition_head:
             raise ValueError(f"--transition-weight {cfg.transition_weight} needs a model with a transition head "
                              "('tracker.transition.kernel'): add --transition-head, or --init a file that has one")
-        write_json(self.out_dir / "run.json", self.run_info)
+        if writer:
+            write_json(self.out_dir / "run.json", self.run_info)
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
+        runner_options = dict(runner_options or {})
+        if cfg.replicas > 1:
+            runner_options["replicas"] = cfg.replicas
         self.runner = frameworks.make_runner(cfg.framework, self.model.params, self.model.config, dtype=cfg.dtype,
                                   device=cfg.device, dropout=cfg.dropout, seed=cfg.seed,
-                                  transition_weight=cfg.transition_weight, **(runner_options or {}))
+                                  transition_weight=cfg.transition_weight, **runner_options)
         self.runner.set_optimizer(cfg.optimizer, cfg.learning_rate(self.step), frozen=cfg.frozen, **cfg.hyper)
         self.optimizer_description = optimizers.describe(cfg.optimizer, cfg.hyper, cfg.lr, cfg.frozen)
         if self.checkpoint is not None:
@@ -125,6 +133,7 @@ class Trainer:
         self.progress = Progress(cfg.framework, self.total, unit="step", enabled=progress)
         self.evals: list[dict] = []
         self._window: list[tuple[float, int, float]] = []  # (loss, pairs, seconds) since the last "train" record
+        self._replica_window: list[dict] = []  # the runner's last_replica_seconds of the same steps
         self._recent = collections.deque(maxlen=20)  # the same, for the progress line
         self._started = time.perf_counter()
 
@@ -134,20 +143,21 @@ class Trainer:
         """The checkpoint to resume from: the newest that loads (a newer one
         that does not is named on stderr and in the "resume" record)."""
         self.skipped: list[tuple[Path, str]] = []
-        clean_temporaries(self.out_dir)
+        if self.writer:
+            clean_temporaries(self.out_dir)
         run_file = self.out_dir / "run.json"
         if resume:
             if not run_file.exists():
                 raise FileNotFoundError(f"--resume: no run to resume in {self.out_dir} (no run.json)")
             check_resume(json.loads(run_file.read_text()), self.run_info)
             found, self.skipped = newest_loadable(self.out_dir)
-            for path, reason in self.skipped:  # shown even with --quiet: the run goes back in time
+            for path, reason in self.skipped if self.writer else ():  # shown even with --quiet
                 print(f"warning: --resume: skipping checkpoint {path} ({reason})", file=sys.stderr)
             if found is None and self.skipped:
                 raise ValueError(f"--resume: no checkpoint in {self.out_dir / 'checkpoints'} loads (the newest, "
                                  f"{self.skipped[0][0].name}: {self.skipped[0][1]})")
             return found
-        if run_file.exists() or self.metrics_file.exists() or list_checkpoints(self.out_dir):
+        if self.writer and (run_file.exists() or self.metrics_file.exists() or list_checkpoints(self.out_dir)):
             raise ValueError(f"{self.out_dir} already holds a run: add --resume to continue it, or choose another "
                              "--out (nothing is overwritten)")
         return None
@@ -160,14 +170,15 @@ class Trainer:
             self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["batch_in_epoch"])
             self.elapsed0 = float(state.get("elapsed_s", 0.0))
             self.best = state.get("best_dev_accuracy")
-            Metrics.truncate(self.metrics_file, self.step)
+            if self.writer:
+                Metrics.truncate(self.metrics_file, self.step)
             return
         if init is None:
             raise ValueError("no initial weights given and no checkpoint to resume from")
         self.model = init() if callable(init) else init
         self.step = self.epoch = self.position = 0
         self.elapsed0, self.best = 0.0, None
-        if self.metrics_file.exists():  # a resumed run killed before its first checkpoint: start over
+        if self.writer and self.metrics_file.exists():  # a resumed run killed before its first checkpoint: start over
             self.metrics_file.unlink()
 
     def elapsed(self) -> float:
@@ -176,7 +187,7 @@ class Trainer:
     # -- the loop -----------------------------------------------------------
 
     def run(self) -> TrainResult:
-        self.metrics = Metrics(self.metrics_file)
+        self.metrics = Metrics(self.metrics_file) if self.writer else NoMetrics()
         try:
             self._announce()
             while self.step < self.total:
@@ -229,6 +240,7 @@ class Trainer:
         self.position += 1
         seconds = time.perf_counter() - t0
         self._window.append((loss, batch.size, seconds))
+        self._replica_window.append(dict(self.runner.last_replica_seconds))
         self._recent.append((loss, batch.size, seconds))
         epoch_float = self.epoch + self.position / len(plan)
         losses, pairs, busy = zip(*self._recent)
@@ -263,12 +275,24 @@ class Trainer:
             self.metrics.write({"kind": "train", "step": self.step, "epoch": epoch_float,
                                 "loss": float(np.mean(losses)), "steps": len(losses), "lr": lr, "pairs": sum(pairs),
                                 "pairs_per_s": sum(pairs) / max(sum(seconds), 1e-9), "elapsed_s": self.elapsed(),
-                                **self._window_fields()})
+                                **self._replica_fields(), **self._window_fields()})
         self._window = []
+        self._replica_window = []
+
+    def _replica_fields(self) -> dict:
+        """With replicas whose seconds the engine shows: per phase, each
+        replica's mean seconds a step over the window (``replica_s_per_step``)."""
+        steps = [seconds for seconds in self._replica_window if seconds]
+        if not steps:
+            return {}
+        return {"replica_s_per_step": {phase: np.mean([s[phase] for s in steps], axis=0).tolist()
+                                       for phase in steps[0]}}
 
     def _end_of_period(self, epoch_float: float) -> None:
         """Evaluate, then checkpoint (at every epoch end and where the run stops)."""
         cfg, model = self.cfg, self.model
+        if not self.writer:
+            return
         for split, pairs in (("dev", self.dev_pairs), ("train", self.train_eval)):
             if not pairs:
                 continue
@@ -301,6 +325,16 @@ class Trainer:
         save_params(self.out_dir / "model.npz", params, model.config, model.vocab)
         self.metrics.write({"kind": "checkpoint", "step": self.step, "epoch": epoch_float, "path": str(path),
                             "elapsed_s": self.elapsed()})
+
+
+class NoMetrics:
+    """Where a replica that does not write the folder sends its records."""
+
+    def write(self, record: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def train(cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], **options) -> TrainResult:

@@ -1,0 +1,150 @@
+"""Data parallelism (bench train --replicas K) on each framework's own engine.
+
+K replicas over a global batch of B pairs take the step one process takes
+over those B pairs: the same loss curve (relative 1e-5 over 20 steps) and the
+same weights (relative 1e-5), dropout on, its masks drawn per pair. JAX shards
+the batch over a mesh of the two host devices conftest.py gives this process;
+PyTorch runs two processes under its elastic launcher, started from the
+command line as a user starts them. A replica killed mid-run stops the job
+within seconds, and the job resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.cli import main
+from bench.training.checkpoint import list_checkpoints
+from bench.training.metrics import read_metrics
+from bench.training.settings import TrainConfig
+from bench.training.trainer import train
+from shared.compare import curve_rel_err, rel_err
+from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
+from shared.synthetic import synthetic_pairs
+from shared.vocab import Vocabulary
+
+PAIRS = synthetic_pairs(64, seed=0)  # what --data synthetic --num-pairs 64 reads
+VOCAB = Vocabulary.from_pairs(PAIRS, lowercase=True)
+CONFIG = ModelConfig(vocab_size=len(VOCAB), embed_dim=8, hidden_dim=6, tracker_dim=3, mlp_dim=8, mlp_layers=1)
+INIT = ParamFile(init_params(CONFIG, seed=0), CONFIG, VOCAB.to_array())
+STEPS = 20
+# Adam, dropout on; batches of 8 from one bucket (N=16), so 8 steps an epoch.
+SETTINGS = dict(optimizer="adam", lr=0.02, dropout=0.1, batch_size=8, buckets=(16,), steps=STEPS, log_every=1,
+                train_eval_pairs=0)
+ARGV = ["train", "--data", "synthetic", "--num-pairs", "64", "--dev", "none", "--optimizer", "adam", "--lr", "0.02",
+        "--dropout", "0.1", "--batch-size", "8", "--buckets", "16", "--steps", str(STEPS), "--log-every", "1",
+        "--train-eval-pairs", "0", "--quiet"]
+TOL = 1e-5
+
+
+def _curve(out: Path) -> np.ndarray:
+    return np.array([r["loss"] for r in read_metrics(out) if r["kind"] == "train"])
+
+
+def _one_replica(framework: str, out: Path):
+    cfg = TrainConfig(framework=framework, **SETTINGS)
+    return train(cfg, out, PAIRS, init=INIT, progress=False)
+
+
+def _assert_same_steps(out_k: Path, out_1: Path) -> None:
+    curve_k, curve_1 = _curve(out_k), _curve(out_1)
+    assert len(curve_k) == len(curve_1) == STEPS
+    assert curve_rel_err(curve_k, curve_1) < TOL
+    weights_k, weights_1 = load_params(out_k / "model.npz").params, load_params(out_1 / "model.npz").params
+    errors = {name: rel_err(weights_k[name], weights_1[name]) for name in weights_1}
+    assert max(errors.values()) < TOL, errors
+    # Not a vacuous check: the 20 steps moved the weights far beyond the tolerance.
+    assert rel_err(weights_1["output.kernel"], INIT.params["output.kernel"]) > 100 * TOL
+
+
+def test_jax_replicas_shard_the_batch_over_a_mesh(tmp_path):
+    """Two devices of one process: the same 20 steps as one device."""
+    cfg = TrainConfig(framework="jax", replicas=2, **SETTINGS)
+    result = train(cfg, tmp_path / "k2", PAIRS, init=INIT, progress=False)
+    _one_replica("jax", tmp_path / "k1")
+    _assert_same_steps(tmp_path / "k2", tmp_path / "k1")
+    assert result.steps == STEPS
+
+
+def _bench(*argv: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bench", *argv], env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def test_pytorch_replicas_from_the_command_line(tmp_path):
+    """`bench train --replicas 2`: two processes under PyTorch's elastic
+    launcher, DistributedDataParallel between them; the same 20 steps as one
+    process, and one folder written (by replica 0)."""
+    init = tmp_path / "init.npz"
+    save_params(init, INIT.params, CONFIG, INIT.vocab)
+    job = _bench(*ARGV, "--framework", "pytorch", "--replicas", "2", "--init", str(init), "--out", str(tmp_path / "k2"))
+    out, err = job.communicate(timeout=600)
+    assert job.returncode == 0, err
+    assert out.count("trained pytorch") == 1  # the summary of replica 0 only
+    _one_replica("pytorch", tmp_path / "k1")
+    _assert_same_steps(tmp_path / "k2", tmp_path / "k1")
+
+
+def _replica_pid(token: str, rank: int) -> int | None:
+    """The process the launcher started as ``rank`` in the job whose environment holds ``token``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SPINN_TEST_JOB={token}".encode() in environ and f"RANK={rank}".encode() in environ:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the replica's process through /proc")
+def test_a_killed_replica_stops_the_job_and_the_run_resumes(tmp_path):
+    token = uuid.uuid4().hex
+    out = tmp_path / "run"
+    argv = [a for a in ARGV if a not in ("--steps", str(STEPS))]
+    job = _bench(*argv, "--framework", "pytorch", "--replicas", "2", "--epochs", "400", "--out", str(out),
+                 env={"SPINN_TEST_JOB": token})
+    deadline = time.monotonic() + 300
+    while not list_checkpoints(out) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    victim = _replica_pid(token, 1)
+    assert job.poll() is None and victim is not None, job.stderr.read() if job.poll() is not None else "no replica 1"
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    _, err = job.communicate(timeout=120)
+    assert time.monotonic() - killed < 30  # no hang at the all-reduce
+    assert job.returncode == 1
+    assert "error: replica 1 of 2 was killed by SIGKILL" in err and "--resume" in err, err
+    done_before = list_checkpoints(out)[-1].name
+    # Resumed with another K (one process): from the last checkpoint to the end.
+    assert main(argv[:-1] + ["--framework", "pytorch", "--epochs", "400", "--out", str(out), "--resume",
+                             "--steps", str(int(done_before[len("step-"):]) + 8), "--quiet"]) == 0
+    resume = [r for r in read_metrics(out) if r["kind"] == "resume"]
+    assert resume and resume[-1]["from"].endswith(done_before)
+
+
+@pytest.mark.parametrize("framework,message", [
+    ("dynet", "DyNet has no data-parallel engine"),
+    ("reference", "one process on one device"),
+])
+def test_frameworks_without_an_engine_say_so(tmp_path, capsys, framework, message):
+    assert main(ARGV + ["--framework", framework, "--replicas", "2", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --replicas: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_a_batch_that_does_not_split_is_refused(tmp_path, capsys):
+    assert main(ARGV + ["--framework", "jax", "--replicas", "3", "--out", str(tmp_path)]) == 2
+    assert "--batch-size 8 does not split into 3 replicas" in capsys.readouterr().err
