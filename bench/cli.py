@@ -15,7 +15,7 @@ from bench.benchmark import compare, plan, report
 from bench.explain import cli as explain_cli
 from bench.lock import FolderLocked
 from bench.training import cli as training_cli
-from bench.training import curves
+from bench.training import curves, scaling
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.register(sub)  # compare
     curves.register(sub)  # curves
     training_cli.register(sub)  # train, evaluate
+    scaling.register(sub)  # scale
     explain_cli.register(sub)  # explain
     return parser
 

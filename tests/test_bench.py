@@ -156,9 +156,10 @@ REPORTED = {"framework_version": "1.0", "device_name": "a CPU", "dtype": "float3
 
 
 def test_report_marks_the_rounds_of_a_busy_machine():
-    """A round is busy when its 1-minute load average is above the core count;
-    a per-round ratio is busy where either side's round was."""
-    assert is_busy(2.01, 2) and not is_busy(2.0, 2)
+    """A round is busy when its 1-minute load average, less the run's own
+    median CPU share, is above one core (on 2 cores); a per-round ratio is
+    busy where either side's round was."""
+    assert is_busy(2.01, 2, own=1.0) and not is_busy(2.0, 2, own=1.0) and is_busy(1.1, 2)
     base = _record("pytorch", [100.0, 100.0, 100.0], round_load=[1.0, 3.0, 1.0], round_cpu_share=[1.0, 0.5, 1.0],
                    cpu_count=2, **REPORTED)
     fast = _record("jax", [310.0, 300.0, 320.0], round_load=[1.0, 1.5, 2.5], round_cpu_share=[1.9, 1.8, 1.1],
@@ -248,7 +249,7 @@ def test_a_busy_machine_is_said_in_one_line_before_the_workers_start(tmp_path, m
     lines = capsys.readouterr().err.splitlines()
     assert lines[0].startswith("note: the machine is busy: 1-minute load average 2.50 on 2 cores")
     assert lines[-1] == "error: stopped where the workers would start"
-    monkeypatch.setattr(os, "getloadavg", lambda: (2.0, 1.0, 1.0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))  # one core of other work: not yet busy
     assert main(arguments + [str(tmp_path / "quiet")]) == 2
     assert "note:" not in capsys.readouterr().err
 

@@ -33,7 +33,7 @@ from bench import frameworks
 from bench.benchmark.measure import git_commit, pairwise_agreement
 from bench.benchmark.pool import WorkerPool
 from bench.benchmark.report import (format_host_syncs, format_matrix, format_phases, format_ratios, format_table,
-                                    format_targets, is_busy, load_summary, variants_measured, write_report)
+                                    format_targets, is_busy, load_summary, other_work_limit, variants_measured, write_report)
 from bench.benchmark.report import load as load_results  # results.jsonl as `bench report` reads it
 from bench.benchmark.worker import WorkerSpec
 from bench.config import preset
@@ -246,14 +246,15 @@ def _data(args, defaults: dict) -> dict:
 
 
 def busy_note() -> str:
-    """A line for the start of a run when other work already fills the machine's
-    cores (the run's own processes come on top): its ratios may not hold on a
+    """A line for the start of a run when other work already keeps the machine
+    busy (the run's own processes come on top): its ratios may not hold on a
     quiet machine, and the user may prefer to wait. Empty when the machine is not busy."""
     load_now, cores = os.getloadavg()[0], os.cpu_count() or 1
     if not is_busy(load_now, cores):
         return ""
     return (f"note: the machine is busy: 1-minute load average {load_now:.2f} on {cores} cores before the run "
-            f"starts; the report marks the rounds timed while it stays above {cores}")
+            f"starts (more than {other_work_limit(cores):g} of other work); the report marks the rounds timed while "
+            "it stays so")
 
 
 def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[WorkerSpec]:

@@ -96,6 +96,7 @@ def round_ratios(records: list[dict], baseline: str | None = None) -> list[dict]
     """
     baseline = baseline or frameworks.BASELINE
     base = {measurement_key(r)[:-1]: r for r in records if r["implementation"] == baseline}
+    own = run_share(records)
     rows = []
     for r in sorted(records, key=measurement_key):
         key = measurement_key(r)[:-1]  # the same measurement of the baseline
@@ -113,35 +114,51 @@ def round_ratios(records: list[dict], baseline: str | None = None) -> list[dict]
                      "implementation": r["implementation"], "median": float(median), "q1": float(q1),
                      "q3": float(q3), "min": float(ratios.min()), "max": float(ratios.max()),
                      "rounds": len(ratios) if same_run else 0, "data": r.get("data"),
-                     "round_ratios": ratios.tolist(), "busy": _busy_ratio_rounds(r, b) if same_run else None})
+                     "round_ratios": ratios.tolist(), "busy": _busy_ratio_rounds(r, b, own) if same_run else None})
     return rows
 
 
-def is_busy(load: float, cores: int) -> bool:
+def other_work_limit(cores: int) -> float:
+    """How many cores' worth of other work makes a machine busy: one core, or a
+    quarter of them on a larger machine."""
+    return max(1.0, cores / 4)
+
+
+def is_busy(load: float, cores: int, own: float = 0.0) -> bool:
     """The rule that marks a round as measured on a busy machine (docs/spec.md §6).
 
     The 1-minute load average counts every thread that runs or waits for a
-    core, the timed worker's own included (the other workers idle while one
-    is timed). Above the machine's core count, some thread was waiting: the
-    timed implementation lost time to others, or took it from them, and how
-    much differs from one implementation to the next, so a ratio taken in
-    such a round need not hold on a quiet machine.
+    core, the benchmark's own included: its workers take turns, so over a
+    minute they keep about ``own`` cores busy, the run's typical CPU share
+    (:func:`run_share`). What is left, ``load - own``, is other work; above
+    :func:`other_work_limit` the timed implementations lost cores to it, and
+    how much differs from one implementation to the next, so a ratio taken in
+    such a round need not hold on a quiet machine. Before a run starts, own
+    is 0.
     """
-    return load > cores
+    return load - own > other_work_limit(cores)
 
 
-def busy_rounds(record: dict) -> list[bool] | None:
-    """Which of a record's rounds ran on a busy machine; None where the record
-    has no load figures (runs from before they were recorded)."""
+def run_share(records: list[dict]) -> float:
+    """The cores a run's own timed processes kept busy: the median CPU share
+    over every round of every record (0 where none was recorded)."""
+    shares = [share for r in records for share in r.get("round_cpu_share") or []]
+    return float(np.median(shares)) if shares else 0.0
+
+
+def busy_rounds(record: dict, own: float) -> list[bool] | None:
+    """Which of a record's rounds ran on a busy machine (``own``: the run's
+    :func:`run_share`); None where the record has no load figures (runs from
+    before they were recorded)."""
     loads, cores = record.get("round_load"), record.get("cpu_count")
     if not loads or not cores:
         return None
-    return [is_busy(load, cores) for load in loads]
+    return [is_busy(load, cores, own) for load in loads]
 
 
-def _busy_ratio_rounds(r: dict, b: dict) -> list[bool] | None:
+def _busy_ratio_rounds(r: dict, b: dict, own: float) -> list[bool] | None:
     """A per-round ratio is busy where either of its two sides was timed on a busy machine."""
-    mine, theirs = busy_rounds(r), busy_rounds(b)
+    mine, theirs = busy_rounds(r, own), busy_rounds(b, own)
     if mine is None or theirs is None:
         return None
     return [x or y for x, y in zip(mine, theirs)]
@@ -182,20 +199,27 @@ def _busy_cell(row: dict) -> str:
 
 def load_summary(records: list[dict]) -> str:
     """One line: how many timed rounds ran on a busy machine (the rule of is_busy)."""
-    flags = [flag for r in records for flag in (busy_rounds(r) or [])]
+    own = run_share(records)
+    flags = [flag for r in records for flag in (busy_rounds(r, own) or [])]
     if not flags:
         return ""
-    cores = "/".join(str(c) for c in sorted({r["cpu_count"] for r in records if busy_rounds(r) is not None}))
-    highest = max(load for r in records if busy_rounds(r) is not None for load in r["round_load"])
+    measured = [r for r in records if busy_rounds(r, own) is not None]
+    cores = sorted({r["cpu_count"] for r in measured})
+    limit = "/".join(f"{own + other_work_limit(c):.2f}" for c in cores)
+    highest = max(load for r in measured for load in r["round_load"])
     busy = sum(flags)
-    return (f"Load: {busy} of {len(flags)} timed rounds ran on a busy machine (1-minute load average above its "
-            f"{cores} cores; highest {highest:.2f})" + (": their ratios are marked." if busy else "."))
+    return (f"Load: {busy} of {len(flags)} timed rounds ran on a busy machine (1-minute load average above "
+            f"{limit}: the run's own {own:.2f} cores, its median CPU share, plus "
+            f"{'/'.join(f'{other_work_limit(c):g}' for c in cores)} of other work on "
+            f"{'/'.join(map(str, cores))} cores; highest {highest:.2f})"
+            + (": their ratios are marked." if busy else "."))
 
 
 def format_load(records: list[dict]) -> str:
     """Every round's load average (bold where busy) and the CPU share the
     implementation got, so a slow round can be told from a busy one."""
-    rows = [r for r in records if busy_rounds(r) is not None]
+    own = run_share(records)
+    rows = [r for r in records if busy_rounds(r, own) is not None]
     if not rows:
         return ""
     lines = [load_summary(rows) + " Per round: the 1-minute load average as the implementation's timed batches "
@@ -203,7 +227,7 @@ def format_load(records: list[dict]) -> str:
              "| device | mode | transitions | batch | implementation | load per round | CPU share per round "
              "| busy rounds |", "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=measurement_key):
-        flags = busy_rounds(r)
+        flags = busy_rounds(r, own)
         loads = " ".join(_bold_if(f"{x:.2f}", flag) for x, flag in zip(r["round_load"], flags))
         shares = " ".join(f"{x:.2f}" for x in r.get("round_cpu_share", []))
         lines.append(f"| {r['device']} | {r['mode']} | {_transitions(r)} | {r['batch_size']} "

@@ -1,0 +1,183 @@
+"""``python -m bench scale``: what data parallelism buys, framework by
+framework, measured with the training command itself.
+
+Each round runs ``bench train --replicas K`` for every (framework, K), in an
+order rotated from round to round so that a busy spell of the machine does
+not fall on one configuration only. Every run takes the same steps over the
+same batches (the same seed), logging every step. From its metrics:
+
+* pairs/s: the median over the measured steps (the first ``--warmup`` steps
+  left out, and the median so that a step that compiled a new shape does not
+  count as throughput);
+* speed-up over one replica: the median, over steps, of one replica's step
+  time over K replicas' time for the same step (the same batch); scaling
+  efficiency is the speed-up over K;
+* each replica's compute and all-reduce wait per step, where the engine
+  shows them (``replica_s_per_step`` in the metrics): define-by-run replicas
+  build different graphs from different trees, and the one that finishes
+  first waits for the others.
+
+Results go to ``OUT/results.jsonl`` (one record per run) and
+``OUT/report.md``; every run's folder is kept under ``OUT/runs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench import frameworks
+from bench.lock import lock_output
+from bench.records import append_record, read_records
+from bench.training.metrics import read_metrics
+
+
+def register(sub) -> None:
+    p = sub.add_parser("scale", help="data-parallel scaling: bench train --replicas K for each framework that has "
+                                     "an engine, in interleaved rounds",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="folder for results.jsonl, report.md and the runs")
+    p.add_argument("--frameworks", default=None,
+                   help="comma-separated [default: every framework with a data-parallel engine]")
+    p.add_argument("--replicas", default="1,2", help="comma-separated K values, 1 first [default: %(default)s]")
+    p.add_argument("--rounds", type=int, default=3, help="[default: %(default)s]")
+    p.add_argument("--steps", type=int, default=20, help="steps per run [default: %(default)s]")
+    p.add_argument("--warmup", type=int, default=4, help="first steps of each run left out [default: %(default)s]")
+    p.add_argument("--batch-size", type=int, default=64, help="global batch, split over the replicas "
+                                                              "[default: %(default)s]")
+    p.add_argument("--size", default="full", choices=("full", "small"), help="model size [default: %(default)s]")
+    p.add_argument("--data", default="sample", help="as bench train's --data [default: %(default)s]")
+    p.add_argument("--report-only", action="store_true", help="write report.md from OUT/results.jsonl and stop")
+    p.set_defaults(func=cmd_scale)
+
+
+def _numbers(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--{what}: expected comma-separated whole numbers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"--{what}: expected whole numbers >= 1, got {text!r}")
+    return values
+
+
+def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """The frameworks and K values to measure, or a ValueError in one line."""
+    replicas = _numbers(args.replicas, "replicas")
+    if replicas[0] != 1:
+        raise ValueError("--replicas: start with 1 (the speed-ups are over one replica)")
+    engines = [name for name in frameworks.FRAMEWORKS if frameworks.platform(name).data_parallel]
+    chosen = engines if args.frameworks is None else [n.strip() for n in args.frameworks.split(",") if n.strip()]
+    for name in chosen:
+        if name not in frameworks.FRAMEWORKS:
+            raise ValueError(f"--frameworks: unknown framework {name!r}; choose from {', '.join(engines)}")
+        if not frameworks.platform(name).data_parallel:
+            raise ValueError(f"--frameworks: {name}: {frameworks.platform(name).data_parallel_missing}")
+    for k in replicas:
+        if args.batch_size % k:
+            raise ValueError(f"--batch-size {args.batch_size} does not split into {k} replicas")
+    if args.rounds < 1 or args.steps <= args.warmup or args.warmup < 0:
+        raise ValueError(f"need --rounds >= 1 and --steps > --warmup >= 0, got {args.rounds}, {args.steps}, "
+                         f"{args.warmup}")
+    return chosen, replicas
+
+
+def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
+    """One ``bench train`` run; its record (what the report reads)."""
+    folder = out / "runs" / f"{framework}-k{k}-r{round_}"
+    argv = [sys.executable, "-m", "bench", "train", "--framework", framework, "--replicas", str(k),
+            "--data", args.data, "--size", args.size, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
+            "--log-every", "1", "--dev", "none", "--train-eval-pairs", "0", "--quiet", "--out", str(folder)]
+    started = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise RuntimeError(f"bench train --framework {framework} --replicas {k} failed: {tail}")
+    steps = [r for r in read_metrics(folder) if r["kind"] == "train"][args.warmup:]
+    seconds = [r["pairs"] / r["pairs_per_s"] for r in steps]
+    record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size,
+              "size": args.size, "data": args.data, "steps": len(steps), "step_s": seconds,
+              "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps])), "wall_s": wall,
+              "load": os.getloadavg()[0], "cpu_count": os.cpu_count()}
+    per_replica = [r["replica_s_per_step"] for r in steps if "replica_s_per_step" in r]
+    if per_replica:
+        for phase in per_replica[0]:
+            record[f"replica_{phase}_s"] = np.mean([r[phase] for r in per_replica], axis=0).tolist()
+    return record
+
+
+def cmd_scale(args: argparse.Namespace) -> int:
+    chosen, replicas = check_arguments(args)
+    out = Path(args.out)
+    results = out / "results.jsonl"
+    if not args.report_only:
+        lock = lock_output(out, f"bench scale --out {out}")
+        try:
+            if results.exists():
+                raise ValueError(f"{results} exists: choose another --out, or --report-only")
+            configs = [(f, k) for f in chosen for k in replicas]
+            for round_ in range(args.rounds):
+                shift = round_ % len(configs)
+                for framework, k in configs[shift:] + configs[:shift]:
+                    print(f"round {round_ + 1}/{args.rounds}: {framework} --replicas {k}", file=sys.stderr, flush=True)
+                    append_record(results, run_one(args, framework, k, round_, out))
+        finally:
+            lock.release()
+    text = render(read_records(results))
+    (out / "report.md").write_text(text)
+    print(text)
+    print(f"report: {out / 'report.md'}", file=sys.stderr)
+    return 0
+
+
+def _quartiles(values) -> str:
+    q1, q2, q3 = np.percentile(values, [25, 50, 75])
+    return f"{q2:.2f} ({q1:.2f}-{q3:.2f})"
+
+
+def render(records: list[dict]) -> str:
+    """report.md: pairs/s, speed-up and efficiency per framework and K, and
+    each replica's all-reduce wait where the engine shows it."""
+    if not records:
+        raise ValueError("no scaling records to report")
+    first = records[0]
+    lines = ["# Data-parallel scaling (`bench scale`)", "",
+             f"Global batch {first['batch_size']} pairs, model `{first['size']}`, data `{first['data']}`; "
+             f"{max(r['round'] for r in records) + 1} rounds; {first['steps']} measured steps a run; "
+             f"{first['cpu_count']} cores; load average at the end of the runs "
+             f"{min(r['load'] for r in records):.1f}-{max(r['load'] for r in records):.1f}.", "",
+             "| framework | replicas | pairs/s (median of steps; rounds' median) | speed-up over 1 (IQR over rounds) "
+             "| efficiency | compute s/step per replica | all-reduce wait s/step per replica |",
+             "|---|---|---|---|---|---|---|"]
+    by = {}
+    for r in records:
+        by.setdefault((r["framework"], r["replicas"]), {})[r["round"]] = r
+    for (framework, k), rounds in by.items():
+        base = by.get((framework, 1), {})
+        ratios = [float(np.median(np.array(base[i]["step_s"]) / np.array(rounds[i]["step_s"])))
+                  for i in rounds if i in base and len(base[i]["step_s"]) == len(rounds[i]["step_s"])]
+        pps = float(np.median([r["pairs_per_s"] for r in rounds.values()]))
+        speedup = _quartiles(ratios) + "x" if ratios and k > 1 else "1x" if k == 1 else "-"
+        efficiency = f"{np.median(ratios) / k:.0%}" if ratios and k > 1 else "-"
+        compute = _per_replica(rounds, "replica_compute_s")
+        wait = _per_replica(rounds, "replica_allreduce_wait_s")
+        lines.append(f"| {framework} | {k} | {pps:,.1f} | {speedup} | {efficiency} | {compute} | {wait} |")
+    lines += ["", "Speed-up: per step, one replica's time over K replicas' time for the same batch, median over "
+              "steps, then over rounds. A dash in the replica columns: the engine runs the replicas inside one "
+              "program and shows no per-replica time (or K = 1)."]
+    return "\n".join(lines) + "\n"
+
+
+def _per_replica(rounds: dict, key: str) -> str:
+    values = [r[key] for r in rounds.values() if key in r]
+    if not values:
+        return "-"
+    return " / ".join(f"{v:.3f}" for v in np.mean(values, axis=0))
