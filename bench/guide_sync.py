@@ -31,8 +31,9 @@ from bench.explain.report import format_text, run
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "static-vs-dynamic.md"
-# The guides kept true this way: the first one and its sequel on model-decided graphs.
-GUIDES = (GUIDE, ROOT / "docs" / "decided-graphs.md", ROOT / "docs" / "autobatching.md")
+# The guides kept true this way: the first one and its sequels.
+GUIDES = (GUIDE, ROOT / "docs" / "decided-graphs.md", ROOT / "docs" / "autobatching.md",
+          ROOT / "docs" / "data-parallel.md")
 
 # <!-- excerpt: impl_pytorch/model.py "first line anchor" .. "last line anchor" -->
 # <!-- excerpt: impl_jax/model.py Reduce.__call__ -->

@@ -13,6 +13,10 @@ class Platform(PlatformBase):
     name = "tensorflow"
     library = "tensorflow"
     explain_module = "impl_tensorflow.explain"  # what `bench explain` reads from its graphs
+    # --replicas K: one process, tf.distribute.MirroredStrategy over K devices
+    # (runner.py). Nothing to set before import: the K logical CPU devices are
+    # configured when the runner is made, before TensorFlow's runtime starts.
+    data_parallel = "devices"
     # Python-side warnings (absl's handler among them): only errors reach the terminal.
     loggers = ("tensorflow", "absl")
     # What the C++ side writes straight to file descriptor 2 at start-up, before

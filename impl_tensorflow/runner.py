@@ -18,6 +18,23 @@ but XLA compiles one program per distinct input shape: counted as
 eager.py's define-by-run SPINN instead, with no ``tf.function`` at all: the
 same variables, losses, optimizers and entry points, called eagerly
 (:class:`Untraced`), so nothing is traced or compiled.
+
+``replicas=K`` (``bench train --replicas K``; README, "Training past one
+device") trains data-parallel with ``tf.distribute.MirroredStrategy`` over K
+devices of this process: K logical CPU devices on a CPU (made before
+TensorFlow's runtime starts, see :func:`replica_devices`), the first K GPUs
+on GPUs. The model's variables and the optimizer are made under the
+strategy's scope (mirrored: one copy per device), and the training step,
+still one ``tf.function``, splits each global batch by rows into K shards
+that the replicas compute on their devices; Keras sums their gradients and
+every copy takes the step one device takes over the whole batch
+(train.replica_train_step, classifier.shard_dropout for the dropout masks).
+Everything else (encode, loss_and_grads, parse, the parameters and the
+optimizer state) reads the first copy on the first device. With ``xla=True``
+as well, XLA compiles each replica's forward and backward pass (a
+``jit_compile`` function inside ``strategy.run``, once per input shape and
+device): one XLA program cannot span the K devices, so the all-reduce and the
+update run around it, in the graph.
 """
 
 from __future__ import annotations
@@ -67,13 +84,48 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
 
+def check_replicas(replicas) -> int:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(f"replicas must be a whole number >= 1, got {replicas!r}")
+    return replicas
+
+
+def replica_devices(device: str, replicas: int) -> list[str]:
+    """The ``replicas`` devices a MirroredStrategy runs on: the first K GPUs,
+    or on a CPU K logical devices of the host CPU. Those must be configured
+    before TensorFlow's runtime starts (its first op or device listing); where
+    it already started with fewer, a ValueError says so in one line."""
+    if device == "gpu":
+        gpus = tf.config.list_physical_devices("GPU")
+        if len(gpus) < replicas:
+            raise ValueError(f"replicas={replicas} on 'gpu' needs {replicas} GPUs; TensorFlow sees {len(gpus)}")
+        return [f"/GPU:{i}" for i in range(replicas)]
+    if device != "cpu":
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    cpu = tf.config.list_physical_devices("CPU")[0]  # does not start the runtime
+    configured = tf.config.get_logical_device_configuration(cpu)
+    if configured is None or len(configured) < replicas:
+        try:
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+        except RuntimeError:  # the runtime has started: its logical devices are fixed
+            pass
+    have = len(tf.config.list_logical_devices("CPU"))
+    if have < replicas:
+        raise ValueError(f"replicas={replicas} needs {replicas} logical CPU devices, but TensorFlow's runtime already "
+                         f"started with {have}: create the runner before TensorFlow runs anything in this process")
+    return [f"/CPU:{i}" for i in range(replicas)]
+
+
 class Traced:
     """One tf.function with a fixed input signature, and what building it cost."""
 
     def __init__(self, name: str, fn: Callable, input_signature: Sequence[tf.TensorSpec], jit_compile: bool,
-                 shape_log: list | None = None):
+                 shape_log: list | None = None, xla_inside: bool = False):
         self.name = name
-        self.jit_compile = jit_compile
+        # Whether XLA compiles the function once per input shape: the whole of
+        # it (jit_compile), or a part (xla_inside: the replicas' shard gradients
+        # of a data-parallel step, whose all-reduce runs outside XLA).
+        self.jit_compile = jit_compile or xla_inside
         self.traces = 0
         self.trace_s = 0.0  # Python -> graph (get_concrete_function)
         self.compile_calls_s = 0.0  # calls that optimised/compiled first (their run time included)
@@ -86,8 +138,8 @@ class Traced:
             return fn(*args)
 
         # autograph=False: the loop is an explicit tf.while_loop; nothing is rewritten behind our back.
-        self.function = tf.function(traced, input_signature=input_signature, jit_compile=jit_compile,
-                                    autograph=False)
+        self.function = tf.function(traced, input_signature=input_signature,
+                                    jit_compile=jit_compile and not xla_inside, autograph=False)
         self._concrete = None
 
     def concrete_function(self):
@@ -145,13 +197,18 @@ class Runner(RunnerBase):
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
                  memory: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
-                 entropy_weight: float = 0.0, algorithm: str = "graph", **options):
+                 entropy_weight: float = 0.0, algorithm: str = "graph", replicas: int = 1, **options):
         if options:
-            raise TypeError(f"unknown TensorFlow runner options {sorted(options)} (known: xla, memory, algorithm)")
+            raise TypeError(f"unknown TensorFlow runner options {sorted(options)} "
+                            "(known: xla, memory, algorithm, replicas)")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
         if algorithm == "eager" and (xla or memory is not None):
             raise ValueError("algorithm 'eager' builds no graph: xla and memory do not apply")
+        self.replicas = check_replicas(replicas)
+        if self.replicas > 1 and algorithm == "eager":
+            raise ValueError("replicas need a traced step (MirroredStrategy runs the replicas of one tf.function); "
+                             "algorithm 'eager' has none")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
@@ -167,12 +224,16 @@ class Runner(RunnerBase):
             raise ValueError("XLA cannot compile the TensorArray memory (TensorListScatterIntoExistingList); "
                              "use memory='dense' with xla=True")
         self.device = resolve_device(device)
+        # With replicas, a MirroredStrategy over K devices (the first is self.device).
+        self.strategy = None
+        if self.replicas > 1:
+            self.strategy = tf.distribute.MirroredStrategy(replica_devices(device, self.replicas))
         self.xla = bool(xla)
         self.memory = memory
         self.algorithm = algorithm
         # The eager algorithm reads each decision back to Python (last_host_syncs counts them).
         self.reads_decisions_on_host = algorithm == "eager"
-        with tf.device(self.device):
+        with self._placement():
             self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory,
                                                 model_class=ALGORITHMS[algorithm])
         # Every entry point below is wrapped once: traced into a tf.function
@@ -206,6 +267,10 @@ class Runner(RunnerBase):
         self._traced_reinforce_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
         self._traced_parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
+
+    def _placement(self):
+        """Where variables are made: on self.device, or mirrored on every replica's device."""
+        return self.strategy.scope() if self.strategy is not None else tf.device(self.device)
 
     def _tensors(self, arrays):
         with tf.device(self.device):
@@ -246,20 +311,28 @@ class Runner(RunnerBase):
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         hyper = optimizers.resolve(name, hyper)
         frozen = optimizers.check_frozen(frozen, param_shapes(self.config))
-        with tf.device(self.device):
+        with self._placement():
             optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
         self._retired += [f for f in (self._traced_train_step, self._traced_reinforce_step) if f is not None]
         model, weight_decay, transition_weight = self.model, hyper["weight_decay"], self.transition_weight
+        # With replicas, XLA compiles each replica's forward and backward pass
+        # (the all-reduce and the update run around it, outside XLA).
+        strategy, xla_inside = self.strategy, self.xla and self.strategy is not None
 
         def train_step(*inputs_labels_seed):
             *inputs, labels, seed = inputs_labels_seed
+            if strategy is not None:  # the batch split over the replicas: the same step
+                with strategy.scope():
+                    return train.replica_train_step(strategy, model, optimizer, inputs, labels, seed, frozen=frozen,
+                                                    weight_decay=weight_decay, transition_weight=transition_weight,
+                                                    jit_compile=xla_inside)
             return train.train_step(model, optimizer, inputs, labels, seed, frozen=frozen, weight_decay=weight_decay,
                                     transition_weight=transition_weight)
 
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
         self._traced_train_step = self._wrap("train_step", train_step, INPUTS + [LABELS, SEED], self.xla,
-                                             self._shapes)
+                                             self._shapes, xla_inside)
         weights = self._reinforce_weights
 
         def reinforce_step(*inputs_labels_uniforms_baseline_seed):
@@ -277,6 +350,9 @@ class Runner(RunnerBase):
         train.set_learning_rate(self.optimizer, lr)  # a variable the traced step reads: no retrace
 
     def _train_step(self, batch: PairBatch) -> float:
+        # With replicas, last_replica_seconds stays empty: the K replicas run
+        # inside one program (one tf.function call), so how long each device
+        # computed or waited at the all-reduce is not observable from Python.
         arrays = train.model_inputs(batch) + (train.labels_array(batch),)
         with tf.device(self.device):
             loss = self._traced_train_step(*self._tensors(arrays + (self._step_seed(),)))
@@ -301,6 +377,9 @@ class Runner(RunnerBase):
     def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
         """One traced optimizer step on the REINFORCE loss (dropout as train_step);
         shared.reinforce.step_record of the numbers computed before the update."""
+        if self.replicas > 1:
+            raise NotImplementedError("tensorflow: replicas split train_step only; a REINFORCE step (its baseline and "
+                                      "records over the whole batch) runs on one device")
         inputs = self._reinforce_tensors(batch, uniforms, baseline)
         with tf.device(self.device):
             loss, numbers = self._traced_reinforce_step(*inputs, *self._tensors([self._step_seed()]))

@@ -35,7 +35,7 @@ from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN
 from shared.transitions import PAD, REDUCE
 
 from . import convert
-from .classifier import SNLIClassifier
+from .classifier import Shard, SNLIClassifier
 
 # Keras 3 picks its backend when first imported; the optimizers below must be
 # the TensorFlow ones. (Only a default: an explicit choice is respected, and
@@ -86,13 +86,20 @@ def transition_loss(transition_logits: tf.Tensor, transitions: tf.Tensor) -> tf.
 
     transition_logits <float>[S, T, 2] = (t_S, t_R); transitions <int32>[S, T].
     """
+    total, count = transition_loss_sum(transition_logits, transitions)
+    return total / count
+
+
+def transition_loss_sum(transition_logits: tf.Tensor, transitions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(the sum of the two-way cross-entropies over every non-PAD step, the
+    number of those steps as a float): transition_loss is their quotient."""
     transitions = tf.reshape(transitions, [-1])  # [S * T]: rank 1, so no shape Assert (which XLA drops)
     real = tf.not_equal(transitions, PAD)
     columns = tf.where(tf.equal(transitions, REDUCE), REDUCE_COLUMN, SHIFT_COLUMN)
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=columns,
                                                             logits=tf.reshape(transition_logits, [-1, 2]))
     count = tf.reduce_sum(tf.cast(real, losses.dtype))
-    return tf.reduce_sum(tf.where(real, losses, tf.zeros([], losses.dtype))) / count
+    return tf.reduce_sum(tf.where(real, losses, tf.zeros([], losses.dtype))), count
 
 
 def _dense(grad) -> tf.Tensor:
@@ -291,17 +298,112 @@ def apply_gradients(optimizer: keras.optimizers.Optimizer, variables, grads, wei
     """The update of a training step: ``variables`` as ``trainable`` lists them,
     their gradients in that order; the coupled L2 term and the frozen rows'
     masks applied first."""
-    updates = []
-    for (_, variable, mask), grad in zip(variables, grads):
-        grad = _dense(grad)
-        if weight_decay:
-            grad = grad + weight_decay * variable
-        if mask is not None:
-            grad = grad * mask
-        updates.append((grad, variable))
+    updates = [(grad, variable) for grad, (_, variable, _) in zip(corrected(variables, grads, weight_decay),
+                                                                  variables)]
     if isinstance(optimizer, keras.optimizers.Adam):
         adam_corrections(optimizer)
     optimizer.apply_gradients(updates)
+
+
+def corrected(variables, grads, weight_decay: float = 0.0, decay=True) -> list[tf.Tensor]:
+    """The gradients as the optimizer takes them: dense, plus the coupled L2
+    term ``weight_decay * p``, times the frozen rows' masks. ``decay``: whether
+    to add the L2 term (a data-parallel replica's boolean tensor: only one
+    replica adds it, so the sum over replicas has it once)."""
+    out = []
+    for (_, variable, mask), grad in zip(variables, grads):
+        grad = _dense(grad)
+        if weight_decay:
+            decayed = grad + weight_decay * variable
+            grad = decayed if decay is True else tf.where(decay, decayed, grad)
+        if mask is not None:
+            grad = grad * mask
+        out.append(grad)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Data parallelism: one step over K replicas (runner.py, ``replicas``)
+# --------------------------------------------------------------------------
+
+
+def shard_rows(pairs: tf.Tensor, replicas: int, replica: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(first row, row count) of ``replica``'s shard of ``pairs`` rows, as
+    ``np.array_split(range(pairs), replicas)`` cuts them: the first
+    ``pairs % replicas`` shards have one row more (a batch smaller than K
+    leaves the last shards empty)."""
+    replica = tf.cast(replica, tf.int32)
+    base, extra = pairs // replicas, pairs % replicas
+    start = replica * base + tf.minimum(replica, extra)
+    return start, base + tf.cast(replica < extra, tf.int32)
+
+
+def shard_loss(model: SNLIClassifier, inputs, labels, seed, shard: Shard, transition_weight: float = 0.0,
+               steps=None) -> tf.Tensor:
+    """One replica's share of batch_loss(training=True) over the global batch
+    of ``shard.pairs`` pairs, of which ``inputs`` and ``labels`` hold its rows:
+    the sum of its pairs' cross-entropies over the global B (its mean times
+    b / B, and 0 for an empty shard), plus ``transition_weight`` times the sum
+    of its steps' transition losses over ``steps``, the global batch's count of
+    non-PAD steps. Summed over the replicas it is the batch's mean loss, so the
+    sum of their gradients is the gradient of that mean."""
+    pairs = tf.cast(shard.pairs, model.embed.embedding.dtype)
+    if not transition_weight:
+        _, _, logits = model(*inputs, training=True, seed=seed, shard=shard)
+        return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / pairs
+    parses, logits = model.parse(*inputs, mode="gold", training=True, seed=seed, shard=shard)
+    class_loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / pairs
+    total, _ = transition_loss_sum(parses.transition_logits, parses.transitions)
+    return class_loss + transition_weight * (total / steps)
+
+
+def replica_train_step(strategy: tf.distribute.Strategy, model: SNLIClassifier, optimizer: keras.optimizers.Optimizer,
+                       inputs, labels, seed, *, frozen: Sequence[str] = (), weight_decay: float = 0.0,
+                       transition_weight: float = 0.0, jit_compile: bool = False) -> tf.Tensor:
+    """train_step with the global batch of B pairs split by rows over the
+    strategy's K replicas (``np.array_split``: uneven shards allowed, empty
+    ones included). Each replica computes its shard's loss (shard_loss: its
+    share of the batch's mean) and gradient on its device, with the dropout
+    masks its pairs get in one process; Keras' apply_gradients, called in
+    replica context, sums the K gradients (an all-reduce of the strategy) and
+    updates every copy of the mirrored variables. So it is train_step's step:
+    the frozen masks act on each replica's gradient (0/1, exact under the
+    sum), the coupled L2 term is added by replica 0 alone, and Adam's
+    corrections are set once, in cross-replica context, before the replicas
+    run. Call it inside ``strategy.scope()``. Returns the batch's loss before
+    the update (the sum of the replicas' shares)."""
+    variables = trainable(model, frozen)
+    replicas = strategy.num_replicas_in_sync
+    pairs = tf.shape(labels)[0]
+    steps = None
+    if transition_weight:  # the global batch's non-PAD steps: each replica's transition loss is over them
+        _, premise_transitions, _, hypothesis_transitions = inputs
+        real = tf.not_equal(tf.concat([premise_transitions, hypothesis_transitions], axis=0), PAD)
+        steps = tf.reduce_sum(tf.cast(real, model.embed.embedding.dtype))
+    if isinstance(optimizer, keras.optimizers.Adam):
+        adam_corrections(optimizer)  # cross-replica: assigns every copy, before any replica reads them
+
+    def shard_gradients(rows, labels, seed, shard, steps):
+        with tf.GradientTape() as tape:
+            loss = shard_loss(model, rows, labels, seed, shard, transition_weight=transition_weight, steps=steps)
+        grads = tape.gradient(loss, [variable for _, variable, _ in variables],
+                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return loss, [_dense(g) for g in grads]
+
+    if jit_compile:
+        shard_gradients = tf.function(shard_gradients, jit_compile=True, autograph=False)
+
+    def replica_step(inputs, labels, seed):
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        start, size = shard_rows(pairs, replicas, replica)
+        rows = [x[start:start + size] for x in inputs]
+        loss, grads = shard_gradients(rows, labels[start:start + size], seed, Shard(pairs, start), steps)
+        grads = corrected(variables, grads, weight_decay, decay=tf.equal(replica, 0))
+        optimizer.apply_gradients([(grad, variable) for grad, (_, variable, _) in zip(grads, variables)])
+        return loss
+
+    losses = strategy.run(replica_step, args=(list(inputs), labels, seed))
+    return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
 
 def adam_corrections(optimizer: keras.optimizers.Adam) -> None:
