@@ -22,6 +22,8 @@ def test_scale_runs_each_k_and_reports_speedup_and_waits(tmp_path, capsys):
     assert all(r["steps"] == 3 and len(r["step_s"]) == 3 and r["pairs_per_s"] > 0 for r in records)
     two = records[1]
     assert len(two["replica_allreduce_wait_s"]) == 2 and len(two["replica_compute_s"]) == 2
+    assert 0 <= two["straggler_gap_share"] < 1 and two["straggler_gap_s"] >= 0
+    assert not (out / "runs" / "pytorch-k2-r0" / "model.npz").exists()
     assert all(w >= 0 for w in two["replica_allreduce_wait_s"])
     report = (out / "report.md").read_text()
     assert "| pytorch | 2 |" in report and "x |" in report

@@ -18,7 +18,9 @@ same batches (the same seed), logging every step. From its metrics:
   first waits for the others.
 
 Results go to ``OUT/results.jsonl`` (one record per run) and
-``OUT/report.md``; every run's folder is kept under ``OUT/runs/``.
+``OUT/report.md``; every run's folder is kept under ``OUT/runs/``, its
+``metrics.jsonl`` and ``run.json`` (the weights are removed: they are not
+what this measures).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -111,6 +114,18 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
     if per_replica:
         for phase in per_replica[0]:
             record[f"replica_{phase}_s"] = np.mean([r[phase] for r in per_replica], axis=0).tolist()
+        # The straggler gap: per step, how much longer the slowest replica
+        # computed than the fastest (which waited that long at the all-reduce).
+        compute = np.array([r["compute"] for r in per_replica])
+        record["straggler_gap_s"] = float(np.mean(compute.max(axis=1) - compute.min(axis=1)))
+        record["straggler_gap_share"] = float(np.mean((compute.max(axis=1) - compute.min(axis=1))
+                                                      / compute.max(axis=1)))
+    for heavy in ("checkpoints", "model.npz", "best.npz"):  # the weights are not what this measures
+        path = folder / heavy
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
     return record
 
 
@@ -155,8 +170,8 @@ def render(records: list[dict]) -> str:
              f"{first['cpu_count']} cores; load average at the end of the runs "
              f"{min(r['load'] for r in records):.1f}-{max(r['load'] for r in records):.1f}.", "",
              "| framework | replicas | pairs/s (median of steps; rounds' median) | speed-up over 1 (IQR over rounds) "
-             "| efficiency | compute s/step per replica | all-reduce wait s/step per replica |",
-             "|---|---|---|---|---|---|---|"]
+             "| efficiency | compute s/step per replica | all-reduce wait s/step per replica | straggler gap |",
+             "|---|---|---|---|---|---|---|---|"]
     by = {}
     for r in records:
         by.setdefault((r["framework"], r["replicas"]), {})[r["round"]] = r
@@ -169,9 +184,14 @@ def render(records: list[dict]) -> str:
         efficiency = f"{np.median(ratios) / k:.0%}" if ratios and k > 1 else "-"
         compute = _per_replica(rounds, "replica_compute_s")
         wait = _per_replica(rounds, "replica_allreduce_wait_s")
-        lines.append(f"| {framework} | {k} | {pps:,.1f} | {speedup} | {efficiency} | {compute} | {wait} |")
+        gaps = [(r["straggler_gap_s"], r["straggler_gap_share"]) for r in rounds.values() if "straggler_gap_s" in r]
+        gap = (f"{np.mean([g for g, _ in gaps]):.3f} s ({np.mean([s for _, s in gaps]):.0%})" if gaps else "-")
+        lines.append(f"| {framework} | {k} | {pps:,.1f} | {speedup} | {efficiency} | {compute} | {wait} | {gap} |")
     lines += ["", "Speed-up: per step, one replica's time over K replicas' time for the same batch, median over "
-              "steps, then over rounds. A dash in the replica columns: the engine runs the replicas inside one "
+              "steps, then over rounds. All-reduce wait: from a replica's last gradient bucket being ready to the "
+              "averaged gradients coming back (the slower replicas' remaining compute, then the transfer). "
+              "Straggler gap: per step, the slowest replica's compute less the fastest's, in seconds and as a "
+              "share of the slowest's. A dash in the replica columns: the engine runs the replicas inside one "
               "program and shows no per-replica time (or K = 1)."]
     return "\n".join(lines) + "\n"
 
