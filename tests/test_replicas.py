@@ -26,6 +26,7 @@ import pytest
 from bench.cli import main
 from bench.training.checkpoint import list_checkpoints
 from bench.training.metrics import read_metrics
+from bench.training.scaling import summarize
 from bench.training.settings import TrainConfig
 from bench.training.trainer import train
 from shared.compare import curve_rel_err, rel_err
@@ -93,6 +94,11 @@ def test_pytorch_replicas_from_the_command_line(tmp_path):
     assert out.count("trained pytorch") == 1  # the summary of replica 0 only
     _one_replica("pytorch", tmp_path / "k1")
     _assert_same_steps(tmp_path / "k2", tmp_path / "k1")
+    # Each replica's compute and all-reduce wait per step, as bench scale reads them.
+    summary = summarize(tmp_path / "k2", warmup=1)
+    assert summary["steps"] == STEPS - 1 and len(summary["replica_allreduce_wait_s"]) == 2
+    assert all(w >= 0 for w in summary["replica_allreduce_wait_s"]) and min(summary["replica_compute_s"]) > 0
+    assert 0 <= summary["straggler_gap_share"] < 1
 
 
 def test_tensorflow_replicas_from_the_command_line(tmp_path):

@@ -4,34 +4,43 @@ and its arguments checked before anything runs."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from bench.cli import main
 from bench.records import read_records
+from bench.training.scaling import render
 
 
-def test_scale_runs_each_k_and_reports_speedup_and_waits(tmp_path, capsys):
+def test_scale_runs_and_reports(tmp_path, capsys):
+    """The command end to end with one replica (the two-replica summary of a
+    real run is checked in test_replicas.py, on its PyTorch job's metrics)."""
     out = tmp_path / "scale"
-    argv = ["scale", "--out", str(out), "--frameworks", "pytorch", "--replicas", "1,2", "--rounds", "1",
+    argv = ["scale", "--out", str(out), "--frameworks", "pytorch", "--replicas", "1", "--rounds", "1",
             "--steps", "3", "--warmup", "1", "--batch-size", "8", "--size", "small"]
     assert main(argv) == 0
-    records = read_records(out / "results.jsonl")
-    assert [(r["framework"], r["replicas"]) for r in records] == [("pytorch", 1), ("pytorch", 2)]
-    assert all(r["steps"] == 2 and len(r["step_s"]) == 2 and r["pairs_per_s"] > 0 for r in records)
-    two = records[1]
-    assert len(two["replica_allreduce_wait_s"]) == 2 and len(two["replica_compute_s"]) == 2
-    assert 0 <= two["straggler_gap_share"] < 1 and two["straggler_gap_s"] >= 0
-    assert not (out / "runs" / "pytorch-k2-r0" / "model.npz").exists()
-    assert all(w >= 0 for w in two["replica_allreduce_wait_s"])
-    report = (out / "report.md").read_text()
-    assert "| pytorch | 2 |" in report and "x |" in report
+    (record,) = read_records(out / "results.jsonl")
+    assert (record["framework"], record["replicas"], record["steps"], len(record["step_s"])) == ("pytorch", 1, 2, 2)
+    assert record["pairs_per_s"] > 0 and "straggler_gap_s" not in record  # one replica: nobody waits
+    assert not (out / "runs" / "pytorch-k1-r0" / "model.npz").exists()  # weights removed, metrics kept
+    assert (out / "runs" / "pytorch-k1-r0" / "metrics.jsonl").exists()
+    assert "| pytorch | 1 | " in (out / "report.md").read_text()
     # The same folder again: refused, nothing overwritten; --report-only redraws.
     assert main(argv) == 2
     assert "results.jsonl exists" in capsys.readouterr().err
     assert main(["scale", "--out", str(out), "--report-only"]) == 0
-    assert json.dumps(read_records(out / "results.jsonl")) == json.dumps(records)
+    assert read_records(out / "results.jsonl") == [record]
+
+
+def test_report_reads_speedup_efficiency_and_waits():
+    """render() on two records of one round: the per-step speed-up, efficiency
+    and each replica's wait, as computed by hand here."""
+    one = {"framework": "f", "replicas": 1, "round": 0, "batch_size": 8, "size": "small", "data": "d", "steps": 2,
+           "step_s": [1.0, 2.0], "pairs_per_s": 6.0, "load": 0.5, "cpu_count": 2}
+    two = {**one, "replicas": 2, "step_s": [0.5, 2.0], "pairs_per_s": 9.0, "replica_compute_s": [0.3, 0.4],
+           "replica_allreduce_wait_s": [0.1, 0.0], "straggler_gap_s": 0.1, "straggler_gap_share": 0.25}
+    text = render([one, two])
+    # per-step ratios 2.0 and 1.0: median 1.5, efficiency 75 %
+    assert "| f | 2 | 9.0 | 1.50 (1.50-1.50)x | 75% | 0.300 / 0.400 | 0.100 / 0.000 | 0.100 s (25%) |" in text
 
 
 @pytest.mark.parametrize("extra,message", [

@@ -104,12 +104,25 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise RuntimeError(f"bench train --framework {framework} --replicas {k} failed: {tail}")
-    steps = [r for r in read_metrics(folder) if r["kind"] == "train"][args.warmup:]
-    seconds = [r["pairs"] / r["pairs_per_s"] for r in steps]
     record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size,
-              "size": args.size, "data": args.data, "steps": len(steps), "step_s": seconds,
-              "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps])), "wall_s": wall,
-              "load": os.getloadavg()[0], "cpu_count": os.cpu_count()}
+              "size": args.size, "data": args.data, "wall_s": wall, "load": os.getloadavg()[0],
+              "cpu_count": os.cpu_count(), **summarize(folder, args.warmup)}
+    for heavy in ("checkpoints", "model.npz", "best.npz"):  # the weights are not what this measures
+        path = folder / heavy
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return record
+
+
+def summarize(folder: Path, warmup: int) -> dict:
+    """What a run logged every step, its first ``warmup`` steps left out:
+    the step times, the median pairs/s and, where the engine showed them,
+    each replica's mean seconds per phase and the straggler gap."""
+    steps = [r for r in read_metrics(folder) if r["kind"] == "train"][warmup:]
+    record = {"steps": len(steps), "step_s": [r["pairs"] / r["pairs_per_s"] for r in steps],
+              "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps]))}
     per_replica = [r["replica_s_per_step"] for r in steps if "replica_s_per_step" in r]
     if per_replica:
         for phase in per_replica[0]:
@@ -120,12 +133,6 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
         record["straggler_gap_s"] = float(np.mean(compute.max(axis=1) - compute.min(axis=1)))
         record["straggler_gap_share"] = float(np.mean((compute.max(axis=1) - compute.min(axis=1))
                                                       / compute.max(axis=1)))
-    for heavy in ("checkpoints", "model.npz", "best.npz"):  # the weights are not what this measures
-        path = folder / heavy
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
     return record
 
 
