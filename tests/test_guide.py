@@ -108,3 +108,18 @@ def test_each_guide_reads_in_about_fifteen_minutes(name):
 def test_the_first_guide_opens_with_the_side_by_side_table():
     first_table = TEXT.index("| --- |")
     assert TEXT[:first_table].count("\n## ") <= 1  # the side-by-side table comes first
+
+
+def test_the_glossary_defines_the_words_the_chapters_lean_on():
+    """Every term below is used in a chapter without being explained there;
+    docs/glossary.md must define it (an entry starts with the term in bold),
+    and every chapter must point to the glossary."""
+    glossary = (gs.ROOT / "docs" / "glossary.md").read_text()
+    entries = " ".join(line for line in glossary.splitlines() if line.startswith("**"))
+    for term in ("TreeLSTM", "Tracker", "Thin stack", "tracer", "jaxpr", "carry", "TensorArray", "variant",
+                 "Grappler", "lowering", "StableHLO", "Linearise", "transpose", "cotangent", "Dynamo",
+                 "AOTAutograd", "Inductor", "vmap", "Autobatching", "Host read", "All-reduce", "GSPMD",
+                 "MirroredStrategy", "DDP", "Straggler"):
+        assert term in entries, term
+    for chapter in gs.GUIDES:
+        assert "(glossary.md)" in chapter.read_text(), chapter.name
