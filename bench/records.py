@@ -44,14 +44,18 @@ def _append(file, data: bytes, path: Path) -> None:
         raise write_error(err, path) from err
 
 
+def _open_to_append(path: Path):
+    """``path`` opened unbuffered for appending bytes, or an OSError naming it."""
+    try:
+        return open(path, "ab", buffering=0)
+    except OSError as err:
+        raise write_error(err, path) from err
+
+
 def append_record(path: str | os.PathLike, record: dict) -> None:
     """Append one record and make it durable (fsync) before returning."""
     path = Path(path)
-    try:
-        file = open(path, "ab", buffering=0)
-    except OSError as err:
-        raise write_error(err, path) from err
-    with file:
+    with _open_to_append(path) as file:
         _append(file, (json.dumps(record) + "\n").encode(), path)
         try:
             os.fsync(file.fileno())
@@ -64,10 +68,7 @@ class RecordWriter:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        try:
-            self._file = open(self.path, "ab", buffering=0)
-        except OSError as err:
-            raise write_error(err, self.path) from err
+        self._file = _open_to_append(self.path)
 
     def write(self, record: dict) -> None:
         _append(self._file, (json.dumps(record) + "\n").encode(), self.path)

@@ -51,7 +51,7 @@ from shared import optimizers
 from shared import reinforce as shared_reinforce
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, split_pairs
-from shared.runner import CompileStats
+from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
 
 from . import reinforce
@@ -85,12 +85,6 @@ def resolve_device(device: str) -> jax.Device:
         return jax.devices(device)[0]
     except RuntimeError as err:
         raise ValueError(f"no JAX {device} device here ({err}); install jax[cuda12] for a GPU") from err
-
-
-def check_replicas(replicas) -> int:
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ValueError(f"replicas must be a whole number >= 1, got {replicas!r}")
-    return replicas
 
 
 def replica_mesh(device: str, replicas: int) -> Mesh:

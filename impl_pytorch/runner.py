@@ -28,7 +28,7 @@ import torch
 from shared import optimizers
 from shared.batching import PairBatch
 from shared.params import ModelConfig
-from shared.runner import CompileStats
+from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed
 
@@ -88,10 +88,8 @@ class Runner(RunnerBase):
             self._compiled = compiled.compile_model(self.model, backend)
         # replicas > 1: this process is one of K that DistributedDataParallel
         # keeps in step (replicas.py); each trains on its share of every batch.
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-            raise ValueError(f"replicas must be a whole number >= 1, got {replicas!r}")
         self._replicas = None
-        if replicas > 1:
+        if check_replicas(replicas) > 1:
             if compile:
                 raise ValueError("replicas and compile exclude each other here")
             from .replicas import Replicas, replica_device

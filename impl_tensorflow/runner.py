@@ -50,7 +50,7 @@ from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 from shared.params import ModelConfig, param_shapes
-from shared.runner import CompileStats
+from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed, check_mode, split_pairs
 
@@ -82,12 +82,6 @@ def resolve_device(device: str) -> str:
             raise ValueError("device 'gpu' asked for, but TensorFlow sees no GPU")
         return "/GPU:0"
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
-
-
-def check_replicas(replicas) -> int:
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ValueError(f"replicas must be a whole number >= 1, got {replicas!r}")
-    return replicas
 
 
 def replica_devices(device: str, replicas: int) -> list[str]:

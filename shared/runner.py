@@ -68,6 +68,14 @@ class CompileStats:
         return cls(**numbers, shapes=list(shapes))
 
 
+def check_replicas(replicas) -> int:
+    """The data-parallel replica count a runner option or a training setting
+    names (``bench train --replicas``): a whole number >= 1, or a ValueError."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ValueError(f"replicas must be a whole number >= 1, got {replicas!r}")
+    return replicas
+
+
 class Runner(abc.ABC):
     """One implementation behind the shared interface.
 

@@ -26,7 +26,6 @@ what this measures).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess

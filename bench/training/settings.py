@@ -11,6 +11,7 @@ import numpy as np
 
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS, plan_batches
+from shared.runner import check_replicas
 from shared.snli import Pair
 
 EMBEDDING = "embed.embedding"
@@ -67,8 +68,7 @@ class TrainConfig:
             raise ValueError(f"transition-weight must be >= 0, got {self.transition_weight}")
         if self.train_eval_pairs < 0:
             raise ValueError(f"train-eval-pairs must be >= 0, got {self.train_eval_pairs}")
-        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or self.replicas < 1:
-            raise ValueError(f"replicas must be a whole number >= 1, got {self.replicas!r}")
+        check_replicas(self.replicas)
         if self.batch_size % self.replicas:
             raise ValueError(f"--batch-size {self.batch_size} does not split into {self.replicas} replicas: "
                              "give a batch size that is a multiple of --replicas")
