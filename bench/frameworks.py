@@ -36,6 +36,7 @@ MASKED = "masked arrays"  # padded arrays, pointers and masks: one graph for eve
 VMAP = "per-sentence code + vmap"  # the model for one sentence, batched at trace time
 AUTOBATCH = "per-sentence code + autobatching"  # the model for one sentence, batched at run time
 ALGORITHMS = (LISTS, MASKED, VMAP, AUTOBATCH)
+PADDING = ("arrays", "loop", "none")  # Implementation.padding
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class Implementation:
     opt_in: bool = False  # measured only when named with --implementations
     explained: bool = False  # an opt-in variant that `explain` shows when named
     one_trace: bool = False  # traces each function once whatever the batch's lengths (a report target checks it)
+    # Which PAD slots of a batch it computes (the record's padding_waste, docs/spec.md §6): "arrays", every
+    # slot of [B, T]; "loop", those before the batch's last real step (its loop stops there); "none", none
+    # (each sentence runs only its own steps).
+    padding: str = "arrays"
     framework: str = ""  # filled in by register()
 
 
@@ -85,6 +90,8 @@ def register(framework: Framework) -> Framework:
     for impl in implementations:
         if impl.algorithm not in ALGORITHMS:
             raise ValueError(f"{impl.name}: unknown algorithm {impl.algorithm!r}; choose from {ALGORITHMS}")
+        if impl.padding not in PADDING:
+            raise ValueError(f"{impl.name}: unknown padding {impl.padding!r}; choose from {PADDING}")
         if impl.name in IMPLEMENTATIONS_BY_NAME and IMPLEMENTATIONS_BY_NAME[impl.name].framework != framework.name:
             raise ValueError(f"implementation {impl.name!r} is already registered by another framework")
     framework = dataclasses.replace(framework, implementations=implementations)
@@ -137,7 +144,7 @@ register(Framework(
     name="pytorch", package="impl_pytorch", library="torch", extra="pytorch",
     implementations=(
         # Bradbury's 2017 algorithm: the baseline every ratio is taken against.
-        Implementation("pytorch", LISTS, eager=True),
+        Implementation("pytorch", LISTS, eager=True, padding="none"),  # each step runs on its active rows
         # JAX's algorithm (padded arrays, pointers, masks) in PyTorch, eager and compiled.
         Implementation("pytorch-masked", MASKED, {"algorithm": "masked"}, eager=True, opt_in=True),
         Implementation("pytorch-compiled", MASKED, {"algorithm": "masked", "compile": True}, opt_in=True),
@@ -149,10 +156,11 @@ register(Framework(
 register(Framework(
     name="tensorflow", package="impl_tensorflow", library="tensorflow", extra="tensorflow",
     implementations=(
-        Implementation("tensorflow", MASKED, one_trace=True),  # input signatures of unknown sizes: one graph
-        Implementation("tensorflow-xla", MASKED, {"xla": True}),
+        # Input signatures of unknown sizes: one graph. Its while loop stops after the batch's last real step.
+        Implementation("tensorflow", MASKED, one_trace=True, padding="loop"),
+        Implementation("tensorflow-xla", MASKED, {"xla": True}, padding="loop"),
         # The define-by-run loop of the lists algorithm, in eager TensorFlow.
-        Implementation("tensorflow-eager", LISTS, {"algorithm": "eager"}, eager=True, opt_in=True),
+        Implementation("tensorflow-eager", LISTS, {"algorithm": "eager"}, eager=True, opt_in=True, padding="none"),
     ),
     not_built={VMAP: "not built: tf.vectorized_map would have to convert a tf.while_loop over per-sentence "
                      "stacks"},
@@ -161,8 +169,9 @@ register(Framework(
 register(Framework(
     name="jax", package="impl_jax", library="jax", extra="jax",
     implementations=(
-        Implementation("jax", MASKED),
-        Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True),
+        # The scan has T iterations; those past the batch's last real step skip their work (a cond).
+        Implementation("jax", MASKED, padding="loop"),
+        Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True, padding="loop"),
         # SPINN written for one sentence, batched by jax.vmap at trace time.
         Implementation("jax-vmap", VMAP, {"algorithm": "vmap"}, opt_in=True, explained=True),
     ),
@@ -175,9 +184,9 @@ register(Framework(
     implementations=(
         # SPINN written for one sentence; a batch is a Python loop into one graph,
         # which DyNet batches as it evaluates it (on-the-fly operation batching).
-        Implementation("dynet", AUTOBATCH, {"autobatch": True}, eager=True),
+        Implementation("dynet", AUTOBATCH, {"autobatch": True}, eager=True, padding="none"),
         # The same code with autobatching off: what the loop costs without it.
-        Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False}, eager=True, opt_in=True),
+        Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False}, eager=True, opt_in=True, padding="none"),
     ),
     not_built={LISTS: "not built: DyNet batches a per-sentence loop itself; batching by hand is PyTorch's row",
                MASKED: "not built: padded arrays and masks are what automatic batching exists to avoid",

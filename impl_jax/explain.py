@@ -84,26 +84,27 @@ def _sub_jaxprs(eqn) -> Iterator:
 
 def jaxpr_stats(closed) -> dict:
     """Equations of a (closed) jaxpr: at the top level, counting nested jaxprs,
-    and of every scan body, in the order the scans appear."""
+    and of every scan body (nested ones counted: the model's step sits inside
+    a cond), in the order the scans appear."""
     scans = []
 
-    def total(jaxpr) -> int:
+    def total(jaxpr, found=None) -> int:
         n = 0
         for eqn in jaxpr.eqns:
             n += 1
-            if eqn.primitive.name == "scan":
-                scans.append(eqn)
+            if eqn.primitive.name == "scan" and found is not None:
+                found.append(eqn)
             for sub in _sub_jaxprs(eqn):
-                n += total(sub)
+                n += total(sub, found)
         return n
 
     jaxpr = closed.jaxpr
     stats = {
         "eqns": len(jaxpr.eqns),
-        "eqns_total": total(jaxpr),
+        "eqns_total": total(jaxpr, scans),
         "primitives": dict(collections.Counter(e.primitive.name for e in jaxpr.eqns).most_common(6)),
         "scans": len(scans),
-        "scan_body_eqns": [len(eqn.params["jaxpr"].jaxpr.eqns) for eqn in scans],
+        "scan_body_eqns": [total(eqn.params["jaxpr"].jaxpr) for eqn in scans],
         "scan_lengths": [int(eqn.params["length"]) for eqn in scans],
     }
     if scans:

@@ -40,6 +40,12 @@ and its backward pass copies nothing. How the two compare in speed is
 measured, not quoted here: results/cpu-jax-layouts/report.md holds the
 figures.
 
+The scan has T iterations, T the padded length of the batch (a shape, fixed
+when the program is compiled). Each iteration is a cond: before the batch's
+last real step it runs the step, after it the carry passes through untouched
+(``SPINN._step_until``), so a batch costs what its longest sentence needs,
+not what its shape could hold.
+
 Parses decided by the model (docs/spec.md §7): ``SPINN.parse`` runs the same
 step in the same kind of scan, but the op of each step may come from the
 transition head instead of the data. Define-by-run code would bring t_R > t_S
@@ -104,10 +110,10 @@ class SPINN(nn.Module):
         # [T, S] (axis 0 is scanned) and the step number t; the leaves and
         # leaf counts are broadcast (the same at every step).
         scan = nn.scan(
-            lambda module, carry, xs, leaves, n_leaves: module._step(carry, xs, leaves, n_leaves),
+            lambda module, carry, xs, leaves, n_leaves, stop: module._step_until(carry, xs, leaves, n_leaves, stop),
             variable_broadcast="params",
             split_rngs={"params": False},
-            in_axes=(0, nn.broadcast, nn.broadcast),
+            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast),
             length=T,
             unroll=self.unroll,
             # The constancy check traces the body once more; it is only needed
@@ -115,7 +121,7 @@ class SPINN(nn.Module):
             check_constancy_invariants=self.is_initializing(),
         )
         xs = (jnp.swapaxes(transitions, 0, 1), jnp.arange(T, dtype=jnp.int32))
-        (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves)
+        (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves, last_step(transitions))
         return self._root(stack, pointers)
 
     def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
@@ -143,17 +149,20 @@ class SPINN(nn.Module):
         # (None otherwise: the op is decided inside the loop), the step
         # number, and the uniform numbers <float>[T, S] in sampled mode.
         scan = nn.scan(
-            lambda module, carry, xs, leaves, n_leaves: module._step(carry, xs, leaves, n_leaves, mode, True),
+            lambda module, carry, xs, leaves, n_leaves, stop: module._step_until(
+                carry, xs, leaves, n_leaves, stop, mode, True),
             variable_broadcast="params",
             split_rngs={"params": False},
-            in_axes=(0, nn.broadcast, nn.broadcast),
+            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast),
             length=T,
             unroll=self.unroll,
             check_constancy_invariants=self.is_initializing(),
         )
         xs = (jnp.swapaxes(transitions, 0, 1) if mode == "gold" else None, jnp.arange(T, dtype=jnp.int32),
               jnp.swapaxes(uniforms, 0, 1) if mode == "sampled" else None)
-        (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves)
+        # A decided sentence of n words runs exactly 2n - 1 steps (docs/spec.md §7).
+        stop = last_step(transitions) if mode == "gold" else 2 * jnp.max(n_leaves) - 1
+        (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves, stop)
         followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)
         zeros = jnp.zeros((S,), leaves.dtype)
         return SentenceParses(
@@ -193,6 +202,37 @@ class SPINN(nn.Module):
         else:
             root = stack[pointers[:, 0], rows]
         return _halves(root, self.config.hidden_dim)[0]
+
+    def _step_until(self, carry, xs, leaves, n_leaves, stop, mode: str = "gold", head: bool = False):
+        """``_step`` while t < ``stop``, the batch's real length; after it, nothing.
+
+        The scan still has T iterations (T is the array's shape, fixed when
+        the program is compiled), but the steps past the batch's last real
+        one are PAD for every sentence and would change nothing, so a
+        conditional skips their work: the loop costs what the batch's
+        longest sentence needs, not what its shape could hold, as
+        TensorFlow's while loop and PyTorch's Python loop do. nn.cond is
+        lax.cond lifted over Flax variables; only the branch taken runs, in
+        the forward pass and in its gradient.
+        """
+        if self.is_initializing():  # init() creates the weights: the plain step, in which they are made
+            return self._step(carry, xs, leaves, n_leaves, mode, head)
+
+        def run(module, carry):
+            return module._step(carry, xs, leaves, n_leaves, mode, head)
+
+        def idle(module, carry):  # what a step of PAD for every sentence returns
+            sp = carry[2]
+            logits = jnp.zeros((sp.shape[0], 2), leaves.dtype)
+            ys = None
+            if head:
+                ys = {"logits": logits}
+                if mode != "gold":
+                    ys.update(_decide(logits, xs[2], jnp.zeros_like(sp, bool), jnp.zeros_like(sp, bool), mode)[2])
+                    ys["op"] = jnp.full_like(sp, PAD)
+            return carry, ys
+
+        return nn.cond(xs[1] < stop, run, idle, self, carry)
 
     def _step(self, carry, xs, leaves, n_leaves, mode: str = "gold", head: bool = False):
         """One transition for every sentence of the batch.
@@ -321,6 +361,14 @@ def count_leaves(transitions):
     array is padded to N; the transitions say how many of its rows are words.
     (Also for one sentence, without the S axis: impl_jax/vmap.py.)"""
     return jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)
+
+
+def last_step(transitions):
+    """<int32>[]: one past the last step that is not PAD in any row, the
+    number of steps the batch really needs (T, its padded length, or less)."""
+    T = transitions.shape[-1]
+    used = jnp.any(transitions != PAD, axis=0) if transitions.ndim > 1 else transitions != PAD
+    return jnp.max(jnp.where(used, jnp.arange(1, T + 1, dtype=jnp.int32), 0))
 
 
 def _decide(logits, uniform, can_shift, can_reduce, mode: str):

@@ -225,14 +225,16 @@ class SPINN(tf.Module):
         ``mode`` and ``with_head`` are Python values, fixed when tracing: they
         choose which ops the graph has, never which ones run."""
         loop, memory = self._prepare(leaves, transitions, mode, uniforms, with_head)
-        if not with_head:
-            # The loop stops after the batch's longest sentence, not at T: the
-            # steps after it are PAD for every sentence and change nothing, so a
-            # batch padded to its length bucket's T costs only its real length.
-            # (A static scan, as in JAX, must run all T. parse runs all T too:
-            # its records hold one element per step.)
-            T = loop.T
+        # The loop stops after the batch's longest sentence, not at T: the
+        # steps after it are PAD for every sentence and change nothing, so a
+        # batch padded to its length bucket's T costs only its real length.
+        # (JAX's scan must have T iterations; its step is a cond instead.)
+        T = loop.T
+        if loop.deciding:  # a sentence of n words runs exactly 2n - 1 decided steps (docs/spec.md §7)
+            last = tf.reduce_max(loop.num_steps)
+        else:
             last = tf.reduce_max(tf.where(tf.not_equal(transitions, PAD), tf.range(1, T + 1)[None, :], 0))
+        if not with_head:
             encodings, _ = self._loop(loop, memory, last, {})
             return encodings
 
@@ -247,7 +249,8 @@ class SPINN(tf.Module):
             records["transitions"] = tf.TensorArray(tf.int32, size=T, element_shape=[None])
         if mode == "sampled":
             records["scores"] = tf.zeros([S, 2], tf.float64)  # per sentence: (logprob, entropy), summed in float64
-        encodings, records = self._loop(loop, memory, T, records)
+        encodings, records = self._loop(loop, memory, last, records)
+        records = _fill_records(records, last, T, S)
         followed = tf.transpose(records["transitions"].stack()) if loop.deciding else transitions  # [S, T]
         if mode == "sampled":
             logprob, entropy = tf.unstack(tf.cast(records["scores"], dtype), axis=1)
@@ -394,6 +397,22 @@ class SPINN(tf.Module):
         depth = depth + tf.cast(is_shift, tf.int32) - tf.cast(is_reduce, tf.int32)
         buffer = buffer + tf.cast(is_shift, tf.int32)
         return t + 1, memory, pointers, depth, buffer, state
+
+
+def _fill_records(records: dict, start, T, S) -> dict:
+    """The TensorArrays of ``records`` with elements ``start``..T-1 written
+    as zeros (what a PAD step records: logits 0, transition PAD), so each
+    holds its T elements although the loop stopped at ``start``. A loop of
+    writes and no arithmetic: XLA needs every shape known, so it cannot be
+    one scatter of T - start elements."""
+    arrays = {name: r for name, r in records.items() if isinstance(r, tf.TensorArray)}
+
+    def body(t, arrays):
+        return t + 1, {name: r.write(t, tf.zeros([S] + r.element_shape.as_list()[1:], r.dtype))
+                       for name, r in arrays.items()}
+
+    _, arrays = tf.while_loop(lambda t, _: t < T, body, (start, arrays), maximum_iterations=T)
+    return {**records, **arrays}
 
 
 def _record(records: dict, t, taken: dict) -> dict:

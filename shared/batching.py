@@ -291,6 +291,77 @@ def make_batches(
     return [make_pair_batch([pairs[i] for i in indices], vocab, num_tokens=size) for size, indices in plan.batches]
 
 
+def sentence_pairs(pairs: Sequence[Pair], batch_size: int, *, seed: int = 0) -> list[Pair]:
+    """The sentences of ``pairs`` sorted by length and paired in that order:
+    the rows of :func:`make_sentence_batches`, each run of ``batch_size``
+    one batch.
+
+    Every premise and hypothesis is one sentence; the 2P sentences are sorted
+    by token count (ties in an order drawn from ``seed``) and taken two by
+    two, the first of each two as the premise. A row's label and data row
+    (``Pair.row``, which seeds sampled parses) are those of its premise's
+    pair, and its pair id names both sources (``"id7/p+id3/h"``). The
+    2P mod 2B longest sentences fill no batch and are left out (logged), as
+    ``make_batches(drop_last=True)`` leaves out each bucket's short last
+    batch: a batch across the long tail of lengths would be mostly padding.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    sentences = [(pair, side) for pair in pairs for side in ("p", "h")]
+    order = np.random.default_rng(seed).permutation(len(sentences))
+    lengths = np.array([len(_side(*sentences[i])) for i in order], dtype=np.int64)
+    order = order[np.argsort(lengths, kind="stable")]  # by length; ties in the seed's order
+    leftover = len(order) % (2 * batch_size)
+    if leftover:
+        order = order[:len(order) - leftover]
+        logger.info("sentence batches: the %d longest of %d sentences left out (no full batch)",
+                    leftover, len(sentences))
+    chosen = [sentences[i] for i in order]
+    return [Pair(_side(*a), _side(*b), a[0].label, f"{a[0].pair_id}/{a[1]}+{b[0].pair_id}/{b[1]}", row=a[0].row)
+            for a, b in zip(chosen[0::2], chosen[1::2])]
+
+
+def make_sentence_batches(
+    pairs: Sequence[Pair],
+    vocab: Vocabulary,
+    batch_size: int,
+    *,
+    buckets: Sequence[int] | None = DEFAULT_BUCKETS,
+    shuffle: bool = False,
+    seed: int = 0,
+) -> list[PairBatch]:
+    """Batches of length-adjacent sentences, for measuring speed (docs/spec.md §2).
+
+    Each batch holds 2B neighbours in length order (:func:`sentence_pairs`),
+    so a loop that stops at the batch's longest sentence runs few PAD steps,
+    where a batch of real pairs pads every short hypothesis to its premise
+    and every short pair to the batch's longest. The pairing is not the
+    data's; what a step costs depends only on the sentences' lengths and
+    trees, which are the data's own, so these batches measure what encoding
+    sentences grouped by length costs. They are not for training a model or
+    for accuracy.
+
+    N is the bucket of the batch's longest sentence (``buckets=None``: that
+    length itself) and T = 2N-1, as in :func:`make_batches`;
+    ``shuffle=True`` permutes the batches (from ``seed``).
+    """
+    rows = sentence_pairs(pairs, batch_size, seed=seed)
+    batches = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        longest = max(len(s) for pair in chunk for s in (pair.premise, pair.hypothesis))
+        size = longest if buckets is None else bucket_size(longest, buckets)
+        batches.append(make_pair_batch(chunk, vocab, num_tokens=size))
+    if shuffle:
+        order = np.random.default_rng(seed).permutation(len(batches))
+        batches = [batches[i] for i in order]
+    return batches
+
+
+def _side(pair: Pair, side: str) -> Sentence:
+    return pair.premise if side == "p" else pair.hypothesis
+
+
 @dataclass
 class PaddingReport:
     """How much of a list of batches is padding (premise and hypothesis together)."""
@@ -299,6 +370,8 @@ class PaddingReport:
     padded_steps: int  # PAD slots
     total_steps: int  # all transition slots, 2 * sum(B * T)
     waste: float  # padded_steps / total_steps: the fraction of steps that do no work
+    loop_steps: int  # the slots of a loop that stops at each batch's last real step: 2 * sum(B * T_real)
+    loop_waste: float  # the PAD share of those: what a loop that stops early still runs for nothing
     real_tokens: int  # tokens actually present (one SHIFT each)
     token_slots: int  # 2 * sum(B * N)
     num_batches: int
@@ -308,16 +381,22 @@ class PaddingReport:
         shapes = " ".join(f"({n},{t})" for n, t in self.shapes)
         return (
             f"{self.num_batches:,} batches; transition slots {self.real_steps:,} real of "
-            f"{self.total_steps:,} ({self.waste:.1%} PAD); token slots {self.real_tokens:,} real of "
+            f"{self.total_steps:,} ({self.waste:.1%} PAD; {self.loop_waste:.1%} in a loop that stops at each "
+            f"batch's last real step); token slots {self.real_tokens:,} real of "
             f"{self.token_slots:,}; shapes (N,T): {shapes}"
         )
 
 
 def padding_report(batches: Sequence[PairBatch]) -> PaddingReport:
     """Count real and padded slots over ``batches``."""
-    real_steps = total_steps = real_tokens = token_slots = 0
+    real_steps = total_steps = real_tokens = token_slots = loop_steps = 0
     shapes: set[tuple[int, int]] = set()
     for batch in batches:
+        # T_real: one past the last non-PAD step of any row, premise or
+        # hypothesis (an implementation may run both sides as one batch).
+        steps = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions]) != PAD
+        last = int(np.flatnonzero(steps.any(axis=0)).max(initial=-1)) + 1
+        loop_steps += steps.shape[0] * last
         for transitions, tokens in (
             (batch.premise_transitions, batch.premise_tokens),
             (batch.hypothesis_transitions, batch.hypothesis_tokens),
@@ -335,6 +414,8 @@ def padding_report(batches: Sequence[PairBatch]) -> PaddingReport:
         padded_steps=padded_steps,
         total_steps=total_steps,
         waste=padded_steps / total_steps if total_steps else 0.0,
+        loop_steps=loop_steps,
+        loop_waste=(loop_steps - real_steps) / loop_steps if loop_steps else 0.0,
         real_tokens=real_tokens,
         token_slots=token_slots,
         num_batches=len(batches),

@@ -15,10 +15,12 @@ from shared.batching import (
     bucket_size,
     make_batches,
     make_pair_batch,
+    make_sentence_batches,
     padding_report,
     pair_length,
     plan_batches,
     sentence_arrays,
+    sentence_pairs,
 )
 from shared.snli import NO_LABEL, Pair
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, check_transitions, parse, plain_transitions
@@ -242,8 +244,75 @@ def test_padding_report_hand_made():
     assert report.num_batches == 2
     assert report.shapes == [(2, 3), (3, 5)]
     assert "30.8% PAD" in str(report)
+    # Both batches are as long as their longest sentence: a loop that stops there runs every slot.
+    assert (report.loop_steps, report.loop_waste) == (26, pytest.approx(8 / 26))
     empty = padding_report([])
-    assert (empty.total_steps, empty.waste, empty.shapes) == (0, 0.0, [])
+    assert (empty.total_steps, empty.waste, empty.shapes, empty.loop_steps, empty.loop_waste) == (0, 0.0, [], 0, 0.0)
+
+
+def test_padding_report_loop_stops_at_the_last_real_step():
+    # N=4, T=7; the longest sentence has 3 tokens, 5 steps: a loop that stops
+    # there runs 4 rows x 5 steps, of which 5 + 1 + 3 + 5 = 14 are real.
+    batch = make_pair_batch(
+        [Pair(_sentence(3), _sentence(2), 0, "a"), Pair(_sentence(1), _sentence(3), 1, "b")], VOCAB, num_tokens=4
+    )
+    # A PAD in the middle of a row does not end it: the last real step counts.
+    transitions = batch.hypothesis_transitions.copy()
+    transitions[1, :6] = np.r_[transitions[1, :2], PAD, transitions[1, 2:5]]
+    batch = PairBatch(**{**batch.to_dict(), "hypothesis_transitions": transitions}, pair_ids=batch.pair_ids)
+    report = padding_report([batch])
+    assert (report.real_steps, report.total_steps) == (14, 28)
+    assert (report.loop_steps, report.loop_waste) == (24, pytest.approx(10 / 24))
+
+
+def _sentence_pairs_data():
+    lengths = [(9, 4), (3, 3), (12, 6), (5, 2), (7, 7), (20, 1), (4, 8)]
+    return [Pair(_sentence(p), _sentence(h, "right"), i % 3, f"id{i}", row=10 + i) for i, (p, h) in enumerate(lengths)]
+
+
+def test_sentence_pairs_sorts_sentences_and_leaves_out_the_longest():
+    pairs = _sentence_pairs_data()
+    rows = sentence_pairs(pairs, 3, seed=4)
+    # 14 sentences, batches of 6: the 2 longest (20 and 12 tokens) are left out.
+    assert len(rows) == 6
+    sentences = [s for pair in rows for s in (pair.premise, pair.hypothesis)]
+    assert [len(s) for s in sentences] == sorted(n for p in pairs for n in (len(p.premise), len(p.hypothesis)))[:12]
+    by_id = {p.pair_id: p for p in pairs}
+    for pair in rows:
+        (first, first_side), (second, second_side) = (part.split("/") for part in pair.pair_id.split("+"))
+        source = {"p": "premise", "h": "hypothesis"}
+        assert pair.premise == getattr(by_id[first], source[first_side])
+        assert pair.hypothesis == getattr(by_id[second], source[second_side])
+        assert (pair.label, pair.row) == (by_id[first].label, by_id[first].row)
+    # Every sentence kept appears once.
+    assert len({part for pair in rows for part in pair.pair_id.split("+")}) == 12
+    with pytest.raises(ValueError, match="batch_size"):
+        sentence_pairs(pairs, 0)
+
+
+@pytest.mark.parametrize("buckets", [DEFAULT_BUCKETS, None])
+def test_sentence_batches_are_padded_little(buckets):
+    pairs = _pairs([(n % 13 + 1, (7 * n) % 11 + 1) for n in range(40)])
+    batches = make_sentence_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1)
+    assert len(batches) == 10 and all(b.size == 4 for b in batches)
+    real_steps = 0
+    for batch in batches:
+        lengths = [int(np.count_nonzero(t == SHIFT)) for t in (*batch.premise_transitions, *batch.hypothesis_transitions)]
+        assert batch.num_tokens == (bucket_size(max(lengths)) if buckets else max(lengths))
+        real_steps += sum(2 * n - 1 for n in lengths)
+        # 8 neighbours in length order: the lengths of one batch are a run of the sorted lengths.
+    loop_steps = sum(8 * (2 * max(int(np.count_nonzero(t == SHIFT)) for t in (*b.premise_transitions,
+                                                                              *b.hypothesis_transitions)) - 1)
+                     for b in batches)
+    report = padding_report(batches)
+    assert report.loop_steps == loop_steps and report.real_steps == real_steps
+    pair_report = padding_report(make_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1))
+    assert report.loop_waste < pair_report.loop_waste / 3
+    # The same seed gives the same batches; shuffling only reorders them.
+    again = make_sentence_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1)
+    assert [b.pair_ids for b in again] == [b.pair_ids for b in batches]
+    ordered = make_sentence_batches(pairs, VOCAB, 4, buckets=buckets, seed=1)
+    assert sorted(b.pair_ids for b in ordered) == sorted(b.pair_ids for b in batches)
 
 
 def test_transition_codes_survive():

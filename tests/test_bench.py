@@ -18,6 +18,7 @@ from bench.benchmark import plan
 from bench.benchmark.report import (format_load, format_matrix, format_ratios, is_busy, render_markdown, round_ratios,
                                     targets, write_report)
 from bench.cli import build_parser, main
+from bench import frameworks
 from bench.frameworks import IMPLEMENTATIONS, OPT_IN
 from bench.records import read_records
 from shared.params import ModelConfig
@@ -116,6 +117,14 @@ def test_quick_run_measures_every_implementation_in_rounds(quick_run):
     cached = by_impl["jax", "train", "gold"]["cached_compile"]
     assert cached["cache_hits"] >= 1 and cached["cache_misses"] == 0
     assert (out / "agreement.json").exists()
+    # Timed on sentence batches; the PAD share is that of the slots each implementation computes.
+    for r in records:
+        assert r["batching"] == "sentences"
+        assert 0.0 <= r["padding_waste_loop"] < r["padding_waste_arrays"] < 1.0
+        padding = frameworks.implementation(r["implementation"]).padding
+        expected = {"arrays": r["padding_waste_arrays"], "loop": r["padding_waste_loop"], "none": 0.0}[padding]
+        assert r["padding_waste"] == expected, r["implementation"]
+    assert {frameworks.implementation(r["implementation"]).padding for r in records} >= {"loop", "none"}
     # The load of every round: the machine's load average and the CPU share the worker got.
     for r in records:
         assert r["cpu_count"] == os.cpu_count()
@@ -215,7 +224,7 @@ def _no_workers(*args, **kwargs):
     (["--num-pairs", "0"], "--num-pairs must be at least 1, got 0"),
     (["--batch-sizes", "65"], "batch size 65 is larger than the 64 pairs of snli-dev-sample (infer)"),
     (["--num-pairs", "3", "--batch-sizes", "4"], "batch size 4 is larger than the 3 pairs"),
-    (["--batch-sizes", "60", "--buckets", "8,16,32,64"], "no length bucket of the 64 pairs"),
+    (["--batch-sizes", "60", "--buckets", "8,16,32,64", "--batching", "pairs"], "no length bucket of the 64 pairs"),
     (["--frameworks", ","], "nothing to measure: no implementation left"),
     (["--modes", ","], "nothing to measure: --modes and --transitions need at least one value"),
 ], ids=["rounds-0", "rounds-negative", "round-time-0", "timeout", "num-pairs-0", "batch-over-data",
@@ -357,3 +366,11 @@ def test_sampled_training_step_is_measured(tmp_path):
         ("pytorch", "train", "sampled"), ("jax", "train", "sampled")}
     assert all(r["pairs_per_s"] > 0 and r["rounds"] == 3 for r in records)
     assert main(["run", "--quick", "--modes", "infer", "--transitions", "sampled", "--out", str(tmp_path / "x")]) == 2
+
+
+def test_an_implementation_says_which_pad_slots_it_computes():
+    entry = frameworks.Framework("padless", "padless_pkg", "numpy", "test",
+                                 (frameworks.Implementation("padless", frameworks.MASKED, padding="sometimes"),))
+    with pytest.raises(ValueError, match="unknown padding 'sometimes'"):
+        frameworks.register(entry)
+    assert "padless" not in frameworks.IMPLEMENTATIONS

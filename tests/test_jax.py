@@ -15,10 +15,10 @@ import pytest
 from impl_jax import convert, train
 from impl_jax.classifier import SNLIClassifier
 from impl_jax.explain import jaxpr_stats
-from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS
+from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS, last_step
 from impl_jax.runner import Runner, disable_compilation_cache
 from shared import parsing, reference
-from shared.batching import make_batches
+from shared.batching import make_batches, make_pair_batch
 from shared.compare import max_abs_err
 from shared.params import ModelConfig, ParamError, init_params, load_params, save_params
 from tests.helpers import assert_npz_files_identical, head_params, small_config_for
@@ -134,6 +134,28 @@ def test_the_decision_stays_inside_the_one_loop(vocab, small_batch):
         assert stats["scans"] == 1, stats
         text = str(jaxpr)
         assert "callback" not in text and "f64[" not in text  # nothing leaves the device; float32 throughout
+
+
+def test_steps_past_the_last_real_one_are_skipped(small_config, sample_pairs, vocab):
+    """The scan runs T iterations, but its body is a cond on t < the batch's
+    last real step (impl_jax/model.py, SPINN._step_until): the padded tail
+    takes the branch that computes nothing, and the numbers do not change."""
+    runner = Runner(init_params(small_config, seed=3, dtype=np.float32), small_config)
+    pairs = sample_pairs[:3]
+    tight = make_pair_batch(pairs, vocab)
+    loose = make_pair_batch(pairs, vocab, num_tokens=tight.num_tokens + 20)
+    for a, b in zip(runner.encode(tight), runner.encode(loose)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    jaxpr = jax.make_jaxpr(runner._functions["encode"])(runner.params, runner._arrays(loose))
+    scans = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
+    assert len(scans) == 1 and int(scans[0].params["length"]) == loose.num_steps
+    body = scans[0].params["jaxpr"].jaxpr
+    assert [e.primitive.name for e in body.eqns].count("cond") == 1, [e.primitive.name for e in body.eqns]
+    idle, step = (len(branch.jaxpr.eqns) for branch in next(e for e in body.eqns if e.primitive.name == "cond")
+                  .params["branches"])
+    assert idle < 5 < step  # branch 0 (false) passes the carry through; branch 1 is the step
+    assert int(last_step(jnp.asarray(loose.premise_transitions))) == int(
+        np.flatnonzero((loose.premise_transitions != 0).any(axis=0)).max()) + 1
 
 
 def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small_batch):

@@ -115,6 +115,11 @@ def register(sub) -> None:
                         "mean less padding and more shapes to compile; auto:K takes the K quantiles of the "
                         "data's pair lengths (auto: K=4) [default: "
                         f"{','.join(map(str, DEFAULT_BUCKETS))}]")
+    p.add_argument("--batching", choices=("sentences", "pairs"), default="sentences",
+                   help="sentences: every batch holds 2B sentences of neighbouring lengths, paired in order (the "
+                        "pairing is not the data's; the cost of a step is that of its sentences), so little of it is "
+                        "padding; pairs: the data's pairs, grouped by the bucket of their longer sentence "
+                        "[default: %(default)s]")
     p.add_argument("--compilation-cache", default=None, metavar="DIR",
                    help="turn on the persistent compilation cache of the frameworks that have one, in DIR "
                         f"({', '.join(_cached_frameworks()) or 'none registered'}; off by default): a second run "
@@ -232,7 +237,8 @@ def _check_batches(args, plan: RunPlan) -> None:
         if batch_size > len(lengths):
             raise ValueError(f"batch size {batch_size} is larger than {what} ({mode}): it would measure nothing "
                              f"(a smaller --batch-sizes, or more --num-pairs)")
-        if not plan_batches(lengths, batch_size, buckets=buckets, drop_last=True).batches:
+        if args.batching == "pairs" and not plan_batches(lengths, batch_size, buckets=buckets,
+                                                         drop_last=True).batches:
             raise ValueError(f"no length bucket of {what} ({mode}) holds {batch_size} of them (buckets "
                              f"{','.join(map(str, buckets))}): batch size {batch_size} would measure nothing "
                              f"(fewer --buckets, or a smaller batch)")
@@ -271,6 +277,7 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
             device=args.device, dtype=args.dtype, data=data, sizes=sizes,
             agreement_pairs=defaults["agreement_pairs"],
             buckets=args.buckets if isinstance(args.buckets, str) else list(args.buckets or DEFAULT_BUCKETS),
+            batching=args.batching,
             compilation_cache=cache if cached else None,
             # Without a cache of the user's, a private one times a compilation loaded from it (a report target).
             measure_cache=cached and not cache and "train" in args.modes and "gold" in args.transitions))
@@ -485,7 +492,8 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         "device_peak_implementation": device_peak[0],
         "useful_fraction_of_device_peak": useful / device_peak[1]["matmul_peak_flops_per_s"],
         "peak_mem_bytes": n["peak_mem_bytes"], "peak_rss_bytes": n["peak_rss_bytes"],
-        "padding_waste": n["padding_waste"], "buckets": ready["buckets"],
+        "padding_waste": n["padding_waste"], "padding_waste_arrays": n["padding_waste_arrays"],
+        "padding_waste_loop": n["padding_waste_loop"], "batching": spec.batching, "buckets": ready["buckets"],
         "data": ready["data"], "model": ready["model"],
         "optimizer": "adam" if mode == "train" else None, "options": spec.options,
         "compilation_cache": spec.compilation_cache,

@@ -55,7 +55,8 @@ def _fmt_bytes(n) -> str:
 def format_table(records: list[dict]) -> str:
     """One Markdown row per record, grouped by device, mode, transitions and batch size."""
     header = ("| device | mode | transitions | batch | implementation | pairs/s | step median (ms) | p10-p90 (ms) "
-              "| compile (s) | traces | useful GFLOP/s | % of device peak | peak memory | enc. err | logit err |")
+              "| compile (s) | traces | useful GFLOP/s | % of device peak | peak memory | enc. err | logit err "
+              "| PAD % |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in sorted(records, key=measurement_key):
         lines.append(
@@ -65,8 +66,16 @@ def format_table(records: list[dict]) -> str:
             f"| {r['compile_s']:.2f} | {r['traces']} | {r['useful_flops_per_s'] / 1e9:,.2f} "
             f"| {100 * _device_fraction(r):.1f} "
             f"| {_fmt_bytes(r.get('peak_mem_bytes'))} | {r['max_abs_err_encoding']:.1e} "
-            f"| {r['max_abs_err_logits']:.1e} |")
+            f"| {r['max_abs_err_logits']:.1e} | {_padding_cell(r)} |")
     return "\n".join(lines)
+
+
+def _padding_cell(record: dict) -> str:
+    """The PAD share of the slots the implementation computed (docs/spec.md §6). Older runs
+    recorded only the PAD share of the batch arrays, which is marked."""
+    if "padding_waste" not in record:
+        return "-"
+    return f"{100 * record['padding_waste']:.0f}" + ("" if "padding_waste_arrays" in record else " (arrays)")
 
 
 def _transitions(record: dict) -> str:

@@ -52,7 +52,8 @@ from bench.benchmark.measure import RssSampler, check_agreement, warm_up
 from bench.benchmark.flops import batch_flops
 from bench.config import filter_native_noise, quiet_frameworks
 from bench.datasets import load_dataset
-from shared.batching import length_buckets, make_batches, pair_length, padding_report
+from shared.batching import (length_buckets, make_batches, make_sentence_batches, pair_length, padding_report,
+                             sentence_pairs)
 from shared.parsing import uniforms_for
 from shared.params import ModelConfig, init_params
 from shared.vocab import Vocabulary
@@ -72,6 +73,7 @@ class WorkerSpec:
     agreement_pairs: int = 32  # pairs checked against the float64 reference
     seed: int = 0
     buckets: list | str = field(default_factory=list)  # token-count bucket boundaries, or "auto:K" (quantiles)
+    batching: str = "sentences"  # "sentences": length-sorted sentences (shared.batching.make_sentence_batches); "pairs"
     max_batches: int = 400  # length of the cyclic batch plan of a key
     compilation_cache: str | None = None  # the platform's persistent compilation cache, in this folder
     measure_cache: bool = False  # compile the train step again from a private persistent cache (timed)
@@ -170,10 +172,17 @@ class Worker:
 
     def prepare(self, key: str, mode: str, batch_size: int, transitions: str) -> dict:
         pairs = self.labelled if mode == "train" else self.dataset.pairs
-        batches = make_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,
-                               seed=self.spec.seed, drop_last=True)
+        if self.spec.batching == "sentences":
+            batches = make_sentence_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,
+                                            seed=self.spec.seed)
+        else:
+            batches = make_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,
+                                   seed=self.spec.seed, drop_last=True)
         if not batches:
             return {"skipped": f"fewer pairs than one batch of {batch_size}"}
+        padding = padding_report(batches)
+        if self.spec.batching == "sentences":  # the rows the batches hold (a sampled step reads their data rows)
+            pairs = sentence_pairs(pairs, batch_size, seed=self.spec.seed)
         plan = [batches[k % len(batches)] for k in range(self.spec.max_batches)]
         runner = self.new_runner()
         step, syncs = self._step(runner, mode, transitions, pairs)
@@ -184,7 +193,11 @@ class Worker:
         t0 = time.perf_counter()
         step(plan[0])  # one more warm batch: caches, allocator, thread pools; and an estimate
         estimate = time.perf_counter() - t0
-        reply = {**warm, "step_estimate_s": estimate, "padding_waste": padding_report(batches).waste,
+        # The PAD share of what this implementation computes (bench/frameworks.py, Implementation.padding).
+        computed = {"arrays": padding.waste, "loop": padding.loop_waste, "none": 0.0}
+        reply = {**warm, "step_estimate_s": estimate,
+                 "padding_waste": computed[frameworks.implementation(self.spec.implementation).padding],
+                 "padding_waste_arrays": padding.waste, "padding_waste_loop": padding.loop_waste,
                  "num_batches": len(batches)}
         if self.spec.measure_cache and mode == "train":
             reply["cached_compile"] = self._compile_from_cache(batches, mode, transitions, pairs)
