@@ -54,6 +54,7 @@ class Implementation:
     # slot of [B, T]; "loop", those before the batch's last real step (its loop stops there); "none", none
     # (each sentence runs only its own steps).
     padding: str = "arrays"
+    train_padding: str = ""  # the same for the training step, where it differs ("": as padding)
     framework: str = ""  # filled in by register()
 
 
@@ -90,8 +91,9 @@ def register(framework: Framework) -> Framework:
     for impl in implementations:
         if impl.algorithm not in ALGORITHMS:
             raise ValueError(f"{impl.name}: unknown algorithm {impl.algorithm!r}; choose from {ALGORITHMS}")
-        if impl.padding not in PADDING:
-            raise ValueError(f"{impl.name}: unknown padding {impl.padding!r}; choose from {PADDING}")
+        for padding in (impl.padding, impl.train_padding or impl.padding):
+            if padding not in PADDING:
+                raise ValueError(f"{impl.name}: unknown padding {padding!r}; choose from {PADDING}")
         if impl.name in IMPLEMENTATIONS_BY_NAME and IMPLEMENTATIONS_BY_NAME[impl.name].framework != framework.name:
             raise ValueError(f"implementation {impl.name!r} is already registered by another framework")
     framework = dataclasses.replace(framework, implementations=implementations)
@@ -169,9 +171,11 @@ register(Framework(
 register(Framework(
     name="jax", package="impl_jax", library="jax", extra="jax",
     implementations=(
-        # The scan has T iterations; those past the batch's last real step skip their work (a cond).
-        Implementation("jax", MASKED, padding="loop"),
-        Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True, padding="loop"),
+        # The scan has T iterations; in inference those past the batch's last real step skip their work (a
+        # cond); the training step runs them all (impl_jax/model.py, SPINN.skip_tail).
+        Implementation("jax", MASKED, padding="loop", train_padding="arrays"),
+        Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True, padding="loop",
+                       train_padding="arrays"),
         # SPINN written for one sentence, batched by jax.vmap at trace time.
         Implementation("jax-vmap", VMAP, {"algorithm": "vmap"}, opt_in=True, explained=True),
     ),

@@ -36,6 +36,7 @@ class SNLIClassifier(nn.Module):
     dropout_rate: float = 0.0  # leaves and MLP inputs, training only
     param_dtype: Dtype = jnp.float32
     unroll: int = 1
+    skip_tail: bool = True  # SPINN.skip_tail: the runner turns it off for the programs it differentiates
     # The sentence encoder's class (a class attribute, not a field): impl_jax/vmap.py
     # swaps in SPINN written for one sentence, with the same weights.
     encoder_class: ClassVar[type] = SPINN
@@ -44,7 +45,8 @@ class SNLIClassifier(nn.Module):
         c = self.config
         self.embed = nn.Embed(c.vocab_size, c.embed_dim, param_dtype=self.param_dtype)
         self.projection = nn.Dense(2 * c.hidden_dim, param_dtype=self.param_dtype)  # -> [h; c] of each leaf
-        self.spinn = self.encoder_class(c, layout=self.layout, param_dtype=self.param_dtype, unroll=self.unroll)
+        self.spinn = self.encoder_class(c, layout=self.layout, param_dtype=self.param_dtype, unroll=self.unroll,
+                                        skip_tail=self.skip_tail)
         self.mlp = [nn.Dense(c.mlp_dim, param_dtype=self.param_dtype) for _ in range(c.mlp_layers)]
         self.output = nn.Dense(3, param_dtype=self.param_dtype)
         self.leaf_dropout = nn.Dropout(self.dropout_rate)

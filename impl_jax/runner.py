@@ -179,6 +179,8 @@ class Runner(RunnerBase):
         self.algorithm = algorithm
         self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
                                            param_dtype=jnp.dtype(self.dtype), unroll=unroll)
+        # The same weights; its loop runs every step (impl_jax/model.py, SPINN.skip_tail): what jax.grad differentiates.
+        self.train_model = self.model.clone(skip_tail=False)
         self.params = from_canonical(params, config, self.dtype, self.device)["params"]
         self._frozen_paths: set = set()
         self.opt_state = None
@@ -187,8 +189,8 @@ class Runner(RunnerBase):
         # keyed on shapes), and what tracing and compiling it has cost.
         self._functions = {
             "encode": lambda params, arrays: self._forward(params, arrays),
-            "loss_and_grads": make_loss_and_grads(self.model, self.transition_weight),
-            "reinforce_loss_and_grads": reinforce.make_loss_and_grads(self.model, self.reinforce_weight,
+            "loss_and_grads": make_loss_and_grads(self.train_model, self.transition_weight),
+            "reinforce_loss_and_grads": reinforce.make_loss_and_grads(self.train_model, self.reinforce_weight,
                                                                       self.entropy_weight),
         }
         for mode in MODES:  # the mode is bound before jit: one program per mode
@@ -323,8 +325,9 @@ class Runner(RunnerBase):
         trainable, _ = partition(self.params, self._frozen_paths)
         self.opt_state = jax.device_put(self.optimizer.init(trainable), self.device)
         self.set_learning_rate(lr)
-        self._functions["train_step"] = make_train_step(self.model, self.optimizer, self.seed, self.transition_weight)
-        self._functions["reinforce_step"] = reinforce.make_train_step(self.model, self.optimizer, self.seed,
+        self._functions["train_step"] = make_train_step(self.train_model, self.optimizer, self.seed,
+                                                        self.transition_weight)
+        self._functions["reinforce_step"] = reinforce.make_train_step(self.train_model, self.optimizer, self.seed,
                                                                       self.reinforce_weight, self.entropy_weight)
         # A new optimizer is a new program: forget the old training steps (their costs stay counted).
         for program in STEP_PROGRAMS:

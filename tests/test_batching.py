@@ -295,15 +295,18 @@ def test_sentence_batches_are_padded_little(buckets):
     pairs = _pairs([(n % 13 + 1, (7 * n) % 11 + 1) for n in range(40)])
     batches = make_sentence_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1)
     assert len(batches) == 10 and all(b.size == 4 for b in batches)
-    real_steps = 0
+    def words(batch):  # the token count of each of the batch's 8 sentences
+        return [int(np.count_nonzero(t == SHIFT)) for t in (*batch.premise_transitions, *batch.hypothesis_transitions)]
+
+    real_steps = loop_steps = 0
+    every = sorted(n for p in pairs for n in (len(p.premise), len(p.hypothesis)))
     for batch in batches:
-        lengths = [int(np.count_nonzero(t == SHIFT)) for t in (*batch.premise_transitions, *batch.hypothesis_transitions)]
+        lengths = words(batch)
         assert batch.num_tokens == (bucket_size(max(lengths)) if buckets else max(lengths))
+        # 8 neighbours in length order: a run of the sorted lengths.
+        assert any(sorted(lengths) == every[k:k + 8] for k in range(0, len(every), 8))
         real_steps += sum(2 * n - 1 for n in lengths)
-        # 8 neighbours in length order: the lengths of one batch are a run of the sorted lengths.
-    loop_steps = sum(8 * (2 * max(int(np.count_nonzero(t == SHIFT)) for t in (*b.premise_transitions,
-                                                                              *b.hypothesis_transitions)) - 1)
-                     for b in batches)
+        loop_steps += 8 * (2 * max(lengths) - 1)
     report = padding_report(batches)
     assert report.loop_steps == loop_steps and report.real_steps == real_steps
     pair_report = padding_report(make_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1))
