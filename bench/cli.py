@@ -13,6 +13,7 @@ import sys
 from bench import commands
 from bench.benchmark import compare, plan, report
 from bench.explain import cli as explain_cli
+from bench.figures import command as figures_cli
 from bench.lock import FolderLocked
 from bench.training import cli as training_cli
 from bench.training import curves, scaling
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     training_cli.register(sub)  # train, evaluate
     scaling.register(sub)  # scale
     explain_cli.register(sub)  # explain
+    figures_cli.register(sub)  # figures
     return parser
 
 

@@ -1,15 +1,18 @@
-"""docs/static-vs-dynamic.md and its sequel docs/decided-graphs.md stay true: its code excerpts are the code, its
-figures are what their commands print (times and versions aside), and every
-number its prose quotes is the figure's.
+"""The guides (docs/static-vs-dynamic.md and the chapters after it, bench.guide_sync.GUIDES) stay true: their
+code excerpts are the code, their figures are what their commands print (times and versions aside), and every
+number their prose quotes is the figure's. Each stretch of code is quoted once. The overview
+(docs/overview.md) shows every drawn figure, and no figure is shown in more than two places.
 
-On a failure: ``python -m bench explain --sync-guide`` rewrites the excerpts,
+On a failure of the first kind: ``python -m bench explain --sync-guide`` rewrites the excerpts,
 figures and quoted numbers from the code and fresh runs; then reread the
 prose around what changed.
 """
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,11 @@ EXCERPTS = gs.guide_excerpts(ALL_TEXT)
 FIGURES = gs.guide_figures(ALL_TEXT)
 NUMBERS = gs.guide_numbers(ALL_TEXT)
 RESULTS: dict = {}  # figure command -> its result, run once per session (counts only, no timing)
+DOCS = gs.ROOT / "docs"
+OVERVIEW = DOCS / "overview.md"
+README = gs.ROOT / "README.md"
+# ![alt text](path/to/figure.svg): a drawn figure shown in a guide or the README.
+IMAGE_RE = re.compile(r"!\[(?P<alt>[^\]]*)\]\((?P<path>[^)\s]+\.svg)\)")
 # One worker runs the whole module, so each figure's command runs once, not once per worker.
 pytestmark = pytest.mark.xdist_group("guide")
 
@@ -43,6 +51,48 @@ def test_the_guide_has_excerpts_figures_and_quotes():
     # Every figure and excerpt marker was recognised (a typo would leave it unchecked).
     assert ALL_TEXT.count("<!-- excerpt:") == len(EXCERPTS) and ALL_TEXT.count("<!-- figure:") == len(FIGURES)
     assert len(re.findall(r"\]\(#fig-", ALL_TEXT)) == len(NUMBERS)
+
+
+def excerpt_lines(path: str, spec: str) -> range:
+    """The source lines (1-based) an excerpt marker names, resolved as gs.extract resolves them
+    (GuideError where it names none)."""
+    gs.extract(path, spec)
+    source = (gs.ROOT / path).read_text()
+    lines = source.splitlines()
+    anchors = gs.ANCHORS_RE.match(spec.strip())
+    if anchors:
+        start = next(k for k, line in enumerate(lines) if anchors["start"] in line)
+        end = next(k for k in range(start, len(lines)) if anchors["end"] in lines[k])
+        return range(start + 1, end + 2)
+    node = gs._find_definition(ast.parse(source), spec.strip().split("."))
+    return range(min([node.lineno] + [d.lineno for d in node.decorator_list]), node.end_lineno + 1)
+
+
+def quoted_twice(excerpts: list[tuple[str, str, str]]) -> list[str]:
+    """Every pair of excerpt markers that quote a common line of the same file. A marker that names
+    no lines is left to test_excerpt_matches_the_source, which says why."""
+    spans = []
+    for path, spec, _ in excerpts:
+        try:
+            spans.append((path, spec, excerpt_lines(path, spec)))
+        except gs.GuideError:
+            continue
+    return [f"{path}: {spec} and {other} share lines {max(a[0], b[0])}-{min(a[-1], b[-1])}"
+            for k, (path, spec, a) in enumerate(spans) for other_path, other, b in spans[k + 1:]
+            if path == other_path and a[0] <= b[-1] and b[0] <= a[-1]]
+
+
+def test_no_code_is_quoted_twice():
+    """A reader meets each stretch of code once: a second mention links back
+    to the first quotation instead of repeating it (across all the guides)."""
+    assert quoted_twice(EXCERPTS) == []
+    # The check finds a repeat: the same marker again, and a few lines from inside a quoted function.
+    path, spec, body = next(e for e in EXCERPTS if not gs.ANCHORS_RE.match(e[1].strip()))
+    inner = excerpt_lines(path, spec)
+    lines = (gs.ROOT / path).read_text().splitlines()
+    start, end = lines[inner[1] - 1].strip(), lines[inner[3] - 1].strip()
+    assert len(quoted_twice(EXCERPTS + [(path, spec, body)])) == 1
+    assert len(quoted_twice(EXCERPTS + [(path, f'"{start}" .. "{end}"', "")])) == 1
 
 
 @pytest.mark.parametrize("path, spec, body", EXCERPTS, ids=[f"{p} {s[:40]}" for p, s, _ in EXCERPTS])
@@ -119,7 +169,39 @@ def test_the_glossary_defines_the_words_the_chapters_lean_on():
     for term in ("TreeLSTM", "Tracker", "Thin stack", "tracer", "jaxpr", "carry", "TensorArray", "variant",
                  "Grappler", "lowering", "StableHLO", "Linearise", "transpose", "cotangent", "Dynamo",
                  "AOTAutograd", "Inductor", "vmap", "Autobatching", "Host read", "All-reduce", "GSPMD",
-                 "MirroredStrategy", "DDP", "Straggler"):
+                 "MirroredStrategy", "DDP", "Straggler", "Transition head", "Kernel", "Theano", "Dispatch",
+                 "Executor", "Flax", "Lockstep", "Adam", "Interleaved rounds", "IQR"):
         assert term in entries, term
-    for chapter in gs.GUIDES:
+    for chapter in gs.GUIDES + (OVERVIEW,):
         assert "(glossary.md)" in chapter.read_text(), chapter.name
+
+
+def shown_figures() -> dict[Path, list[str]]:
+    """Each figure file -> the README and docs pages that show it (once per time shown)."""
+    shown: dict[Path, list[str]] = {}
+    for page in [README, *sorted(DOCS.glob("*.md"))]:
+        for m in IMAGE_RE.finditer(page.read_text()):
+            assert m["alt"].strip(), f"{page.name}: {m['path']} has no alt text"
+            shown.setdefault((page.parent / m["path"]).resolve(), []).append(page.name)
+    return shown
+
+
+def test_the_overview_shows_every_figure_and_no_figure_is_shown_more_than_twice():
+    drawn = {path.resolve() for path in (DOCS / "figures").glob("*.svg")}
+    assert len(drawn) >= 7  # the seven the overview's points rest on
+    shown = shown_figures()
+    assert [str(path) for path in shown if path not in drawn] == []  # every link opens a drawn figure
+    overview = {(OVERVIEW.parent / m["path"]).resolve() for m in IMAGE_RE.finditer(OVERVIEW.read_text())}
+    assert drawn <= overview, sorted(str(path) for path in drawn - overview)
+    assert {str(path): pages for path, pages in shown.items() if len(pages) > 2} == {}
+    assert 60 <= len(OVERVIEW.read_text().splitlines()) <= 110  # one page
+
+
+def test_the_readme_opens_with_the_headline_and_leads_to_the_overview():
+    lines = [line for line in README.read_text().splitlines() if line.strip()]
+    assert lines[0].startswith("# ") and IMAGE_RE.fullmatch(lines[1])["path"] == "docs/figures/headline.svg"
+    docs_row = next(line for line in lines if line.startswith("| `docs/` |"))
+    assert re.search(r"\]\(([^)]+)\)", docs_row)[1] == "docs/overview.md"  # the first link of the docs row
+    for chapter in gs.GUIDES:
+        top = "\n".join(chapter.read_text().splitlines()[:8])
+        assert "(overview.md)" in top, chapter.name

@@ -60,6 +60,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 print(f"synced {guide}" + (f"; {len(problems)} problem(s) left to fix by hand" if problems else ""))
             else:
                 print(f"{guide}: {'drifted' if problems else 'in step with the code'}")
+        if not args.guide:  # the figures the guides show are drawn from their explain blocks and the runs
+            from bench.figures.command import FIGURES_DIR, check, draw
+            if args.sync_guide:
+                draw(FIGURES_DIR)
+                print(f"redrew the figures in {FIGURES_DIR}")
+            else:
+                stale = check(FIGURES_DIR)
+                for name in stale:
+                    print(f"figure {FIGURES_DIR / name} is out of date (python -m bench figures redraws it)",
+                          file=sys.stderr)
+                print(f"{FIGURES_DIR}: {'out of date' if stale else 'in step with the guides and runs'}")
+                failed = failed or bool(stale)
         return 1 if failed else 0
     result = run(args)
     print(json.dumps(result, indent=2) if args.json else format_text(result))

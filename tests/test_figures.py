@@ -1,0 +1,216 @@
+"""docs/figures stay true: every committed SVG is what ``python -m bench figures`` draws today, and the numbers
+figures.json says a figure drew are the records' and the project code's.
+
+On a failure of the first test: ``python -m bench figures`` redraws them (after a new benchmark run in
+results/, or an edit of a guide's explain block). The numbers are checked here by a second, plain computation
+from the records and the data, not by calling the figure code again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import types
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from bench import frameworks  # noqa: E402  (after the skip: the figures need matplotlib)
+from bench.cli import main  # noqa: E402
+from bench.figures import command, parsing  # noqa: E402
+from bench.figures.sources import FIGURES_DIR, RESULTS, ROOT  # noqa: E402
+from shared.transitions import REDUCE, SHIFT, TRANSITION_NAMES, build_tree, parse  # noqa: E402
+
+INDEX = json.loads((FIGURES_DIR / command.INDEX).read_text())
+CODES = {name: code for code, name in TRANSITION_NAMES.items()}
+
+
+def read_jsonl(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def spread(ratios: list[float]) -> dict:
+    """Median, quartiles (linear interpolation between order statistics) and range of per-round ratios."""
+    q1, median, q3 = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else ratios * 3
+    return {"median": median, "q1": q1, "q3": q3, "min": min(ratios), "max": max(ratios)}
+
+
+def ratios_over_baseline(records: list[dict]) -> dict:
+    """(device, mode, transitions, batch size, implementation) -> spread of its pairs/s over the baseline's,
+    round by round where both were timed in the same rounds, else the ratio of the overall figures."""
+    base = {(r["device"], r["mode"], r.get("transitions", "gold"), r["batch_size"]): r
+            for r in records if r["implementation"] == frameworks.BASELINE}
+    out = {}
+    for r in records:
+        key = (r["device"], r["mode"], r.get("transitions", "gold"), r["batch_size"])
+        b = base.get(key)
+        if r["implementation"] == frameworks.BASELINE or b is None:
+            continue
+        mine, theirs = r.get("round_pairs_per_s") or [], b.get("round_pairs_per_s") or []
+        if r.get("run_id") == b.get("run_id") and mine and len(mine) == len(theirs):
+            ratios = [x / y for x, y in zip(mine, theirs)]
+        else:
+            ratios = [r["pairs_per_s"] / b["pairs_per_s"]]
+        out[key + (r["implementation"],)] = spread(ratios)
+    return out
+
+
+def assert_spread(drawn: dict, expected: dict) -> None:
+    for name in ("median", "q1", "q3", "min", "max"):
+        assert drawn[name] == pytest.approx(expected[name], abs=2e-6), name
+
+
+# ---------------------------------------------------------------------------
+# The files are current, and a stale one is named
+# ---------------------------------------------------------------------------
+
+def test_the_committed_figures_are_current(capsys):
+    assert main(["figures", "--check"]) == 0, capsys.readouterr().out  # lists each file that differs
+
+
+def test_every_figure_is_in_the_index_with_its_sources():
+    assert list(INDEX) == list(command.FIGURES)
+    for name, entry in INDEX.items():
+        assert entry["file"] == f"{name}.svg" and (FIGURES_DIR / entry["file"]).exists()
+        assert entry["title"] and entry["caption"] and entry["sources"] and entry["data"], name
+
+
+def test_a_drifted_figure_is_named(tmp_path, capsys):
+    copy = tmp_path / "figures"
+    shutil.copytree(FIGURES_DIR, copy)
+    headline = copy / "headline.svg"
+    headline.write_text(headline.read_text().replace("</svg>", "<!-- edited by hand --></svg>"))
+    (copy / "shift-reduce.svg").unlink()
+    assert command.check(copy, ["headline", "shift-reduce", "thin-stack"]) == ["headline.svg", "shift-reduce.svg"]
+    assert main(["figures", "--check", "--only", "headline", "--out", str(copy)]) == 1
+    out = capsys.readouterr().out
+    assert "headline.svg" in out and "shift-reduce" not in out
+    # Redrawing one figure fixes it and leaves the other entries of figures.json as they were.
+    assert main(["figures", "--only", "headline", "--out", str(copy)]) == 0
+    assert headline.read_bytes() == (FIGURES_DIR / "headline.svg").read_bytes()
+    assert json.loads((copy / command.INDEX).read_text()) == INDEX
+
+
+def test_a_missing_results_folder_is_one_line(tmp_path, capsys):
+    assert main(["figures", "--only", "padding", "--results", str(tmp_path / "nowhere"),
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "nowhere" in err and "\n" not in err
+
+
+def test_every_figure_is_linked_from_the_docs():
+    texts = [(ROOT / "README.md").read_text()] + [p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))]
+    unlinked = [name for name in command.FIGURES if not any(f"figures/{name}.svg" in text for text in texts)]
+    assert not unlinked, f"figures no document links: {unlinked}"
+
+
+# ---------------------------------------------------------------------------
+# The numbers drawn, recomputed from the records
+# ---------------------------------------------------------------------------
+
+def test_headline_ratios_are_the_records():
+    records = read_jsonl(RESULTS / "cpu" / "results.jsonl")
+    expected = {key: value for key, value in ratios_over_baseline(records).items() if key[2] == "gold"}
+    drawn = {(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r
+             for r in INDEX["headline"]["data"]}
+    assert drawn.keys() == expected.keys() and expected
+    for key, value in expected.items():
+        assert_spread(drawn[key], value)
+
+
+def test_padding_points_are_the_records():
+    expected = {}
+    for path in sorted(RESULTS.glob("*/results.jsonl")):
+        records = read_jsonl(path)
+        impls = {r.get("implementation") for r in records}
+        # Runs of default implementations only, each record with its padding share, the baseline among them.
+        if (None in impls or frameworks.BASELINE not in impls or impls & frameworks.OPT_IN
+                or any(r.get("padding_waste") is None for r in records)):
+            continue
+        waste = {(r["device"], r["mode"], r.get("transitions", "gold"), r["batch_size"], r["implementation"]):
+                 r["padding_waste"] for r in records}
+        for key, value in ratios_over_baseline(records).items():
+            if key[1] == "infer" and key[2] == "gold" and key[4] not in frameworks.EAGER:
+                expected[(path.parent.name,) + key] = dict(value, padding_waste=waste[key])
+    drawn = {(p["run"], p["device"], p["mode"], p["transitions"], p["batch_size"], p["implementation"]): p
+             for p in INDEX["padding"]["data"]}
+    assert drawn.keys() == expected.keys()
+    assert {"cpu", "cpu-no-padding", "cpu-fine-buckets"} <= {key[0] for key in drawn}
+    for key, value in expected.items():
+        assert_spread(drawn[key], value)
+        assert drawn[key]["padding_waste"] == pytest.approx(value["padding_waste"], abs=1e-6)
+
+
+# ---------------------------------------------------------------------------
+# The sentence, its trace and its thin stack
+# ---------------------------------------------------------------------------
+
+def test_the_shift_reduce_sentence_is_the_rule_and_its_parse():
+    sentence = INDEX["shift-reduce"]["data"]["sentence"]
+    rows = read_jsonl(ROOT / sentence["data_file"])
+    row = rows[sentence["row"]]
+    parsed = parse(row["sentence1_binary_parse"])
+    assert sentence["tokens"] == list(parsed.tokens)
+    assert [CODES[name] for name in sentence["transitions"]] == list(parsed.transitions)
+    assert len(parsed.tokens) == parsing.SENTENCE_WORDS
+    # The first such premise among the labelled rows (the reader skips rows annotators did not agree on).
+    earlier = [r for r in rows[:sentence["row"]] if r["gold_label"] != "-"]
+    assert all(len(parse(r["sentence1_binary_parse"]).tokens) != parsing.SENTENCE_WORDS for r in earlier)
+    # The trace: the buffer empties word by word and the last stack holds the whole tree.
+    steps = INDEX["shift-reduce"]["data"]["steps"]
+    assert [s["transition"] for s in steps] == sentence["transitions"]
+    assert steps[-1]["buffer"] == [] and len(steps[-1]["stack"]) == 1
+    shifted = [sum(t == SHIFT for t in parsed.transitions[:k + 1]) for k in range(len(steps))]
+    assert [len(s["buffer"]) for s in steps] == [len(parsed.tokens) - n for n in shifted]
+
+
+def _phrase(rows: dict, k: int, tokens: list[str]):
+    """The tree a thin-stack row holds, followed through its children's rows."""
+    row = rows[k]
+    if row["kind"] == "leaf":
+        return tokens[row["word"]]
+    assert row["kind"] == "reduce", f"row {k} is pointed at but holds no phrase"
+    return tuple(_phrase(rows, child, tokens) for child in row["children"])
+
+
+def _bracket(tree) -> str:
+    return tree if isinstance(tree, str) else f"({_bracket(tree[0])} {_bracket(tree[1])})"
+
+
+def test_the_thin_stack_pointers_hold_the_trace():
+    data = INDEX["thin-stack"]["data"]
+    tokens = data["sentence"]["tokens"]
+    rows = {row["row"]: row for row in data["rows"]}
+    assert sorted(rows) == list(range(data["N"] + data["T"]))
+    trace = INDEX["shift-reduce"]["data"]["steps"]
+    for step, traced in zip(data["steps"], trace, strict=True):
+        live = step["pointers"][:step["sp"]]
+        assert [_bracket(_phrase(rows, k, tokens)) for k in live] == traced["stack"], step["step"]
+    transitions = [CODES[name] for name in data["sentence"]["transitions"]]
+    root = data["steps"][-1]["pointers"][0]
+    assert _phrase(rows, root, tokens) == build_tree(tokens, transitions)
+
+
+def test_the_thin_stack_replay_is_the_jax_model_write():
+    pytest.importorskip("jax")
+    pytest.importorskip("flax")
+    import jax.numpy as jnp
+
+    from impl_jax.model import SPINN
+
+    data = INDEX["thin-stack"]["data"]
+    N, T = data["N"], data["T"]
+    transitions = [CODES[name] for name in data["sentence"]["transitions"]]
+    thin = types.SimpleNamespace(layout="thin")  # _write reads only the layout of its module
+    stack, pointers = jnp.zeros((N + T, 1, 2)), jnp.zeros((1, N + 1), jnp.int32)
+    sp = bp = jnp.zeros((1,), jnp.int32)
+    rows = jnp.arange(1, dtype=jnp.int32)
+    composed = jnp.ones((1, 2))
+    for t, op in enumerate(transitions):
+        is_shift, is_reduce = jnp.array([op == SHIFT]), jnp.array([op == REDUCE])
+        stack, pointers, sp, bp = SPINN._write(thin, stack, pointers, sp, bp, t, is_shift, is_reduce, None,
+                                               composed, rows, N)
+        step = data["steps"][t]
+        assert pointers[0].tolist() == step["pointers"] and int(sp[0]) == step["sp"] and int(bp[0]) == step["bp"]
