@@ -179,7 +179,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from shared.batching import make_batches
+    from bench.benchmark.flops import batch_flops, masked_flops
+    from bench.config import preset
+    from shared.batching import make_batches, make_sentence_batches, padding_report
+    from shared.params import ModelConfig
     from shared.stats import dataset_stats, format_stats
     from shared.vocab import Vocabulary
 
@@ -189,4 +192,19 @@ def cmd_data(args: argparse.Namespace) -> int:
     stats = dataset_stats(dataset.pairs, dataset.report, batches)
     print(f"data: {dataset.name}, vocabulary {len(vocab)} words, batch size {args.batch_size}")
     print(format_stats(stats))
+    # The benchmark's batches (docs/spec.md §2), and what the masked algorithm computes of them.
+    sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size) if len(dataset.pairs) >= args.batch_size \
+        else []
+    if sentences:
+        pairs_loop = padding_report(batches).loop_waste
+        report = padding_report(sentences)
+        config = ModelConfig(vocab_size=len(vocab), **preset("full"))
+        ratio = sum(masked_flops(config, b) for b in sentences) / sum(batch_flops(config, b) for b in sentences)
+        print(f"\nin a loop that stops at each batch's last real step, {pairs_loop:.1%} of the steps above are PAD\n"
+              f"sentence batches (the benchmark's): {report.num_batches:,} batches of {2 * args.batch_size} "
+              f"sentences sorted by length; {report.waste:.1%} of their slots are PAD, {report.loop_waste:.1%} "
+              f"in such a loop, of {report.loop_steps / (2 * args.batch_size * report.num_batches):.1f} steps a "
+              f"batch on average\n"
+              f"the masked algorithm (every sentence runs the tracker and a composition at every step of that loop) "
+              f"computes {ratio:.2f}x the useful FLOPs of the full-size model on them")
     return 0

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bench.benchmark.compare import compare, format_compare
-from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, sentence_flops
+from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, masked_flops, sentence_flops
 from bench.benchmark.measure import pairwise_agreement
 from bench.benchmark import plan
 from bench.benchmark.report import (format_load, format_matrix, format_ratios, is_busy, render_markdown, round_ratios,
@@ -49,6 +49,13 @@ def test_flops_by_hand_on_a_small_tree():
     assert batch_flops(config, batch, "train") == TRAIN_FACTOR * (2 * 892 + 120)
     no_tracker = config.replace(tracker_dim=0)
     assert sentence_flops(no_tracker, transitions) == leaves + 2 * 2 * (2 * 3 * 15)
+    # The masked loop: 5 steps (the PADs after the last real one are not run), and at each of them both
+    # sentences run the tracker and a composition.
+    per_step = 2 * (9 * 4 + 1 * 4) + 2 * (2 * 3 * 15 + 1 * 15)
+    assert masked_flops(config, batch) == 2 * (leaves + 5 * per_step) + 120
+    short = np.array([[1, 0, 0, 0, 0, 0, 0]])  # one word: one step, no composition used
+    mixed = types.SimpleNamespace(premise_transitions=transitions, hypothesis_transitions=short, size=1)
+    assert masked_flops(config, mixed) == leaves + 1 * 2 * 2 * 6 + 2 * 5 * per_step + 120
 
 
 def test_read_records_ignores_a_line_cut_by_interruption(tmp_path):

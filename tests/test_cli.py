@@ -146,6 +146,9 @@ def test_data_command_reports_the_sample(capsys):
     out = capsys.readouterr().out
     assert "1,289" in out and "1,273" in out and "16 without gold label" in out
     assert "padding" in out
+    # The benchmark's sentence batches at the default batch size, 128: 2,546 sentences, 9 batches of 256.
+    assert "sentence batches (the benchmark's): 9 batches of 256 sentences" in out
+    assert "the masked algorithm" in out and "x the useful FLOPs" in out
 
 
 def test_all_frameworks_are_installed():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from shared.params import ModelConfig
-from shared.transitions import REDUCE, SHIFT
+from shared.transitions import PAD, REDUCE, SHIFT
 
 TRAIN_FACTOR = 3
 
@@ -32,6 +32,23 @@ def sentence_flops(config: ModelConfig, transitions: np.ndarray) -> int:
     tracker = steps * 2 * (3 * H * 4 * D + D * 4 * D) if D > 0 else 0
     reduce = reduces * 2 * (2 * H * 5 * H + (D * 5 * H if D > 0 else 0))
     return leaves + tracker + reduce
+
+
+def masked_flops(config: ModelConfig, batch) -> int:
+    """Forward matmul FLOPs that the masked algorithm computes for a pair batch:
+    its loop runs to the batch's last real step, and at every step every
+    sentence runs the tracker and a composition, used or not (its masks keep
+    the results of the real ones only). Compare with :func:`batch_flops`,
+    which counts only the steps that act."""
+    H, D = config.hidden_dim, config.tracker_dim
+    transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+    acting = (transitions != PAD).any(axis=0)
+    steps = int(np.flatnonzero(acting).max()) + 1 if acting.any() else 0
+    tracker = 2 * (3 * H * 4 * D + D * 4 * D) if D > 0 else 0
+    reduce = 2 * (2 * H * 5 * H + (D * 5 * H if D > 0 else 0))
+    real = sentence_flops(config, transitions)
+    real_loop = int(np.sum(transitions != PAD)) * tracker + int(np.sum(transitions == REDUCE)) * reduce
+    return real - real_loop + transitions.shape[0] * steps * (tracker + reduce) + classifier_flops(config, batch.size)
 
 
 def classifier_flops(config: ModelConfig, batch_size: int) -> int:
