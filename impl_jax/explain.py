@@ -216,12 +216,22 @@ def _format_vmap(r: dict) -> list[str]:
 
 
 def _body_stats(closed) -> dict:
+    """The program's top-level equations and scans, and its first scan body's
+    equations, nested ones counted (the step sits inside a cond)."""
     jaxpr = closed.jaxpr
     scans = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
-    body = scans[0].params["jaxpr"].jaxpr
-    types = collections.Counter(eqn.primitive.name for eqn in body.eqns)
-    return {"eqns": len(jaxpr.eqns), "scans": len(scans), "body_eqns": len(body.eqns),
+    body = list(_nested_eqns(scans[0].params["jaxpr"].jaxpr))
+    types = collections.Counter(eqn.primitive.name for eqn in body)
+    return {"eqns": len(jaxpr.eqns), "scans": len(scans), "body_eqns": len(body),
             "body_selects": types.get("select_n", 0)}
+
+
+def _nested_eqns(jaxpr):
+    """Every equation of ``jaxpr`` and of the jaxprs nested in it."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in _sub_jaxprs(eqn):
+            yield from _nested_eqns(sub)
 
 
 def explain_parse(batches, config: ModelConfig, params) -> dict:

@@ -249,8 +249,11 @@ class SPINN(tf.Module):
             records["transitions"] = tf.TensorArray(tf.int32, size=T, element_shape=[None])
         if mode == "sampled":
             records["scores"] = tf.zeros([S, 2], tf.float64)  # per sentence: (logprob, entropy), summed in float64
+        # The loop writes elements 0..last-1 of each TensorArray. Stacking
+        # gives the elements never written as zeros (a TensorList's unset
+        # elements, with and without XLA), which is what a PAD step records:
+        # logits 0, transition PAD (0).
         encodings, records = self._loop(loop, memory, last, records)
-        records = _fill_records(records, last, T, S)
         followed = tf.transpose(records["transitions"].stack()) if loop.deciding else transitions  # [S, T]
         if mode == "sampled":
             logprob, entropy = tf.unstack(tf.cast(records["scores"], dtype), axis=1)
@@ -397,22 +400,6 @@ class SPINN(tf.Module):
         depth = depth + tf.cast(is_shift, tf.int32) - tf.cast(is_reduce, tf.int32)
         buffer = buffer + tf.cast(is_shift, tf.int32)
         return t + 1, memory, pointers, depth, buffer, state
-
-
-def _fill_records(records: dict, start, T, S) -> dict:
-    """The TensorArrays of ``records`` with elements ``start``..T-1 written
-    as zeros (what a PAD step records: logits 0, transition PAD), so each
-    holds its T elements although the loop stopped at ``start``. A loop of
-    writes and no arithmetic: XLA needs every shape known, so it cannot be
-    one scatter of T - start elements."""
-    arrays = {name: r for name, r in records.items() if isinstance(r, tf.TensorArray)}
-
-    def body(t, arrays):
-        return t + 1, {name: r.write(t, tf.zeros([S] + r.element_shape.as_list()[1:], r.dtype))
-                       for name, r in arrays.items()}
-
-    _, arrays = tf.while_loop(lambda t, _: t < T, body, (start, arrays), maximum_iterations=T)
-    return {**records, **arrays}
 
 
 def _record(records: dict, t, taken: dict) -> dict:

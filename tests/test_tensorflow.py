@@ -340,10 +340,9 @@ def test_one_parse_trace_per_mode_serves_every_shape(device, sample_pairs, vocab
 
 
 def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
-    """A predicted parse is one while loop of steps with no call back into
-    Python (and a second that only writes the records' zeros after the
-    batch's last step); encode (the gold path) traces exactly the graph of
-    the same model without a head, so it costs what it always did."""
+    """A predicted parse is one while loop with no call back into Python;
+    encode (the gold path) traces exactly the graph of the same model
+    without a head, so it costs what it always did."""
     head_config = small_config.replace(transition_head=True)
     with_head = Runner(init_params(head_config, seed=1), head_config)
     without = Runner(init_params(small_config, seed=1), small_config)
@@ -352,12 +351,8 @@ def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
     # The predicted parse, traced from the runner's input signature alone.
     concrete = tf.function(lambda *inputs: with_head.model.parse(*inputs, mode="predicted"),
                            input_signature=INPUTS, autograph=False).get_concrete_function()
-    loops = [op for op in concrete.graph.get_operations() if op.type in ("While", "StatelessWhile")]
-    assert len(loops) == 2
-    bodies = [concrete.graph._get_function(op.get_attr("body").name).graph for op in loops]
-    body_ops = [{o.type for o in body.get_operations()} for body in bodies]
-    steps, fill = sorted(body_ops, key=len, reverse=True)
-    assert "MatMul" in steps and not fill & {"MatMul", "Greater", "Sigmoid", "Tanh"}, fill
+    outer = [op.type for op in concrete.graph.get_operations()]
+    assert sum(op in ("While", "StatelessWhile") for op in outer) == 1
     counts = graph_op_counts(concrete)
     assert not [op for op in counts if "PyFunc" in op], counts
     assert counts["Greater"] >= 1 and counts["TensorListSetItem"] >= 2  # the decision t_R > t_S; two records
