@@ -196,7 +196,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size) if len(dataset.pairs) >= args.batch_size \
         else []
     if sentences:
-        pairs_loop = padding_report(batches).loop_waste
+        pairs_loop = stats["padding"]["loop_waste"]
         report = padding_report(sentences)
         config = ModelConfig(vocab_size=len(vocab), **preset("full"))
         ratio = sum(masked_flops(config, b) for b in sentences) / sum(batch_flops(config, b) for b in sentences)

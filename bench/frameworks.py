@@ -57,6 +57,10 @@ class Implementation:
     train_padding: str = ""  # the same for the training step, where it differs ("": as padding)
     framework: str = ""  # filled in by register()
 
+    def padding_in(self, mode: str) -> str:
+        """Which PAD slots it computes in ``mode`` ("infer" or "train")."""
+        return (self.train_padding or self.padding) if mode == "train" else self.padding
+
 
 @dataclass(frozen=True)
 class Framework:
@@ -91,7 +95,7 @@ def register(framework: Framework) -> Framework:
     for impl in implementations:
         if impl.algorithm not in ALGORITHMS:
             raise ValueError(f"{impl.name}: unknown algorithm {impl.algorithm!r}; choose from {ALGORITHMS}")
-        for padding in (impl.padding, impl.train_padding or impl.padding):
+        for padding in (impl.padding_in("infer"), impl.padding_in("train")):
             if padding not in PADDING:
                 raise ValueError(f"{impl.name}: unknown padding {padding!r}; choose from {PADDING}")
         if impl.name in IMPLEMENTATIONS_BY_NAME and IMPLEMENTATIONS_BY_NAME[impl.name].framework != framework.name:

@@ -86,25 +86,15 @@ def jaxpr_stats(closed) -> dict:
     """Equations of a (closed) jaxpr: at the top level, counting nested jaxprs,
     and of every scan body (nested ones counted: the model's step sits inside
     a cond), in the order the scans appear."""
-    scans = []
-
-    def total(jaxpr, found=None) -> int:
-        n = 0
-        for eqn in jaxpr.eqns:
-            n += 1
-            if eqn.primitive.name == "scan" and found is not None:
-                found.append(eqn)
-            for sub in _sub_jaxprs(eqn):
-                n += total(sub, found)
-        return n
-
     jaxpr = closed.jaxpr
+    nested = list(_nested_eqns(jaxpr))
+    scans = [eqn for eqn in nested if eqn.primitive.name == "scan"]
     stats = {
         "eqns": len(jaxpr.eqns),
-        "eqns_total": total(jaxpr, scans),
+        "eqns_total": len(nested),
         "primitives": dict(collections.Counter(e.primitive.name for e in jaxpr.eqns).most_common(6)),
         "scans": len(scans),
-        "scan_body_eqns": [total(eqn.params["jaxpr"].jaxpr) for eqn in scans],
+        "scan_body_eqns": [sum(1 for _ in _nested_eqns(eqn.params["jaxpr"].jaxpr)) for eqn in scans],
         "scan_lengths": [int(eqn.params["length"]) for eqn in scans],
     }
     if scans:

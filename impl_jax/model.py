@@ -371,11 +371,11 @@ def count_leaves(transitions):
 
 
 def last_step(transitions):
-    """<int32>[]: one past the last step that is not PAD in any row, the
-    number of steps the batch really needs (T, its padded length, or less)."""
-    T = transitions.shape[-1]
-    used = jnp.any(transitions != PAD, axis=0) if transitions.ndim > 1 else transitions != PAD
-    return jnp.max(jnp.where(used, jnp.arange(1, T + 1, dtype=jnp.int32), 0))
+    """<int32>[]: one past the last step that is not PAD in any row of
+    transitions <int32>[S, T], the number of steps the batch really needs
+    (T, its padded length, or less)."""
+    used = jnp.any(transitions != PAD, axis=0)
+    return jnp.max(jnp.where(used, jnp.arange(1, transitions.shape[1] + 1, dtype=jnp.int32), 0))
 
 
 def _decide(logits, uniform, can_shift, can_reduce, mode: str):

@@ -387,16 +387,22 @@ class PaddingReport:
         )
 
 
+def loop_length(transitions: np.ndarray) -> int:
+    """T_real of ``transitions`` <int>[S, T]: one past the last step that is
+    not PAD in any row, the steps a loop that stops after the batch's last
+    real step runs (0 when every step is PAD)."""
+    acting = (np.asarray(transitions) != PAD).any(axis=0)
+    return int(np.flatnonzero(acting).max(initial=-1)) + 1
+
+
 def padding_report(batches: Sequence[PairBatch]) -> PaddingReport:
     """Count real and padded slots over ``batches``."""
     real_steps = total_steps = real_tokens = token_slots = loop_steps = 0
     shapes: set[tuple[int, int]] = set()
     for batch in batches:
-        # T_real: one past the last non-PAD step of any row, premise or
-        # hypothesis (an implementation may run both sides as one batch).
-        steps = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions]) != PAD
-        last = int(np.flatnonzero(steps.any(axis=0)).max(initial=-1)) + 1
-        loop_steps += steps.shape[0] * last
+        # Premise and hypothesis together: an implementation may run both sides as one batch.
+        loop_steps += 2 * batch.size * loop_length(np.concatenate([batch.premise_transitions,
+                                                                   batch.hypothesis_transitions]))
         for transitions, tokens in (
             (batch.premise_transitions, batch.premise_tokens),
             (batch.hypothesis_transitions, batch.hypothesis_tokens),

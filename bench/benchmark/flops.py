@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.batching import loop_length
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT
 
@@ -23,15 +24,22 @@ TRAIN_FACTOR = 3
 
 def sentence_flops(config: ModelConfig, transitions: np.ndarray) -> int:
     """Forward matmul FLOPs of encoding sentences with these transitions <int>[B, T]."""
-    E, H, D = config.embed_dim, config.hidden_dim, config.tracker_dim
+    E, H = config.embed_dim, config.hidden_dim
     transitions = np.asarray(transitions)
     shifts = int(np.sum(transitions == SHIFT))
     reduces = int(np.sum(transitions == REDUCE))
     steps = shifts + reduces  # non-PAD steps: the tracker runs on each
+    tracker, reduce = _step_flops(config)
     leaves = shifts * 2 * E * 2 * H  # x @ projection.kernel [E, 2H]
-    tracker = steps * 2 * (3 * H * 4 * D + D * 4 * D) if D > 0 else 0
-    reduce = reduces * 2 * (2 * H * 5 * H + (D * 5 * H if D > 0 else 0))
-    return leaves + tracker + reduce
+    return leaves + steps * tracker + reduces * reduce
+
+
+def _step_flops(config: ModelConfig) -> tuple[int, int]:
+    """Matmul FLOPs of one sentence's tracker step and of one composition."""
+    H, D = config.hidden_dim, config.tracker_dim
+    tracker = 2 * (3 * H * 4 * D + D * 4 * D) if D > 0 else 0
+    reduce = 2 * (2 * H * 5 * H + (D * 5 * H if D > 0 else 0))
+    return tracker, reduce
 
 
 def masked_flops(config: ModelConfig, batch) -> int:
@@ -40,15 +48,12 @@ def masked_flops(config: ModelConfig, batch) -> int:
     sentence runs the tracker and a composition, used or not (its masks keep
     the results of the real ones only). Compare with :func:`batch_flops`,
     which counts only the steps that act."""
-    H, D = config.hidden_dim, config.tracker_dim
     transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
-    acting = (transitions != PAD).any(axis=0)
-    steps = int(np.flatnonzero(acting).max()) + 1 if acting.any() else 0
-    tracker = 2 * (3 * H * 4 * D + D * 4 * D) if D > 0 else 0
-    reduce = 2 * (2 * H * 5 * H + (D * 5 * H if D > 0 else 0))
+    tracker, reduce = _step_flops(config)
     real = sentence_flops(config, transitions)
     real_loop = int(np.sum(transitions != PAD)) * tracker + int(np.sum(transitions == REDUCE)) * reduce
-    return real - real_loop + transitions.shape[0] * steps * (tracker + reduce) + classifier_flops(config, batch.size)
+    every_step = transitions.shape[0] * loop_length(transitions) * (tracker + reduce)
+    return real - real_loop + every_step + classifier_flops(config, batch.size)
 
 
 def classifier_flops(config: ModelConfig, batch_size: int) -> int:

@@ -195,8 +195,7 @@ class Worker:
         estimate = time.perf_counter() - t0
         # The PAD share of what this implementation computes (bench/frameworks.py, Implementation.padding).
         computed = {"arrays": padding.waste, "loop": padding.loop_waste, "none": 0.0}
-        impl = frameworks.implementation(self.spec.implementation)
-        kind = (impl.train_padding or impl.padding) if mode == "train" else impl.padding
+        kind = frameworks.implementation(self.spec.implementation).padding_in(mode)
         reply = {**warm, "step_estimate_s": estimate, "padding_waste": computed[kind],
                  "padding_waste_arrays": padding.waste, "padding_waste_loop": padding.loop_waste,
                  "num_batches": len(batches)}
