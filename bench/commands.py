@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,8 @@ from bench import frameworks
 from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset
 from bench.progress import Progress
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def register(sub) -> None:
@@ -47,6 +51,8 @@ def register(sub) -> None:
     p = sub.add_parser("data", help="statistics of a data set: rows, lengths, tree depth, padding waste")
     add_data_arguments(p)
     p.add_argument("--batch-size", type=int, default=128, help="for the padding figures [default: %(default)s]")
+    p.add_argument("--out", default=None, metavar="FILE.json",
+                   help="also write the statistics as one JSON record, with what measured them (docs/spec.md §6)")
     p.set_defaults(func=cmd_data)
 
 
@@ -195,16 +201,31 @@ def cmd_data(args: argparse.Namespace) -> int:
     # The benchmark's batches (docs/spec.md §2), and what the masked algorithm computes of them.
     sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size) if len(dataset.pairs) >= args.batch_size \
         else []
+    source = stats.get("source")
+    if source and Path(source).resolve().is_relative_to(ROOT):  # a record names the repository's files relatively
+        stats = {**stats, "source": Path(source).resolve().relative_to(ROOT).as_posix()}
+    record = {"data": dataset.name, "vocabulary": len(vocab), "batch_size": args.batch_size, "pairs": stats}
     if sentences:
         pairs_loop = stats["padding"]["loop_waste"]
         report = padding_report(sentences)
         config = ModelConfig(vocab_size=len(vocab), **preset("full"))
         ratio = sum(masked_flops(config, b) for b in sentences) / sum(batch_flops(config, b) for b in sentences)
+        steps_per_batch = report.loop_steps / (2 * args.batch_size * report.num_batches)
         print(f"\nin a loop that stops at each batch's last real step, {pairs_loop:.1%} of the steps above are PAD\n"
               f"sentence batches (the benchmark's): {report.num_batches:,} batches of {2 * args.batch_size} "
               f"sentences sorted by length; {report.waste:.1%} of their slots are PAD, {report.loop_waste:.1%} "
-              f"in such a loop, of {report.loop_steps / (2 * args.batch_size * report.num_batches):.1f} steps a "
-              f"batch on average\n"
+              f"in such a loop, of {steps_per_batch:.1f} steps a batch on average\n"
               f"the masked algorithm (every sentence runs the tracker and a composition at every step of that loop) "
               f"computes {ratio:.2f}x the useful FLOPs of the full-size model on them")
+        sentence_padding = dataclasses.asdict(report)
+        sentence_padding["shapes"] = [list(shape) for shape in sentence_padding["shapes"]]
+        record["sentences"] = {"padding": sentence_padding, "loop_steps_per_batch": steps_per_batch,
+                               "masked_flops_over_useful": ratio}
+    if args.out:
+        from bench.provenance import machine, provenance
+        from bench.records import write_json
+
+        write_json(args.out, {**record, **provenance("data"), **machine(),
+                              "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        print(f"\nwrote {args.out}")
     return 0

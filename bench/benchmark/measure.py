@@ -1,35 +1,17 @@
 """The measurements of one implementation: agreement with the reference, warm-up, memory.
 
 Used inside a worker process (bench/benchmark/worker.py); ``pairwise_agreement``
-and ``git_commit`` by the parent that collects the results. The timing itself
+by the parent that collects the results. The timing itself
 is the worker's ``time`` request, driven in rounds by bench/benchmark/plan.py.
 """
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
-
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def git_commit() -> str:
-    """The commit being measured (``-dirty`` with uncommitted changes to tracked files)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
-                             cwd=ROOT, timeout=10)
-        if out.returncode == 0:
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                   text=True, cwd=ROOT, timeout=10).stdout.strip()
-            return out.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return "unknown"
 
 
 class RssSampler:

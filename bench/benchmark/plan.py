@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import frameworks
-from bench.benchmark.measure import git_commit, pairwise_agreement
+from bench.benchmark.measure import pairwise_agreement
 from bench.benchmark.pool import WorkerPool
 from bench.benchmark.report import (format_host_syncs, format_matrix, format_phases, format_ratios, format_table,
                                     format_targets, is_busy, load_summary, other_work_limit, variants_measured, write_report)
@@ -39,6 +39,7 @@ from bench.benchmark.worker import WorkerSpec
 from bench.config import preset
 from bench.datasets import add_data_arguments, load_dataset
 from bench.lock import lock_output
+from bench.provenance import provenance
 from bench.progress import Progress
 from bench.records import append_record, read_records, write_json
 from shared.batching import DEFAULT_BUCKETS, length_buckets, pair_length, plan_batches
@@ -305,8 +306,11 @@ def _run(args, plan: RunPlan, out_dir: Path) -> int:
     todo = [key for key in plan.keys if any((name, *key) not in done for name in names)]
     if args.resume and not todo:
         print(f"benchmark: {results} already holds every measurement asked for", file=sys.stderr)
-    run = {"run_id": time.strftime("%Y%m%dT%H%M%S"), "git_commit": git_commit(), "rounds": plan.rounds,
-           "round_time": plan.round_time, "cpu_count": os.cpu_count()}
+    run = {"run_id": time.strftime("%Y%m%dT%H%M%S"), "rounds": plan.rounds, "round_time": plan.round_time,
+           "cpu_count": os.cpu_count(),
+           # What each implementation's records measured (bench/provenance.py), taken as the run starts.
+           "provenance": {name: provenance("benchmark", [frameworks.framework(frameworks.resolve(name)[0]).package])
+                          for name in names}}
     note = busy_note()
     if note:
         print(note, file=sys.stderr)
@@ -499,7 +503,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         "compilation_cache": spec.compilation_cache,
         **{k: v for k, v in agreement.items()},
         **{k: ready[k] for k in ("python", "numpy", "platform", "cpu", "threads", "precision_modes")},
-        "git_commit": run["git_commit"], "run_id": run["run_id"],
+        **run["provenance"][worker.name], "run_id": run["run_id"],
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     for optional in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch"):

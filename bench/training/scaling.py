@@ -37,6 +37,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.lock import lock_output
+from bench.provenance import provenance
 from bench.records import append_record, read_records
 from bench.training.metrics import read_metrics
 
@@ -91,8 +92,9 @@ def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
     return chosen, replicas
 
 
-def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
-    """One ``bench train`` run; its record (what the report reads)."""
+def run_one(args, framework: str, k: int, round_: int, out: Path, provenances: dict) -> dict:
+    """One ``bench train`` run; its record (what the report reads). ``provenances``: each framework's
+    provenance keys, taken as the command started (bench/provenance.py)."""
     folder = out / "runs" / f"{framework}-k{k}-r{round_}"
     argv = [sys.executable, "-m", "bench", "train", "--framework", framework, "--replicas", str(k),
             "--data", args.data, "--size", args.size, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
@@ -105,7 +107,8 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
         raise RuntimeError(f"bench train --framework {framework} --replicas {k} failed: {tail}")
     record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size,
               "size": args.size, "data": args.data, "wall_s": wall, "load": os.getloadavg()[0],
-              "cpu_count": os.cpu_count(), **summarize(folder, args.warmup)}
+              "cpu_count": os.cpu_count(), **summarize(folder, args.warmup), **provenances[framework],
+              "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for heavy in ("checkpoints", "model.npz", "best.npz"):  # the weights are not what this measures
         path = folder / heavy
         if path.is_dir():
@@ -145,11 +148,12 @@ def cmd_scale(args: argparse.Namespace) -> int:
             if results.exists():
                 raise ValueError(f"{results} exists: choose another --out, or --report-only")
             configs = [(f, k) for f in chosen for k in replicas]
+            provenances = {f: provenance("training", [frameworks.framework(f).package]) for f in chosen}
             for round_ in range(args.rounds):
                 shift = round_ % len(configs)
                 for framework, k in configs[shift:] + configs[:shift]:
                     print(f"round {round_ + 1}/{args.rounds}: {framework} --replicas {k}", file=sys.stderr, flush=True)
-                    append_record(results, run_one(args, framework, k, round_, out))
+                    append_record(results, run_one(args, framework, k, round_, out, provenances))
         finally:
             lock.release()
     text = render(read_records(results))
@@ -159,9 +163,30 @@ def cmd_scale(args: argparse.Namespace) -> int:
     return 0
 
 
-def _quartiles(values) -> str:
-    q1, q2, q3 = np.percentile(values, [25, 50, 75])
-    return f"{q2:.2f} ({q1:.2f}-{q3:.2f})"
+def summary(records: list[dict]) -> list[dict]:
+    """One row per (framework, K), in the records' order: pairs/s (median over rounds of each run's median
+    step), the speed-up over one replica per round (median of per-step ratios; the rounds' median and
+    quartiles), efficiency, and each replica's mean compute and all-reduce wait and the straggler gap where
+    the engine shows them."""
+    by = {}
+    for r in records:
+        by.setdefault((r["framework"], r["replicas"]), {})[r["round"]] = r
+    rows = []
+    for (framework, k), rounds in by.items():
+        base = by.get((framework, 1), {})
+        ratios = [float(np.median(np.array(base[i]["step_s"]) / np.array(rounds[i]["step_s"])))
+                  for i in rounds if i in base and len(base[i]["step_s"]) == len(rounds[i]["step_s"])]
+        q1, median, q3 = (np.percentile(ratios, [25, 50, 75]).tolist() if ratios and k > 1 else (None,) * 3)
+        gaps = [(r["straggler_gap_s"], r["straggler_gap_share"]) for r in rounds.values() if "straggler_gap_s" in r]
+        rows.append({"framework": framework, "replicas": k,
+                     "pairs_per_s": float(np.median([r["pairs_per_s"] for r in rounds.values()])),
+                     "speedup": median, "speedup_q1": q1, "speedup_q3": q3,
+                     "efficiency": median / k if median is not None else None,
+                     "compute_s": _mean_per_replica(rounds, "replica_compute_s"),
+                     "allreduce_wait_s": _mean_per_replica(rounds, "replica_allreduce_wait_s"),
+                     "straggler_gap_s": float(np.mean([g for g, _ in gaps])) if gaps else None,
+                     "straggler_gap_share": float(np.mean([s for _, s in gaps])) if gaps else None})
+    return rows
 
 
 def render(records: list[dict]) -> str:
@@ -178,21 +203,17 @@ def render(records: list[dict]) -> str:
              "| framework | replicas | pairs/s (median of steps; rounds' median) | speed-up over 1 (IQR over rounds) "
              "| efficiency | compute s/step per replica | all-reduce wait s/step per replica | straggler gap |",
              "|---|---|---|---|---|---|---|---|"]
-    by = {}
-    for r in records:
-        by.setdefault((r["framework"], r["replicas"]), {})[r["round"]] = r
-    for (framework, k), rounds in by.items():
-        base = by.get((framework, 1), {})
-        ratios = [float(np.median(np.array(base[i]["step_s"]) / np.array(rounds[i]["step_s"])))
-                  for i in rounds if i in base and len(base[i]["step_s"]) == len(rounds[i]["step_s"])]
-        pps = float(np.median([r["pairs_per_s"] for r in rounds.values()]))
-        speedup = _quartiles(ratios) + "x" if ratios and k > 1 else "1x" if k == 1 else "-"
-        efficiency = f"{np.median(ratios) / k:.0%}" if ratios and k > 1 else "-"
-        compute = _per_replica(rounds, "replica_compute_s")
-        wait = _per_replica(rounds, "replica_allreduce_wait_s")
-        gaps = [(r["straggler_gap_s"], r["straggler_gap_share"]) for r in rounds.values() if "straggler_gap_s" in r]
-        gap = (f"{np.mean([g for g, _ in gaps]):.3f} s ({np.mean([s for _, s in gaps]):.0%})" if gaps else "-")
-        lines.append(f"| {framework} | {k} | {pps:,.1f} | {speedup} | {efficiency} | {compute} | {wait} | {gap} |")
+    for row in summary(records):
+        k = row["replicas"]
+        speedup = (f"{row['speedup']:.2f} ({row['speedup_q1']:.2f}-{row['speedup_q3']:.2f})x"
+                   if row["speedup"] is not None else "1x" if k == 1 else "-")
+        efficiency = f"{row['efficiency']:.0%}" if row["efficiency"] is not None else "-"
+        compute = " / ".join(f"{v:.3f}" for v in row["compute_s"]) if row["compute_s"] else "-"
+        wait = " / ".join(f"{v:.3f}" for v in row["allreduce_wait_s"]) if row["allreduce_wait_s"] else "-"
+        gap = (f"{row['straggler_gap_s']:.3f} s ({row['straggler_gap_share']:.0%})"
+               if row["straggler_gap_s"] is not None else "-")
+        lines.append(f"| {row['framework']} | {k} | {row['pairs_per_s']:,.1f} | {speedup} | {efficiency} | {compute} "
+                     f"| {wait} | {gap} |")
     lines += ["", "Speed-up: per step, one replica's time over K replicas' time for the same batch, median over "
               "steps, then over rounds. All-reduce wait: from a replica's last gradient bucket being ready to the "
               "averaged gradients coming back (the slower replicas' remaining compute, then the transfer). "
@@ -202,8 +223,6 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _per_replica(rounds: dict, key: str) -> str:
+def _mean_per_replica(rounds: dict, key: str) -> list[float] | None:
     values = [r[key] for r in rounds.values() if key in r]
-    if not values:
-        return "-"
-    return " / ".join(f"{v:.3f}" for v in np.mean(values, axis=0))
+    return np.mean(values, axis=0).tolist() if values else None

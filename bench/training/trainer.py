@@ -38,6 +38,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.progress import Progress
+from bench.provenance import machine, provenance
 from bench.records import write_json
 from bench.training.checkpoint import clean_temporaries, list_checkpoints, newest_loadable, save_checkpoint
 from bench.training.evaluate import evaluate_pairs
@@ -215,16 +216,22 @@ class Trainer:
                                 "train_pairs": len(self.train_pairs), "dev_pairs": len(self.dev_pairs),
                                 "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total,
                                 "weights": int(sum(np.size(v) for v in model.params.values())),
-                                "timestamp": _now()})
+                                **self._provenance(), "timestamp": _now()})
             self.progress.write(f"{len(self.train_pairs):,} training pairs, {self.steps_per_epoch:,} steps per epoch, "
                                 f"{self.total:,} steps; dev {len(self.dev_pairs):,} pairs; metrics -> "
                                 f"{self.metrics_file}")
         else:
             self.metrics.write({"kind": "resume", "step": self.step, "framework": cfg.framework,
-                                "from": str(self.checkpoint.path), "timestamp": _now(),
+                                "framework_version": _framework_version(cfg.framework),
+                                "from": str(self.checkpoint.path), **self._provenance(), "timestamp": _now(),
                                 "skipped": [{"path": str(path), "reason": reason} for path, reason in self.skipped]})
             self.progress.write(f"resumed from {self.checkpoint.path} at step {self.step:,} "
                                 f"(epoch {self.epoch}, batch {self.position})")
+
+    def _provenance(self) -> dict:
+        """What this run (or its resumed part) measured, and on what (bench/provenance.py)."""
+        package = frameworks.framework(frameworks.resolve(self.cfg.framework)[0]).package
+        return {**provenance("training", [package]), **machine()}
 
     def _train_step(self, plan: list, size: int | None, indices: np.ndarray) -> None:
         t0 = time.perf_counter()
