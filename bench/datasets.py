@@ -29,6 +29,9 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: str = "sample")
                        help="split to read when --data is the snli_1.0/ folder [default: %(default)s]")
     group.add_argument("--num-pairs", type=int, default=None,
                        help="synthetic/arithmetic/shaped: how many pairs to generate; a path: read at most this many")
+    group.add_argument("--rows", type=row_range, default=None, metavar="START:END",
+                       help="sample or a path: only the data rows START to END-1 (0-based; either may be left out: "
+                            ":1000, 1000:) [default: every row]")
     group.add_argument("--shape", default="random", choices=SHAPES,
                        help="shaped: tree shape [default: %(default)s]")
     group.add_argument("--length", type=int, default=20, help="shaped: sentence length [default: %(default)s]")
@@ -39,6 +42,24 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: str = "sample")
                        help="the trees: the data's own, or one fixed shape for every sentence (left- or "
                             "right-branching, or balanced: the first ceil(n/2) words, then the rest) "
                             "[default: %(default)s]")
+
+
+def row_range(text: str) -> tuple[int, int | None]:
+    """``START:END`` (either may be empty) as (start, end or None); an argparse error for anything else."""
+    first, colon, last = text.partition(":")
+    try:
+        start, end = int(first or 0), (int(last) if last else None)
+    except ValueError:
+        start = end = -1
+    if not colon or start < 0 or (end is not None and end <= start):
+        raise argparse.ArgumentTypeError(f"expected START:END with 0 <= START < END (e.g. :1000 or 1000:), "
+                                         f"got {text!r}")
+    return start, end
+
+
+def rows_label(rows: tuple[int, int | None] | None) -> str:
+    """How a data set's name says which rows it took: "-rows0-1000", "-rows1000-end", or ""."""
+    return f"-rows{rows[0]}-{'end' if rows[1] is None else rows[1]}" if rows else ""
 
 
 def number_range(args: argparse.Namespace) -> tuple[int, int]:
@@ -66,6 +87,8 @@ def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False, split: 
 
 def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> Dataset:
     data = args.data
+    if getattr(args, "rows", None) and data in ("synthetic", "arithmetic", "shaped"):
+        raise ValueError(f"--rows selects rows of a file; --data {data} generates its pairs (use --num-pairs)")
     if data == "synthetic":
         n = args.num_pairs or 2000
         return Dataset(f"synthetic-{n}", synthetic.synthetic_pairs(n, seed=args.data_seed), None)
@@ -79,6 +102,8 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
         pairs = synthetic.shaped_pairs(n, length=args.length, shape=args.shape, seed=args.data_seed)
         return Dataset(f"shaped-{args.shape}-{args.length}", pairs, None)
     path = SAMPLE_PATH if data == "sample" else data
+    rows = getattr(args, "rows", None)
     pairs, report = read_snli(path, split=split or args.split, keep_unlabeled=keep_unlabeled,
-                              limit=args.num_pairs)
-    return Dataset("snli-dev-sample" if data == "sample" else str(data), pairs, report)
+                              limit=args.num_pairs, rows=rows)
+    name = "snli-dev-sample" if data == "sample" else str(data)
+    return Dataset(name + rows_label(rows), pairs, report)

@@ -173,6 +173,7 @@ def read_snli(
     keep_unlabeled: bool = False,
     skip_malformed: bool = False,
     limit: int | None = None,
+    rows: tuple[int, int | None] | None = None,
 ) -> tuple[list[Pair], LoadReport]:
     """Read SNLI pairs from a jsonl file, a tab-separated txt file or the SNLI folder.
 
@@ -183,6 +184,9 @@ def read_snli(
         (every row then becomes a Pair, in file order) instead of skipping them.
       skip_malformed: skip and count malformed rows instead of raising.
       limit: stop once this many pairs are kept (None: read everything).
+      rows: (start, end): read only the data rows start..end-1 (0-based, in
+        file order, blank lines not counted; end None: to the end). A pair
+        keeps its row number in the whole file.
 
     Returns:
       The kept pairs in file order, and a LoadReport.
@@ -196,13 +200,18 @@ def read_snli(
     file = resolve_path(path, split)
     report = LoadReport(path=file)
     pairs: list[Pair] = []
-    rows = _tsv_rows(file) if file.suffix.lower() in _TSV_SUFFIXES else _jsonl_rows(file)
-    for line_no, row in rows:
-        if limit is not None and len(pairs) >= limit:
+    start, end = rows or (0, None)
+    if start < 0 or (end is not None and end < start):
+        raise ValueError(f"rows must be START:END with 0 <= START <= END, got {start}:{'' if end is None else end}")
+    found = _tsv_rows(file) if file.suffix.lower() in _TSV_SUFFIXES else _jsonl_rows(file)
+    for index, (line_no, row) in enumerate(found):
+        if index < start:
+            continue
+        if (end is not None and index >= end) or (limit is not None and len(pairs) >= limit):
             break
         report.rows_read += 1
         try:
-            pair = _pair_from_row(row, report.rows_read - 1)
+            pair = _pair_from_row(row, index)
         except _RowError as error:
             if not skip_malformed:
                 raise SNLIFormatError(file, line_no, str(error)) from None

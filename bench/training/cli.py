@@ -17,7 +17,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
-from bench.datasets import add_data_arguments, load_dataset, number_range
+from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label
 from bench.lock import lock_output
 from bench.records import write_json
 from bench.training import reinforce
@@ -49,6 +49,9 @@ def register(sub) -> None:
                             "or a path [default: %(default)s]")
     group.add_argument("--dev-pairs", type=int, default=None,
                        help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
+    group.add_argument("--dev-rows", type=row_range, default=None, metavar="START:END",
+                       help="sample or a path: only its data rows START to END-1, as --rows (the rest of a file "
+                            "whose first rows train: --rows :1000 --dev sample --dev-rows 1000:)")
     reinforce.add_arguments(p)
     group = p.add_argument_group("model")
     add_size_arguments(p)
@@ -176,9 +179,12 @@ def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
         # Another seed than the training pairs: fresh pairs of the same grammar.
         n = args.dev_pairs or 1000
         return f"synthetic-{n}-seed{args.data_seed + 1}", synthetic.synthetic_pairs(n, seed=args.data_seed + 1)
+    if args.dev_rows and dev in ("synthetic", "arithmetic"):
+        raise ValueError(f"--dev-rows selects rows of a file; --dev {dev} generates its pairs (use --dev-pairs)")
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
-    pairs, report = read_snli(path, split="dev", limit=args.dev_pairs)
-    return str(report.path), pairs
+    pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows)
+    name = "snli-dev-sample" if dev == "sample" else str(report.path)
+    return name + rows_label(args.dev_rows), pairs
 
 
 def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair]) -> ParamFile:
