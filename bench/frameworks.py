@@ -178,6 +178,8 @@ register(Framework(
         # The scan has T iterations; in inference those past the batch's last real step skip their work (a
         # cond); the training step runs them all (impl_jax/model.py, SPINN.skip_tail).
         Implementation("jax", MASKED, padding="loop", train_padding="arrays"),
+        # The same, with the cond in the training step too: what running every step under jax.grad buys.
+        Implementation("jax-tail-cond", MASKED, {"train_skip_tail": True}, opt_in=True, padding="loop"),
         Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True, padding="loop",
                        train_padding="arrays"),
         # SPINN written for one sentence, batched by jax.vmap at trace time.

@@ -45,10 +45,9 @@ when the program is compiled). In inference each iteration is a cond: before
 the batch's last real step it runs the step, after it the carry passes
 through untouched (``SPINN._step_until``), so a batch costs what its longest
 sentence needs, not what its shape could hold. The differentiated programs
-(training, loss and gradients) run every step instead (``skip_tail=False``):
-in the training step on the benchmark's sentence batches (full size, Adam,
-3 rounds), the cond took 111 ms a step against 35 at batch 1 and 651 against
-735 at batch 128, and compiling 3 shapes 10.4 s against 8.4 at batch 1.
+(training, loss and gradients) run every step instead (``skip_tail=False``);
+the opt-in variant ``jax-tail-cond`` keeps the cond there too, and
+results/cpu-jax-tail measures what that costs and saves.
 
 Parses decided by the model (docs/spec.md §7): ``SPINN.parse`` runs the same
 step in the same kind of scan, but the op of each step may come from the

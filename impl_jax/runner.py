@@ -146,10 +146,10 @@ class Runner(RunnerBase):
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  reinforce_weight: float = 1.0, entropy_weight: float = 0.0, layout: str = DEFAULT_LAYOUT,
                  compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1,
-                 algorithm: str = "batched", replicas: int = 1, **options):
+                 algorithm: str = "batched", replicas: int = 1, train_skip_tail: bool = False, **options):
         if options:
             raise TypeError(f"unknown JAX runner options {sorted(options)}; "
-                            "known: layout, compilation_cache_dir, unroll, algorithm, replicas")
+                            "known: layout, compilation_cache_dir, unroll, algorithm, replicas, train_skip_tail")
         if layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
         if algorithm not in ALGORITHMS:
@@ -179,8 +179,10 @@ class Runner(RunnerBase):
         self.algorithm = algorithm
         self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
                                            param_dtype=jnp.dtype(self.dtype), unroll=unroll)
-        # The same weights; its loop runs every step (impl_jax/model.py, SPINN.skip_tail): what jax.grad differentiates.
-        self.train_model = self.model.clone(skip_tail=False)
+        # The same weights; its loop runs every step (impl_jax/model.py, SPINN.skip_tail): what jax.grad
+        # differentiates. train_skip_tail keeps the cond that skips the padded tail there too (the registry's
+        # jax-tail-cond, which measures what that choice costs).
+        self.train_model = self.model.clone(skip_tail=train_skip_tail)
         self.params = from_canonical(params, config, self.dtype, self.device)["params"]
         self._frozen_paths: set = set()
         self.opt_state = None
