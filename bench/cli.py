@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench import commands
+from bench import commands, reproduce
 from bench.benchmark import compare, plan, report
 from bench.explain import cli as explain_cli
 from bench.figures import command as figures_cli
+from bench.render import command as render_cli
 from bench.lock import FolderLocked
 from bench.training import cli as training_cli
 from bench.training import curves, scaling
@@ -31,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     scaling.register(sub)  # scale
     explain_cli.register(sub)  # explain
     figures_cli.register(sub)  # figures
+    reproduce.register(sub)  # reproduce
+    render_cli.register(sub)  # render
     return parser
 
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.explain.arguments import COMMAND, parse_args
+from bench.explain.arguments import GUIDES as GUIDE_NAMES
 from bench.explain.report import format_text, run
 
 ROOT = Path(__file__).resolve().parent.parent
-GUIDE = ROOT / "docs" / "static-vs-dynamic.md"
-# The guides kept true this way: the first one and its sequels.
-GUIDES = (GUIDE, ROOT / "docs" / "decided-graphs.md", ROOT / "docs" / "autobatching.md",
-          ROOT / "docs" / "data-parallel.md")
+# The guides kept true this way: the first one and its sequels (named in bench/explain/arguments.py).
+GUIDES = tuple(ROOT / guide for guide in GUIDE_NAMES)
+GUIDE = GUIDES[0]
 
 # <!-- excerpt: impl_pytorch/model.py "first line anchor" .. "last line anchor" -->
 # <!-- excerpt: impl_jax/model.py Reduce.__call__ -->

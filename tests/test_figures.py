@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import frameworks  # noqa: E402  (after the skip: the figures need matplotlib)
+from bench import frameworks, reproduce  # noqa: E402  (after the skip: the figures need matplotlib)
 from bench.cli import main  # noqa: E402
 from bench.figures import command, parsing  # noqa: E402
 from bench.figures.sources import FIGURES_DIR, RESULTS, ROOT  # noqa: E402
@@ -122,7 +122,10 @@ def test_headline_ratios_are_the_records():
 
 def test_padding_points_are_the_records():
     expected = {}
-    for path in sorted(RESULTS.glob("*/results.jsonl")):
+    for entry in reproduce.load_manifest():  # the committed runs; never a user's own under results/
+        path = RESULTS / entry.name / "results.jsonl"
+        if not path.exists():
+            continue
         records = read_jsonl(path)
         impls = {r.get("implementation") for r in records}
         # Runs of default implementations only, each record with its padding share, the baseline among them.
@@ -133,11 +136,11 @@ def test_padding_points_are_the_records():
                  r["padding_waste"] for r in records}
         for key, value in ratios_over_baseline(records).items():
             if key[1] == "infer" and key[2] == "gold" and key[4] not in frameworks.EAGER:
-                expected[(path.parent.name,) + key] = dict(value, padding_waste=waste[key])
+                expected[(entry.name,) + key] = dict(value, padding_waste=waste[key])
     drawn = {(p["run"], p["device"], p["mode"], p["transitions"], p["batch_size"], p["implementation"]): p
              for p in INDEX["padding"]["data"]}
     assert drawn.keys() == expected.keys()
-    assert {"cpu", "cpu-no-padding", "cpu-fine-buckets"} <= {key[0] for key in drawn}
+    assert {"cpu", "cpu-no-padding", "cpu-pairs"} <= {key[0] for key in drawn}
     for key, value in expected.items():
         assert_spread(drawn[key], value)
         assert drawn[key]["padding_waste"] == pytest.approx(value["padding_waste"], abs=1e-6)

@@ -193,9 +193,9 @@ def format_ratios(records: list[dict], baseline: str | None = None) -> str:
                 f"| {row['min']:.2f}-{row['max']:.2f} | {rounds} |")
         lines.append(line + (f" {_busy_cell(row)} |" if loaded else ""))
     if loaded:
-        lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average was above its core count "
-                      "while either side was timed (see Load); a ratio with busy rounds may read otherwise on a "
-                      "quiet machine."]
+        lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average, less the run's own share "
+                      "of the cores, was above one core of other work while either side was timed (docs/spec.md §6; "
+                      "see Load); a ratio with busy rounds may read otherwise on a quiet machine."]
     return "\n".join(lines)
 
 

@@ -9,6 +9,9 @@ import platform
 from bench import frameworks
 from bench.config import add_size_arguments
 
+# The guides whose excerpts and figures --check-guide keeps true (bench/guide_sync.py), the first one first.
+GUIDES = ("docs/static-vs-dynamic.md", "docs/decided-graphs.md", "docs/autobatching.md", "docs/data-parallel.md")
+
 SHAPES = ("sample", "random", "left", "right", "balanced")
 COMMAND = "python -m bench explain"
 
@@ -44,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sync-guide", action="store_true",
                    help="rewrite the guide's excerpts from the code and its figures from fresh runs")
     p.add_argument("--guide", default=None,
-                   help="the guide for --check-guide/--sync-guide [default: docs/static-vs-dynamic.md and docs/decided-graphs.md]")
+                   help=f"the guide for --check-guide/--sync-guide [default: every guide: {', '.join(GUIDES)}]")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import guide_sync
+from bench import guide_sync, reproduce
 from bench.benchmark import report
 
 ROOT = guide_sync.ROOT
@@ -89,10 +89,13 @@ class Sources:
     _blocks: list | None = None
 
     def run_names(self) -> list[str]:
-        """The committed runs: folders of ``results`` that hold a results.jsonl, sorted by name."""
+        """The committed benchmark runs: the folders of ``results/manifest.toml`` that hold a results.jsonl,
+        sorted by name. Only these: a user's own run under results/, or history under results/archive/, never
+        changes a figure."""
         if not self.results.is_dir():
             raise FileNotFoundError(f"no results folder at {self.results}")
-        return sorted(p.parent.name for p in self.results.glob("*/results.jsonl"))
+        entries = reproduce.read_manifest(self.results / "manifest.toml")
+        return sorted(e.name for e in entries if (self.results / e.name / "results.jsonl").exists())
 
     def records(self, run: str) -> list[dict]:
         """The records of one run (``results/RUN/results.jsonl``); a clear error if it is missing or empty."""

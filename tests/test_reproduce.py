@@ -1,0 +1,221 @@
+"""Results you can trust: every committed folder is in results/manifest.toml with the commands that make it, every
+record names the code it measured, and ``bench reproduce --check`` lists a folder the moment its measured code
+changes (bench/reproduce.py, bench/provenance.py).
+
+The checks of change run in a throwaway git repository holding a copy of the measured code, so the real
+checkout is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from bench import provenance, reproduce
+from bench.cli import build_parser, main
+from bench.figures.sources import Sources
+
+ROOT = reproduce.ROOT
+
+
+def test_the_committed_results_measured_todays_code():
+    stale = reproduce.check()
+    assert not stale, "\n".join(f"results/{name}: {'; '.join(reasons)}" for name, reasons in stale.items()) + \
+        "\n(python -m bench reproduce --stale re-runs them)"
+
+
+def test_every_folder_under_results_is_in_the_manifest_or_the_archive():
+    listed = {e.name for e in reproduce.load_manifest()}
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")  # pragma: no cover (CI and the development machine are)
+    for path in tracked:
+        parts = Path(path).parts[1:]
+        if len(parts) < 2 or parts[0] == reproduce.ARCHIVE:
+            continue
+        assert any("/".join(parts[:n]) in listed for n in (1, 2)), f"{path} is in no manifest folder"
+
+
+def test_every_manifest_command_is_a_command_of_the_suite():
+    parser = build_parser()
+    for entry in reproduce.load_manifest():
+        for command in entry.commands:
+            argv = entry.argv(command)
+            assert argv[:3] == [sys.executable, "-m", "bench"]
+            args = parser.parse_args(argv[3:])  # SystemExit on an unknown option or a bad value
+            assert args.command == argv[3]
+
+
+def test_every_record_of_the_manifest_names_its_commit_and_a_clean_tree():
+    for entry in reproduce.load_manifest():
+        files = reproduce.folder_records(entry.folder())
+        assert files, entry.name
+        for path, records in files.items():
+            for record in records:
+                assert len(record["git_commit"]) == 40 and record["measured_clean"] is True, path
+                assert record["measured"].split()[0] in provenance.KINDS, path
+
+
+# ---------------------------------------------------------------------------
+# Provenance, and a stale folder listed the moment its code changes
+# ---------------------------------------------------------------------------
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """A git repository with a copy of the measured code, a README and a manifest of two folders, one that
+    measured impl_jax and one that measured impl_pytorch, both made at its only commit."""
+    root = tmp_path / "repo"
+    for rel in ("shared", "bench", "impl_jax", "impl_pytorch"):
+        shutil.copytree(ROOT / rel, root / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "constraints.txt", root)
+    (root / "README.md").write_text("# a checkout\n")
+    (root / "results").mkdir()
+    (root / "results" / "manifest.toml").write_text(
+        '[[folder]]\nname = "jax-run"\nabout = "a run of jax"\ncommands = ["python -m bench run --out {out}"]\n\n'
+        '[[folder]]\nname = "torch-run"\nabout = "a run of pytorch"\ncommands = ["python -m bench run --out {out}"]\n')
+    _git(root, "init", "-q")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x")
+    for name, package in (("jax-run", "impl_jax"), ("torch-run", "impl_pytorch")):
+        folder = root / "results" / name
+        folder.mkdir()
+        record = {"implementation": name, **provenance.provenance("benchmark", [package], root)}
+        (folder / "results.jsonl").write_text(json.dumps(record) + "\n")
+        (folder / reproduce.STAMP).write_text(json.dumps({"commands": ["python -m bench run --out {out}"]}))
+    return root
+
+
+def test_a_record_made_at_a_commit_is_current(checkout):
+    record = json.loads((checkout / "results" / "jax-run" / "results.jsonl").read_text())
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    assert record["git_commit"] == head and record["measured_clean"] is True
+    assert record["measured"] == "benchmark impl_jax"
+    assert reproduce.check(checkout) == {}
+
+
+def test_touching_a_measured_file_lists_its_folder(checkout):
+    (checkout / "README.md").write_text("# edited: no measured file\n")  # a document edit changes nothing
+    (checkout / "impl_jax" / "explain.py").write_text("# explain measures nothing\n")
+    assert reproduce.check(checkout) == {}
+    with open(checkout / "impl_jax" / "model.py", "a") as f:
+        f.write("\n# touched\n")
+    stale = reproduce.check(checkout)
+    assert list(stale) == ["jax-run"]  # the PyTorch run measured none of impl_jax
+    assert "changed since commit" in stale["jax-run"][0] and "benchmark impl_jax" in stale["jax-run"][0]
+
+
+def test_a_shared_change_lists_every_folder_and_a_record_made_dirty_stays_stale(checkout):
+    (checkout / "shared" / "new_module.py").write_text("X = 1\n")  # untracked, but measured
+    assert sorted(reproduce.check(checkout)) == ["jax-run", "torch-run"]
+    dirty = provenance.provenance("benchmark", ["impl_jax"], checkout)
+    assert dirty["measured_clean"] is False
+    (checkout / "results" / "jax-run" / "results.jsonl").write_text(json.dumps(dirty) + "\n")
+    (checkout / "shared" / "new_module.py").unlink()
+    assert list(reproduce.check(checkout)) == ["jax-run"]  # the digest is today's again, the run was still dirty
+    assert "differed from commit" in reproduce.check(checkout)["jax-run"][0]
+
+
+def test_records_without_provenance_or_stamp_are_stale(checkout):
+    folder = checkout / "results" / "torch-run"
+    (folder / "results.jsonl").write_text(json.dumps({"implementation": "pytorch", "git_commit": "abc"}) + "\n")
+    (folder / reproduce.STAMP).unlink()
+    reasons = reproduce.check(checkout)["torch-run"]
+    assert any("not made by python -m bench reproduce" in r for r in reasons)
+    assert any("recorded before provenance was" in r for r in reasons)
+    shutil.rmtree(checkout / "results" / "jax-run")
+    assert reproduce.check(checkout)["jax-run"] == ["missing (never reproduced)"]
+
+
+# ---------------------------------------------------------------------------
+# Reproducing a folder
+# ---------------------------------------------------------------------------
+
+def test_a_failed_reproduction_puts_the_old_folder_back(checkout, capsys):
+    entry = reproduce.entry("jax-run", checkout)
+    folder = entry.folder(checkout)
+    before = (folder / "results.jsonl").read_text()
+    calls = []
+
+    def failing(argv, cwd):
+        calls.append(argv)
+        (folder / "results.jsonl").write_text("half a run\n")
+        return types.SimpleNamespace(returncode=3)
+
+    with pytest.raises(RuntimeError, match="exited with status 3"):
+        reproduce.reproduce(entry, checkout, runner=failing)
+    assert calls and calls[0][:3] == [sys.executable, "-m", "bench"] and calls[0][-1] == "results/jax-run"
+    assert (folder / "results.jsonl").read_text() == before
+    assert not (checkout / reproduce.WORK / "jax-run.old").exists()
+
+    def interrupted(argv, cwd):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.reproduce(entry, checkout, runner=interrupted)
+    assert (folder / "results.jsonl").read_text() == before
+
+
+def test_a_reproduction_replaces_the_folder_and_says_how_it_was_made(checkout):
+    entry = reproduce.entry("torch-run", checkout)
+    folder = entry.folder(checkout)
+
+    def succeeding(argv, cwd):
+        out = Path(cwd) / argv[-1]
+        record = {"implementation": "pytorch", **provenance.provenance("benchmark", ["impl_pytorch"], Path(cwd))}
+        (out / "results.jsonl").write_text(json.dumps(record) + "\n")
+        return types.SimpleNamespace(returncode=0)
+
+    (folder / "old-file").write_text("from the last run")
+    reproduce.reproduce(entry, checkout, runner=succeeding)
+    assert not (folder / "old-file").exists()
+    stamp = json.loads((folder / reproduce.STAMP).read_text())
+    assert stamp["commands"] == list(entry.commands) and stamp["wall_s"] >= 0 and len(stamp["git_commit"]) == 40
+    readme = (folder / "README.md").read_text()
+    assert "python -m bench reproduce torch-run" in readme and "python -m bench run --out results/torch-run" in readme
+    assert reproduce.check(checkout) == {}
+
+
+def test_the_manifest_refuses_what_it_cannot_run(tmp_path):
+    (tmp_path / "results").mkdir()
+    manifest = tmp_path / "results" / "manifest.toml"
+    for body, message in [
+        ('[[folder]]\nname = "x"\nabout = "a"\ncommands = ["bash -c ls {out}"]\n', "must start with 'python -m bench'"),
+        ('[[folder]]\nname = "x"\nabout = "a"\ncommands = ["python -m bench run"]\n', "no command writes"),
+        ('[[folder]]\nname = "archive/x"\nabout = "a"\ncommands = ["python -m bench run --out {out}"]\n', "history"),
+        ('[[folder]]\nname = "../x"\nabout = "a"\ncommands = ["python -m bench run --out {out}"]\n', "a path under"),
+        ('[[folder]]\nname = "x"\ncommands = ["python -m bench run --out {out}"]\n', "what it measures"),
+    ]:
+        manifest.write_text(body)
+        with pytest.raises(ValueError, match=message):
+            reproduce.load_manifest(tmp_path)
+
+
+def test_figures_read_the_manifest_folders_only(tmp_path):
+    results = tmp_path / "results"
+    (results / "cpu").mkdir(parents=True)
+    shutil.copy(ROOT / "results" / "cpu" / "results.jsonl", results / "cpu")
+    (results / "mine").mkdir()  # the README's first command writes results/mine
+    shutil.copy(ROOT / "results" / "cpu" / "results.jsonl", results / "mine")
+    (results / "manifest.toml").write_text(
+        '[[folder]]\nname = "cpu"\nabout = "the default run"\ncommands = ["python -m bench run --out {out}"]\n')
+    assert Sources(results=results).run_names() == ["cpu"]
+
+
+def test_bench_data_writes_its_figures_with_their_provenance(tmp_path, capsys):
+    out = tmp_path / "data" / "batch-32.json"
+    assert main(["data", "--batch-size", "32", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["measured"] == "data" and len(record["git_commit"]) == 40
+    assert record["pairs"]["source"] == "data/snli_1.0_dev_sample.jsonl"  # relative: a record names no machine path
+    assert 0 < record["sentences"]["padding"]["loop_waste"] < record["sentences"]["padding"]["waste"] < 1
+    assert record["cpu_count"] >= 1 and "load_avg_1min" in record
