@@ -13,7 +13,7 @@ from bench.render.sources import Results
 from bench.render.values import QuoteError
 
 # [2.56x](results/cpu "ratio infer gold 1 jax"), the link relative to the document.
-QUOTE_RE = re.compile(r'\[(?P<text>[^\]\n]*)\]\((?P<link>(?:\.\./)*results/[\w./-]+?)/? "(?P<query>[^"\n]+)"\)')
+QUOTE_RE = re.compile(r'\[(?P<text>[^\]\n]*)\]\((?P<link>[\w./-]*?\bresults/[\w./-]+?)/? "(?P<query>[^"\n]+)"\)')
 # <!-- render: ratio-table cpu infer gold 1,32,128 --> ... <!-- /render -->
 BLOCK_RE = re.compile(r"^<!-- render: (?P<spec>[^\n]+?) -->\n(?P<body>.*?)^<!-- /render -->$", re.S | re.M)
 
@@ -75,7 +75,7 @@ def render(doc: Path, results: Results, text: str | None = None) -> Outcome:
 
     def inline(m):
         outcome.quotes += 1
-        where = f"{name}:{_line(text, m.start())}"
+        where = f"{name}:{_line(rendered, m.start())}"
         try:
             folder = folder_of(m["link"], doc, results)
             written = quotes.evaluate(results, folder, m["query"])

@@ -11,13 +11,15 @@ Arguments that select records take ``*`` (any) or comma lists; batch sizes
 are numbers. The functions, by the folders they read:
 
 benchmark (results.jsonl): ``ratio``, ``iqr``, ``minmax``, ``busy``,
-``field``, ``span``, ``total``, ``rounds-busy``, ``rounds-all``,
-``inside``, ``compared``, ``target``, ``target-value``;
+``best``, ``field``, ``field-ratio``, ``span``, ``total``, ``most``, ``least``,
+``rounds-busy``, ``rounds-all``, ``inside``, ``compared``, ``target``,
+``target-value``;
 any folder: ``wall`` (how long ``bench reproduce`` took);
-``data``: ``data``; ``cpu-scaling``: ``scale``;
+``data``: ``data``, ``data-count``; ``cpu-scaling``: ``scale``, ``scale-iqr``;
 training runs (RUN/metrics.jsonl): ``acc``, ``eval``, ``train``,
 ``first-epoch``, ``train-wall``, ``eval-time``, ``loss-diff``,
-``loss-diff-span``, ``loss-diff-max``, ``steps``, ``parse-summary``.
+``loss-diff-span``, ``loss-diff-max``, ``train-diff``, ``steps``,
+``run-info``, ``parse-summary``.
 """
 
 from __future__ import annotations
@@ -114,6 +116,18 @@ def minmax(results, folder, mode, transitions, batch, impl, over=None) -> Value:
     return Value((row["min"], row["max"]), "number", digits=2)
 
 
+@quote("best")
+def best(results, folder, mode, transitions, batch) -> Value:
+    """The implementation that builds its graph ahead of time with the highest median ratio over the baseline
+    (the report's "best static")."""
+    rows = [row for row in report.round_ratios(results.records(folder))
+            if row["mode"] == mode and row["transitions"] == transitions and str(row["batch_size"]) == batch
+            and row["implementation"] not in frameworks.EAGER]
+    if not rows:
+        raise QuoteError(f"results/{folder}: no static implementation measured {mode} {transitions} batch {batch}")
+    return Value(max(rows, key=lambda row: row["median"])["implementation"], "text")
+
+
 @quote("busy")
 def busy(results, folder, mode, transitions, batch, impl, over=None) -> Value:
     """How many of the ratio's rounds were busy (docs/spec.md §6)."""
@@ -144,7 +158,8 @@ def _kind(key: str) -> str:
     if last.endswith("_s") or last.endswith("_s_median") or last == "compile_per_shape" or \
             last == "cached_compile_per_shape" or last.startswith("step_s"):
         return "seconds"
-    if last in ("traces", "warmup_shapes", "batches_per_round", "timed_batches", "rounds", "cache_hits"):
+    if last in ("traces", "warmup_shapes", "batches_per_round", "timed_batches", "rounds", "cache_hits",
+                "cpu_count", "agreement_pairs", "batch_size", "timed_pairs", "matmul_peak_n"):
         return "count"
     return "number"
 
@@ -174,14 +189,25 @@ def field(results, folder, impl, mode, transitions, batch, key) -> Value:
     if len(values) != 1:
         raise QuoteError(f"results/{folder}: {len(values)} records of {impl} {mode} {transitions} batch {batch}; "
                          "field needs one (span or total for several)")
-    return Value(values[0], _kind(key))
+    value = values[0]
+    return Value(value, "text" if isinstance(value, str) else _kind(key))
+
+
+@quote("field-ratio")
+def field_ratio(results, folder, impl, other, mode, transitions, batch, key) -> Value:
+    """IMPL's KEY over OTHER's KEY in the same measurement (``phase_s_per_batch.evaluate`` of dynet-unbatched
+    over dynet's: how much faster one phase ran)."""
+    mine = field(results, folder, impl, mode, transitions, batch, key).value
+    theirs = field(results, folder, other, mode, transitions, batch, key).value
+    return Value(mine / theirs, "ratio", digits=1)
 
 
 @quote("span")
 def span(results, folder, impl, mode, transitions, batch, key) -> Value:
     """The smallest and largest KEY over the records selected (one value where they are equal)."""
     values = _values(results, folder, impl, mode, transitions, batch, key)
-    return Value((min(values), max(values)), _kind(key))
+    low, high = min(values), max(values)
+    return Value(low if low == high else (low, high), _kind(key))
 
 
 @quote("total")
@@ -270,6 +296,12 @@ def data(results, folder, batch, key) -> Value:
     value = lookup(results.json(folder, f"batch-{batch}.json"), key)
     last = key.split(".")[-1]
     return Value(value, DATA_KINDS.get(last, "count" if isinstance(value, int) else "number"))
+
+
+@quote("data-count")
+def data_count(results, folder, batch, key) -> Value:
+    """How many items a list of ``bench data --batch-size BATCH`` holds (``sentences.padding.shapes``...)."""
+    return Value(len(lookup(results.json(folder, f"batch-{batch}.json"), key)), "count")
 
 
 SCALE_KINDS = {"pairs_per_s": "number", "speedup": "ratio", "speedup_q1": "number", "speedup_q3": "number",
@@ -432,3 +464,35 @@ def parse_summary(results, folder, run, key) -> Value:
              "dev_exact_parse_rate": "percent", "steps": "count"}
     return Value(row[key], kinds.get(key, "number"), digits=3 if key in ("dev_bracket_f1",
                                                                           "choice_reduce_share") else None)
+
+
+@quote("train-diff")
+def train_diff(results, folder, base, runs, keys) -> Value:
+    """The largest absolute difference, at the steps both logged, between BASE's "train" records and each of
+    RUNS' (comma list) in any of KEYS (comma list: reward, baseline, entropy, left_share...); 0 when equal."""
+    def logged(run):
+        return {r["step"]: r for r in results.metrics(folder, run) if r.get("kind") == "train"}
+
+    reference, worst, compared = logged(base), 0.0, 0
+    for run in runs.split(","):
+        for step, record in logged(run).items():
+            if step not in reference:
+                continue
+            for key in keys.split(","):
+                if key not in record or key not in reference[step]:
+                    raise QuoteError(f"results/{folder}: no {key!r} in the train records of {run} or {base}")
+                worst = max(worst, abs(record[key] - reference[step][key]))
+                compared += 1
+    if not compared:
+        raise QuoteError(f"results/{folder}: {runs} and {base} logged no step in common")
+    return Value(worst, "relative")
+
+
+@quote("run-info")
+def run_info(results, folder, run, key) -> Value:
+    """A key of RUN's "run" record, the settings it started with (``train_pairs``, ``dev_pairs``...)."""
+    head = next((r for r in results.metrics(folder, run) if r.get("kind") == "run"), None)
+    if head is None:
+        raise QuoteError(f"results/{folder}/{run}: no run record")
+    value = lookup(head, key)
+    return Value(value, "count" if isinstance(value, int) else "text" if isinstance(value, str) else "number")

@@ -88,6 +88,8 @@ class Value:
             raise QuoteError(f"unknown kind of value {self.kind!r}")
         default, writer = KINDS[self.kind]
         d = digits if digits is not None else self.digits if self.digits is not None else default
+        if isinstance(self.value, tuple) and self.value[0] == self.value[1]:  # a range of one value
+            return Value(self.value[0], self.kind, self.digits).write(digits)
         if isinstance(self.value, tuple):
             low, high = self.value
             if self.kind in ("ratio", "seconds", "ms", "us", "percent", "gflops", "mib"):  # the unit once, after the range
