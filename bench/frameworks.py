@@ -166,7 +166,7 @@ register(Framework(
         Implementation("tensorflow", MASKED, one_trace=True, padding="loop"),
         Implementation("tensorflow-xla", MASKED, {"xla": True}, padding="loop"),
         # The define-by-run loop of the lists algorithm, in eager TensorFlow.
-        Implementation("tensorflow-eager", LISTS, {"algorithm": "eager"}, eager=True, opt_in=True, padding="none"),
+        Implementation("tensorflow-eager", LISTS, {"algorithm": "lists"}, eager=True, opt_in=True, padding="none"),
     ),
     not_built={VMAP: "not built: tf.vectorized_map would have to convert a tf.while_loop over per-sentence "
                      "stacks"},

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import os
 import re
 import shlex
@@ -216,6 +217,56 @@ def sync_guide(path: str | os.PathLike = GUIDE, *, write: bool = False, timing: 
     text = NUMBER_RE.sub(number, text)
     if write:
         path.write_text(text)
+    return problems
+
+
+# The structured results of every explain block of the guides, by figure id: what `bench figures` draws
+# from (it starts no framework), kept by --sync-guide and checked by --check-guide like the blocks' text.
+EXPLAIN_JSON = ROOT / "docs" / "figures" / "explain.json"
+
+
+def _comparable(value):
+    """A result with what changes from run to run or machine to machine left out: times (keys ending in _s),
+    versions, the machine."""
+    if isinstance(value, dict):
+        return {k: _comparable(v) for k, v in value.items()
+                if not k.endswith("_s") and k not in ("framework_version", "machine")}
+    if isinstance(value, list):
+        return [_comparable(v) for v in value]
+    return value
+
+
+def figure_results(results: dict, guides=GUIDES) -> dict:
+    """{figure id: {"guide", "command", "result"}} of every explain block of ``guides``, in guide order;
+    ``results`` caches the commands' results (run here where a command has none yet)."""
+    found = {}
+    for guide in guides:
+        for fig in guide_figures(Path(guide).read_text()):
+            if fig.command not in results:
+                results[fig.command] = run_figure(fig.command, timing=False)
+            found[fig.id] = {"guide": str(Path(guide).resolve().relative_to(ROOT)), "command": fig.command,
+                             "result": results[fig.command]}
+    return found
+
+
+def sync_explain_json(results: dict, *, write: bool, guides=GUIDES, path: Path = EXPLAIN_JSON) -> list[str]:
+    """Write (or check) the guides' explain results as JSON: problems where the file's counts differ from a
+    fresh run of the blocks' commands (times and versions left out)."""
+    fresh = figure_results(results, guides)
+    if write:
+        path.write_text(json.dumps(fresh, indent=1, sort_keys=True) + "\n")
+        return []
+    try:
+        committed = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return [f"{path.relative_to(ROOT)} is missing or unreadable: python -m bench explain --sync-guide writes it"]
+    problems = [f"{path.relative_to(ROOT)}: {fig} is not a block of the guides" for fig in committed if fig not in fresh]
+    for fig, entry in fresh.items():
+        old = committed.get(fig)
+        if old is None or old["command"] != entry["command"] or _comparable(old["result"]) != _comparable(
+                json.loads(json.dumps(entry["result"]))):
+            problems.append(f"{path.relative_to(ROOT)}: {fig} ({entry['command']}) differs from a fresh run "
+                            "(python -m bench explain --sync-guide rewrites it)")
     return problems
 
 

@@ -47,6 +47,7 @@ KINDS = {
 NOT_MEASURED = (
     "bench/cli.py", "bench/guide_sync.py", "bench/provenance.py", "bench/reproduce.py", "bench/render",
     "bench/figures", "bench/explain", "bench/benchmark/report.py", "bench/benchmark/compare.py",
+    "bench/benchmark/stats.py", "bench/benchmark/targets.py", "bench/benchmark/markdown.py", "bench/benchmark/plots.py",
     "bench/training/curves.py", "bench/training/reinforce_curves.py", "bench/training/parse_summary.py",
     "shared/explaining.py",
 )

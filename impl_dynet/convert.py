@@ -19,10 +19,10 @@ each of them:
 * they have four gates, Reduce has five: its second forget gate f2 gets a
   plain affine node of its own (``reduce.f2.*``).
 
-Each canonical entry is cut into :class:`Piece` s, each one a block of
+Each canonical entry is cut into :class:`_Piece` s, each one a block of
 output columns placed at some rows (and input columns) of one DyNet
 parameter; the pieces cover every canonical entry and every DyNet parameter
-exactly once, which :func:`layout` asserts. The same pieces map gradients
+exactly once, which :func:`_layout` asserts. The same pieces map gradients
 back (:func:`grads_to_canonical`).
 
     canonical entry            DyNet parameter(s)
@@ -40,7 +40,7 @@ back (:func:`grads_to_canonical`).
     output.kernel / .bias      output.W / .b
 
 DyNet keeps float32 only; the canonical values are kept beside it by the
-runner (train.py), so :func:`load` only ever writes DyNet's copy.
+runner (train.py), so :func:`_load` only ever writes DyNet's copy.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ REDUCE_ON_FUSED = {"i": "i", "f1": "f", "o": "o", "a": "g"}
 
 
 @dataclass(frozen=True)
-class Piece:
+class _Piece:
     """One block of a canonical entry inside one DyNet parameter.
 
     A kernel's output columns ``block`` go, transposed, to ``rows`` x ``cols``
@@ -86,7 +86,7 @@ def _span(start: int, size: int) -> slice:
 
 
 def _gates(canonical: str, order: tuple[str, ...], size: int, dynet: str, cols: slice | None,
-           slots: Mapping[str, str], bias: bool = False) -> list[Piece]:
+           slots: Mapping[str, str], bias: bool = False) -> list[_Piece]:
     """The pieces of one gated entry: canonical gate k (in ``order``) goes to
     the fused slot ``slots[gate]``; gates without a slot are left to the caller."""
     pieces = []
@@ -95,42 +95,42 @@ def _gates(canonical: str, order: tuple[str, ...], size: int, dynet: str, cols: 
             continue
         slot = FUSED_GATES.index(slots[gate])
         shift = -FORGET_BIAS if bias and slots[gate] == "f" else 0.0
-        pieces.append(Piece(canonical, _span(k * size, size), dynet, _span(slot * size, size),
+        pieces.append(_Piece(canonical, _span(k * size, size), dynet, _span(slot * size, size),
                             None if bias else cols, shift))
     return pieces
 
 
-def _tracker(H: int, D: int) -> list[Piece]:
+def _tracker(H: int, D: int) -> list[_Piece]:
     same = {gate: gate for gate in TRACKER_GATES}
     return (_gates("tracker.kernel_input", TRACKER_GATES, D, "tracker.Wx", slice(0, 3 * H), same)
             + _gates("tracker.kernel_hidden", TRACKER_GATES, D, "tracker.Wh", slice(0, D), same)
             + _gates("tracker.bias", TRACKER_GATES, D, "tracker.b", None, same, bias=True))
 
 
-def _reduce(H: int, D: int) -> list[Piece]:
+def _reduce(H: int, D: int) -> list[_Piece]:
     f2 = _span(3 * H, H)  # f2's block in the canonical order a, i, f1, f2, o
     pieces = (_gates("reduce.left.kernel", REDUCE_GATES, H, "reduce.Wx", slice(0, H), REDUCE_ON_FUSED)
-              + [Piece("reduce.left.kernel", f2, "reduce.f2.left", slice(0, H), slice(0, H))]
+              + [_Piece("reduce.left.kernel", f2, "reduce.f2.left", slice(0, H), slice(0, H))]
               + _gates("reduce.right.kernel", REDUCE_GATES, H, "reduce.Wh", slice(0, H), REDUCE_ON_FUSED)
-              + [Piece("reduce.right.kernel", f2, "reduce.f2.right", slice(0, H), slice(0, H))]
+              + [_Piece("reduce.right.kernel", f2, "reduce.f2.right", slice(0, H), slice(0, H))]
               + _gates("reduce.left.bias", REDUCE_GATES, H, "reduce.b", None, REDUCE_ON_FUSED, bias=True)
-              + [Piece("reduce.left.bias", f2, "reduce.f2.b", slice(0, H))])
+              + [_Piece("reduce.left.bias", f2, "reduce.f2.b", slice(0, H))])
     if D > 0:
         pieces += (_gates("reduce.track.kernel", REDUCE_GATES, H, "reduce.Wx", slice(H, H + D), REDUCE_ON_FUSED)
-                   + [Piece("reduce.track.kernel", f2, "reduce.f2.track", slice(0, H), slice(0, D))])
+                   + [_Piece("reduce.track.kernel", f2, "reduce.f2.track", slice(0, H), slice(0, D))])
     return pieces
 
 
-def _whole(canonical: str, dynet: str, shape: tuple[int, ...]) -> Piece:
+def _whole(canonical: str, dynet: str, shape: tuple[int, ...]) -> _Piece:
     """A canonical entry that is one DyNet parameter, transposed (kernel) or as it is (bias)."""
     if len(shape) == 2:
-        return Piece(canonical, slice(0, shape[1]), dynet, slice(0, shape[1]), slice(0, shape[0]))
-    return Piece(canonical, slice(0, shape[0]), dynet, slice(0, shape[0]))
+        return _Piece(canonical, slice(0, shape[1]), dynet, slice(0, shape[1]), slice(0, shape[0]))
+    return _Piece(canonical, slice(0, shape[0]), dynet, slice(0, shape[0]))
 
 
 @functools.lru_cache(maxsize=16)
-def layout(config: ModelConfig) -> tuple[tuple[Piece, ...], dict[str, tuple[int, ...]]]:
-    """Every :class:`Piece` of ``config``'s canonical entries (the embedding
+def _layout(config: ModelConfig) -> tuple[tuple[_Piece, ...], dict[str, tuple[int, ...]]]:
+    """Every :class:`_Piece` of ``config``'s canonical entries (the embedding
     aside) and the shape of every DyNet parameter they fill; asserts that
     both sides are covered exactly once. Cached: the runner asks per step."""
     H, D = config.hidden_dim, config.tracker_dim
@@ -156,7 +156,7 @@ def layout(config: ModelConfig) -> tuple[tuple[Piece, ...], dict[str, tuple[int,
     return tuple(pieces), dynet_shapes
 
 
-def _check_cover(pieces: list[Piece], shapes: Mapping[str, tuple], dynet_shapes: Mapping[str, tuple]) -> None:
+def _check_cover(pieces: list[_Piece], shapes: Mapping[str, tuple], dynet_shapes: Mapping[str, tuple]) -> None:
     """Each canonical output column and each DyNet entry is filled by exactly one piece."""
     canonical = {name: np.zeros(shape[-1], int) for name, shape in shapes.items() if name != EMBEDDING}
     dynet = {name: np.zeros(shape, int) for name, shape in dynet_shapes.items()}
@@ -172,9 +172,31 @@ def _check_cover(pieces: list[Piece], shapes: Mapping[str, tuple], dynet_shapes:
         assert np.all(count == 1), f"{name}: covered {count.min()}..{count.max()} times"
 
 
-def dynet_arrays(params: Mapping[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+def name_map(config: ModelConfig) -> dict[str, tuple[_Piece, ...]]:
+    """Canonical name -> where DyNet keeps it: its pieces (blocks placed in
+    DyNet parameters, see :class:`_Piece`), in canonical order. The embedding
+    maps to no piece: it is the LookupParameters ``embed`` itself, rows as they are."""
+    pieces, _ = _layout(config)
+    return {name: tuple(piece for piece in pieces if piece.canonical == name) for name in param_shapes(config)}
+
+
+def resolve_dtype(dtype) -> np.dtype:
+    """'float32' -> float32, DyNet's only precision; 'float64' or any other a
+    one-line ValueError (the runner refuses float64 before, as unsupported)."""
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved == np.float64:
+        raise ValueError("DyNet computes in float32 only, not float64")
+    if resolved != np.float32:
+        raise ValueError(f"dtype must be 'float32' (DyNet has no other), got {dtype!r}")
+    return resolved
+
+
+def _dynet_arrays(params: Mapping[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
     """The float32 value of every DyNet parameter (not the embedding) from canonical ``params``."""
-    pieces, dynet_shapes = layout(config)
+    pieces, dynet_shapes = _layout(config)
     out = {name: np.zeros(shape, np.float32) for name, shape in dynet_shapes.items()}
     for piece in pieces:
         value = np.asarray(params[piece.canonical], dtype=np.float32)
@@ -186,7 +208,7 @@ def dynet_arrays(params: Mapping[str, np.ndarray], config: ModelConfig) -> dict[
 
 
 @dataclass
-class Weights:
+class _Weights:
     """DyNet's copy of one model's weights: a ParameterCollection, its
     Parameters by DyNet name (``weights["reduce.Wx"]``) and the embedding."""
 
@@ -202,29 +224,30 @@ class Weights:
         return name in self.params
 
 
-def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig) -> Weights:
+def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig) -> _Weights:
     """A new ParameterCollection holding ``params`` (float32 copies; never the caller's arrays)."""
     check_params(params, config)  # ParamError naming any missing, extra or mis-shaped entry
     collection = dy.ParameterCollection()
     embedding = collection.lookup_parameters_from_numpy(np.asarray(params[EMBEDDING], dtype=np.float32),
                                                         name="embed")  # one copy, at construction
-    weights = Weights(config, collection, embedding)
-    for name, value in dynet_arrays(params, config).items():
+    weights = _Weights(config, collection, embedding)
+    for name, value in _dynet_arrays(params, config).items():
         weights.params[name] = collection.parameters_from_numpy(value)
     return weights
 
 
 @functools.lru_cache(maxsize=16)
-def sources(config: ModelConfig) -> dict[str, frozenset[str]]:
+def _sources(config: ModelConfig) -> dict[str, frozenset[str]]:
     """DyNet parameter name -> the canonical entries its values come from."""
     out: dict[str, set[str]] = {}
-    for piece in layout(config)[0]:
-        out.setdefault(piece.dynet, set()).add(piece.canonical)
+    for canonical, pieces in name_map(config).items():
+        for piece in pieces:
+            out.setdefault(piece.dynet, set()).add(canonical)
     return {name: frozenset(names) for name, names in out.items()}
 
 
-def load(weights: Weights, params: Mapping[str, np.ndarray], changed: set[str] | None = None,
-         embedding_rows: np.ndarray | None = None) -> None:
+def _load(weights: _Weights, params: Mapping[str, np.ndarray], changed: set[str] | None = None,
+          embedding_rows: np.ndarray | None = None) -> None:
     """Write canonical ``params`` into DyNet's copy; ``changed``: only the
     DyNet parameters that depend on these canonical entries (None: all);
     ``embedding_rows``: only these rows of the embedding (None: all).
@@ -238,19 +261,19 @@ def load(weights: Weights, params: Mapping[str, np.ndarray], changed: set[str] |
         rows = range(len(table)) if embedding_rows is None else embedding_rows
         for row in rows:
             weights.embedding.init_row(int(row), table[row])
-    uses = sources(weights.config)
-    for name, value in dynet_arrays(params, weights.config).items():
+    uses = _sources(weights.config)
+    for name, value in _dynet_arrays(params, weights.config).items():
         if changed is None or uses[name] & changed:
             weights[name].set_value(value)
 
 
-def to_canonical(weights: Weights) -> dict[str, np.ndarray]:
+def to_canonical(weights: _Weights) -> dict[str, np.ndarray]:
     """DyNet's copy of the weights, read back under canonical names and
     shapes (float32). Kernels come back bit for bit; a forget block of a
     bias comes back as (b - 1) + 1 in float32, which may differ from b in the
     last bit: so the runner keeps the canonical arrays themselves and writes
     DyNet's from them, never the other way (this reads for checks)."""
-    pieces, _ = layout(weights.config)
+    pieces, _ = _layout(weights.config)
     out = {name: np.zeros(shape, np.float32) for name, shape in param_shapes(weights.config).items()}
     out[EMBEDDING] = np.asarray(weights.embedding.as_array(), dtype=np.float32)
     values = {name: np.asarray(p.as_array(), dtype=np.float32) for name, p in weights.params.items()}
@@ -263,13 +286,13 @@ def to_canonical(weights: Weights) -> dict[str, np.ndarray]:
     return out
 
 
-def grads_to_canonical(weights: Weights, embedding_rows: np.ndarray | None) -> dict[str, np.ndarray]:
+def grads_to_canonical(weights: _Weights, embedding_rows: np.ndarray | None) -> dict[str, np.ndarray]:
     """The gradient DyNet accumulated in every parameter, under canonical
     names and shapes, float32 (the shift of a bias does not change its
     gradient). Of the embedding only ``embedding_rows`` are read (the
     batch's token ids: every other row's gradient is zero), and none when
     it is None (a frozen embedding, looked up as a constant)."""
-    pieces, _ = layout(weights.config)
+    pieces, _ = _layout(weights.config)
     grads = {name: np.zeros(shape, np.float32) for name, shape in param_shapes(weights.config).items()}
     if embedding_rows is not None and len(embedding_rows):
         rows = [int(row) for row in embedding_rows]
@@ -284,7 +307,7 @@ def grads_to_canonical(weights: Weights, embedding_rows: np.ndarray | None) -> d
     return grads
 
 
-def zero_grads(weights: Weights, embedding: bool = True) -> None:
+def _zero_grads(weights: _Weights, embedding: bool = True) -> None:
     """Clear every accumulated gradient (DyNet adds each backward pass to them
     until a trainer's update clears them; no trainer runs here, train.py)."""
     if embedding:
@@ -293,5 +316,4 @@ def zero_grads(weights: Weights, embedding: bool = True) -> None:
         p.scale_gradient(0.0)
 
 
-__all__ = ["Piece", "Weights", "layout", "dynet_arrays", "from_canonical", "to_canonical", "load",
-           "grads_to_canonical", "zero_grads", "sources"]
+__all__ = ["name_map", "resolve_dtype", "from_canonical", "to_canonical", "grads_to_canonical"]

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _GROUP_LINE = re.compile(r"^BatchSize:(\d+) (.*)$")
 
 
-def graph_text() -> str:
+def _graph_text() -> str:
     """DyNet's Graphviz text of the current graph (``print_text_graphviz``
     writes it to file descriptor 2 from C++, so that descriptor is captured)."""
     from impl_dynet.library import dy
@@ -60,7 +60,7 @@ def graph_text() -> str:
         return captured.read().decode("utf-8", "replace")
 
 
-def operation(label: str) -> str:
+def _operation(label: str) -> str:
     """A node's operation from its Graphviz label ("v7 = v1 + v2 * v3" -> "a + a * a"),
     named as DyNet's profiler names it; parameters and constants by kind."""
     op = re.sub(r"\bv\d+\b", "a", label.split(" = ", 1)[-1])
@@ -70,10 +70,10 @@ def operation(label: str) -> str:
     return re.sub(r"\{a(,a){4,}\}", "{a,...}", op)  # a concat of many inputs: one name
 
 
-def census(text: str) -> collections.Counter:
+def _census(text: str) -> collections.Counter:
     """Nodes per operation in DyNet's Graphviz text."""
     labels = re.findall(r'^\s*N\d+ \[label="(.*)"\];$', text, re.MULTILINE)
-    return collections.Counter(operation(label) for label in labels)
+    return collections.Counter(_operation(label) for label in labels)
 
 
 def _runner(config: ModelConfig, params, autobatch: bool = True):
@@ -82,24 +82,24 @@ def _runner(config: ModelConfig, params, autobatch: bool = True):
     return Runner(params, config, dtype="float32", device="cpu", autobatch=autobatch)
 
 
-def loss_graph(runner, batch: PairBatch):
-    """Build (not evaluate) the eval-mode loss of ``batch`` in a fresh graph: (graph, loss node)."""
+def _loss_graph(runner, batch: PairBatch):
+    """Build (not evaluate) the eval-mode loss of ``batch`` in a fresh graph: (classifier, loss node)."""
     from impl_dynet import train
-    from impl_dynet.classifier import Graph
+    from impl_dynet.classifier import SNLIClassifier
 
-    graph = Graph(runner.weights, autobatch=runner.autobatch)
-    return graph, train.batch_loss(graph, batch)
+    classifier = SNLIClassifier(runner.weights, autobatch=runner.autobatch)
+    return classifier, train.batch_loss(classifier, batch)
 
 
-def node_count(runner, batch: PairBatch) -> int:
-    loss_graph(runner, batch)
-    return sum(census(graph_text()).values())
+def _node_count(runner, batch: PairBatch) -> int:
+    _loss_graph(runner, batch)
+    return sum(_census(_graph_text()).values())
 
 
 # -- the autobatching groups, from a child process with DyNet's profiler on ----------
 
 
-def autobatch_groups(config: ModelConfig, params, batch: PairBatch) -> dict:
+def _autobatch_groups(config: ModelConfig, params, batch: PairBatch) -> dict:
     """The groups DyNet's autobatching ran the eval-mode loss's forward pass
     in: {"groups": count, "nodes": nodes they covered, "by_operation":
     operation -> [groups, nodes]}, or {"error": why} if the child failed."""
@@ -117,7 +117,7 @@ def autobatch_groups(config: ModelConfig, params, batch: PairBatch) -> dict:
     for line in (done.stdout + "\n" + done.stderr).splitlines():
         found = _GROUP_LINE.match(line.strip())
         if found:
-            counts = by_operation.setdefault(operation("v0 = " + found.group(2)), [0, 0])
+            counts = by_operation.setdefault(_operation("v0 = " + found.group(2)), [0, 0])
             counts[0] += 1
             counts[1] += int(found.group(1))
     ordered = dict(sorted(by_operation.items(), key=lambda item: -item[1][1]))
@@ -127,14 +127,14 @@ def autobatch_groups(config: ModelConfig, params, batch: PairBatch) -> dict:
 
 def _profiled_forward(path: str) -> None:
     """The child's side (DyNet started with the profiler at level 2, see
-    autobatch_groups): the same weights and batch, one autobatched forward
+    _autobatch_groups): the same weights and batch, one autobatched forward
     pass of the loss."""
     with np.load(path, allow_pickle=False) as arrays:
         config = ModelConfig.from_json(str(arrays["config"]))
         params = {k.split(":", 1)[1]: arrays[k] for k in arrays.files if k.startswith("param:")}
         batch = PairBatch(**{k.split(":", 1)[1]: arrays[k] for k in arrays.files if k.startswith("batch:")},
                           pair_ids=[str(i) for i in range(len(arrays["batch:labels"]))])
-    _, loss = loss_graph(_runner(config, params, autobatch=True), batch)
+    _, loss = _loss_graph(_runner(config, params, autobatch=True), batch)
     loss.value()
 
 
@@ -146,21 +146,22 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     from impl_dynet.platform import Platform
 
     runner = _runner(config, params)
-    loss_graph(runner, batches.main)
-    text = graph_text()
-    types = census(text)
+    _loss_graph(runner, batches.main)
+    text = _graph_text()
+    types = _census(text)
     if out is not None:
         (out / "dynet_graph.dot").write_text(text)
     transitions = sentences_transitions(batches.main)
     result = {
         "framework_version": Platform().version(),
         "nodes": sum(types.values()),
+        "graph": {"recorded": sum(types.values())},  # what docs/figures/graph-size.svg draws
         "node_types": dict(types.most_common()),
         "python_steps": int(transitions.shape[1]),
         "active_steps": steps_with_work(transitions),
-        "autobatch": autobatch_groups(config, params, batches.main),
-        "other_trees": {shape: node_count(runner, batch) for shape, batch in batches.reshaped.items()},
-        "padded_nodes": node_count(runner, batches.padded),
+        "autobatch": _autobatch_groups(config, params, batches.main),
+        "other_trees": {shape: _node_count(runner, batch) for shape, batch in batches.reshaped.items()},
+        "padded_nodes": _node_count(runner, batches.padded),
         "traces": runner.compile_stats().traces,  # 0: nothing is traced, every batch builds a fresh graph
         "forward_s": None, "forward_unbatched_s": None, "backward_s": None,
     }
@@ -176,7 +177,7 @@ def _times(config: ModelConfig, params, batch: PairBatch) -> dict:
         runner = _runner(config, params, autobatch)
 
         def forward() -> float:
-            _, loss = loss_graph(runner, batch)
+            _, loss = _loss_graph(runner, batch)
             elapsed = timer()
             loss.value()
             return elapsed()
@@ -184,7 +185,7 @@ def _times(config: ModelConfig, params, batch: PairBatch) -> dict:
         out[key] = min(forward() for _ in range(3))
 
     def backward() -> float:
-        _, loss = loss_graph(runner, batch)
+        _, loss = _loss_graph(runner, batch)
         loss.value()
         elapsed = timer()
         loss.backward()
@@ -228,7 +229,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     out: dict = {"framework_version": Platform().version()}
     for mode in MODES:
         parsed = runner.parse(batches.main, mode)
-        nodes = sum(census(graph_text()).values())  # the parse's graph is still the current one
+        nodes = sum(_census(_graph_text()).values())  # the parse's graph is still the current one
         out[mode] = {"python_steps": steps_with_work(sentences_transitions(parsed)),
                      "host_syncs": runner.last_host_syncs, "nodes": nodes}
     return out

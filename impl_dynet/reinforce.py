@@ -1,12 +1,12 @@
 """REINFORCE (docs/spec.md §7) in DyNet.
 
-The sampled parse is model.parse_decided: at each step where a sentence has
+The sampled parse is model.SPINN.parse: at each step where a sentence has
 a choice, the graph is evaluated so far and Python compares the head's p_R
 with the front end's uniform number, then builds the chosen branch. The
 graph that results holds exactly the trees that were followed, so
 ``backward()`` walks them; the decisions are Python values and carry no
 gradient. Gradients reach the head through each sentence's log-probability
-and entropy (model.choice_sums), which stay expressions, and the rewards
+and entropy (model._choice_sums), which stay expressions, and the rewards
 r_i = -CE_i enter as ``dy.nobackprop`` nodes: constants to the gradient, as
 the reference treats them.
 
@@ -21,21 +21,22 @@ import numpy as np
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
 
-from .classifier import Graph, Run
-from .convert import Weights
+from .classifier import SNLIClassifier, _Run
+from .convert import _Weights
 from .library import dy
-from .model import choice_sums
-from .train import Optimizer, apply_update, backward, class_losses, sentence_parses, training_graph
+from .model import _choice_sums
+from .train import (_apply_update, _backward, _class_losses, _Optimizer, _parse_batch, _sentence_parses,
+                    _training_classifier)
 
 
-def reinforce_loss(graph: Graph, batch: PairBatch, uniforms, baseline: float, reinforce_weight: float,
-                   entropy_weight: float) -> tuple[dy.Expression, Run, list[dy.Expression]]:
+def reinforce_loss(classifier: SNLIClassifier, batch: PairBatch, uniforms, baseline: float, reinforce_weight: float,
+                   entropy_weight: float) -> tuple[dy.Expression, _Run, list[dy.Expression]]:
     """The REINFORCE loss node of the batch sampled with ``uniforms``, the
     run it followed and its per-pair cross-entropies."""
-    run = graph.run(batch, "sampled", uniforms=uniforms)
-    ce = class_losses(run, batch.labels)
+    run = _parse_batch(classifier, batch, "sampled", uniforms)
+    ce = _class_losses(run, batch.labels)
     B = len(ce)
-    sums = [choice_sums(sentence) for sentence in run.sentences]
+    sums = [_choice_sums(sentence) for sentence in run.sentences]
     terms = [dy.esum(ce) * (1.0 / B)]
     for i in range(B):
         mine = [sums[s] for s in (i, B + i) if sums[s] is not None]
@@ -50,10 +51,10 @@ def reinforce_loss(graph: Graph, batch: PairBatch, uniforms, baseline: float, re
     return dy.esum(terms), run, ce
 
 
-def _numbers(graph: Graph, run: Run, ce: list[dy.Expression], batch: PairBatch) -> dict:
+def _numbers(classifier: SNLIClassifier, run: _Run, ce: list[dy.Expression], batch: PairBatch) -> dict:
     """The step record's arrays (rewards, per-side logprob, entropy, transitions), read after the forward pass."""
-    parses, logits = sentence_parses(graph, run, batch.premise_transitions.shape[1])
-    (rewards,) = graph.values(dy.concatenate(ce))
+    parses, logits = _sentence_parses(classifier, run, batch.premise_transitions.shape[1])
+    (rewards,) = classifier._values(dy.concatenate(ce))
     B = len(ce)
     numbers = {"rewards": -np.asarray(rewards, np.float64).reshape(B)}
     for name in ("logprob", "entropy", "transitions"):
@@ -62,26 +63,28 @@ def _numbers(graph: Graph, run: Run, ce: list[dy.Expression], batch: PairBatch) 
     return numbers
 
 
-def loss_and_grads(weights: Weights, batch: PairBatch, uniforms, baseline: float, reinforce_weight: float,
+def loss_and_grads(weights: _Weights, batch: PairBatch, uniforms, baseline: float, reinforce_weight: float,
                    entropy_weight: float, *, autobatch: bool
                    ) -> tuple[float, dict[str, np.ndarray], np.ndarray, int, dict]:
     """Eval mode: (loss, canonical gradients, rewards <float64>[B], host reads of decisions, timings)."""
-    graph = Graph(weights, autobatch=autobatch)
-    loss, run, ce = reinforce_loss(graph, batch, uniforms, baseline, reinforce_weight, entropy_weight)
-    value, grads = backward(graph, loss)
-    (rewards,) = graph.values(dy.concatenate(ce))
-    return value, grads, -np.asarray(rewards, np.float64).reshape(len(ce)), run.host_syncs, graph.clock.timings()
+    classifier = SNLIClassifier(weights, autobatch=autobatch)
+    loss, run, ce = reinforce_loss(classifier, batch, uniforms, baseline, reinforce_weight, entropy_weight)
+    value, grads = _backward(classifier, loss)
+    (rewards,) = classifier._values(dy.concatenate(ce))
+    return (value, grads, -np.asarray(rewards, np.float64).reshape(len(ce)), run.host_syncs,
+            classifier.clock.timings())
 
 
-def train_step(weights: Weights, params: dict[str, np.ndarray], optimizer: Optimizer, batch: PairBatch, uniforms,
+def train_step(weights: _Weights, params: dict[str, np.ndarray], optimizer: _Optimizer, batch: PairBatch, uniforms,
                baseline: float, reinforce_weight: float, entropy_weight: float, *, autobatch: bool, dropout: float,
                seed: int, step: int) -> tuple[dict, int, dict]:
     """One update on the REINFORCE loss in training mode (dropout masks from
     (seed, step)); returns shared.reinforce.step_record of the numbers
     computed before the update, the host reads of decisions, and the timings."""
-    graph = training_graph(weights, optimizer, batch, autobatch=autobatch, dropout=dropout, seed=seed, step=step)
-    loss, run, ce = reinforce_loss(graph, batch, uniforms, baseline, reinforce_weight, entropy_weight)
-    value, grads = backward(graph, loss)
-    numbers = _numbers(graph, run, ce, batch)
-    apply_update(graph, params, optimizer, grads)
-    return shared_reinforce.step_record(value, **numbers), run.host_syncs, graph.clock.timings()
+    classifier = _training_classifier(weights, optimizer, batch, autobatch=autobatch, dropout=dropout, seed=seed,
+                                      step=step)
+    loss, run, ce = reinforce_loss(classifier, batch, uniforms, baseline, reinforce_weight, entropy_weight)
+    value, grads = _backward(classifier, loss)
+    numbers = _numbers(classifier, run, ce, batch)
+    _apply_update(classifier, params, optimizer, grads)
+    return shared_reinforce.step_record(value, **numbers), run.host_syncs, classifier.clock.timings()

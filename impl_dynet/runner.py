@@ -37,7 +37,7 @@ from shared.parsing import Parsed
 from shared.runner import Runner as RunnerBase
 
 from . import convert, reinforce, train
-from .classifier import Graph
+from .classifier import SNLIClassifier
 
 
 def resolve_device(device: str) -> str:
@@ -54,7 +54,7 @@ class Runner(RunnerBase):
     unsupported = {"float64": "DyNet computes in float32 only",
                    "gpu": "the dyNET38 wheel is built without CUDA (CPU only)"}
     # A decided parse evaluates the graph at each step with a choice and reads
-    # the decisions back to Python (model.parse_decided).
+    # the decisions back to Python (model.SPINN.parse).
     reads_decisions_on_host = True
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
@@ -67,8 +67,7 @@ class Runner(RunnerBase):
                          entropy_weight=entropy_weight)
         if dtype == "float64":
             self.require("float64")
-        if dtype != "float32":
-            raise ValueError(f"dtype must be 'float32' (DyNet has no other), got {dtype!r}")
+        convert.resolve_dtype(dtype)  # a ValueError for any other than float32
         self.device = resolve_device(device)
         self.autobatch = bool(autobatch)
         check_params(params, config)  # as given: an integer or non-finite array is named before any cast
@@ -77,13 +76,13 @@ class Runner(RunnerBase):
         self.weights = convert.from_canonical(self.params, config)
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        graph = Graph(self.weights, autobatch=self.autobatch)
-        run = graph.run(batch)
-        encodings, logits = graph.values(run.encodings(), run.class_logits())
+        classifier = SNLIClassifier(self.weights, autobatch=self.autobatch)
+        run = classifier._forward(batch)
+        encodings, logits = classifier._values(run.encodings(), run.class_logits())
         B, H = len(run.logits), self.config.hidden_dim
         encodings = encodings.reshape(H, 2 * B).T
         self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
-        self.last_phases = graph.clock.timings()
+        self.last_phases = classifier.clock.timings()
         return np.ascontiguousarray(encodings[:B]), np.ascontiguousarray(encodings[B:]), logits.reshape(3, B).T.copy()
 
     def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
@@ -121,7 +120,7 @@ class Runner(RunnerBase):
 
     def set_learning_rate(self, lr: float) -> None:
         self._need_optimizer()
-        self.optimizer.lr = float(lr)
+        train.set_learning_rate(self.optimizer, lr)
 
     def _train_step(self, batch: PairBatch) -> float:
         loss, timings = train.train_step(
@@ -134,13 +133,11 @@ class Runner(RunnerBase):
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
         self._need_optimizer()
-        state = self.optimizer.state_dict()
-        state["step"] = np.array(self.steps, dtype=np.int64)
-        return state
+        return train.optimizer_state(self.optimizer, self.steps)
 
     def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._need_optimizer()
-        self.steps = self.optimizer.load(state)
+        self.steps = train.load_optimizer_state(self.optimizer, state)
 
     def get_params(self) -> dict[str, np.ndarray]:
         return {name: value.copy() for name, value in self.params.items()}

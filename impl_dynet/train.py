@@ -1,6 +1,6 @@
 """Losses, gradients, the optimizers, dropout and the parse (DyNet).
 
-A DyNet call is: start a graph (classifier.Graph), add every sentence's
+A DyNet call is: start a graph (classifier.SNLIClassifier), add every sentence's
 nodes in a Python loop, evaluate once (``dy.forward``; with autobatching
 DyNet groups the nodes now), and for a gradient run ``backward()`` on the
 loss node, which adds into every parameter's gradient. The gradients are
@@ -40,7 +40,7 @@ batch's rows are read, only the rows a step moved are written, and nothing
 at all while it is frozen (its lookups are then constants).
 
 Dropout masks come from a NumPy generator seeded with (seed, step)
-(classifier.Masks), so a resumed run draws the masks of the uninterrupted one.
+(classifier._Masks), so a resumed run draws the masks of the uninterrupted one.
 """
 
 from __future__ import annotations
@@ -55,19 +55,17 @@ from shared.params import param_shapes
 from shared.transitions import REDUCE, SHIFT
 
 from . import convert
-from .classifier import Graph, Masks, Run
-from .convert import EMBEDDING, Weights
+from .classifier import SNLIClassifier, _Masks, _Run
+from .convert import EMBEDDING, _Weights
 from .library import dy, pools_checked
 
-OPTIMIZERS = optimizers.OPTIMIZERS
 
-
-def class_losses(run: Run, labels: Sequence[int]) -> list[dy.Expression]:
+def _class_losses(run: _Run, labels: Sequence[int]) -> list[dy.Expression]:
     """Per pair, the cross-entropy of its logits against its label (the Runner checked the labels)."""
     return [dy.pickneglogsoftmax(logits, int(label)) for logits, label in zip(run.logits, labels)]
 
 
-def transition_loss(run: Run) -> dy.Expression:
+def transition_loss(run: _Run) -> dy.Expression:
     """The mean, over every head evaluation of every sentence (every non-PAD
     step), of the two-way cross-entropy of softmax(t) against the action
     followed (gold mode: the gold action; no validity mask, docs/spec.md §7)."""
@@ -79,35 +77,35 @@ def transition_loss(run: Run) -> dy.Expression:
     return dy.esum(terms) * (1.0 / len(terms))
 
 
-def batch_loss(graph: Graph, batch: PairBatch, transition_weight: float = 0.0) -> dy.Expression:
+def batch_loss(classifier: SNLIClassifier, batch: PairBatch, transition_weight: float = 0.0) -> dy.Expression:
     """Mean cross-entropy of the batch, plus ``transition_weight`` times the
     supervised transition loss (teacher forcing) when it is positive."""
-    run = graph.run(batch, "gold", head=transition_weight > 0)
-    loss = dy.esum(class_losses(run, batch.labels)) * (1.0 / len(batch.labels))
+    run = _parse_batch(classifier, batch, "gold") if transition_weight > 0 else classifier._forward(batch)
+    loss = dy.esum(_class_losses(run, batch.labels)) * (1.0 / len(batch.labels))
     if transition_weight > 0:
         loss = loss + transition_loss(run) * transition_weight
     return loss
 
 
-def backward(graph: Graph, loss: dy.Expression) -> tuple[float, dict[str, np.ndarray]]:
+def _backward(classifier: SNLIClassifier, loss: dy.Expression) -> tuple[float, dict[str, np.ndarray]]:
     """Evaluate ``loss`` (one forward), run the backward pass, and return the
     loss and its canonical gradients, the accumulators cleared again."""
-    with graph.clock.section(), pools_checked():
+    with classifier.clock.section(), pools_checked():
         value = loss.value()
         loss.backward()
-    rows = np.array(sorted(graph.tokens), dtype=np.int64) if graph.update_embedding else None
-    with graph.clock.section("grads"):  # DyNet's Python API copies a Python float per element
-        grads = convert.grads_to_canonical(graph.weights, embedding_rows=rows)
-        convert.zero_grads(graph.weights, embedding=graph.update_embedding)
+    rows = np.array(sorted(classifier.tokens), dtype=np.int64) if classifier.update_embedding else None
+    with classifier.clock.section("grads"):  # DyNet's Python API copies a Python float per element
+        grads = convert.grads_to_canonical(classifier.weights, embedding_rows=rows)
+        convert._zero_grads(classifier.weights, embedding=classifier.update_embedding)
     return float(value), grads
 
 
-def loss_and_grads(weights: Weights, batch: PairBatch, *, autobatch: bool, transition_weight: float = 0.0
+def loss_and_grads(weights: _Weights, batch: PairBatch, *, autobatch: bool, transition_weight: float = 0.0
                    ) -> tuple[float, dict[str, np.ndarray], dict]:
     """Eval mode: (loss, canonical gradients, the call's timings)."""
-    graph = Graph(weights, autobatch=autobatch)
-    value, grads = backward(graph, batch_loss(graph, batch, transition_weight))
-    return value, grads, graph.clock.timings()
+    classifier = SNLIClassifier(weights, autobatch=autobatch)
+    value, grads = _backward(classifier, batch_loss(classifier, batch, transition_weight))
+    return value, grads, classifier.clock.timings()
 
 
 # --------------------------------------------------------------------------
@@ -115,7 +113,7 @@ def loss_and_grads(weights: Weights, batch: PairBatch, *, autobatch: bool, trans
 # --------------------------------------------------------------------------
 
 
-class Optimizer:
+class _Optimizer:
     """sgd, adam or rmsprop as shared/optimizers.py defines them (coupled
     weight decay g + wd p, Adam's epsilon after the bias correction of v,
     RMSprop's inside the square root), in float32, with its state held in the
@@ -158,54 +156,68 @@ class Optimizer:
         state[optimizers.STEP] = np.array(t, dtype=np.int64)
         return self.trainable
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Copies of the state (float32 slots, int64 step)."""
-        return {key: np.array(value) for key, value in self.state.items()}
 
-    def load(self, state: Mapping[str, np.ndarray]) -> int:
-        """Install a state of the shared layout (from any framework); returns its step count."""
-        optimizers.check_state(state, optimizers.state_shapes(self.name, self.hyper, self.shapes, self.frozen))
-        self.state = {key: np.array(value, dtype=np.int64 if key == optimizers.STEP else np.float32)
-                      for key, value in state.items()}
-        return int(self.state[optimizers.STEP])
+def make_optimizer(name: str, lr: float, config, *, frozen: Sequence[str] = (), **hyper) -> _Optimizer:
+    """The shared ``set_optimizer`` arguments -> the shared rules in NumPy (see
+    the module docstring; a ValueError names an unknown optimizer)."""
+    return _Optimizer(name, lr, hyper, frozen, param_shapes(config))
 
 
-def make_optimizer(name: str, lr: float, config, *, frozen: Sequence[str] = (), **hyper) -> Optimizer:
-    """The shared ``set_optimizer`` arguments -> an :class:`Optimizer` (a ValueError names an unknown one)."""
-    return Optimizer(name, lr, hyper, frozen, param_shapes(config))
+def set_learning_rate(optimizer: _Optimizer, lr: float) -> None:
+    """The rate of the following steps (nothing is traced, so nothing retraces)."""
+    optimizer.lr = float(lr)
 
 
-def train_step(weights: Weights, params: dict[str, np.ndarray], optimizer: Optimizer, batch: PairBatch, *,
+def optimizer_state(optimizer: _Optimizer, step: int) -> dict[str, np.ndarray]:
+    """Copies of the state in the shared layout (float32 slots), with ``step``
+    the runner's count of training steps."""
+    state = {key: np.array(value) for key, value in optimizer.state.items()}
+    state[optimizers.STEP] = np.array(step, dtype=np.int64)
+    return state
+
+
+def load_optimizer_state(optimizer: _Optimizer, state: Mapping[str, np.ndarray]) -> int:
+    """Install a state of the shared layout (from any framework); returns its step count."""
+    optimizers.check_state(state, optimizers.state_shapes(optimizer.name, optimizer.hyper, optimizer.shapes,
+                                                          optimizer.frozen))
+    optimizer.state = {key: np.array(value, dtype=np.int64 if key == optimizers.STEP else np.float32)
+                       for key, value in state.items()}
+    return int(optimizer.state[optimizers.STEP])
+
+
+def train_step(weights: _Weights, params: dict[str, np.ndarray], optimizer: _Optimizer, batch: PairBatch, *,
                autobatch: bool, dropout: float, seed: int, step: int, transition_weight: float = 0.0
                ) -> tuple[float, dict]:
     """One update in training mode (dropout masks from (seed, step)); returns
     the loss computed before it and the call's timings."""
-    graph = training_graph(weights, optimizer, batch, autobatch=autobatch, dropout=dropout, seed=seed, step=step)
-    loss, grads = backward(graph, batch_loss(graph, batch, transition_weight))
-    apply_update(graph, params, optimizer, grads)
-    return loss, graph.clock.timings()
+    classifier = _training_classifier(weights, optimizer, batch, autobatch=autobatch, dropout=dropout, seed=seed,
+                                      step=step)
+    loss, grads = _backward(classifier, batch_loss(classifier, batch, transition_weight))
+    _apply_update(classifier, params, optimizer, grads)
+    return loss, classifier.clock.timings()
 
 
-def training_graph(weights: Weights, optimizer: Optimizer, batch: PairBatch, *, autobatch: bool, dropout: float,
-                   seed: int, step: int) -> Graph:
+def _training_classifier(weights: _Weights, optimizer: _Optimizer, batch: PairBatch, *, autobatch: bool,
+                         dropout: float, seed: int, step: int) -> SNLIClassifier:
     """A fresh graph for a training step: dropout masks if the rate is
     positive, and a frozen embedding read as a constant (no V x E gradient)."""
     masks = None
     if dropout > 0.0:
-        masks = Masks(dropout, seed, step, weights.config, 2 * len(batch.labels), batch.premise_tokens.shape[1])
-    return Graph(weights, autobatch=autobatch, masks=masks, update_embedding=EMBEDDING not in optimizer.frozen)
+        masks = _Masks(dropout, seed, step, weights.config, 2 * len(batch.labels), batch.premise_tokens.shape[1])
+    return SNLIClassifier(weights, autobatch=autobatch, masks=masks,
+                          update_embedding=EMBEDDING not in optimizer.frozen)
 
 
-def apply_update(graph: Graph, params: dict[str, np.ndarray], optimizer: Optimizer,
-                 grads: Mapping[str, np.ndarray]) -> None:
+def _apply_update(classifier: SNLIClassifier, params: dict[str, np.ndarray], optimizer: _Optimizer,
+                  grads: Mapping[str, np.ndarray]) -> None:
     """The optimizer's step on the canonical weights, then DyNet's copy of what
     changed (of the embedding, the rows the step moved: the batch's words,
     and those an optimizer's state still moves)."""
-    with graph.clock.section("update"):
+    with classifier.clock.section("update"):
         table = params[EMBEDDING]
         changed = optimizer.step(params, grads)
         rows = np.flatnonzero(np.any(params[EMBEDDING] != table, axis=1)) if EMBEDDING in changed else None
-        convert.load(graph.weights, params, changed, embedding_rows=rows)
+        convert._load(classifier.weights, params, changed, embedding_rows=rows)
 
 
 # --------------------------------------------------------------------------
@@ -213,7 +225,8 @@ def apply_update(graph: Graph, params: dict[str, np.ndarray], optimizer: Optimiz
 # --------------------------------------------------------------------------
 
 
-def sentence_parses(graph: Graph, run: Run, num_steps: int) -> tuple[parsing.SentenceParses, np.ndarray]:
+def _sentence_parses(classifier: SNLIClassifier, run: _Run, num_steps: int
+                     ) -> tuple[parsing.SentenceParses, np.ndarray]:
     """Evaluate and read everything a parse returns: (SentenceParses of the 2B
     sentences as NumPy arrays, class logits <float32>[B, 3]).
 
@@ -221,10 +234,10 @@ def sentence_parses(graph: Graph, run: Run, num_steps: int) -> tuple[parsing.Sen
     logprob and entropy are summed on the host in float64 from them (the
     shared stable formulas), as PyTorch sums its float32 logits in float64.
     """
-    H, S, B = graph.config.hidden_dim, len(run.sentences), len(run.logits)
+    H, S, B = classifier.config.hidden_dim, len(run.sentences), len(run.logits)
     heads = [logits for sentence in run.sentences for logits in sentence.logits]
     exprs = [run.encodings(), run.class_logits()] + ([dy.concatenate_cols(heads)] if heads else [])
-    values = graph.values(*exprs)
+    values = classifier._values(*exprs)
     encodings, class_logits = values[0].reshape(H, S).T, values[1].reshape(3, B).T
     head_values = values[2].reshape(2, len(heads)).T if heads else np.zeros((0, 2), np.float32)
     transition_logits = np.zeros((S, num_steps, 2), np.float32)
@@ -245,11 +258,17 @@ def sentence_parses(graph: Graph, run: Run, num_steps: int) -> tuple[parsing.Sen
     return parses, class_logits
 
 
-def parse(weights: Weights, batch: PairBatch, mode: str, uniforms, *, autobatch: bool
+def _parse_batch(classifier: SNLIClassifier, batch: PairBatch, mode: str, uniforms=None) -> _Run:
+    """The classifier's ``parse`` with the batch's arrays: added to its graph, not evaluated."""
+    return classifier.parse(batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens,
+                            batch.hypothesis_transitions, mode, uniforms)
+
+
+def parse(weights: _Weights, batch: PairBatch, mode: str, uniforms, *, autobatch: bool
           ) -> tuple[parsing.Parsed, int, dict]:
     """Eval mode: the batch in ``mode`` -> (shared.parsing.Parsed in float32,
     host reads of decisions, timings). ``uniforms`` as check_parse returned them."""
-    graph = Graph(weights, autobatch=autobatch)
-    run = graph.run(batch, mode, head=True, uniforms=uniforms)
-    parses, logits = sentence_parses(graph, run, batch.premise_transitions.shape[1])
-    return parsing.split_pairs(parses, logits), run.host_syncs, graph.clock.timings()
+    classifier = SNLIClassifier(weights, autobatch=autobatch)
+    run = _parse_batch(classifier, batch, mode, uniforms)
+    parses, logits = _sentence_parses(classifier, run, batch.premise_transitions.shape[1])
+    return parsing.split_pairs(parses, logits), run.host_syncs, classifier.clock.timings()

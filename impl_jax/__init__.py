@@ -23,9 +23,10 @@ Modules: ``cells`` (Tracker, Reduce), ``model`` (SPINN: the scan, both stack
 layouts, the parse), ``classifier`` (SNLIClassifier: embedding, one SPINN pass
 over premises and hypotheses, the MLP), ``convert`` (canonical <-> Flax
 weights), ``train`` (loss, gradients, optax, the training step),
-``reinforce`` (the REINFORCE loss and step), ``runner`` (the adapter of
+``reinforce`` (the REINFORCE loss and step), ``replicas`` (data parallelism:
+the batch sharded over a mesh of devices), ``runner`` (the adapter of
 docs/runner-interface.md), ``platform`` and ``explain`` (what the harness asks
 of the framework), ``vmap`` (SPINN written for one sentence and batched by
 ``jax.vmap``, the same weights: the ``jax-vmap`` implementation,
-``algorithm="vmap"``).
+``algorithm="vmap"``). The surface the four packages share: docs/surface.md.
 """

@@ -2,11 +2,14 @@
 Reduce's TreeLSTM, as Flax modules whose parameters keep the canonical names
 (convert.py's mapping is a rename).
 
-model.py's scan calls them once per step on every row of the batch (the
-masks decide which rows keep the result); vmap.py calls them on one
-sentence's rows. A stack item is ``[h; c]``, <float>[2H].
+``Tracker.step`` and ``Reduce.compose`` hold the arithmetic on rows already
+batched (docs/surface.md). model.py's scan calls them once per step on every
+row of the batch (the masks decide which rows keep the result); vmap.py calls
+them on one sentence's rows. On the stacks an item is one array ``[h; c]``,
+<float>[2H]; the cells take and return its halves (h, c).
 
-Shapes: S rows (sentences; no such axis under vmap), H hidden, D tracker.
+Shapes: K rows (every sentence of the batch, S; no such axis under vmap), H
+hidden, D tracker.
 """
 
 from __future__ import annotations
@@ -48,8 +51,9 @@ class Tracker(nn.Module):
         if self.transition_head:
             self.transition = nn.Dense(2, param_dtype=self.param_dtype)
 
-    def __call__(self, buffer_h, top_h, below_h, state):
-        """buffer_h, top_h, below_h <float>[S, H]; state (h, c) <float>[S, D] -> new (h, c)."""
+    def step(self, buffer_h, top_h, below_h, state):
+        """One LSTM step on rows already batched: buffer_h, top_h, below_h
+        <float>[K, H]; state (h, c) <float>[K, D] -> the new (h, c) <float>[K, D]."""
         h, c = state
         z = (jnp.concatenate([buffer_h, top_h, below_h], axis=-1) @ self.kernel_input + h @ self.kernel_hidden
              + self.bias)
@@ -59,12 +63,13 @@ class Tracker(nn.Module):
         return h, c
 
     def transition_logits(self, h):
-        """The head: tracker state h <float>[S, D] -> t = (t_S, t_R) <float>[S, 2]."""
+        """The head: tracker state h <float>[K, D] -> t = (t_S, t_R) <float>[K, 2]."""
         return self.transition(h)
 
 
 class Reduce(nn.Module):
-    """TreeLSTM composition of the two top stack items (gate order a, i, f1, f2, o)."""
+    """TreeLSTM composition of two stack items, with the tracker's h as a
+    third input (gate order a, i, f1, f2, o)."""
 
     hidden_dim: int  # H
     tracker_dim: int  # D (0: no tracking input)
@@ -77,10 +82,10 @@ class Reduce(nn.Module):
         if self.tracker_dim > 0:
             self.track = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
 
-    def __call__(self, left, right, tracking=None):
-        """left, right <float>[S, 2H] items; tracking <float>[S, D] or None -> <float>[S, 2H]."""
-        left_h, left_c = _halves(left, self.hidden_dim)
-        right_h, right_c = _halves(right, self.hidden_dim)
+    def compose(self, left, right, tracking=None):
+        """The TreeLSTM on rows already batched: left and right (h, c)
+        <float>[K, H] each, tracking <float>[K, D] or None -> (h, c) <float>[K, H]."""
+        (left_h, left_c), (right_h, right_c) = left, right
         z = self.left(left_h) + self.right(right_h)
         if tracking is not None:
             z = z + self.track(tracking)
@@ -88,4 +93,4 @@ class Reduce(nn.Module):
         c = (jnp.tanh(a) * jax.nn.sigmoid(i) + jax.nn.sigmoid(f1) * left_c
              + jax.nn.sigmoid(f2) * right_c)
         h = jax.nn.sigmoid(o) * jnp.tanh(c)
-        return jnp.concatenate([h, c], axis=-1)
+        return h, c

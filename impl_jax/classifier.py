@@ -60,10 +60,15 @@ class SNLIClassifier(nn.Module):
         # One encoder pass over 2B sentences: the scan runs T steps once, not twice.
         tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
         transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
-        leaves = self._leaves(tokens, train)  # [2B, N, 2H]: both sides' buffers at once
-        encodings = self.spinn(leaves, transitions)
+        encodings = self.encode(tokens, transitions, train)
         premise, hypothesis = encodings[:B], encodings[B:]
-        return premise, hypothesis, self._classify(premise, hypothesis, train)
+        return premise, hypothesis, self.classify(premise, hypothesis, train)
+
+    def encode(self, tokens, transitions, train: bool = False):
+        """tokens <int32>[S, N], transitions <int32>[S, T] -> encodings <float>[S, H]:
+        embed, project (dropout on the leaves in training), run SPINN's gold-mode loop."""
+        leaves = self._leaves(tokens, train)  # [S, N, 2H]: every sentence's buffer at once
+        return self.spinn.encode(leaves, transitions)
 
     def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
               mode: str = "predicted", uniforms=None, train: bool = False) -> tuple[SentenceParses, jnp.ndarray]:
@@ -77,10 +82,10 @@ class SNLIClassifier(nn.Module):
         tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
         transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
         u = None if uniforms is None else jnp.concatenate(uniforms, axis=0)
-        leaves = self._leaves(tokens, train)  # [2B, N, 2H], as in __call__
+        leaves = self._leaves(tokens, train)  # [2B, N, 2H], as in encode
         parses = self.spinn.parse(leaves, transitions, mode, u)
         premise, hypothesis = parses.encodings[:B], parses.encodings[B:]
-        return parses, self._classify(premise, hypothesis, train)
+        return parses, self.classify(premise, hypothesis, train)
 
     def _leaves(self, tokens, train: bool):
         """tokens <int32>[S, N] -> leaves <float>[S, N, 2H], [h; c] of every word:
@@ -88,8 +93,9 @@ class SNLIClassifier(nn.Module):
         leaves = self.projection(self.embed(tokens))
         return self.leaf_dropout(leaves, deterministic=not train)
 
-    def _classify(self, premise, hypothesis, train: bool):
-        """The MLP over [p, q, p - q, p * q] -> class logits <float>[B, 3]."""
+    def classify(self, premise, hypothesis, train: bool = False):
+        """premise, hypothesis <float>[B, H] -> class logits <float>[B, 3]: the
+        MLP over the features [p, q, p - q, p * q] (dropout on every layer's input in training)."""
         x = jnp.concatenate([premise, hypothesis, premise - hypothesis, premise * hypothesis], axis=-1)
         # Dropout on the input of every classifier layer, as in the 2017 code.
         for layer in self.mlp:

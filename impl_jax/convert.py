@@ -135,3 +135,10 @@ def to_canonical(variables: Mapping, config: ModelConfig) -> dict[str, np.ndarra
         out[name] = np.array(jax.device_get(flat[path]), copy=True)
     check_params(out, config)
     return out
+
+
+def grads_to_canonical(grads: Mapping, config: ModelConfig) -> dict[str, np.ndarray]:
+    """Gradients -> canonical name -> NumPy array. ``jax.grad`` returns a pytree
+    shaped like the parameters (the tree under ``variables["params"]``), so this
+    is ``to_canonical`` of that tree."""
+    return to_canonical({"params": grads}, config)

@@ -8,10 +8,10 @@ wider needed (one per input shape). ``--out`` writes the jaxprs as text.
 
 ``jax-vmap`` beside ``jax``: the program ``jax.vmap`` generates from SPINN for
 one sentence (impl_jax/vmap.py), against the one written batched by hand
-(model.py). Both are traced by the Runner for the same batch (``trace``,
-counted like every trace) and measured the same way. The two compute the same
-numbers; the difference in size is what batching by transformation costs (or
-saves) in the program XLA is given.
+(model.py). Both are traced by the Runner for the same batch
+(``Runner._trace``, counted like every trace) and measured the same way. The
+two compute the same numbers; the difference in size is what batching by
+transformation costs (or saves) in the program XLA is given.
 
 ``--parse``: the equations of the jaxpr and of the scan body, gold against
 predicted, and the body's ``select_n`` equations. ``--bad-input``: no error
@@ -82,7 +82,7 @@ def _sub_jaxprs(eqn) -> Iterator:
                 yield item.jaxpr
 
 
-def jaxpr_stats(closed) -> dict:
+def _jaxpr_stats(closed) -> dict:
     """Equations of a (closed) jaxpr: at the top level, counting nested jaxprs,
     and of every scan body (nested ones counted: the model's step sits inside
     a cond), in the order the scans appear."""
@@ -109,15 +109,15 @@ def jaxpr_stats(closed) -> dict:
     return stats
 
 
-def program_figures(runner, name: str, batch, *, timing: bool, jaxpr_file: Path | None = None) -> dict:
+def _program_figures(runner, name: str, batch, *, timing: bool, jaxpr_file: Path | None = None) -> dict:
     """A JAX Runner's program ``name`` for ``batch``: the jaxpr's figures
-    (``jaxpr_stats``), the seconds to trace it and, with ``timing``, to lower,
+    (``_jaxpr_stats``), the seconds to trace it and, with ``timing``, to lower,
     compile and call it (best of a few calls). ``jaxpr_file``: where to write
     the jaxpr's text."""
     elapsed = timer()
-    traced = runner.trace(name, batch)
+    traced = runner._trace(name, batch)
     trace_s = elapsed()
-    stats = jaxpr_stats(traced.jaxpr)
+    stats = _jaxpr_stats(traced.jaxpr)
     stats["trace_s"] = trace_s
     stats["lower_s"] = stats["compile_s"] = stats["call_s"] = None
     if timing:
@@ -127,7 +127,7 @@ def program_figures(runner, name: str, batch, *, timing: bool, jaxpr_file: Path 
         elapsed = timer()
         compiled = lowered.compile()
         stats["compile_s"] = elapsed()
-        inputs = runner.program_args(name, batch)
+        inputs = runner._program_args(name, batch)
         stats["call_s"] = best_of(lambda: jax.block_until_ready(compiled(*inputs)))
     if jaxpr_file is not None:
         jaxpr_file.write_text(str(traced.jaxpr) + "\n")
@@ -144,8 +144,9 @@ def _explain_jax(batches, config: ModelConfig, params, out: Path | None, timing:
     # the other trees reuse the trace and the padded batch (new N, T) does not.
     before = runner.compile_stats("encode").traces
     for batch in (batches.main, batches.reshaped[batches.other_trees], batches.padded):
-        runner.trace("encode", batch)
+        runner._trace("encode", batch)
     result["traces_for_variants"] = runner.compile_stats("encode").traces - before + 1  # the first trace was above
+    result["graph"] = {"loop": "scan", "body": result["encode"]["scan_body_eqns"][0]}  # docs/figures/graph-size.svg
     return result
 
 
@@ -170,7 +171,7 @@ def _ratio(vmap, batched) -> float:
 
 def _programs(runner, batches, out: Path | None, prefix: str, timing: bool) -> dict:
     """The figures of the Runner's programs for ``batches.main`` (jaxprs written as ``PREFIX_PROGRAM.jaxpr.txt``)."""
-    result = {program: program_figures(runner, program, batches.main, timing=timing,
+    result = {program: _program_figures(runner, program, batches.main, timing=timing,
                                        jaxpr_file=out / f"{prefix}_{program}.jaxpr.txt" if out is not None else None)
               for program in PROGRAMS}
     result["loop_state"] = result["encode"].pop("loop_state", {})
@@ -230,7 +231,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
         runner = Runner(params, config, dtype="float32", device="cpu")
         out: dict = {"framework_version": VERSION}
         for mode in MODES:
-            out[mode] = _body_stats(runner.trace(f"parse:{mode}", batches.main).jaxpr)
+            out[mode] = _body_stats(runner._trace(f"parse:{mode}", batches.main).jaxpr)
     return out
 
 

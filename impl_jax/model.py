@@ -1,62 +1,32 @@
 """SPINN as Flax linen modules, run as one fixed-shape loop (docs/spec.md §3, §7).
 
-Why linen (and not nnx): a linen module holds no state. Its weights are a
-plain nested dict passed to ``model.apply``, so the canonical ``.npz`` converts
-into exactly the pytree that ``jax.jit``, ``jax.grad`` and optax work on, and
-the compiled training step is a pure function of (weights, optimizer state,
-batch). (nnx keeps weights inside mutable objects and
-needs ``nnx.split``/``nnx.merge`` to get that same pytree back.)
+``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
+reads the transition head and may decide the transitions itself. Both run
+one ``nn.scan`` (``lax.scan`` lifted over Flax variables) of T steps, T the
+padded length of the batch, in which nothing depends on a value: what an
+example's transition means is decided by masks and pointers
+(docs/static-vs-dynamic.md; the decision, docs/decided-graphs.md):
 
-The PyTorch implementation walks each tree with a Python list as the stack.
-Here nothing may depend on a value at trace time: the batch is a set of
-fixed-size arrays, every step does the same work for every sentence, and
-what an example's transition *means* is decided by masks and pointers:
+    leaves       <float>[S, N, 2H]   [h; c] of every word: the buffer, made by
+                                     classifier.py (S sentences: premises and hypotheses, 2B)
+    transitions  <int32>[S, T]       PAD / SHIFT / REDUCE
+    n_leaves     <int32>[S]          SHIFTs per row: its words
+    sp, bp       <int32>[S]          stack pointer (items on the stack), buffer pointer
 
-    leaves       <float>[S, N, 2H]   [h; c] of every word: the buffer
-                                 (S sentences: premises and hypotheses, 2B)
-    transitions  <int32>[S, T]   PAD / SHIFT / REDUCE
-    n_leaves     <int32>[S]      SHIFTs per row: its words (rows of leaves past them are padding)
-    sp, bp       <int32>[S]      stack pointer (items on the stack), buffer pointer
+Two stack layouts (``layout=``): ``"padded"``, ``stack <float>[S, N + 1, 2H]``
+written with a scatter; ``"thin"`` (Bowman et al. 2016, the default),
+``thin <float>[N + T, S, 2H]`` holding every item ever made (rows 0..N-1 the
+leaves, row N + t step t's composition) and the stack proper
+``pointers <int32>[S, N + 1]``, row numbers into it. Both give the same
+numbers; the thin stack's write is one slab, and its backward pass copies nothing.
 
-The leaves come in already embedded, projected and dropped out: the
-classifier (classifier.py) computes them, as PyTorch's and TensorFlow's do,
-so SPINN's input is the same in all three.
+In inference each scan iteration is a cond that skips the steps past the
+batch's last real one (``SPINN._step_until``); the differentiated programs run
+every step (``skip_tail=False``). The parse mode ("gold", "predicted",
+"sampled") is a Python argument: each mode is its own traced program.
 
-Two layouts of the stack (``layout=``):
-
-* ``"padded"``: ``stack <float>[S, N + 1, 2H]`` (at most N items, plus a free slot). Item k of
-  sentence s sits in ``stack[s, k]``; a step writes one row per sentence with a scatter.
-* ``"thin"`` (Bowman et al. 2016): ``thin <float>[N + T, S, 2H]`` holds every
-  item ever made: rows 0..N-1 are the leaves (so the buffer lives there too),
-  and step t writes its REDUCE result to row N + t, for all sentences at once.
-  The stack is ``pointers <int32>[S, N + 1]``: row numbers into ``thin``. SHIFT
-  pushes a number, no vector is copied; nothing is ever overwritten.
-
-Both are differentiated by ``jax.grad`` through ``lax.scan`` without saving
-the whole stack at every step: the per-step residuals are the few [S, H]
-vectors a step reads, plus integer indices (tests/test_jax.py measures it). Both
-give the same numbers. The thin stack is the default: its write is one slab
-and its backward pass copies nothing. How the two compare in speed is
-measured, not quoted here: results/cpu-jax-layouts/report.md holds the
-figures.
-
-The scan has T iterations, T the padded length of the batch (a shape, fixed
-when the program is compiled). In inference each iteration is a cond: before
-the batch's last real step it runs the step, after it the carry passes
-through untouched (``SPINN._step_until``), so a batch costs what its longest
-sentence needs, not what its shape could hold. The differentiated programs
-(training, loss and gradients) run every step instead (``skip_tail=False``);
-the opt-in variant ``jax-tail-cond`` keeps the cond there too, and
-results/cpu-jax-tail measures what that costs and saves.
-
-Parses decided by the model (docs/spec.md §7): ``SPINN.parse`` runs the same
-step in the same kind of scan, but the op of each step may come from the
-transition head instead of the data. Define-by-run code would bring t_R > t_S
-back to Python and branch; here the decision is one more mask, computed on the
-device inside the loop (``_decide``), and the transitions followed come out
-of the scan as its per-step output ys <int32>[T, S]. The mode ("gold",
-"predicted", "sampled") is a Python argument: each mode is its own traced
-program. ``__call__`` stays the plain gold-mode encoder, without the head.
+Linen, not nnx: a linen module holds no state, so the weights are the plain
+pytree passed to ``apply`` that ``jax.jit``, ``jax.grad`` and optax work on (train.py).
 """
 
 from __future__ import annotations
@@ -72,7 +42,7 @@ from shared.transitions import PAD, REDUCE, SHIFT
 from .cells import Dtype, Reduce, Tracker, _halves
 
 LAYOUTS = ("thin", "padded")
-DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout; the faster of the two to train at batch 32 and 128 (module docstring)
+DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout
 
 
 class SPINN(nn.Module):
@@ -94,13 +64,14 @@ class SPINN(nn.Module):
             self.tracker = Tracker(c.hidden_dim, c.tracker_dim, self.param_dtype, c.transition_head)
         self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.param_dtype)
 
-    def __call__(self, leaves, transitions):
-        """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H].
+    def encode(self, leaves, transitions):
+        """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]:
+        the root of each sentence, following the given transitions.
 
         Gold mode only, and the transition head is never evaluated here
         (``parse`` is the path that reads it)."""
         T = transitions.shape[1]
-        n_leaves = count_leaves(transitions)
+        n_leaves = _count_leaves(transitions)
         carry = self._initial_carry(leaves, T)
         if self.is_initializing() and self.config.transition_head:
             # init() creates the weights a call touches; this path never reads
@@ -127,7 +98,7 @@ class SPINN(nn.Module):
             check_constancy_invariants=self.is_initializing(),
         )
         xs = (jnp.swapaxes(transitions, 0, 1), jnp.arange(T, dtype=jnp.int32))
-        (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves, last_step(transitions))
+        (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves, _last_step(transitions))
         return self._root(stack, pointers)
 
     def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
@@ -145,10 +116,10 @@ class SPINN(nn.Module):
           logprob, entropy <float>[S] (sums over choice steps; sampled mode, else 0).
         """
         S, T = transitions.shape
-        n_leaves = count_leaves(transitions)
+        n_leaves = _count_leaves(transitions)
         carry = self._initial_carry(leaves, T)
 
-        # The same scan as __call__, over the same step, which now also
+        # The same scan as encode, over the same step, which now also
         # returns a per-step output ys: the op it followed, the head's t and
         # (sampled mode) the step's log-probability and entropy. xs are
         # (op, t, u): the data's transitions <int32>[T, S] in gold mode
@@ -167,7 +138,7 @@ class SPINN(nn.Module):
         xs = (jnp.swapaxes(transitions, 0, 1) if mode == "gold" else None, jnp.arange(T, dtype=jnp.int32),
               jnp.swapaxes(uniforms, 0, 1) if mode == "sampled" else None)
         # A decided sentence of n words runs exactly 2n - 1 steps (docs/spec.md §7).
-        stop = last_step(transitions) if mode == "gold" else 2 * jnp.max(n_leaves) - 1
+        stop = _last_step(transitions) if mode == "gold" else 2 * jnp.max(n_leaves) - 1
         (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves, stop)
         followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)
         zeros = jnp.zeros((S,), leaves.dtype)
@@ -290,8 +261,9 @@ class SPINN(nn.Module):
                 ys.update(choice_ys)
                 ys["op"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
 
-        # ---- compose the two top items (used only where the step is REDUCE)
-        composed = self.reduce(below, top, tracking)  # [S, 2H]
+        # ---- compose the two top items (used only where the step is REDUCE), back into one item [S, 2H]
+        H = self.config.hidden_dim
+        composed = jnp.concatenate(self.reduce.compose(_halves(below, H), _halves(top, H), tracking), axis=-1)
         carry = self._write(stack, pointers, sp, bp, t, is_shift, is_reduce, front, composed, rows, N)
         return carry + (tracker_state,), ys
 
@@ -327,8 +299,8 @@ class SPINN(nn.Module):
         H = self.config.hidden_dim
         tracking = None
         if self.config.tracker_dim > 0:
-            h_t, c_t = self.tracker(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0],
-                                    tracker_state)
+            h_t, c_t = self.tracker.step(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0],
+                                         tracker_state)
             keep = active[:, None]
             tracker_state = (jnp.where(keep, h_t, tracker_state[0]), jnp.where(keep, c_t, tracker_state[1]))
             tracking = tracker_state[0]
@@ -362,14 +334,14 @@ class SPINN(nn.Module):
         return stack, pointers, sp, bp
 
 
-def count_leaves(transitions):
+def _count_leaves(transitions):
     """n_leaves <int32>[S]: the words in each buffer, one per SHIFT. The leaves
     array is padded to N; the transitions say how many of its rows are words.
     (Also for one sentence, without the S axis: impl_jax/vmap.py.)"""
     return jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)
 
 
-def last_step(transitions):
+def _last_step(transitions):
     """<int32>[]: one past the last step that is not PAD in any row of
     transitions <int32>[S, T], the number of steps the batch really needs
     (T, its padded length, or less)."""

@@ -16,7 +16,7 @@ class Platform(PlatformBase):
     # The "no GPU/TPU found, falling back to CPU" notice at the first device query.
     loggers = ("jax._src.xla_bridge",)
     has_compilation_cache = True
-    # --replicas K: one process, a mesh of K devices, the batch sharded under jit (runner.py).
+    # --replicas K: one process, a mesh of K devices, the batch sharded under jit (replicas.py).
     data_parallel = "devices"
 
     def replica_env(self, replicas: int) -> dict[str, str]:
@@ -73,8 +73,8 @@ class Platform(PlatformBase):
 
     def enable_compilation_cache(self, path: str) -> None:
         # The runner counts the cache's hits and misses: it owns the switch.
-        from impl_jax.runner import enable_compilation_cache
-        enable_compilation_cache(path)
+        from impl_jax.runner import _enable_compilation_cache
+        _enable_compilation_cache(path)
 
     def clear_caches(self) -> None:
         import jax

@@ -18,20 +18,21 @@ Options beyond the common interface:
   processes; ``compile_stats()`` then counts cache hits. Note that this cache is
   a process-wide JAX setting: it stays on for every later compilation.
 * ``unroll=k``: unroll factor of the scan (speed only).
-* ``algorithm="batched" | "vmap"``: the model. ``batched`` (the default) is
-  model.py, batched by hand; ``vmap`` is vmap.py, SPINN written for one
-  sentence and batched by ``jax.vmap`` (the ``jax-vmap`` implementation). The
-  weights, the programs and everything below are the same.
+* ``algorithm="masked" | "vmap"``: the model, named by its family in
+  bench/frameworks.py. ``masked`` (the default) is model.py, batched by hand
+  with masked arrays; ``vmap`` is vmap.py, SPINN written for one sentence and
+  batched by ``jax.vmap`` (the ``jax-vmap`` implementation). The weights, the
+  programs and everything below are the same.
+* ``replicas=K``: data parallelism over a mesh of K devices (replicas.py).
 
-Beyond the interface, as in impl_pytorch: ``set_optimizer(name, lr, frozen=...,
-**hyper)`` with the shared optimizer names and hyperparameters
-(shared/optimizers.py), ``set_learning_rate`` (no recompilation: the rate is
-an argument of the compiled step), ``optimizer_state`` and
-``load_optimizer_state`` in the shared layout.
+The optimizer methods of the interface are train.py's: optax with the shared
+names and hyperparameters (shared/optimizers.py), the learning rate an
+argument of the compiled step (changing it recompiles nothing), the state in
+the shared layout.
 
-``trace(program, batch)`` hands out the traced program (its jaxpr) without
-compiling it, counted like every other trace: ``bench explain`` reads the
-scan and its carry there.
+``_trace(program, batch)`` hands out the traced program (its jaxpr) without
+compiling it, counted like every other trace: ``bench explain`` (explain.py)
+reads the scan and its carry there.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ from typing import Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
@@ -54,13 +54,13 @@ from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
 
-from . import reinforce
-from .convert import from_canonical, name_map, resolve_dtype, to_canonical
+from . import reinforce, train
 from .classifier import SNLIClassifier
+from .convert import from_canonical, grads_to_canonical, name_map, resolve_dtype, to_canonical
 from .model import DEFAULT_LAYOUT, LAYOUTS
+from .replicas import replica_devices, replica_train_step
+from .train import _merge, _partition
 from .vmap import VmapClassifier
-from .train import (make_loss_and_grads, make_optimizer, make_train_step, merge, parse_forward, partition,
-                    state_from_shared, state_to_shared)
 
 # One parse program per transitions mode: the mode is a Python constant of the trace.
 PARSE_PROGRAMS = tuple(f"parse:{mode}" for mode in MODES)
@@ -68,8 +68,9 @@ PARSE_PROGRAMS = tuple(f"parse:{mode}" for mode in MODES)
 REINFORCE_PROGRAMS = ("reinforce_loss_and_grads", "reinforce_step")
 PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS + REINFORCE_PROGRAMS
 STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is part of
-# The model behind the programs: batched by hand (model.py) or by jax.vmap (vmap.py).
-ALGORITHMS = {"batched": SNLIClassifier, "vmap": VmapClassifier}
+# The model behind the programs, by its family in bench/frameworks.py: masked arrays batched by hand
+# (model.py), or per-sentence code batched by jax.vmap (vmap.py).
+ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier}
 
 
 # ---------------------------------------------------------------------------
@@ -87,16 +88,6 @@ def resolve_device(device: str) -> jax.Device:
         raise ValueError(f"no JAX {device} device here ({err}); install jax[cuda12] for a GPU") from err
 
 
-def replica_mesh(device: str, replicas: int) -> Mesh:
-    """A one-axis mesh ("data") of the first ``replicas`` devices of the kind."""
-    devices = jax.devices(device)
-    if len(devices) < replicas:
-        raise ValueError(f"--replicas {replicas} needs {replicas} JAX {device} devices, this process has "
-                         f"{len(devices)} (on a CPU, XLA_FLAGS=--xla_force_host_platform_device_count={replicas} "
-                         "before JAX is imported; bench train --replicas sets it)")
-    return Mesh(np.array(devices[:replicas]), ("data",))
-
-
 _CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
 _listening = False
 
@@ -106,7 +97,7 @@ def _count_cache_event(event: str, **kwargs) -> None:
         _CACHE_EVENTS[event] += 1
 
 
-def enable_compilation_cache(path: str | os.PathLike) -> None:
+def _enable_compilation_cache(path: str | os.PathLike) -> None:
     """Turn on JAX's persistent compilation cache in ``path`` (process-wide).
 
     Every executable is written, however quick its compilation was (JAX's
@@ -126,7 +117,7 @@ def enable_compilation_cache(path: str | os.PathLike) -> None:
         _listening = True
 
 
-def disable_compilation_cache() -> None:
+def _disable_compilation_cache() -> None:
     """Turn the persistent compilation cache off again (process-wide)."""
     from jax.experimental.compilation_cache import compilation_cache
 
@@ -146,7 +137,7 @@ class Runner(RunnerBase):
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  reinforce_weight: float = 1.0, entropy_weight: float = 0.0, layout: str = DEFAULT_LAYOUT,
                  compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1,
-                 algorithm: str = "batched", replicas: int = 1, train_skip_tail: bool = False, **options):
+                 algorithm: str = "masked", replicas: int = 1, train_skip_tail: bool = False, **options):
         if options:
             raise TypeError(f"unknown JAX runner options {sorted(options)}; "
                             "known: layout, compilation_cache_dir, unroll, algorithm, replicas, train_skip_tail")
@@ -160,7 +151,7 @@ class Runner(RunnerBase):
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
         if compilation_cache_dir is not None:
-            enable_compilation_cache(compilation_cache_dir)
+            _enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
         self.device = resolve_device(device)
         self.replicas = check_replicas(replicas)
@@ -169,12 +160,11 @@ class Runner(RunnerBase):
         # replicas a mesh of K devices, the weights replicated on every one and
         # the batch split along its first axis. jit then compiles one program
         # for the mesh (GSPMD): each device runs its share of the pairs, and
-        # the gradient's sum over pairs becomes an all-reduce across devices.
+        # the gradient's sum over pairs becomes an all-reduce across devices (replicas.py).
         self._batch_sharding = self.device
         if self.replicas > 1:
-            self.mesh = replica_mesh(device, self.replicas)
-            self.device = NamedSharding(self.mesh, PartitionSpec())
-            self._batch_sharding = NamedSharding(self.mesh, PartitionSpec("data"))
+            self.mesh = replica_devices(device, self.replicas)
+            self.device, self._batch_sharding = replica_train_step(self.mesh)
         self.layout = layout
         self.algorithm = algorithm
         self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
@@ -191,9 +181,12 @@ class Runner(RunnerBase):
         # keyed on shapes), and what tracing and compiling it has cost.
         self._functions = {
             "encode": lambda params, arrays: self._forward(params, arrays),
-            "loss_and_grads": make_loss_and_grads(self.train_model, self.transition_weight),
-            "reinforce_loss_and_grads": reinforce.make_loss_and_grads(self.train_model, self.reinforce_weight,
-                                                                      self.entropy_weight),
+            # train.py's pure functions, the model and the settings bound: each program is a function of arrays.
+            "loss_and_grads": functools.partial(train.loss_and_grads, self.train_model,
+                                                transition_weight=self.transition_weight),
+            "reinforce_loss_and_grads": functools.partial(reinforce.loss_and_grads, self.train_model,
+                                                          reinforce_weight=self.reinforce_weight,
+                                                          entropy_weight=self.entropy_weight),
         }
         for mode in MODES:  # the mode is bound before jit: one program per mode
             self._functions[f"parse:{mode}"] = functools.partial(self._parse_forward, mode=mode)
@@ -207,7 +200,7 @@ class Runner(RunnerBase):
         return self.model.apply({"params": params}, *arrays, train=False)
 
     def _parse_forward(self, params, arrays, uniforms, *, mode):
-        return parse_forward(self.model, params, arrays, mode, uniforms)
+        return train.parse(self.model, params, arrays, mode, uniforms)
 
     # -- tracing and compilation -----------------------------------------
 
@@ -252,7 +245,7 @@ class Runner(RunnerBase):
             self._compiled_shapes.append((program,) + shape)
         return compiled
 
-    def program_args(self, program: str, batch) -> tuple:
+    def _program_args(self, program: str, batch) -> tuple:
         """The arguments ``program`` ("encode", "loss_and_grads", "train_step")
         takes for ``batch``, on the device: what its executable is called with."""
         if program == "train_step":
@@ -273,7 +266,7 @@ class Runner(RunnerBase):
     def _run(self, program: str, batch) -> tuple:
         """Run ``program`` on ``batch`` (compiling it first for a new batch
         shape); its outputs, and the arguments it was called with."""
-        args = self.program_args(program, batch)
+        args = self._program_args(program, batch)
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])
         return self._executable(program, args, shape)(*args), args
@@ -315,22 +308,23 @@ class Runner(RunnerBase):
 
     def _loss_and_grads(self, batch):
         (loss, grads), _ = self._run("loss_and_grads", batch)
-        return float(loss), to_canonical({"params": grads}, self.config)
+        return float(loss), grads_to_canonical(grads, self.config)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         """optax's "sgd", "adam" or "rmsprop" with the shared hyperparameters
         (shared/optimizers.py); ``frozen`` canonical names are not trained."""
         self._optimizer_spec = (name, optimizers.resolve(name, hyper),
                                 optimizers.check_frozen(frozen, name_map(self.config)))
-        self.optimizer = make_optimizer(name, self.dtype, **hyper)
+        self.optimizer = train.make_optimizer(name, self.dtype, **hyper)
         self._frozen_paths = {name_map(self.config)[n] for n in self._optimizer_spec[2]}
-        trainable, _ = partition(self.params, self._frozen_paths)
+        trainable, _ = _partition(self.params, self._frozen_paths)
         self.opt_state = jax.device_put(self.optimizer.init(trainable), self.device)
         self.set_learning_rate(lr)
-        self._functions["train_step"] = make_train_step(self.train_model, self.optimizer, self.seed,
-                                                        self.transition_weight)
-        self._functions["reinforce_step"] = reinforce.make_train_step(self.train_model, self.optimizer, self.seed,
-                                                                      self.reinforce_weight, self.entropy_weight)
+        self._functions["train_step"] = functools.partial(train.train_step, self.train_model, self.optimizer,
+                                                          seed=self.seed, transition_weight=self.transition_weight)
+        self._functions["reinforce_step"] = functools.partial(
+            reinforce.train_step, self.train_model, self.optimizer, seed=self.seed,
+            reinforce_weight=self.reinforce_weight, entropy_weight=self.entropy_weight)
         # A new optimizer is a new program: forget the old training steps (their costs stay counted).
         for program in STEP_PROGRAMS:
             self._jitted.pop(program, None)
@@ -339,11 +333,11 @@ class Runner(RunnerBase):
     def set_learning_rate(self, lr: float) -> None:
         """The rate is an argument of the compiled step: changing it recompiles nothing."""
         self._need_optimizer()
-        self._lr = jax.device_put(np.asarray(lr, dtype=self.dtype), self.device)
+        self._lr = train.set_learning_rate(lr, self.dtype, self.device)
 
     def _train_step(self, batch) -> float:
         (trainable, self.opt_state, loss), args = self._run("train_step", batch)
-        self.params = merge(trainable, args[1])
+        self.params = _merge(trainable, args[1])
         self.steps += 1
         return float(loss)
 
@@ -352,7 +346,7 @@ class Runner(RunnerBase):
         one compiled program per batch shape, the baseline an argument of it."""
         args, shape = self._reinforce_args(batch, uniforms, baseline)
         (loss, numbers), grads = self._executable("reinforce_loss_and_grads", args, shape)(*args)
-        return float(loss), to_canonical({"params": grads}, self.config), np.asarray(numbers["rewards"])
+        return float(loss), grads_to_canonical(grads, self.config), np.asarray(numbers["rewards"])
 
     def _reinforce_step(self, batch, uniforms, baseline) -> dict:
         """One compiled optimizer step on the REINFORCE loss (dropout as train_step);
@@ -362,7 +356,7 @@ class Runner(RunnerBase):
                                                                                    self._labels(batch))
         args = (trainable, frozen, opt_state, arrays, labels, u, b, step, lr)
         trainable, self.opt_state, loss, numbers = self._executable("reinforce_step", args, shape)(*args)
-        self.params = merge(trainable, frozen)
+        self.params = _merge(trainable, frozen)
         self.steps += 1
         return shared_reinforce.step_record(float(loss), **{k: np.asarray(v) for k, v in numbers.items()})
 
@@ -378,7 +372,7 @@ class Runner(RunnerBase):
         return (self.params, self._arrays(batch), self._labels(batch), u, b), shape
 
     def _train_args(self, arrays, labels) -> tuple:
-        trainable, frozen = partition(self.params, self._frozen_paths)
+        trainable, frozen = _partition(self.params, self._frozen_paths)
         step = jax.device_put(np.int32(self.steps), self.device)
         return (trainable, frozen, self.opt_state, arrays, labels, step, self._lr)
 
@@ -386,13 +380,13 @@ class Runner(RunnerBase):
         """The optimizer state in the shared layout (``step``, ``{slot}/{param}``)."""
         self._need_optimizer()
         name, hyper, frozen = self._optimizer_spec
-        return state_to_shared(self.opt_state, name, hyper, self.config, self.steps, frozen)
+        return train.optimizer_state(self.opt_state, name, hyper, self.config, self.steps, frozen)
 
     def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._need_optimizer()
         name, hyper, frozen = self._optimizer_spec
         optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(self.config), frozen))
-        self.opt_state = state_from_shared(self.opt_state, state, name, hyper, self.config, frozen)
+        self.opt_state = train.load_optimizer_state(self.opt_state, state, name, hyper, self.config, frozen)
         self.steps = int(state[optimizers.STEP])
 
     def get_params(self) -> dict[str, np.ndarray]:
@@ -408,9 +402,9 @@ class Runner(RunnerBase):
 
     # -- what jit builds (bench explain) ------------------------------------
 
-    def trace(self, program: str, batch) -> jax.stages.Traced:
+    def _trace(self, program: str, batch) -> jax.stages.Traced:
         """``program`` ("encode", "loss_and_grads", "train_step") traced for
         ``batch``'s shape, not compiled: ``.jaxpr`` is what XLA will be given,
         ``.lower().compile()`` compiles it. A shape traced before is not
         traced again (jit's cache), exactly as when it is compiled."""
-        return self._jit(program).trace(*self.program_args(program, batch))
+        return self._jit(program).trace(*self._program_args(program, batch))

@@ -1,17 +1,21 @@
 """Loss, gradients, optax optimizers and the training step, as pure functions.
 
-Nothing here runs eagerly: ``runner.py`` compiles these functions with
-``jax.jit`` (explicitly: ``lower`` then ``compile``) once per batch shape.
-Because a Flax linen model holds no state, the whole training step, forward,
-backward through the ``lax.scan`` and the optax update, is one function
+Nothing here runs eagerly and nothing holds state: a Flax linen model holds no
+weights, so every function takes the model and its parameters (a pytree) as
+arguments, and ``runner.py`` compiles them with ``jax.jit`` (explicitly:
+``lower`` then ``compile``) once per batch shape, the model, the optimizer and
+the training settings bound first (``functools.partial``). The training step
+is one function
 
-    (trainable, frozen, opt_state, batch, labels, step, lr)
+    train_step(model, optimizer, trainable, frozen, opt_state, arrays, labels, step, lr)
         -> (trainable, opt_state, loss)
+
+whose compiled program is a function of the arguments after ``optimizer``.
 
 * Optimizers are optax's own transformations, composed the way ``optax.sgd``
   and ``optax.adam`` compose them, with the hyperparameters and defaults of
   shared/optimizers.py; the learning rate is applied last, as an argument of
-  the compiled step, so a new learning rate never recompiles.
+  the compiled step (``set_learning_rate``), so a new rate never recompiles.
 * Frozen parameters are a separate argument that is not differentiated, so
   XLA drops their gradient (e.g. the V x E embedding gradient) altogether.
 * Dropout: on the projected leaves and on the input of every classifier layer
@@ -21,15 +25,15 @@ backward through the ``lax.scan`` and the optax update, is one function
 * The supervised loss of docs/spec.md §7: with ``transition_weight`` > 0 the
   forward pass is ``SNLIClassifier.parse`` in gold mode, which also returns
   the head's teacher-forced logits, and their two-way cross-entropy against
-  the gold actions is added. The weight is a Python number fixed when the
-  function is made (a training setting, like the dropout rate): it is a
-  constant of the compiled program, and with weight 0 the program is the
-  plain one, without the head.
+  the gold actions is added. The weight is a Python number bound before jit
+  (a training setting, like the dropout rate): it is a constant of the
+  compiled program, and with weight 0 the program is the plain one, without
+  the head.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 import flax.linen as nn
 import jax
@@ -54,15 +58,16 @@ Arrays = tuple  # (premise_tokens, premise_transitions, hypothesis_tokens, hypot
 # ---------------------------------------------------------------------------
 
 
-def forward(model: nn.Module, params: Params, arrays: Arrays, *, train: bool = False, rng=None):
+def _forward(model: nn.Module, params: Params, arrays: Arrays, *, train: bool = False, rng=None):
     """(premise <float>[B, H], hypothesis <float>[B, H], logits <float>[B, 3])."""
     rngs = {"dropout": rng} if train and rng is not None else None
     return model.apply({"params": params}, *arrays, train=train, rngs=rngs)
 
 
-def parse_forward(model: nn.Module, params: Params, arrays: Arrays, mode: str, uniforms=None, *,
-                  train: bool = False, rng=None) -> tuple[SentenceParses, jax.Array]:
-    """``SNLIClassifier.parse``: (SentenceParses of the 2B sentences, logits <float>[B, 3]).
+def parse(model: nn.Module, params: Params, arrays: Arrays, mode: str, uniforms=None, *,
+          train: bool = False, rng=None) -> tuple[SentenceParses, jax.Array]:
+    """A batch parsed in ``mode``: ``SNLIClassifier.parse`` with the batch's
+    arrays -> (SentenceParses of the 2B sentences, logits <float>[B, 3]).
 
     ``mode`` is a Python string (each mode is its own program); ``uniforms``
     is sampled mode's (premise_u, hypothesis_u) <float>[B, T] each, else None.
@@ -71,7 +76,7 @@ def parse_forward(model: nn.Module, params: Params, arrays: Arrays, mode: str, u
     return model.apply({"params": params}, *arrays, mode, uniforms, train=train, rngs=rngs, method="parse")
 
 
-def cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
+def _cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Mean cross-entropy of integer labels 0..2, in the dtype of the logits."""
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
@@ -92,25 +97,27 @@ def transition_loss(parses: SentenceParses, arrays: Arrays) -> jax.Array:
     return jnp.sum(jnp.where(real, per_step, 0)) / jnp.sum(real).astype(per_step.dtype)
 
 
-def loss_fn(params: Params, model: nn.Module, arrays: Arrays, labels: jax.Array, *, train: bool = False,
-            rng=None, transition_weight: float = 0.0) -> jax.Array:
+def batch_loss(model: nn.Module, params: Params, arrays: Arrays, labels: jax.Array, *, train: bool = False,
+               rng=None, transition_weight: float = 0.0) -> jax.Array:
+    """The mean cross-entropy of the batch <float>[], plus ``transition_weight``
+    times ``transition_loss`` when it is > 0. ``rng``: the dropout key (train only)."""
     if transition_weight > 0:  # a Python number: this branch is taken while tracing
-        parses, logits = parse_forward(model, params, arrays, "gold", train=train, rng=rng)
-        return cross_entropy(logits, labels) + transition_weight * transition_loss(parses, arrays)
-    _, _, logits = forward(model, params, arrays, train=train, rng=rng)
-    return cross_entropy(logits, labels)
+        parses, logits = parse(model, params, arrays, "gold", train=train, rng=rng)
+        return _cross_entropy(logits, labels) + transition_weight * transition_loss(parses, arrays)
+    _, _, logits = _forward(model, params, arrays, train=train, rng=rng)
+    return _cross_entropy(logits, labels)
 
 
-def make_loss_and_grads(model: nn.Module, transition_weight: float = 0.0) -> Callable:
-    """Eval mode (no dropout): (params, arrays, labels) -> (loss, grads like params).
+def loss_and_grads(model: nn.Module, params: Params, arrays: Arrays, labels: jax.Array,
+                   transition_weight: float = 0.0) -> tuple[jax.Array, Params]:
+    """Eval mode (no dropout): (loss <float>[], grads shaped like ``params``).
 
     ``transition_weight`` > 0 adds the supervised transition term (docs/spec.md §7)."""
-
-    def loss_and_grads(params, arrays, labels):
-        return jax.value_and_grad(loss_fn)(params, model, arrays, labels, train=False,
-                                           transition_weight=transition_weight)
-
-    return loss_and_grads
+    # The parameters are an argument, not the model's state: jax.value_and_grad
+    # differentiates a function of them, and the runner jits this function with
+    # the model and the weight bound, so its program is (params, arrays, labels) -> ...
+    return jax.value_and_grad(batch_loss, argnums=1)(model, params, arrays, labels, train=False,
+                                                     transition_weight=transition_weight)
 
 
 # ---------------------------------------------------------------------------
@@ -145,7 +152,7 @@ def make_optimizer(name: str, dtype="float32", **hyper) -> optax.GradientTransfo
     return optax.chain(*(parts or [optax.identity()]))  # plain SGD: the gradient itself
 
 
-def partition(params: Params, frozen_paths: Iterable[tuple[str, ...]]) -> tuple[Params, Params]:
+def _partition(params: Params, frozen_paths: Iterable[tuple[str, ...]]) -> tuple[Params, Params]:
     """Split a params tree into (trainable, frozen) trees of the same nesting."""
     frozen_paths = set(frozen_paths)
     flat = traverse_util.flatten_dict(params)
@@ -154,7 +161,7 @@ def partition(params: Params, frozen_paths: Iterable[tuple[str, ...]]) -> tuple[
     return traverse_util.unflatten_dict(trainable), traverse_util.unflatten_dict(frozen)
 
 
-def merge(a: Params, b: Params) -> Params:
+def _merge(a: Params, b: Params) -> Params:
     """The union of two trees with disjoint leaves."""
     return traverse_util.unflatten_dict({**traverse_util.flatten_dict(a), **traverse_util.flatten_dict(b)})
 
@@ -173,9 +180,9 @@ def _slot_states(opt_state) -> list:
     return [s for s in opt_state if isinstance(s, holders)]
 
 
-def state_to_shared(opt_state, name: str, hyper: Mapping[str, float], config: ModelConfig, step: int,
+def optimizer_state(opt_state, name: str, hyper: Mapping[str, float], config: ModelConfig, step: int,
                     frozen: Iterable[str]) -> dict[str, np.ndarray]:
-    """optax state -> the shared layout: ``step`` and ``{slot}/{canonical name}``."""
+    """optax state -> the shared layout (shared/optimizers.py): ``step`` and ``{slot}/{canonical name}``."""
     paths = name_map(config)
     out = {optimizers.STEP: np.array(step, dtype=np.int64)}
     states = _slot_states(opt_state)
@@ -189,9 +196,11 @@ def state_to_shared(opt_state, name: str, hyper: Mapping[str, float], config: Mo
     return out
 
 
-def state_from_shared(opt_state, state: Mapping[str, np.ndarray], name: str, hyper: Mapping[str, float],
-                      config: ModelConfig, frozen: Iterable[str]):
-    """A shared-layout state -> an optax state shaped like ``opt_state`` (its dtypes and devices)."""
+def load_optimizer_state(opt_state, state: Mapping[str, np.ndarray], name: str, hyper: Mapping[str, float],
+                         config: ModelConfig, frozen: Iterable[str]):
+    """A shared-layout state, from any framework -> an optax state shaped like
+    ``opt_state`` (its dtypes and devices). optax states are immutable values:
+    the new state is returned, and the caller installs it (the runner's ``opt_state``)."""
     paths = name_map(config)
     step = int(state[optimizers.STEP])
     new = []
@@ -218,29 +227,46 @@ def state_from_shared(opt_state, state: Mapping[str, np.ndarray], name: str, hyp
 # ---------------------------------------------------------------------------
 
 
-def make_train_step(model: nn.Module, optimizer: optax.GradientTransformation, seed: int = 0,
-                    transition_weight: float = 0.0) -> Callable:
-    """(trainable, frozen, opt_state, arrays, labels, step <int32>[], lr <float>[])
-    -> (trainable, opt_state, loss).
+def set_learning_rate(lr: float, dtype, device) -> jax.Array:
+    """The rate of the following steps: ``lr`` as a 0-d array of the parameters'
+    ``dtype`` on ``device`` (a device or a sharding)."""
+    # The rate is an argument of the compiled step (train_step's ``lr``), not a
+    # constant of its trace: the step takes this array, and a new rate reuses
+    # the executable. (A rate inside the optimizer, as optax.sgd(lr) keeps it,
+    # would be a constant of the trace: every new rate a new program.)
+    return jax.device_put(np.asarray(lr, dtype=dtype), device)
+
+
+# ---------------------------------------------------------------------------
+# The training step
+# ---------------------------------------------------------------------------
+
+
+def train_step(model: nn.Module, optimizer: optax.GradientTransformation, trainable: Params, frozen: Params,
+               opt_state, arrays: Arrays, labels: jax.Array, step: jax.Array, lr: jax.Array, *, seed: int = 0,
+               transition_weight: float = 0.0):
+    """One optimizer step, dropout on: (trainable, frozen, opt_state, arrays,
+    labels, step <int32>[], lr <float>[]) -> (trainable, opt_state, loss).
 
     The loss is the one computed on the weights before the update (in
     training mode: dropout on when the model has a rate), with the supervised
     transition term when ``transition_weight`` > 0.
     """
+    # Functional, not in place: the weights and the optimizer state go in and
+    # come out. The runner jits this function with model, optimizer, seed and
+    # weight bound, donating ``trainable`` and ``opt_state`` (arguments 0 and 2
+    # of what is left), so XLA updates their buffers in place.
+    #
+    # "rbg" (XLA's RngBitGenerator) rather than the default threefry:
+    # threefry's unrolled hash made this step compile twice as slowly on
+    # the CPU. Masks are still a function of (seed, step) on a backend.
+    rng = jax.random.fold_in(jax.random.key(seed, impl="rbg"), step)
 
-    def train_step(trainable, frozen, opt_state, arrays, labels, step, lr):
-        # "rbg" (XLA's RngBitGenerator) rather than the default threefry:
-        # threefry's unrolled hash made this step compile twice as slowly on
-        # the CPU. Masks are still a function of (seed, step) on a backend.
-        rng = jax.random.fold_in(jax.random.key(seed, impl="rbg"), step)
+    def loss_of_trainable(trainable):
+        return batch_loss(model, _merge(trainable, frozen), arrays, labels, train=True, rng=rng,
+                          transition_weight=transition_weight)
 
-        def loss_of_trainable(trainable):
-            return loss_fn(merge(trainable, frozen), model, arrays, labels, train=True, rng=rng,
-                           transition_weight=transition_weight)
-
-        loss, grads = jax.value_and_grad(loss_of_trainable)(trainable)
-        updates, opt_state = optimizer.update(grads, opt_state, trainable)
-        updates = jax.tree_util.tree_map(lambda u: -lr * u, updates)  # lr has the params' dtype
-        return optax.apply_updates(trainable, updates), opt_state, loss
-
-    return train_step
+    loss, grads = jax.value_and_grad(loss_of_trainable)(trainable)
+    updates, opt_state = optimizer.update(grads, opt_state, trainable)
+    updates = jax.tree_util.tree_map(lambda u: -lr * u, updates)  # lr has the params' dtype
+    return optax.apply_updates(trainable, updates), opt_state, loss

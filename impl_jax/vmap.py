@@ -42,7 +42,7 @@ from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import _halves
 from .classifier import SNLIClassifier
-from .model import SPINN, _decide, count_leaves
+from .model import SPINN, _count_leaves, _decide
 
 
 def _vmap(fn):
@@ -54,11 +54,11 @@ def _vmap(fn):
 
 class SentenceSPINN(SPINN):
     """model.py's SPINN (same submodules, same weights), its loop written for
-    one sentence; ``__call__`` and ``parse`` map it over a batch."""
+    one sentence; ``encode`` and ``parse`` map it over a batch."""
 
-    def __call__(self, leaves, transitions):
+    def encode(self, leaves, transitions):
         """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H].
-        Gold mode, without the head, like model.py's SPINN.__call__."""
+        Gold mode, without the head, like model.py's SPINN.encode."""
         encode = _vmap(lambda module, leaves, transitions: module.run_sentence(leaves, transitions))
         return encode(self, leaves, transitions)["encodings"]
 
@@ -79,7 +79,7 @@ class SentenceSPINN(SPINN):
         <float>[T, 2], logprob and entropy <float>[] (sampled mode, else 0)."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
         N, T = leaves.shape[0], transitions.shape[0]
-        n_leaves = count_leaves(transitions)  # <int32>[]: its words
+        n_leaves = _count_leaves(transitions)  # <int32>[]: its words
         dtype = leaves.dtype
         tracker_state = (jnp.zeros((D,), dtype), jnp.zeros((D,), dtype)) if D > 0 else ()
         stack = jnp.concatenate([leaves, jnp.zeros((T, 2 * H), dtype)], axis=0)  # [N + T, 2H]
@@ -140,7 +140,8 @@ class SentenceSPINN(SPINN):
         # ---- tracker: cells.py's Tracker on [H] vectors, kept unless the step is PAD.
         tracking = None
         if self.config.tracker_dim > 0:
-            h_t, c_t = self.tracker(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0], tracker_state)
+            h_t, c_t = self.tracker.step(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0],
+                                         tracker_state)
             tracker_state = (jnp.where(active, h_t, tracker_state[0]), jnp.where(active, c_t, tracker_state[1]))
             tracking = tracker_state[0]
 
@@ -159,7 +160,8 @@ class SentenceSPINN(SPINN):
         # reach row N + t). Adding into the zero row is writing it, with the
         # cheaper gradient (model.py).
         new_row = N + t
-        stack = stack.at[new_row].add(self.reduce(below, top, tracking))
+        composed = jnp.concatenate(self.reduce.compose(_halves(below, H), _halves(top, H), tracking), axis=-1)
+        stack = stack.at[new_row].add(composed)
         # SHIFT pushes the leaf's row at slot sp; REDUCE pops two and pushes
         # the new row at sp - 2; PAD writes the free slot above the top.
         write_slot = sp - 2 * is_reduce.astype(jnp.int32)

@@ -3,10 +3,11 @@ and Reduce's TreeLSTM, and the only place where examples meet.
 
 model.py keeps every sentence's buffer and stack as Python lists of items;
 at each step it hands these cells the items of the sentences that act.
-:func:`batch` stacks those items into rows, one matrix multiply serves them
-all, and :func:`unbatch` gives each sentence its row back. ``cell`` and
-``compose`` hold the arithmetic on rows already batched, which masked.py
-calls with every row at once.
+``forward`` (PyTorch's entry point) stacks those items into rows
+(:func:`_batch`), one matrix multiply serves them all, and :func:`_unbatch`
+gives each sentence its row back. ``Tracker.step`` and ``Reduce.compose``
+hold the arithmetic on rows already batched, which masked.py calls with
+every row at once.
 
 Shapes: K examples acting at this step, H hidden, D tracker.
 """
@@ -22,18 +23,18 @@ from torch import nn
 Item = tuple[torch.Tensor, torch.Tensor]
 
 # --------------------------------------------------------------------------
-# batch / unbatch: the only place where examples meet
+# _batch / _unbatch: the only place where examples meet
 # --------------------------------------------------------------------------
 
 
-def batch(items: Sequence[Item]) -> tuple[torch.Tensor, torch.Tensor]:
+def _batch(items: Sequence[Item]) -> tuple[torch.Tensor, torch.Tensor]:
     """K items (h, c) -> (h <float>[K, H], c <float>[K, H]), rows in item order."""
     h, c = zip(*items)
     return torch.stack(h), torch.stack(c)
 
 
-def unbatch(state: tuple[torch.Tensor, torch.Tensor]) -> list[Item]:
-    """(h <float>[K, H], c <float>[K, H]) -> K items (h[k], c[k]); the inverse of batch."""
+def _unbatch(state: tuple[torch.Tensor, torch.Tensor]) -> list[Item]:
+    """(h <float>[K, H], c <float>[K, H]) -> K items (h[k], c[k]); the inverse of _batch."""
     h, c = state
     return list(zip(h.unbind(0), c.unbind(0)))
 
@@ -52,8 +53,9 @@ class Tracker(nn.Module):
     ``tracker.bias``.
 
     With ``transition_head``, ``transition`` is the head of docs/spec.md §7:
-    a linear map from the new state h_t to t = (t_S, t_R). The tracker does
-    not call it; SPINN.parse does, after each tracker step.
+    a linear map from the new state h_t to t = (t_S, t_R), applied by
+    :meth:`transition_logits`. The tracker step does not call it; SPINN.parse
+    does, after each tracker step.
     """
 
     def __init__(self, hidden_dim: int, tracker_dim: int, transition_head: bool = False):
@@ -70,9 +72,9 @@ class Tracker(nn.Module):
         buffer_front = torch.stack([buf[-1][0] for buf in buffers])  # [K, H]
         stack_top = torch.stack([stack[-1][0] for stack in stacks])  # [K, H]
         stack_second = torch.stack([stack[-2][0] for stack in stacks])  # [K, H]
-        return unbatch(self.cell(buffer_front, stack_top, stack_second, batch(states)))
+        return _unbatch(self.step(buffer_front, stack_top, stack_second, _batch(states)))
 
-    def cell(self, buffer_h: torch.Tensor, top_h: torch.Tensor, below_h: torch.Tensor,
+    def step(self, buffer_h: torch.Tensor, top_h: torch.Tensor, below_h: torch.Tensor,
              state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """The LSTM arithmetic on rows already batched: buffer_h, top_h, below_h
         <float>[K, H], state (h_t, c_t) <float>[K, D] -> the new (h_t, c_t).
@@ -83,6 +85,10 @@ class Tracker(nn.Module):
         c = torch.sigmoid(f) * c_prev + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
         return h, c
+
+    def transition_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """The head (docs/spec.md §7): the tracker's h <float>[K, D] -> t = (t_S, t_R) <float>[K, 2]."""
+        return self.transition(h)
 
 
 class Reduce(nn.Module):
@@ -99,7 +105,7 @@ class Reduce(nn.Module):
                 trackings: Sequence[torch.Tensor] | None = None) -> list[Item]:
         """K left and K right items (and K tracker h's) -> K composed items."""
         tracking = torch.stack(list(trackings)) if self.track is not None else None  # [K, D]
-        return unbatch(self.compose(batch(lefts), batch(rights), tracking))
+        return _unbatch(self.compose(_batch(lefts), _batch(rights), tracking))
 
     def compose(self, left: tuple[torch.Tensor, torch.Tensor], right: tuple[torch.Tensor, torch.Tensor],
                 tracking: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,7 +28,7 @@ _SHARD: tuple[int, np.ndarray] | None = None
 
 
 @contextlib.contextmanager
-def replica_shard(total: int, rows: np.ndarray) -> Iterator[None]:
+def _replica_shard(total: int, rows: np.ndarray) -> Iterator[None]:
     """Inside the block, dropout draws the masks of a global batch of ``total``
     pairs and keeps those of ``rows`` (the pairs this replica computes)."""
     global _SHARD
@@ -39,8 +39,8 @@ def replica_shard(total: int, rows: np.ndarray) -> Iterator[None]:
         _SHARD = before
 
 
-class ShardDropout(nn.Dropout):
-    """``nn.Dropout``, except inside :func:`replica_shard`: there the mask is
+class _ShardDropout(nn.Dropout):
+    """``nn.Dropout``, except inside :func:`_replica_shard`: there the mask is
     drawn for the whole global batch, exactly as nn.Dropout draws it on a CPU
     (``bernoulli_`` on a tensor of the global shape, then ``/ (1 - p)``), and
     cut to this replica's rows, so a pair gets the mask it would get in one
@@ -84,8 +84,8 @@ class SNLIClassifier(nn.Module):
         widths = [4 * H] + [M] * config.mlp_layers
         self.mlp = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.output = nn.Linear(widths[-1], 3)
-        self.leaf_dropout = ShardDropout(dropout, rows="sentences")  # [2B, N, 2H]
-        self.mlp_dropout = ShardDropout(dropout, rows="pairs")  # [B, width]
+        self.leaf_dropout = _ShardDropout(dropout, rows="sentences")  # [2B, N, 2H]
+        self.mlp_dropout = _ShardDropout(dropout, rows="pairs")  # [B, width]
 
     def encode(self, tokens: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
         """tokens <int64>[S, N] (on the model's device), transitions <int>[S, T]

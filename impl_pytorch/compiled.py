@@ -7,8 +7,7 @@ shape, so TorchDynamo can capture it without a graph break.
 
 What is compiled is the step, ``MaskedSPINN.step``, not the whole loop.
 Capturing ``MaskedClassifier.program`` whole unrolls all T steps into one
-graph, and Inductor then took six minutes for a single shape (T = 79) on a
-2-core CPU. The step is traced once per (mode, batch shape, train/eval,
+graph, whose Inductor compile time grows with T. The step is traced once per (mode, batch shape, train/eval,
 grad/no grad) and the same compiled step runs at every iteration of the
 Python loop, as lax.scan reuses its traced body (impl_jax): AOTAutograd
 differentiates it and Inductor fuses its elementwise work into C++ (CPU) or

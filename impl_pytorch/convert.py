@@ -65,7 +65,8 @@ def name_map(config: ModelConfig) -> dict[str, tuple[str, bool]]:
     return mapping
 
 
-def torch_dtype(dtype) -> torch.dtype:
+def resolve_dtype(dtype) -> torch.dtype:
+    """"float32" or "float64" (or a torch.dtype) -> the torch.dtype; a ValueError for any other."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if str(dtype) not in DTYPES:
@@ -96,7 +97,7 @@ def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dty
     with the caller's arrays), on ``device`` in ``dtype``. ``model_class``: a
     subclass with the same parameters (masked.MaskedClassifier)."""
     check_params(params, config)  # ParamError naming any missing, extra or mis-shaped entry
-    dtype = torch_dtype(dtype)
+    dtype = resolve_dtype(dtype)
     mapping = name_map(config)
     # Built on the meta device: PyTorch's own initialisers never run, every
     # value comes from the canonical dict.
@@ -144,4 +145,5 @@ def grads_to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
     return out
 
 
-__all__ = ["DTYPES", "ParamError", "name_map", "from_canonical", "to_canonical", "grads_to_canonical"]
+__all__ = ["DTYPES", "ParamError", "name_map", "resolve_dtype", "from_canonical", "to_canonical",
+           "grads_to_canonical"]

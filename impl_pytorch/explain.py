@@ -27,7 +27,7 @@ from shared.params import ModelConfig
 MODES = ("gold", "predicted")
 
 
-def autograd_nodes(root) -> list:
+def _autograd_nodes(root) -> list:
     """Every node reachable from ``root`` (a ``grad_fn``) through ``next_functions``,
     in a fixed depth-first order."""
     seen: dict[int, object] = {}
@@ -41,12 +41,12 @@ def autograd_nodes(root) -> list:
     return list(seen.values())
 
 
-def autograd_dot(root, names: dict[int, str], title: str) -> str:
+def _autograd_dot(root, names: dict[int, str], title: str) -> str:
     """Graphviz text of the autograd graph under ``root``. Arrows run as the
     data ran forward (from a node's inputs to it); the backward pass walks
     them in reverse. Parameters (``AccumulateGrad``) are named from ``names``
     (id of the tensor -> canonical name)."""
-    nodes = autograd_nodes(root)
+    nodes = _autograd_nodes(root)
     number = {id(node): k for k, node in enumerate(nodes)}
     lines = ["digraph autograd {", f'  label="{title}";', "  labelloc=t;", "  node [shape=box, fontsize=10];"]
     for node in nodes:
@@ -70,24 +70,25 @@ def autograd_dot(root, names: dict[int, str], title: str) -> str:
 def explain(implementation: str, batches, config: ModelConfig, params, out: Path | None, *, timing: bool) -> dict:
     """The autograd graph one batch records (see the module docstring)."""
     runner = Runner(params, config, dtype="float32", device="cpu")
-    with runner.count_calls() as calls:
-        loss = runner.record_loss(batches.main)  # eval mode: no dropout, and the graph is recorded
-    nodes = autograd_nodes(loss.grad_fn)
+    with runner._count_calls() as calls:
+        loss = runner._record_loss(batches.main)  # eval mode: no dropout, and the graph is recorded
+    nodes = _autograd_nodes(loss.grad_fn)
     types = collections.Counter(type(node).__name__ for node in nodes)
     if out is not None:
         b = batches.main
         title = (f"PyTorch autograd graph of the loss: {b.size} pair(s) = {2 * b.size} sentences, "
                  f"N={b.num_tokens}, T={b.num_steps}, {len(nodes)} nodes")
-        (out / "pytorch_autograd.dot").write_text(autograd_dot(loss.grad_fn, runner.parameter_names(), title))
+        (out / "pytorch_autograd.dot").write_text(_autograd_dot(loss.grad_fn, runner._parameter_names(), title))
     loss.backward()  # walks the graph once and frees it
 
     def node_count(batch) -> int:
-        return len(autograd_nodes(runner.record_loss(batch).grad_fn))
+        return len(_autograd_nodes(runner._record_loss(batch).grad_fn))
 
     transitions = sentences_transitions(batches.main)
     result = {
         "framework_version": torch.__version__,
         "autograd_nodes": len(nodes),
+        "graph": {"recorded": len(nodes)},  # what docs/figures/graph-size.svg draws, in every framework's words
         "node_types": dict(types.most_common()),
         "parameters_reached": types.get("AccumulateGrad", 0),
         "python_steps": int(transitions.shape[1]),
@@ -104,12 +105,12 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     }
     if timing:
         def backward_s() -> float:
-            loss = runner.record_loss(batches.main)
+            loss = runner._record_loss(batches.main)
             elapsed = timer()
             loss.backward()
             return elapsed()
 
-        result["forward_s"] = best_of(lambda: runner.record_loss(batches.main), repeats=5)
+        result["forward_s"] = best_of(lambda: runner._record_loss(batches.main), repeats=5)
         result["backward_s"] = min(backward_s() for _ in range(5))
     return result
 
@@ -136,7 +137,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     runner = Runner(params, config, dtype="float32", device="cpu")
     out: dict = {"framework_version": torch.__version__}
     for mode in MODES:
-        with runner.count_calls() as calls:
+        with runner._count_calls() as calls:
             parsed = runner.parse(batches.main, mode)
         out[mode] = {"python_steps": steps_with_work(sentences_transitions(parsed)),
                      "host_syncs": runner.last_host_syncs, "tracker_calls": calls["tracker"],

@@ -23,7 +23,7 @@ shapes (``MaskedSPINN.step``; the loop does the one in-place write), which
 (runner option ``compile=True``, impl_pytorch/compiled.py).
 
 The cells are cells.py's: :class:`MaskedSPINN` subclasses model.py's SPINN and calls
-``Tracker.cell`` and ``Reduce.compose`` on all S rows, so parameters, their
+``Tracker.step`` and ``Reduce.compose`` on all S rows, so parameters, their
 names and the canonical conversion (convert.py) are shared.
 """
 
@@ -45,7 +45,7 @@ class MaskedSPINN(SPINN):
     """The shift-reduce encoder as one fixed-length loop over padded arrays.
 
     Same submodules as model.SPINN (``tracker``, ``reduce``), so the same
-    parameters; ``run`` replaces the list-based ``forward`` and ``parse``.
+    parameters; ``run`` replaces the list-based ``encode`` and ``parse``.
     ``step_function`` is what ``run`` calls at every step: ``step`` itself,
     or its torch.compile (compiled.py).
     """
@@ -159,7 +159,7 @@ class MaskedSPINN(SPINN):
         # ---- tracker, kept only where the step is not PAD: PAD changes nothing.
         tracking = None
         if self.tracker is not None:
-            h_t, c_t = self.tracker.cell(front[:, :H], top[:, :H], below[:, :H], state)
+            h_t, c_t = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state)
             keep = active[:, None]
             state = (torch.where(keep, h_t, state[0]), torch.where(keep, c_t, state[1]))
             tracking = state[0]
@@ -167,7 +167,7 @@ class MaskedSPINN(SPINN):
         # ---- the transition head reads the state just written (docs/spec.md §7).
         ys = ()
         if head:
-            logits = self.head(tracking)  # [S, 2] = (t_S, t_R)
+            logits = self.tracker.transition_logits(tracking)  # [S, 2] = (t_S, t_R)
             step_logprob = step_entropy = None
             if mode != "gold":
                 # ---- the decision. model.py copies t to Python here and

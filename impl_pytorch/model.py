@@ -1,25 +1,17 @@
-"""The SPINN modules, define-by-run (docs/spec.md §3, §7).
+"""The SPINN encoder, define-by-run (docs/spec.md §3, §7).
 
-The graph is whatever Python does. A sentence's buffer and stack are Python
-lists of ``(h, c)`` items, the transition steps are a Python ``for`` loop, and
-every example takes a Python ``if`` on its own SHIFT or REDUCE. Autograd
-records the operations as they happen, so each batch gets a graph shaped by
-its own trees, built afresh and freed after ``backward()``. The only batching
-is inside :class:`Tracker` and :class:`Reduce` (cells.py): at each step they
-stack the rows of the examples that act (``batch``), run one matrix multiply
-for all of them, and hand each example its row back (``unbatch``).
-
-When the model decides its own parse (docs/spec.md §7, ``predicted`` and
-``sampled`` mode), that ``if`` needs a number the model has only just
-computed: at every step where some sentence has a choice, the transition
-head's logits come back from the device to Python (one ``.tolist()``), and
-Python picks each sentence's branch from them. That round trip per step is
-the price define-by-run pays for a parse that is not known in advance.
+A sentence's buffer and stack are Python lists of ``(h, c)`` items, the
+transition steps a Python ``for`` loop, and each example takes a Python
+``if`` on its own SHIFT or REDUCE, so autograd records a graph shaped by the
+batch's own trees (docs/static-vs-dynamic.md). The cells (cells.py) batch
+the examples acting at a step. When the model decides its own parse
+(predicted and sampled mode), that ``if`` needs the head's logits in Python:
+one device-to-host read per step where some sentence has a choice
+(docs/decided-graphs.md).
 
 Shapes: S sentences (2B when premise and hypothesis run together), N tokens,
-T steps, E embedding, H hidden, D tracker. Transitions stay a NumPy array on
-the host: Python reads them to decide what to compute, they never go to the
-device.
+T steps, H hidden, D tracker. Transitions stay a NumPy array on the host:
+Python reads them to decide what to compute, they never go to the device.
 """
 
 from __future__ import annotations
@@ -40,9 +32,9 @@ class SPINN(nn.Module):
     """The shift-reduce encoder: projected leaves and transitions -> one
     encoding per sentence.
 
-    ``forward`` follows the data's transitions (encode, and the plain loss);
-    ``parse`` runs the transition head too, and in predicted and sampled mode
-    lets it choose the transitions (docs/spec.md §7).
+    ``encode`` follows the data's transitions (``forward``, PyTorch's entry
+    point, calls it); ``parse`` runs the transition head too, and in
+    predicted and sampled mode lets it choose the transitions (docs/spec.md §7).
     """
 
     def __init__(self, config: ModelConfig):
@@ -53,11 +45,6 @@ class SPINN(nn.Module):
                         if config.tracker_dim > 0 else None)
         self.reduce = Reduce(config.hidden_dim, config.tracker_dim)
         self.last_host_syncs = 0  # device-to-host reads of decisions by the last parse
-
-    @property
-    def head(self) -> nn.Linear | None:
-        """The transition head (docs/spec.md §7), or None."""
-        return self.tracker.transition if self.tracker is not None else None
 
     def _start(self, leaves: torch.Tensor, transitions: np.ndarray):
         """The initial parser state of S sentences: (transitions as a NumPy
@@ -98,8 +85,12 @@ class SPINN(nn.Module):
         return transitions, buffers, stacks, states, num_leaves
 
     def forward(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
-        """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
-        <int>[S, T] (NumPy, host) -> encodings <float>[S, H]."""
+        """nn.Module's entry point: :meth:`encode`."""
+        return self.encode(leaves, transitions)
+
+    def encode(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
+        """Gold mode: leaves <float>[S, N, 2H] ([h; c] of each token),
+        transitions <int>[S, T] (NumPy, host) -> encodings <float>[S, H]."""
         transitions, buffers, stacks, states, _ = self._start(leaves, transitions)
 
         # The Python loop over steps: what runs at step t, and so the graph,
@@ -182,7 +173,7 @@ class SPINN(nn.Module):
         followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
         record = _HeadRecord()
 
-        # The loop of forward, with the head. What runs at step t is decided
+        # The loop of encode, with the head. What runs at step t is decided
         # here: in gold mode by the data, otherwise by the decisions the model
         # took at the steps before.
         for t in range(max(num_steps)):
@@ -197,12 +188,12 @@ class SPINN(nn.Module):
             # The head reads the state this step's tracker update just wrote:
             # one small batched matmul for the K active sentences. The result
             # stays on the device; nothing waits for it yet.
-            logits = self.head(torch.stack([states[s][0] for s in active]))  # [K, 2]
+            logits = self.tracker.transition_logits(torch.stack([states[s][0] for s in active]))  # [K, 2]
             first_row = record.add(t, active, logits)
             if not gold:
                 ops = _decide(t, logits, active, buffers, stacks, uniforms, record, first_row)
                 followed[:, t] = ops
-            # From here on, as in forward; a REDUCE composes with the h_t the head read.
+            # From here on, as in encode; a REDUCE composes with the h_t the head read.
             self._shift_or_reduce(t, ops, active, buffers, stacks, states)
 
         encodings = _roots(stacks)
@@ -307,9 +298,8 @@ def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list
 
     The terms are computed and summed in float64 and the sums cast back to
     the model's dtype: a sentence adds up to 2n-2 terms of a few nats each,
-    and float32 sums of float32 terms drift by 1e-5 on the sample's longest
-    sentences, where float64 arithmetic on the float32 logits stays within
-    their own rounding.
+    and float32 sums of float32 terms drift on long sentences, where float64
+    arithmetic on the float32 logits stays within their own rounding.
     """
     device = step_logits.device
     chosen = step_logits[torch.as_tensor(choices, device=device)].double()  # [C, 2], cast with its gradient

@@ -23,8 +23,13 @@ class Platform(PlatformBase):
         return int(os.environ["RANK"]) if "RANK" in os.environ and "WORLD_SIZE" in os.environ else None
 
     def launch(self, replicas: int, argv: list[str]) -> int:
-        from impl_pytorch.replicas import launch
-        return launch(replicas, argv)
+        from impl_pytorch.replicas import _launch
+        return _launch(replicas, argv)
+
+    def use_private_caches(self, path: str) -> None:
+        # torch.compile (Inductor) keeps compiled kernels and graphs under /tmp/torchinductor_<user> between
+        # processes; read at every compilation, so setting it now, before the first, is in time.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
 
     def gpu_available(self) -> bool:
         import torch

@@ -24,15 +24,15 @@ from shared.batching import PairBatch
 
 from . import convert
 from .classifier import SNLIClassifier
-from .train import dropout_randomness, labels_tensor, model_inputs, trainable
+from .train import _dropout_randomness, _labels_tensor, _model_inputs, _trainable
 
 
 def reinforce_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device, uniforms, baseline: float,
                    reinforce_weight: float, entropy_weight: float) -> tuple[torch.Tensor, dict]:
     """The REINFORCE loss (a 0-d tensor with its graph) and the step's numbers
     for the record (NumPy, detached); train or eval mode is the model's."""
-    labels = labels_tensor(batch, device)
-    parses, logits = model.parse(*model_inputs(batch, device), mode="sampled", uniforms=uniforms)
+    labels = _labels_tensor(batch, device)
+    parses, logits = model.parse(*_model_inputs(batch, device), mode="sampled", uniforms=uniforms)
     B = len(labels)
     ce = F.cross_entropy(logits, labels, reduction="none")  # [B]
     rewards = -ce.detach()  # a constant for the gradient
@@ -68,7 +68,7 @@ def train_step(model: SNLIClassifier, optimizer: torch.optim.Optimizer, batch: P
     shared.reinforce.step_record of the numbers computed before the update."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    with dropout_randomness(seed, step, device), trainable(model, frozen):
+    with _dropout_randomness(seed, step, device), _trainable(model, frozen):
         loss, numbers = reinforce_loss(model, batch, device, uniforms, baseline, reinforce_weight, entropy_weight)
         loss.backward()  # through the trees these samples built
     optimizer.step()

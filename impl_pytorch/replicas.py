@@ -1,33 +1,17 @@
 """Data parallelism for the PyTorch SPINN: DistributedDataParallel over K
-processes (``bench train --replicas K``; README, "Training past one device").
+processes (``bench train --replicas K``; docs/data-parallel.md).
 
-How a job runs:
-
-* :func:`launch` hands the command to PyTorch's own elastic launcher (what
-  ``torchrun`` runs): it starts K copies of ``python -m bench train ...``
-  with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
-  ``MASTER_PORT`` set, watches them, and with no restarts allowed stops the
-  others as soon as one fails: a killed replica ends the job within a second
-  or so, and ``--resume`` goes on from the last checkpoint.
-* Each process's Runner builds :class:`Replicas`: it joins the process group
-  (gloo on a CPU, NCCL on GPUs) and wraps a module that computes its shard's
-  loss in ``DistributedDataParallel``. ``backward()`` then averages the
-  gradients across the replicas bucket by bucket as they become ready, and
-  every replica's optimizer takes the same step.
-* Replica r takes rows [r b, (r + 1) b) of each global batch of B = K b
-  pairs. Its loss is the mean over its b pairs, and the mean of the K
-  gradients is the gradient of the mean over all B pairs: the step one
-  process takes over the whole batch.
-* Dropout: every replica draws the masks of the whole global batch from the
-  same generator state (seeded from the run's seed and the step) and keeps
-  its rows (classifier.ShardDropout), so each pair gets the mask it gets in
-  one process.
-
-Define-by-run replicas build different graphs from different trees, so they
-finish their backward passes at different times and the fast ones wait at
-the all-reduce. The communication hook below times that wait per step
-(``last_phases["allreduce_wait"]``): from the moment this replica's last
-gradient bucket was ready to the moment the averaged gradients were back.
+:func:`_launch` (the platform's ``launch``) starts K copies of ``python -m
+bench train ...`` under PyTorch's elastic launcher (what ``torchrun`` runs),
+with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
+``MASTER_PORT`` set; with no restarts allowed, it stops the others as soon as
+one fails, and ``--resume`` goes on from the last checkpoint. In each
+process, :func:`replica_devices` is this process's device, and
+:func:`replica_train_step` its part of a step: replica r computes the mean
+loss of its rows of the global batch, with the dropout masks its pairs get in
+one process (classifier._ShardDropout), inside ``DistributedDataParallel``,
+whose ``backward()`` averages the K gradients; every replica's optimizer then
+takes the step one process takes over the whole batch.
 
 Several hosts: each host runs
 ``torchrun --nnodes N --nproc-per-node K --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m bench train ... --replicas N*K``;
@@ -53,7 +37,7 @@ from torch.nn.parallel import DistributedDataParallel
 from shared.batching import PairBatch
 
 from . import train
-from .classifier import replica_shard
+from .classifier import _replica_shard
 
 # How long a replica waits for the others at a collective before giving up.
 # Long, because replica 0 evaluates and checkpoints while the others wait at
@@ -61,7 +45,7 @@ from .classifier import replica_shard
 COLLECTIVE_TIMEOUT = timedelta(hours=2)
 
 
-def rank_and_world(replicas: int) -> tuple[int, int]:
+def _rank_and_world(replicas: int) -> tuple[int, int]:
     """(rank, world size) from the launcher's variables, checked against ``replicas``."""
     if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
         raise ValueError(f"replicas={replicas}: this process was not started by a launcher (bench train "
@@ -72,14 +56,20 @@ def rank_and_world(replicas: int) -> tuple[int, int]:
     return rank, world
 
 
-def replica_device(device: torch.device) -> torch.device:
-    """On GPUs, each process of a host takes its own (LOCAL_RANK)."""
+def replica_devices(device: torch.device, replicas: int) -> torch.device:
+    """This process's device, as one of ``replicas`` started by the launcher:
+    on GPUs each process of a host takes its own (LOCAL_RANK), on a CPU
+    ``device`` itself. A ValueError where no launcher started this process as
+    one of ``replicas``."""
+    # One device, not K: PyTorch's engine is one process per replica, so a
+    # process knows only its own device (the others' are their processes').
+    _rank_and_world(replicas)
     if device.type == "cuda":
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return device
 
 
-class ShardLoss(nn.Module):
+class _ShardLoss(nn.Module):
     """The module DDP wraps: a shard of a pair batch -> its mean loss."""
 
     def __init__(self, model: nn.Module, device: torch.device, transition_weight: float):
@@ -95,7 +85,10 @@ class ShardLoss(nn.Module):
 
 
 class _Wait:
-    """What the communication hook saw in the last step."""
+    """What the communication hook saw in the last step. Replicas whose trees
+    differ finish their backward passes at different times and the fast ones
+    wait at the all-reduce: ``last_phases["allreduce_wait"]`` is that wait,
+    from this replica's last bucket ready to the averaged gradients back."""
 
     def __init__(self):
         self.ready = 0.0  # when this replica's latest bucket was ready
@@ -116,11 +109,13 @@ def _timed_mean(state, bucket):
     return future.then(finished)
 
 
-class Replicas:
-    """This process's part in a data-parallel job (see the module docstring)."""
+class _Replicas:
+    """This process's part in a data-parallel job: the process group, and the
+    module that computes its shard's loss wrapped in DistributedDataParallel,
+    with a communication hook that times the wait at the all-reduce."""
 
     def __init__(self, model: nn.Module, replicas: int, device: torch.device, transition_weight: float):
-        self.rank, self.world = rank_and_world(replicas)
+        self.rank, self.world = _rank_and_world(replicas)
         self.model = model
         self.device = device
         if not dist.is_initialized():
@@ -128,7 +123,7 @@ class Replicas:
             dist.init_process_group(backend, timeout=COLLECTIVE_TIMEOUT)
         # find_unused_parameters: a batch may leave a parameter without a
         # gradient (the transition head without its loss, a frozen embedding).
-        self.module = DistributedDataParallel(ShardLoss(model, device, transition_weight),
+        self.module = DistributedDataParallel(_ShardLoss(model, device, transition_weight),
                                               find_unused_parameters=True)
         self.wait = _Wait()
         self.module.register_comm_hook(self.wait, _timed_mean)
@@ -139,42 +134,45 @@ class Replicas:
         for the first replicas; none for the last ones if it is smaller than K."""
         return np.array_split(np.arange(batch_size), self.world)[self.rank]
 
-    def train_step(self, batch: PairBatch, optimizer: torch.optim.Optimizer, *, seed: int, step: int,
-                   frozen) -> tuple[float, dict, dict]:
-        """One synchronous step over the global ``batch``: (its mean loss, this
-        replica's phases in seconds, each replica's compute and all-reduce wait).
 
-        DDP averages the K replicas' gradients, so replica r's loss is its
-        mean over its b_r rows times K b_r / B: the average is then the
-        gradient of the mean over all B pairs, however unevenly they split.
-        """
-        total = len(batch.labels)
-        rows = self.rows(total)
-        start = time.perf_counter()
-        self.model.train()
-        optimizer.zero_grad(set_to_none=True)
-        with train.dropout_randomness(seed, step, self.device), replica_shard(total, rows), \
-                train.trainable(self.model, frozen):
-            mean = self.module(batch.select(rows) if len(rows) else None)
-            loss = mean * (self.world * len(rows) / total)
-            loss.backward()  # DDP's hooks all-reduce the gradients as they are made
-        backward_done = time.perf_counter()
-        optimizer.step()
-        wait = max(self.wait.done - self.wait.ready, 0.0)
-        phases = {"compute": backward_done - start - wait, "allreduce_wait": wait,
-                  "update": time.perf_counter() - backward_done}
-        # One small all-gather for the record: each replica's loss sum (the
-        # batch's loss is their total / B) and seconds, so replica 0, which
-        # writes the metrics, can show who waited for whom.
-        mine = torch.tensor([mean.item() * len(rows), phases["compute"], wait], dtype=torch.float64)
-        gathered = [torch.zeros_like(mine) for _ in range(self.world)]
-        dist.all_gather(gathered, mine)
-        table = torch.stack(gathered).numpy()
-        per_replica = {"compute": table[:, 1].tolist(), "allreduce_wait": table[:, 2].tolist()}
-        return float(table[:, 0].sum()) / total, phases, per_replica
+# Takes the process's _Replicas rather than the model: DDP's wrapper, the process
+# group and the hook's timings live across steps, built once by the Runner.
+def replica_train_step(engine: _Replicas, batch: PairBatch, optimizer: torch.optim.Optimizer, *, seed: int,
+                       step: int, frozen) -> tuple[float, dict, dict]:
+    """One synchronous step over the global ``batch``: (its mean loss, this
+    replica's phases in seconds, each replica's compute and all-reduce wait).
+
+    DDP averages the K replicas' gradients, so replica r's loss is its
+    mean over its b_r rows times K b_r / B: the average is then the
+    gradient of the mean over all B pairs, however unevenly they split.
+    """
+    total = len(batch.labels)
+    rows = engine.rows(total)
+    start = time.perf_counter()
+    engine.model.train()
+    optimizer.zero_grad(set_to_none=True)
+    with train._dropout_randomness(seed, step, engine.device), _replica_shard(total, rows), \
+            train._trainable(engine.model, frozen):
+        mean = engine.module(batch.select(rows) if len(rows) else None)
+        loss = mean * (engine.world * len(rows) / total)
+        loss.backward()  # DDP's hooks all-reduce the gradients as they are made
+    backward_done = time.perf_counter()
+    optimizer.step()
+    wait = max(engine.wait.done - engine.wait.ready, 0.0)
+    phases = {"compute": backward_done - start - wait, "allreduce_wait": wait,
+              "update": time.perf_counter() - backward_done}
+    # One small all-gather for the record: each replica's loss sum (the
+    # batch's loss is their total / B) and seconds, so replica 0, which
+    # writes the metrics, can show who waited for whom.
+    mine = torch.tensor([mean.item() * len(rows), phases["compute"], wait], dtype=torch.float64)
+    gathered = [torch.zeros_like(mine) for _ in range(engine.world)]
+    dist.all_gather(gathered, mine)
+    table = torch.stack(gathered).numpy()
+    per_replica = {"compute": table[:, 1].tolist(), "allreduce_wait": table[:, 2].tolist()}
+    return float(table[:, 0].sum()) / total, phases, per_replica
 
 
-def launch(replicas: int, argv: list[str]) -> int:
+def _launch(replicas: int, argv: list[str]) -> int:
     """``python -m bench *argv`` as ``replicas`` processes under PyTorch's
     elastic launcher; 0 when all end well, else one line on stderr and the
     failed replica's exit status (1 if it was killed by a signal)."""
@@ -187,7 +185,7 @@ def launch(replicas: int, argv: list[str]) -> int:
     if "OMP_NUM_THREADS" not in os.environ:
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // replicas))
     # DDP's once-only notice that find_unused_parameters costs a graph traversal
-    # (it does, and is needed: see Replicas) would be printed by every replica.
+    # (it does, and is needed: see _Replicas) would be printed by every replica.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=replicas, run_id=f"spinn-{uuid.uuid4().hex[:8]}",
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2,

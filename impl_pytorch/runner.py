@@ -2,8 +2,8 @@
 
 Eager code: nothing is traced or compiled, so ``compile_stats()`` reports
 zeros. What there is to see instead is the autograd graph each batch records
-(``record_loss``) and how often the Python loop calls Tracker and Reduce
-(``count_calls``): ``bench explain`` shows both.
+(``_record_loss``) and how often the Python loop calls Tracker and Reduce
+(``_count_calls``): ``bench explain`` (explain.py) shows both.
 
 Options beyond the common interface, so that only the model differs between
 the variants of docs/runner-interface.md (training, optimizers and parse
@@ -92,15 +92,15 @@ class Runner(RunnerBase):
         if check_replicas(replicas) > 1:
             if compile:
                 raise ValueError("replicas and compile exclude each other here")
-            from .replicas import Replicas, replica_device
-            self.device = replica_device(self.device)
+            from .replicas import _Replicas, replica_devices
+            self.device = replica_devices(self.device, replicas)
             self.model.to(self.device)
-            self._replicas = Replicas(self.model, replicas, self.device, transition_weight)
+            self._replicas = _Replicas(self.model, replicas, self.device, transition_weight)
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
         with self._counted("encode", batch), torch.inference_mode():  # no graph is recorded at all
-            premise, hypothesis, logits = self.model(*train.model_inputs(batch, self.device))
+            premise, hypothesis, logits = self.model(*train._model_inputs(batch, self.device))
         self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.cpu().numpy() for t in (premise, hypothesis, logits))
 
@@ -138,8 +138,10 @@ class Runner(RunnerBase):
 
     def _train_step(self, batch: PairBatch) -> float:
         if self._replicas is not None:
-            loss, self.last_phases, self.last_replica_seconds = self._replicas.train_step(
-                batch, self.optimizer, seed=self.seed, step=self.steps, frozen=self._optimizer_spec[2])
+            from .replicas import replica_train_step
+            loss, self.last_phases, self.last_replica_seconds = replica_train_step(
+                self._replicas, batch, self.optimizer, seed=self.seed, step=self.steps,
+                frozen=self._optimizer_spec[2])
             self.steps += 1
             return loss
         with self._counted("train_step", batch):
@@ -176,14 +178,14 @@ class Runner(RunnerBase):
 
     # -- what the define-by-run graph looks like (bench explain) ------------
 
-    def record_loss(self, batch: PairBatch) -> torch.Tensor:
+    def _record_loss(self, batch: PairBatch) -> torch.Tensor:
         """The eval-mode loss of ``batch`` with the autograd graph recorded for
         it: ``loss.grad_fn`` is the root, ``loss.backward()`` walks and frees it."""
         self.model.eval()
         return train.batch_loss(self.model, batch, self.device)
 
     @contextlib.contextmanager
-    def count_calls(self) -> Iterator[dict[str, int]]:
+    def _count_calls(self) -> Iterator[dict[str, int]]:
         """Counts, while inside, the Python loop's calls of Tracker and Reduce
         and the rows Reduce composed in all: {"tracker", "reduce", "reduce_rows"}."""
         calls = {"tracker": 0, "reduce": 0, "reduce_rows": 0}
@@ -205,6 +207,6 @@ class Runner(RunnerBase):
             for hook in hooks:
                 hook.remove()
 
-    def parameter_names(self) -> dict[int, str]:
+    def _parameter_names(self) -> dict[int, str]:
         """id() of each parameter tensor -> its canonical name."""
-        return {id(param): name for name, param in train.canonical_parameters(self.model).items()}
+        return {id(param): name for name, param in train._canonical_parameters(self.model).items()}

@@ -13,7 +13,7 @@ model in any of the three modes and returns the shared ``Parsed`` record.
 Dropout: ``nn.Dropout`` draws from PyTorch's global generator. So that a
 run is repeatable from the Runner's ``seed`` without touching the caller's
 random state, each training step forks the generator
-(:func:`dropout_randomness`) and seeds it from (seed, step number).
+(:func:`_dropout_randomness`) and seeds it from (seed, step number).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .classifier import SNLIClassifier
 OPTIMIZERS = optimizers.OPTIMIZERS
 
 
-def model_inputs(batch: PairBatch, device: torch.device):
+def _model_inputs(batch: PairBatch, device: torch.device):
     """The four model arguments: token ids go to the device as int64; the
     transitions stay NumPy on the host, where Python reads them."""
     def tokens(array):
@@ -45,7 +45,7 @@ def model_inputs(batch: PairBatch, device: torch.device):
             tokens(batch.hypothesis_tokens), batch.hypothesis_transitions)
 
 
-def labels_tensor(batch: PairBatch, device: torch.device) -> torch.Tensor:
+def _labels_tensor(batch: PairBatch, device: torch.device) -> torch.Tensor:
     """The labels as int64 on the device (the Runner has checked them: 0..2 on every row)."""
     return torch.as_tensor(np.asarray(batch.labels, dtype=np.int64), device=device)
 
@@ -67,12 +67,12 @@ def batch_loss(model: SNLIClassifier, batch: PairBatch, device: torch.device,
     """Mean cross-entropy of the batch (a 0-d tensor with its graph), plus
     ``transition_weight`` times the supervised transition loss when it is
     positive; train or eval mode is whatever the model is in."""
-    labels = labels_tensor(batch, device)
+    labels = _labels_tensor(batch, device)
     if not transition_weight:
-        _, _, logits = model(*model_inputs(batch, device))
+        _, _, logits = model(*_model_inputs(batch, device))
         return F.cross_entropy(logits, labels)  # mean over the batch
     # Teacher forcing: the gold transitions, with the head scored at every step.
-    parses, logits = model.parse(*model_inputs(batch, device), mode="gold")
+    parses, logits = model.parse(*_model_inputs(batch, device), mode="gold")
     return F.cross_entropy(logits, labels) + transition_weight * transition_loss(parses)
 
 
@@ -97,7 +97,7 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     ``beta1``, ``beta2``, ``rho``, ``eps``, ``weight_decay``) with the shared
     defaults, mapped onto PyTorch's (``betas``, ``alpha``, ...). ``frozen``
     names canonical parameters the optimizer leaves alone (they are not given
-    to it, and set_trainable turns their gradient off in training).
+    to it, and _trainable turns their gradient off in training).
 
     PyTorch's ``weight_decay`` is the coupled L2 term of the shared definition
     (``g + wd * p``). Its RMSprop adds ``eps`` outside the square root
@@ -106,7 +106,7 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     """
     hyper = optimizers.resolve(name, hyper)
     frozen = set(optimizers.check_frozen(frozen, convert.name_map(model.config)))
-    params = [param for canonical, param in canonical_parameters(model).items() if canonical not in frozen]
+    params = [param for canonical, param in _canonical_parameters(model).items() if canonical not in frozen]
     wd = hyper["weight_decay"]
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=hyper["momentum"], weight_decay=wd)
@@ -116,7 +116,7 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     return torch.optim.RMSprop(params, lr=lr, alpha=hyper["rho"], eps=hyper["eps"], weight_decay=wd)
 
 
-def canonical_parameters(model: SNLIClassifier) -> dict[str, torch.nn.Parameter]:
+def _canonical_parameters(model: SNLIClassifier) -> dict[str, torch.nn.Parameter]:
     """canonical name -> the PyTorch parameter that holds it (maybe transposed)."""
     parameters = dict(model.named_parameters())
     return {name: parameters[torch_name] for name, (torch_name, _) in convert.name_map(model.config).items()}
@@ -140,9 +140,9 @@ def optimizer_state(model: SNLIClassifier, optimizer: torch.optim.Optimizer, nam
     """The optimizer's state in the shared layout: ``step`` and ``{slot}/{param}``
     arrays with canonical names and [in, out] kernels (zeros before the first step)."""
     mapping = convert.name_map(model.config)
-    params = canonical_parameters(model)
+    params = _canonical_parameters(model)
     out: dict[str, np.ndarray] = {optimizers.STEP: np.array(step, dtype=np.int64)}
-    for key in optimizers.state_shapes(name, hyper, param_shapes(model), frozen):
+    for key in optimizers.state_shapes(name, hyper, _param_shapes(model), frozen):
         if key == optimizers.STEP:
             continue
         slot, canonical = key.split("/", 1)
@@ -157,9 +157,9 @@ def optimizer_state(model: SNLIClassifier, optimizer: torch.optim.Optimizer, nam
 def load_optimizer_state(model: SNLIClassifier, optimizer: torch.optim.Optimizer, name: str, hyper: dict,
                          frozen: Sequence[str], state: Mapping[str, np.ndarray]) -> int:
     """Put a shared-layout state into ``optimizer``; returns its step count."""
-    optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(model), frozen))
+    optimizers.check_state(state, optimizers.state_shapes(name, hyper, _param_shapes(model), frozen))
     mapping = convert.name_map(model.config)
-    params = canonical_parameters(model)
+    params = _canonical_parameters(model)
     step = int(state[optimizers.STEP])
     slots = optimizers.slots(name, hyper)
     optimizer.state.clear()
@@ -179,17 +179,17 @@ def load_optimizer_state(model: SNLIClassifier, optimizer: torch.optim.Optimizer
     return step
 
 
-def param_shapes(model: SNLIClassifier) -> dict[str, tuple[int, ...]]:
+def _param_shapes(model: SNLIClassifier) -> dict[str, tuple[int, ...]]:
     from shared.params import param_shapes as shapes
 
     return shapes(model.config)
 
 
 @contextlib.contextmanager
-def trainable(model: SNLIClassifier, frozen: Sequence[str]) -> Iterator[None]:
+def _trainable(model: SNLIClassifier, frozen: Sequence[str]) -> Iterator[None]:
     """Run the block with the gradients of ``frozen`` parameters off (autograd
     then skips them, e.g. the V x E embedding gradient), restored afterwards."""
-    params = canonical_parameters(model)
+    params = _canonical_parameters(model)
     switched = [params[name] for name in frozen if params[name].requires_grad]
     for param in switched:
         param.requires_grad_(False)
@@ -201,7 +201,7 @@ def trainable(model: SNLIClassifier, frozen: Sequence[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def dropout_randomness(seed: int, step: int, device: torch.device) -> Iterator[None]:
+def _dropout_randomness(seed: int, step: int, device: torch.device) -> Iterator[None]:
     """Run the block with the generator of ``device`` seeded from (seed,
     step); the caller's random state is restored afterwards."""
     step_seed = int(np.random.SeedSequence([seed, step]).generate_state(1)[0])
@@ -219,7 +219,7 @@ def train_step(model: SNLIClassifier, optimizer: torch.optim.Optimizer, batch: P
     a function of (seed, step) only, so a resumed run draws the same ones."""
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    with dropout_randomness(seed, step, device), trainable(model, frozen):
+    with _dropout_randomness(seed, step, device), _trainable(model, frozen):
         loss = batch_loss(model, batch, device, transition_weight)
         loss.backward()  # the graph of this batch, walked once and freed
     optimizer.step()
@@ -242,6 +242,6 @@ def parse(model: SNLIClassifier, batch: PairBatch, device: torch.device, mode: s
     """
     model.eval()
     with torch.inference_mode():
-        parses, logits = model.parse(*model_inputs(batch, device), mode=mode, uniforms=uniforms)
+        parses, logits = model.parse(*_model_inputs(batch, device), mode=mode, uniforms=uniforms)
         parsed = parsing.split_pairs(parses, logits, lambda t: t.cpu().numpy() if torch.is_tensor(t) else t)
     return parsed, model.spinn.last_host_syncs

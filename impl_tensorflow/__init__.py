@@ -30,7 +30,7 @@ What this package shows about its framework:
   canonical ``.npz`` is split and joined on the way in and out (``convert.py``).
 * Training uses ``tf.GradientTape`` (gradients flow back through the while
   loop) and Keras 3 optimizers (SGD, Adam, RMSprop) on the raw variables.
-* Data parallelism (``bench train --replicas K``) is ``tf.distribute``'s
+* Data parallelism (``bench train --replicas K``, replicas.py) is ``tf.distribute``'s
   MirroredStrategy in one process: the variables and the optimizer mirrored
   on K devices (K logical CPU devices on a CPU), each step one
   ``tf.function`` whose replicas compute their rows of the batch and whose
@@ -47,9 +47,10 @@ the while loop, its memory and its parse), ``classifier.py`` (embedding,
 projection, one SPINN pass over premises and hypotheses, the MLP),
 ``convert.py`` (canonical .npz <-> modules), ``train.py`` (loss, gradients,
 optimizers, dropout), ``reinforce.py`` (the REINFORCE loss and step),
-``runner.py`` (the adapter of docs/runner-interface.md, with trace counting,
-the XLA switch and the replicas), ``platform.py`` and ``explain.py`` (what the harness asks
-of the framework), ``eager.py`` (the same modules run define-by-run in eager
-mode, as PyTorch runs them: the ``tensorflow-eager`` implementation,
-``algorithm="eager"``).
+``replicas.py`` (the data-parallel step), ``runner.py`` (the adapter of
+docs/runner-interface.md, with trace counting and the XLA switch),
+``platform.py`` and ``explain.py`` (what the harness asks of the framework),
+``eager.py`` (the same modules run define-by-run in eager mode, as PyTorch
+runs them: the ``tensorflow-eager`` implementation, ``algorithm="lists"``).
+The public names of these modules are docs/surface.md's.
 """

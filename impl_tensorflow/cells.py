@@ -1,43 +1,28 @@
-"""The cells of the static-graph SPINN (docs/spec.md §3, §7): the embedding,
-the linear maps, the Tracker's LSTM and Reduce's TreeLSTM, as ``tf.Module``s
-whose variables carry the canonical names' shapes (convert.py maps them).
+"""The cells of the static-graph SPINN (docs/spec.md §3, §7): the Tracker's
+LSTM and Reduce's TreeLSTM, as ``tf.Module``s whose variables carry the
+canonical names' shapes (convert.py maps them).
 
 model.py's while loop calls them once per step on all S rows at once (the
 masks decide which rows keep the result); eager.py calls them on the rows of
-the sentences that act. Each reads its weights through ``read()`` once per
-call of the loop, not once per step.
+the sentences that act.
 
-Shapes: K rows (S sentences in model.py), H hidden, D tracker.
+Shapes: K rows (S sentences in model.py), H hidden, D tracker. An item is
+(h, c), <float>[K, H] each.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-# --------------------------------------------------------------------------
-# Building blocks
-# --------------------------------------------------------------------------
 
-
-class Embedding(tf.Module):
-    """The word vectors, ``embedding <float>[V, E]``."""
-
-    def __init__(self, vocab_size: int, embed_dim: int, dtype: tf.DType, name: str = "embed"):
-        super().__init__(name=name)
-        # Zeros only give the variable its shape: the values come from the
-        # canonical parameters (convert.from_canonical), never from here.
-        with self.name_scope:
-            self.embedding = tf.Variable(tf.zeros([vocab_size, embed_dim], dtype), name="embedding")
-
-    def __call__(self, tokens: tf.Tensor) -> tf.Tensor:
-        return tf.gather(self.embedding, tokens)
-
-
-class Linear(tf.Module):
-    """``x @ kernel + bias`` on the last axis; kernel <float>[in, out] as in the canonical file."""
+class _Linear(tf.Module):
+    """``x @ kernel + bias`` on the last axis; kernel <float>[in, out] as in the
+    canonical file. (What the other frameworks take from their library.)"""
 
     def __init__(self, in_dim: int, out_dim: int, dtype: tf.DType, name: str):
         super().__init__(name=name)
+        # Zeros only give the variables their shapes: the values come from the
+        # canonical parameters (convert.from_canonical), never from here.
         with self.name_scope:
             self.kernel = tf.Variable(tf.zeros([in_dim, out_dim], dtype), name="kernel")
             self.bias = tf.Variable(tf.zeros([out_dim], dtype), name="bias")
@@ -46,9 +31,16 @@ class Linear(tf.Module):
         return tf.tensordot(x, self.kernel, axes=1) + self.bias
 
 
-# --------------------------------------------------------------------------
-# Tracker, Reduce, SPINN
-# --------------------------------------------------------------------------
+def _read(*variables: tf.Variable) -> tuple[tf.Tensor, ...]:
+    """The variables' values as tensors, for a loop to read once, before it starts."""
+    return tuple(v.read_value() for v in variables)
+
+
+# The weights of step, compose and transition_logits: the cells' variables by
+# default, or tensors read once before model.py's tf.while_loop (``weights``,
+# from _weights / _head_weights). A variable read inside the loop body is a new
+# tensor at every step, and the backward pass keeps one per step (under XLA, a
+# copy per step); so the loop passes its weights in as arguments.
 
 
 class Tracker(tf.Module):
@@ -56,9 +48,9 @@ class Tracker(tf.Module):
     the top two stack items (docs/spec.md §3, gate order i, f, g, o).
 
     ``kernel`` is ``[tracker.kernel_input; tracker.kernel_hidden]`` stacked,
-    <float>[3H + D, 4D], so a step is one matmul of ``[b, s1, s2, h_t]``.
+    <float>[3H + D, 4D], so a step is one matmul of ``[b, s1, s2, h]``.
     ``transition`` is the transition head (docs/spec.md §7), present when the
-    config asks for it: ``t = h_t @ kernel + bias``, <float>[S, 2] = (t_S, t_R).
+    config asks for it: ``t = h @ kernel + bias``, <float>[K, 2] = (t_S, t_R).
     """
 
     def __init__(self, hidden_dim: int, tracker_dim: int, dtype: tf.DType, transition_head: bool = False,
@@ -69,32 +61,32 @@ class Tracker(tf.Module):
             self.kernel = tf.Variable(tf.zeros([3 * H + D, 4 * D], dtype), name="kernel")
             self.bias = tf.Variable(tf.zeros([4 * D], dtype), name="bias")
             # Column 0 scores SHIFT, column 1 REDUCE (shared.parsing.SHIFT_COLUMN, REDUCE_COLUMN).
-            self.transition = Linear(D, 2, dtype, name="transition") if transition_head else None
+            self.transition = _Linear(D, 2, dtype, name="transition") if transition_head else None
 
-    def read(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """(kernel, bias) as tensors, for SPINN to read once before its loop."""
-        return self.kernel.read_value(), self.bias.read_value()
+    def _weights(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """step's (kernel, bias) as tensors, read once before a loop."""
+        return _read(self.kernel, self.bias)
 
-    def read_head(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """The transition head's (kernel, bias) as tensors, read once before the loop."""
-        return self.transition.kernel.read_value(), self.transition.bias.read_value()
+    def _head_weights(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """transition_logits' (kernel, bias) as tensors, read once before a loop."""
+        return _read(self.transition.kernel, self.transition.bias)
 
-    @staticmethod
-    def transition_logits(h, head_weights) -> tf.Tensor:
-        """h_t <float>[S, D] -> t = (t_S, t_R) <float>[S, 2]; ``head_weights`` from read_head()."""
-        kernel, bias = head_weights
-        return tf.matmul(h, kernel) + bias
-
-    def __call__(self, front_h, top_h, below_h, state, weights=None):
-        """<float>[S, H] each, state (h_t, c_t) <float>[S, D] -> the new (h_t, c_t).
-        ``weights``: (kernel, bias) from read(); by default the variables are read here."""
+    def step(self, buffer_h, top_h, below_h, state, weights=None):
+        """buffer_h, top_h, below_h <float>[K, H]; state (h, c) <float>[K, D] -> the new (h, c).
+        ``weights``: (kernel, bias) from _weights(), else the variables (see above)."""
         kernel, bias = weights if weights is not None else (self.kernel, self.bias)
         h, c = state
-        z = tf.matmul(tf.concat([front_h, top_h, below_h, h], axis=1), kernel) + bias
+        z = tf.matmul(tf.concat([buffer_h, top_h, below_h, h], axis=1), kernel) + bias
         i, f, g, o = tf.split(z, 4, axis=1)
         c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)
         h = tf.sigmoid(o) * tf.tanh(c)
         return h, c
+
+    def transition_logits(self, h, weights=None) -> tf.Tensor:
+        """h <float>[K, D] -> t = (t_S, t_R) <float>[K, 2].
+        ``weights``: (kernel, bias) from _head_weights(), else the head's variables (see above)."""
+        kernel, bias = weights if weights is not None else (self.transition.kernel, self.transition.bias)
+        return tf.matmul(h, kernel) + bias
 
 
 class Reduce(tf.Module):
@@ -112,16 +104,15 @@ class Reduce(tf.Module):
             self.kernel = tf.Variable(tf.zeros([2 * H + D, 5 * H], dtype), name="kernel")
             self.bias = tf.Variable(tf.zeros([5 * H], dtype), name="bias")
 
-    def read(self) -> tuple[tf.Tensor, tf.Tensor]:
-        """(kernel, bias) as tensors, for SPINN to read once before its loop."""
-        return self.kernel.read_value(), self.bias.read_value()
+    def _weights(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """compose's (kernel, bias) as tensors, read once before a loop."""
+        return _read(self.kernel, self.bias)
 
-    def __call__(self, left, right, tracking=None, weights=None):
-        """Items <float>[S, 2H] each (and the tracker's h <float>[S, D]) -> the composed item [S, 2H].
-        ``weights``: (kernel, bias) from read(); by default the variables are read here."""
+    def compose(self, left, right, tracking=None, weights=None):
+        """left, right (h, c) <float>[K, H] each; tracking <float>[K, D] or None -> the new (h, c).
+        ``weights``: (kernel, bias) from _weights(), else the variables (see above)."""
         kernel, bias = weights if weights is not None else (self.kernel, self.bias)
-        left_h, left_c = tf.split(left, 2, axis=1)
-        right_h, right_c = tf.split(right, 2, axis=1)
+        (left_h, left_c), (right_h, right_c) = left, right
         inputs = [left_h, right_h] if tracking is None else [left_h, right_h, tracking]
         z = tf.matmul(tf.concat(inputs, axis=1), kernel) + bias
         H = left_c.shape[1]
@@ -132,7 +123,7 @@ class Reduce(tf.Module):
         # input buffer it can reuse to the front, so the rounding of a
         # three-term sum would change from run to run (two terms add the same
         # either way; reduce_sum has a fixed order).
-        terms = tf.sigmoid(gates) * tf.concat([tf.tanh(a), left_c, right_c], axis=1)  # [S, 3H]
+        terms = tf.sigmoid(gates) * tf.concat([tf.tanh(a), left_c, right_c], axis=1)  # [K, 3H]
         c = tf.reduce_sum(tf.reshape(terms, [-1, 3, H]), axis=1)
         h = tf.sigmoid(o) * tf.tanh(c)
-        return tf.concat([h, c], axis=1)
+        return h, c

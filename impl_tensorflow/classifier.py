@@ -9,46 +9,27 @@ this classifier to swap in the define-by-run one, with the same variables.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import tensorflow as tf
 
 from shared.params import ModelConfig
 
-from .cells import Embedding, Linear
+from .cells import _Linear
 from .model import SPINN
 
 
-class Shard(NamedTuple):
-    """The rows a data-parallel replica computes (runner.py, ``replicas``):
-    pairs [start, start + b) of a global batch of ``pairs`` (b: the pairs the
-    replica is given). Both are int32 scalars of the traced step."""
+class _Embedding(tf.Module):
+    """The word vectors, ``embedding <float>[V, E]``. (What the other
+    frameworks take from their library.)"""
 
-    pairs: tf.Tensor
-    start: tf.Tensor
+    def __init__(self, vocab_size: int, embed_dim: int, dtype: tf.DType, name: str = "embed"):
+        super().__init__(name=name)
+        # Zeros only give the variable its shape: the values come from the
+        # canonical parameters (convert.from_canonical), never from here.
+        with self.name_scope:
+            self.embedding = tf.Variable(tf.zeros([vocab_size, embed_dim], dtype), name="embedding")
 
-
-def shard_dropout(x: tf.Tensor, rate: float, seed, shard: Shard, sentences: bool) -> tf.Tensor:
-    """``tf.nn.experimental.stateless_dropout(x_global, rate, seed)`` cut to a
-    replica's rows, for ``x`` of the replica's rows only: the uniform numbers
-    are drawn, with the sampler stateless_dropout uses
-    (``stateless_random_uniform(shape, seed, dtype, alg=None)``), for the
-    global batch's shape, and this replica's rows are kept; general_dropout
-    then applies them exactly as stateless_dropout does (TF 2.21 nn_ops._dropout:
-    ``where(u >= rate, x * (1 / (1 - rate)), 0)``), so every pair gets the mask
-    it gets in one process, bit for bit. ``sentences``: x's rows are the 2b
-    sentences (premises, then hypotheses) of the replica's b pairs; else its b pairs."""
-    b = tf.shape(x)[0] // 2 if sentences else tf.shape(x)[0]
-    rows = tf.range(shard.start, shard.start + b)
-    total = shard.pairs
-    if sentences:  # the global batch's 2B sentences: premises 0..B-1, then hypotheses B..2B-1
-        rows, total = tf.concat([rows, shard.pairs + rows], axis=0), 2 * shard.pairs
-
-    def uniform_sampler(shape, dtype):
-        global_shape = tf.concat([tf.reshape(total, [1]), tf.cast(shape[1:], tf.int32)], axis=0)
-        return tf.gather(tf.random.stateless_uniform(global_shape, seed=seed, dtype=dtype, alg=None), rows)
-
-    return tf.nn.experimental.general_dropout(x, rate=rate, uniform_sampler=uniform_sampler)
+    def __call__(self, tokens: tf.Tensor) -> tf.Tensor:
+        return tf.gather(self.embedding, tokens)
 
 
 class SNLIClassifier(tf.Module):
@@ -71,34 +52,34 @@ class SNLIClassifier(tf.Module):
         self.dropout = float(dropout)
         H, M = config.hidden_dim, config.mlp_dim
         with self.name_scope:
-            self.embed = Embedding(config.vocab_size, config.embed_dim, dtype)
-            self.projection = Linear(config.embed_dim, 2 * H, dtype, name="projection")  # -> [h; c] of each leaf
+            self.embed = _Embedding(config.vocab_size, config.embed_dim, dtype)
+            self.projection = _Linear(config.embed_dim, 2 * H, dtype, name="projection")  # -> [h; c] of each leaf
             self.spinn = self.encoder_class(config, dtype, memory)
             widths = [4 * H] + [M] * config.mlp_layers
-            self.mlp = [Linear(a, b, dtype, name=f"mlp_{k}") for k, (a, b) in enumerate(zip(widths[:-1], widths[1:]))]
-            self.output = Linear(widths[-1], 3, dtype, name="output")
+            self.mlp = [_Linear(a, b, dtype, name=f"mlp_{k}") for k, (a, b) in enumerate(zip(widths[:-1], widths[1:]))]
+            self.output = _Linear(widths[-1], 3, dtype, name="output")
 
-    def _dropout(self, x: tf.Tensor, training: bool, seed, site: int, shard: Shard | None = None) -> tf.Tensor:
+    def _dropout(self, x: tf.Tensor, training: bool, seed, site: int, shard=None) -> tf.Tensor:
         """Site 0 acts on sentence rows (the leaves), the others on pair rows
         (the classifier's inputs). ``shard``: x holds one data-parallel
-        replica's rows of a global batch, whose masks it gets (shard_dropout)."""
+        replica's rows of a global batch, whose masks it gets (replicas.py's _Shard)."""
         if not training or self.dropout == 0.0:
             return x
         if seed is None:
             raise ValueError("training with dropout needs a seed")
         site_seed = tf.random.experimental.stateless_fold_in(seed, site)  # one stream per dropout site
         if shard is not None:
-            return shard_dropout(x, self.dropout, site_seed, shard, sentences=site == 0)
+            return shard.dropout(x, self.dropout, site_seed, sentences=site == 0)
         return tf.nn.experimental.stateless_dropout(x, rate=self.dropout, seed=site_seed)
 
     def encode(self, tokens: tf.Tensor, transitions: tf.Tensor, training: bool = False, seed=None,
-               shard: Shard | None = None) -> tf.Tensor:
+               shard=None) -> tf.Tensor:
         """tokens <int32>[S, N], transitions <int32>[S, T] -> encodings <float>[S, H]."""
         leaves = self.projection(self.embed(tokens))  # [S, N, 2H]
-        return self.spinn(self._dropout(leaves, training, seed, 0, shard), transitions)
+        return self.spinn.encode(self._dropout(leaves, training, seed, 0, shard), transitions)
 
     def classify(self, premise: tf.Tensor, hypothesis: tf.Tensor, training: bool = False, seed=None,
-                 shard: Shard | None = None) -> tf.Tensor:
+                 shard=None) -> tf.Tensor:
         """Encodings <float>[B, H] each -> logits <float>[B, 3]."""
         # f = [p, q, p - q, p * q]. Written so that p and q each feed one op
         # (the first concat) whose halves feed the difference and the product:
@@ -116,7 +97,7 @@ class SNLIClassifier(tf.Module):
         return self.output(self._dropout(f, training, seed, 1 + len(self.mlp), shard))
 
     def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-                 training: bool = False, seed=None, shard: Shard | None = None):
+                 training: bool = False, seed=None, shard=None):
         """<int32>[B, N] tokens and [B, T] transitions of both sides ->
         (premise <float>[B, H], hypothesis <float>[B, H], logits <float>[B, 3]).
         ``shard``: the B pairs are one data-parallel replica's rows of a larger
@@ -132,7 +113,7 @@ class SNLIClassifier(tf.Module):
 
     def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
               mode: str = "predicted", uniforms=None, training: bool = False, seed=None,
-              shard: Shard | None = None):
+              shard=None):
         """Like __call__, with the transition head deciding (predicted, sampled)
         or scoring (gold) every step (docs/spec.md §7). uniforms: sampled mode,
         (premise_u, hypothesis_u) <float64>[B, T] each.

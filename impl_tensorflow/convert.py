@@ -41,7 +41,8 @@ from .classifier import SNLIClassifier
 DTYPES = {"float32": tf.float32, "float64": tf.float64}
 
 
-def tf_dtype(dtype) -> tf.DType:
+def resolve_dtype(dtype) -> tf.DType:
+    """"float32" or "float64" (or a tf.DType) -> the TensorFlow dtype; a ValueError otherwise."""
     if isinstance(dtype, tf.DType):
         return dtype
     if str(dtype) not in DTYPES:
@@ -49,7 +50,7 @@ def tf_dtype(dtype) -> tf.DType:
     return DTYPES[str(dtype)]
 
 
-def variables(model: SNLIClassifier) -> dict[str, tf.Variable]:
+def _variables(model: SNLIClassifier) -> dict[str, tf.Variable]:
     """TensorFlow variable name (attribute path) -> variable, in a fixed order.
     Gradients are taken with respect to exactly this list."""
     out = {
@@ -119,9 +120,9 @@ def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dty
     variables, e.g. eager.EagerClassifier) holding exactly ``params``
     (copied), in ``dtype``. Build it under ``tf.device(...)`` to place its variables."""
     check_params(params, config)  # ParamError naming any missing, extra or mis-shaped entry
-    dtype = tf_dtype(dtype)
+    dtype = resolve_dtype(dtype)
     model = model_class(config, dtype=dtype, dropout=dropout, memory=memory)
-    by_name = variables(model)
+    by_name = _variables(model)
     _check_map(config, {tf_name: tuple(v.shape) for tf_name, v in by_name.items()})
     blocks: dict[str, list[np.ndarray]] = {tf_name: [] for tf_name in by_name}
     for name, (tf_name, _, _) in name_map(config).items():  # canonical order = row order within a variable
@@ -132,7 +133,7 @@ def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dty
     return model
 
 
-def to_canonical_arrays(values: Mapping[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
+def _to_canonical_arrays(values: Mapping[str, np.ndarray], config: ModelConfig) -> dict[str, np.ndarray]:
     """Arrays by TensorFlow variable name (weights or their gradients) -> canonical entries (fresh copies)."""
     _check_map(config, {tf_name: tuple(np.shape(v)) for tf_name, v in values.items()})
     out = {name: np.array(values[tf_name][start:stop], copy=True)
@@ -143,16 +144,16 @@ def to_canonical_arrays(values: Mapping[str, np.ndarray], config: ModelConfig) -
 
 def to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
     """The model's weights under canonical names, ``[in, out]`` kernels, in the model's dtype."""
-    return to_canonical_arrays({tf_name: v.numpy() for tf_name, v in variables(model).items()}, model.config)
+    return _to_canonical_arrays({tf_name: v.numpy() for tf_name, v in _variables(model).items()}, model.config)
 
 
 def grads_to_canonical(model: SNLIClassifier, grads: Sequence) -> dict[str, np.ndarray]:
-    """Gradients, one per entry of ``variables(model)`` in that order -> canonical names and shapes."""
-    names = list(variables(model))
+    """Gradients, one per entry of ``_variables(model)`` in that order -> canonical names and shapes."""
+    names = list(_variables(model))
     if len(grads) != len(names):
         raise ValueError(f"{len(grads)} gradients for {len(names)} variables")
-    return to_canonical_arrays({tf_name: np.asarray(g) for tf_name, g in zip(names, grads)}, model.config)
+    return _to_canonical_arrays({tf_name: np.asarray(g) for tf_name, g in zip(names, grads)}, model.config)
 
 
-__all__ = ["DTYPES", "ParamError", "tf_dtype", "variables", "name_map", "from_canonical", "to_canonical",
-           "to_canonical_arrays", "grads_to_canonical"]
+__all__ = ["DTYPES", "ParamError", "resolve_dtype", "name_map", "from_canonical", "to_canonical",
+           "grads_to_canonical"]

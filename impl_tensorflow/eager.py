@@ -40,9 +40,8 @@ from shared import parsing
 from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .cells import Tracker
 from .classifier import SNLIClassifier
-from .model import SPINN, choice_scores
+from .model import SPINN, _choice_scores
 
 
 @dataclass
@@ -74,8 +73,8 @@ class EagerSPINN(SPINN):
 
     last_host_syncs = 0
 
-    def __call__(self, leaves: tf.Tensor, transitions) -> tf.Tensor:
-        """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]."""
+    def encode(self, leaves: tf.Tensor, transitions) -> tf.Tensor:
+        """model.py's SPINN.encode: leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]."""
         return self._run_eagerly(leaves, transitions).encodings
 
     def parse(self, leaves: tf.Tensor, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
@@ -84,16 +83,16 @@ class EagerSPINN(SPINN):
 
     def _run_eagerly(self, leaves, transitions, mode: str = "gold", uniforms=None,
                      with_head: bool = False) -> SentenceParses:
-        """The Python loop behind __call__ and parse. Without the head only
+        """The Python loop behind encode and parse. Without the head only
         ``encodings`` is filled in (the rest is None)."""
         if not tf.executing_eagerly():
             raise RuntimeError("the eager SPINN branches in Python on the transitions; "
                                "call it eagerly, not inside tf.function (that is model.py's SPINN)")
         lists = self._lists(leaves, np.asarray(transitions), mode, uniforms)  # transitions: the host copy Python reads
         # The weights are read once per call, not once per step (as in model.py).
-        tracker_weights = self.tracker.read() if self.tracker is not None else None
-        reduce_weights = self.reduce.read()
-        head_weights = self.tracker.read_head() if with_head else None
+        tracker_weights = self.tracker._weights() if self.tracker is not None else None
+        reduce_weights = self.reduce._weights()
+        head_weights = self.tracker._head_weights() if with_head else None
         self.last_host_syncs = 0
 
         # ---- the Python loop over steps: what runs at step t, and so what the
@@ -108,7 +107,7 @@ class EagerSPINN(SPINN):
                 continue
             tracking = self._track(lists, active, tracker_weights)  # h_t <float>[K, D], or None
             if with_head:
-                logits = Tracker.transition_logits(tracking, head_weights)  # [K, 2] = (t_S, t_R)
+                logits = self.tracker.transition_logits(tracking, head_weights)  # [K, 2] = (t_S, t_R)
                 first_row = len(lists.step_rows)
                 lists.step_logits.append(logits)
                 lists.step_rows.extend(active)
@@ -172,7 +171,7 @@ class EagerSPINN(SPINN):
         top = tf.stack([stacks[s][-1] for s in active])
         below = tf.stack([stacks[s][-2] for s in active])
         state = (tf.stack([states[s][0] for s in active]), tf.stack([states[s][1] for s in active]))
-        tracking = self.tracker(front[:, :H], top[:, :H], below[:, :H], state, tracker_weights)  # [K, D] each
+        tracking = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state, tracker_weights)  # [K, D] each
         for s, h, c in zip(active, tf.unstack(tracking[0]), tf.unstack(tracking[1])):
             states[s] = (h, c)
         return tracking[0]  # h_t of the K sentences, what Reduce and the head read
@@ -227,8 +226,9 @@ class EagerSPINN(SPINN):
                 raise ValueError(f"sentence {s}, step {t}: unknown transition code {op}")
         if reducing:
             track = tf.gather(tracking, reducing_rows) if tracking is not None else None  # the h_t just written
-            composed = self.reduce(tf.stack(lefts), tf.stack(rights), track, reduce_weights)  # [K', 2H]
-            for s, item in zip(reducing, tf.unstack(composed)):
+            h, c = self.reduce.compose(tf.split(tf.stack(lefts), 2, axis=1), tf.split(tf.stack(rights), 2, axis=1),
+                                       track, reduce_weights)  # [K', H] each
+            for s, item in zip(reducing, tf.unstack(tf.concat([h, c], axis=1))):  # items [2H]
                 lists.stacks[s].append(item)
 
 
@@ -253,11 +253,11 @@ def _parses(lists: _Lists, encodings) -> SentenceParses:
 def _choice_sums(step_logits, sentences, choices, reduced, num_sentences: int):
     """Sampled mode's per-sentence sums over the choice steps (docs/spec.md §7),
     <float>[S] each: log p(action taken), and the entropy. Computed in float64
-    by model.py's choice_scores (stable logs, p = exp(log p)), then cast back."""
+    by model.py's _choice_scores (stable logs, p = exp(log p)), then cast back."""
     chosen = tf.cast(tf.gather(step_logits, choices), tf.float64)  # [C, 2]
     diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
     log_p = tf.math.log_sigmoid(tf.stack([-diff, diff], axis=1))  # (log p_S, log p_R), as model.py
-    scores = choice_scores(log_p, tf.exp(log_p), tf.constant(reduced, tf.bool))  # [C, 2]
+    scores = _choice_scores(log_p, tf.exp(log_p), tf.constant(reduced, tf.bool))  # [C, 2]
     sums = tf.math.unsorted_segment_sum(scores, sentences, num_sentences)  # [S, 2]
     logprob, entropy = tf.unstack(tf.cast(sums, step_logits.dtype), axis=1)
     return logprob, entropy

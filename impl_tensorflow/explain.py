@@ -40,7 +40,7 @@ def _shape(dtype, shape) -> str:
     return f"{tf.dtypes.as_dtype(dtype).name}[{','.join('?' if d is None else str(d) for d in dims.as_list())}]"
 
 
-def graph_stats(concrete) -> dict:
+def _graph_stats(concrete) -> dict:
     """Ops of a concrete function's graph, and of the body of each while loop in it."""
     graph_def = concrete.graph.as_graph_def()
     library = {f.signature.name: f for f in graph_def.library.function}
@@ -67,13 +67,13 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     runner = Runner(params, config, dtype="float32", device="cpu")
     result: dict = {"framework_version": tf.__version__, "memory": runner.memory}
     for name in ("encode", "loss_and_grads"):
-        traced = runner.trace(name)
+        traced = runner._trace(name)
         concrete = traced.concrete_function()  # traced (and timed) by the Runner
-        stats = graph_stats(concrete)
+        stats = _graph_stats(concrete)
         stats["trace_s"] = traced.trace_s
         stats["first_call_s"] = stats["call_s"] = None
         if timing:
-            inputs = runner.program_args(name, batches.main)
+            inputs = runner._program_args(name, batches.main)
 
             def call():
                 for t in tf.nest.flatten(traced.function(*inputs)):
@@ -93,8 +93,9 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     # as a call would look it up.
     before = runner.compile_stats("encode").traces
     for batch in (batches.main, batches.reshaped[batches.other_trees], batches.padded):
-        runner.trace("encode", batch)
+        runner._trace("encode", batch)
     result["traces_for_variants"] = runner.compile_stats("encode").traces - before + 1  # the first trace was above
+    result["graph"] = {"loop": "while", "body": result["encode"]["while_body_ops"][0]}  # docs/figures/graph-size.svg
     return result
 
 
@@ -132,7 +133,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     out: dict = {"framework_version": tf.__version__}
     for mode in MODES:
         runner.parse(batches.main, mode)  # the first call traces the mode's function
-        out[mode] = _body_stats(runner.trace(f"parse:{mode}").concrete_function())
+        out[mode] = _body_stats(runner._trace(f"parse:{mode}").concrete_function())
     return out
 
 
@@ -164,13 +165,13 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     runner = Runner(params, config, dtype="float32", device="cpu")
     out: dict = {}
     try:
-        runner.program_args("encode", bad)  # the host-side check the Runner makes before every call
+        runner._program_args("encode", bad)  # the host-side check the Runner makes before every call
         out["outcome"] = "passed the host-side check"
     except ValueError as err:
         out.update(outcome="raised by the host-side check, before the graph ran", error=_error(err),
                    where=where(err))
     # Without the check: the graph cannot stop mid-loop with a message of ours.
-    encode = runner.trace("encode").function
+    encode = runner._trace("encode").function
     try:
         premise, _, _ = encode(*[tf.constant(a) for a in batch_arrays(bad)])
         out["graph"] = {"outcome": finite_outcome(premise.numpy())}

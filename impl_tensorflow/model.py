@@ -1,66 +1,34 @@
-"""The SPINN modules as one static graph (docs/spec.md §3).
+"""The SPINN encoder as one static graph: a ``tf.while_loop`` over the
+transitions (docs/spec.md §3, §7).
 
-Nothing here looks at a value in Python. The batch is a set of tensors whose
-sizes are only known when the graph runs, the transition steps are one
-``tf.while_loop``, and what an example's transition *means* is decided inside
-the graph by masks (``tf.where``) and integer pointers. Every sentence
-computes a tracker step and a composition at every step; the masks decide
-which results are kept.
+``SPINN.encode(leaves, transitions)`` follows the given (gold) transitions
+and returns the root of each sentence; ``SPINN.parse`` runs the same loop in
+gold, predicted or sampled mode, with the transition head, and returns
+shared.parsing.SentenceParses. Inputs pass shared.contract's checks on the
+host: the graph cannot raise.
 
-Shapes: S sentences (2B when premise and hypothesis run together), N tokens,
-T steps, E embedding, H hidden, D tracker. An item (stack entry, buffer
-entry) is ``[h; c]``, <float>[2H].
+Nothing here looks at a value in Python: sizes are tensors, so one trace
+serves every batch, and what a transition means is decided per sentence by
+masks (``tf.where``) and integer pointers. Every sentence computes a tracker
+step and a composition at every step; the masks decide which results are
+kept. The decision of predicted and sampled mode is one more mask in the
+loop body (``_decide``). Why the graph is built this way, and what it costs:
+docs/static-vs-dynamic.md and docs/decided-graphs.md.
 
-The stack is the thin stack of Bowman et al. (2016). One *memory* holds every
-item that exists during the run, written once and never moved, R = N + T + 1
-rows of S items each, in the row order of JAX's thin stack and PyTorch's
-masked one (leaves, then compositions) plus one row of zeros, last::
+Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
+tracker. An item (stack entry, buffer entry) is ``[h; c]``, <float>[2H].
+The loop state is the thin stack of impl_jax/model.py (layout "thin") and
+impl_pytorch/masked.py (Bowman et al. 2016):
 
-    row j            leaf j: the buffer (its front is leaf number ``buffer``)
-    row N + t        the composition computed at step t (kept only if step t was REDUCE)
-    row N + T        zeros: what an absent item reads as (empty buffer, short stack)
+    thin         rows 0..N-1 the leaves (the buffer lives there), row N + t
+                 what step t composed; plus row N + T, zeros (see _step_rows)
+    pointers     <int32>[S, N + 1]   the stack: row numbers into ``thin``
+    sp, bp       <int32>[S]          stack pointer (items on the stack), buffer pointer
 
-The other two mask what they read instead; here a pointer to the zero row
-makes an absent item read as zeros with no mask. The item of sentence s in
-row r sits at address ``r * S + s``. The stack itself is
-``pointers <int32>[S, N + 2]``: row numbers, one stack per sentence. Slots 0
-and 1 hold the zero row, N + T, for good (two absent items below the
-bottom), the items sit in slots 2 .. depth + 1, the top at ``depth + 1`` and
-the item below it at ``depth``. SHIFT pushes the front leaf's row number;
-REDUCE overwrites the left child's slot with the new row. No vector is ever
-copied onto a stack, and a step writes exactly one new row.
-
-The memory container (``memory=``):
-
-* ``"tensor_array"`` (graph executor on the CPU): a ``tf.TensorArray`` with
-  one element per address, written with ``scatter`` and read with ``gather``.
-  Elements are separate buffers, so a step's write costs O(S * H), and the
-  backward pass keeps only the few [S, *] tensors a step reads. A plain tensor
-  updated with ``tf.tensor_scatter_nd_update`` inside a while loop is copied
-  whole at every step by TensorFlow's executor (in a prototype at S=256, N=32:
-  a 13x slower forward pass).
-* ``"dense"`` (XLA, GPU): a plain ``<float>[R * S, 2H]`` tensor, written with
-  ``tf.tensor_scatter_nd_update`` and read with ``tf.gather``. XLA updates it
-  in place, but cannot compile the TensorArray scatter; on a GPU the copy is
-  cheap and the TensorArray's per-element copies are not.
-
-The backward pass never saves the memory per step: the gradient of a read
-needs only the addresses and the memory's shape (tests/test_tensorflow.py
-checks the traced graph). Under XLA, TensorFlow does stack the dense memory
-per step, for its shape alone, and XLA, where every shape is static, drops
-that stack: peak memory measured at T = 31, 79, 127 grows linearly with T.
-
-Parses decided by the model (docs/spec.md §7). With a transition head the
-tracker state scores SHIFT and REDUCE at every step. ``SPINN.parse`` runs the
-same loop and the same masked step; only where ``op`` comes from differs. In
-gold mode it is read from the batch, as in ``__call__``; in predicted and
-sampled mode it is a tensor op on the head's logits and the pointers
-(validity), taken inside the graph, so the decision never leaves the device
-and one trace serves every batch. What each step decided is written into
-loop variables (TensorArrays of T elements) and returned with the encodings.
-The gold path of ``__call__`` builds exactly the graph it built before the
-head existed: the head's pieces are added by Python ``if``s on the mode,
-decided when tracing.
+``memory=`` picks the container of ``thin``: ``"tensor_array"`` (a
+``tf.TensorArray``, for the graph executor on the CPU, which copies a plain
+tensor updated inside a while loop at every step) or ``"dense"`` (a plain
+tensor, for XLA, which cannot compile the TensorArray scatter, and GPUs).
 """
 
 from __future__ import annotations
@@ -78,7 +46,7 @@ from .cells import Reduce, Tracker
 MEMORIES = ("tensor_array", "dense")
 
 
-def choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tensor:
+def _choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tensor:
     """One sampled step's (log p(action taken), entropy), <float64>[S, 2] (docs/spec.md §7).
 
     ``log_p`` = (log p_S, log p_R) = log σ(∓(t_R - t_S)) and ``p`` = exp(log_p),
@@ -92,20 +60,20 @@ def choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tens
     return tf.reduce_sum(log_p[:, None, :] * weights, axis=2)
 
 
-def _decide(logits, active, can_shift, can_reduce, mode: str, uniform=None):
+def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     """The decision of docs/spec.md §7 for every sentence at once, inside the graph.
 
-    logits <float>[S, 2] = (t_S, t_R); active (the sentence is not finished),
-    can_shift (the buffer has leaves), can_reduce (two items or more on the
-    stack) <bool>[S]; uniform <float64>[S] (sampled mode). Returns the masks
-    is_shift, is_reduce <bool>[S] (both false: a PAD step), the op taken
-    <int32>[S], and in sampled mode the step's (log p(taken), entropy)
-    <float64>[S, 2], zero unless it was a choice (else None).
+    logits <float>[S, 2] = (t_S, t_R); uniform <float64>[S] (sampled mode,
+    else None); can_shift (the buffer has leaves), can_reduce (two items or
+    more on the stack) <bool>[S]. Returns the masks is_shift, is_reduce
+    <bool>[S] (both false: the sentence is finished, a PAD step) and, in
+    sampled mode, the step's (log p(taken), entropy) <float64>[S, 2], zero
+    unless it was a choice (else None).
     """
     # Define-by-run code must bring the head's verdict back to Python here
     # to pick a branch; in the graph it is one more mask per sentence, and
     # the masked step that follows is the one gold mode runs.
-    choice = active & can_shift & can_reduce  # both valid: the head chooses
+    choice = can_shift & can_reduce  # both valid: the head chooses
     t_shift, t_reduce = tf.unstack(logits, axis=1)  # one op: the gradient of logits stays a two-term sum
     if mode == "predicted":
         wants_reduce = t_reduce > t_shift  # a tie SHIFTs
@@ -117,14 +85,12 @@ def _decide(logits, active, can_shift, can_reduce, mode: str, uniform=None):
         p = tf.exp(log_p)  # <float64>[S, 2] = (p_S, p_R); exp(log σ) keeps a tiny p_R tiny
         wants_reduce = uniform < p[:, REDUCE_COLUMN]  # u < p_R
     # Where only one action is valid it is taken, whatever t says.
-    reduces = tf.where(choice, wants_reduce, tf.logical_not(can_shift))
-    is_shift = active & tf.logical_not(reduces)
-    is_reduce = active & reduces
-    op = tf.where(is_shift, SHIFT, tf.where(is_reduce, REDUCE, PAD))
+    is_reduce = can_reduce & (tf.logical_not(can_shift) | wants_reduce)
+    is_shift = can_shift & tf.logical_not(is_reduce)
     if mode != "sampled":
-        return is_shift, is_reduce, op, None
-    scores = choice_scores(log_p, p, reduces)  # <float64>[S, 2]: (log p(taken), entropy)
-    return is_shift, is_reduce, op, tf.where(choice[:, None], scores, tf.zeros([], tf.float64))  # choices only
+        return is_shift, is_reduce, None
+    scores = _choice_scores(log_p, p, is_reduce)  # <float64>[S, 2]: (log p(taken), entropy)
+    return is_shift, is_reduce, tf.where(choice[:, None], scores, tf.zeros([], tf.float64))  # choices only
 
 
 @dataclass(frozen=True)
@@ -141,14 +107,13 @@ class _Loop:
     T: tf.Tensor
     sentences: tf.Tensor  # <int32>[S]
     n_leaves: tf.Tensor  # <int32>[S]: leaves in each buffer
-    absent_row: tf.Tensor  # <int32>[]: N + T, the memory's last row, zeros
+    zero_row: tf.Tensor  # <int32>[]: N + T, the thin stack's last row, zeros
     transitions_by_step: tf.Tensor  # <int32>[T, S]
-    slots: tf.Tensor  # <int32>[1, N + 2]
+    slots: tf.Tensor  # <int32>[1, N + 1]
     read_sentences: tf.Tensor  # <int32>[3S]
     tracker_weights: tuple | None
     reduce_weights: tuple
     head_weights: tuple | None
-    num_steps: tf.Tensor | None  # <int32>[S], decided modes: 2n - 1
     uniforms_by_step: tf.Tensor | None  # <float64>[T, S], sampled mode
 
     @property
@@ -173,74 +138,84 @@ class SPINN(tf.Module):
                             if config.tracker_dim > 0 else None)
             self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype)
 
-    # ---- the memory: write rows, read items by address --------------------
+    # ---- the thin stack: write rows, read items by address -----------------
+    # A TensorArray element is one item [2H], read and written by address
+    # (gather, scatter), so both containers hold the thin stack flattened,
+    # <float>[(N + T + 1) * S, 2H]: the item of sentence s in row r at r * S + s.
 
-    def _new_memory(self, leaves_by_row: tf.Tensor, absent_row: tf.Tensor, S: tf.Tensor):
-        """A memory of ``(absent_row + 1) * S`` items: the leaves in rows 0 .. N - 1,
-        zeros in the last row, ``absent_row``; the rows between are the steps'."""
+    def _new_thin(self, leaves_by_row: tf.Tensor, zero_row: tf.Tensor, S: tf.Tensor):
+        """A thin stack of ``(zero_row + 1) * S`` items: the leaves in rows 0 .. N - 1,
+        zeros in the last row, ``zero_row``; the rows between are the steps'."""
         two_h = 2 * self.hidden_dim
         dtype = leaves_by_row.dtype
         leaf_items = tf.shape(leaves_by_row)[0]  # N * S, from address 0 on
         if self.memory == "tensor_array":
-            memory = tf.TensorArray(dtype, size=(absent_row + 1) * S, element_shape=[two_h], clear_after_read=False)
-            memory = memory.scatter(tf.range(leaf_items), leaves_by_row)
-            return memory.scatter(absent_row * S + tf.range(S), tf.zeros([S, two_h], dtype))  # the zero row
+            thin = tf.TensorArray(dtype, size=(zero_row + 1) * S, element_shape=[two_h], clear_after_read=False)
+            thin = thin.scatter(tf.range(leaf_items), leaves_by_row)
+            return thin.scatter(zero_row * S + tf.range(S), tf.zeros([S, two_h], dtype))  # the zero row
         # Rows N .. N + T - 1 start as zeros and are overwritten step by step; row N + T stays zeros.
-        return tf.concat([leaves_by_row, tf.zeros([(absent_row + 1) * S - leaf_items, two_h], dtype)], axis=0)
+        return tf.concat([leaves_by_row, tf.zeros([(zero_row + 1) * S - leaf_items, two_h], dtype)], axis=0)
 
-    def _write(self, memory, addresses, items):
+    def _write(self, thin, addresses, items):
         if self.memory == "tensor_array":
-            return memory.scatter(addresses, items)
-        return tf.tensor_scatter_nd_update(memory, addresses[:, None], items)
+            return thin.scatter(addresses, items)
+        return tf.tensor_scatter_nd_update(thin, addresses[:, None], items)
 
-    def _read(self, memory, addresses):
+    def _read(self, thin, addresses):
         if self.memory == "tensor_array":
-            return memory.gather(addresses)
-        return tf.gather(memory, addresses)
+            return thin.gather(addresses)
+        return tf.gather(thin, addresses)
 
     # ---- the encoder --------------------------------------------------------
 
     def __call__(self, leaves: tf.Tensor, transitions: tf.Tensor) -> tf.Tensor:
+        """The module's entry point: ``encode``."""
+        return self.encode(leaves, transitions)
+
+    def encode(self, leaves: tf.Tensor, transitions: tf.Tensor) -> tf.Tensor:
         """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
-        <int32>[S, T] -> encodings <float>[S, H]. Inputs must pass shared.contract.check_batch."""
+        <int32>[S, T], followed -> encodings <float>[S, H], the h of each root.
+        Gold mode, and the transition head is never evaluated here."""
         return self._run(leaves, transitions)
 
     def parse(self, leaves: tf.Tensor, transitions: tf.Tensor, mode: str = "predicted",
               uniforms: tf.Tensor | None = None) -> SentenceParses:
         """The encoder with its transition head (docs/spec.md §7).
 
-        leaves <float>[S, N, 2H]; transitions <int32>[S, T], passing
-        shared.contract's checks on the host: in gold mode they are followed,
-        in predicted and sampled mode only each row's number of SHIFTs (n) is
-        used, and the head decides 2n - 1 steps; uniforms <float64>[S, T]
-        (sampled mode only): step t of a sentence REDUCEs, where both actions
-        are valid, if ``uniforms[:, t]`` < p_R. Returns
-        shared.parsing.SentenceParses: the encodings and what was followed and scored.
+        leaves <float>[S, N, 2H]; transitions <int32>[S, T]: in gold mode they
+        are followed, in predicted and sampled mode only each row's number of
+        SHIFTs (n) is used, and the head decides 2n - 1 steps; uniforms
+        <float64>[S, T] (sampled mode only): step t of a sentence REDUCEs,
+        where both actions are valid, if ``uniforms[:, t]`` < p_R. ``mode``
+        is a Python string: each mode is its own trace. Returns
+        shared.parsing.SentenceParses: encodings <float>[S, H], transitions
+        <int32>[S, T] (followed), transition_logits <float>[S, T, 2] (zeros
+        at PAD), logprob, entropy <float>[S] (sampled mode, else zeros).
         """
         return self._run(leaves, transitions, mode, uniforms, with_head=True)
 
     def _run(self, leaves, transitions, mode: str = "gold", uniforms=None, with_head: bool = False):
-        """The loop behind __call__ (gold mode, no head: returns the encodings
+        """The loop behind encode (gold mode, no head: returns the encodings
         <float>[S, H]) and parse (with the head: returns SentenceParses).
         ``mode`` and ``with_head`` are Python values, fixed when tracing: they
         choose which ops the graph has, never which ones run."""
-        loop, memory = self._prepare(leaves, transitions, mode, uniforms, with_head)
+        loop, thin = self._prepare(leaves, transitions, mode, uniforms, with_head)
         # The loop stops after the batch's longest sentence, not at T: the
         # steps after it are PAD for every sentence and change nothing, so a
         # batch padded to its length bucket's T costs only its real length.
         # (JAX's scan must have T iterations; its step is a cond instead.)
         T = loop.T
         if loop.deciding:  # a sentence of n words runs exactly 2n - 1 decided steps (docs/spec.md §7)
-            last = tf.reduce_max(loop.num_steps)
+            last = tf.reduce_max(2 * loop.n_leaves - 1)
         else:
             last = tf.reduce_max(tf.where(tf.not_equal(transitions, PAD), tf.range(1, T + 1)[None, :], 0))
         if not with_head:
-            encodings, _ = self._loop(loop, memory, last, {})
+            encodings, _ = self._loop(loop, thin, last, {})
             return encodings
 
         # ---- the records of parse: what a step reports in `taken`, written
         # into loop variables: TensorArrays of T elements of [S, ...]
-        # (per-step outputs, like the memory, must flow through the loop; a
+        # (per-step outputs, like the thin stack, must flow through the loop; a
         # Python list cannot, the body runs only once, when traced), and the
         # running sums of logprob and entropy.
         S, T, dtype = loop.S, loop.T, leaves.dtype
@@ -253,7 +228,7 @@ class SPINN(tf.Module):
         # gives the elements never written as zeros (a TensorList's unset
         # elements, with and without XLA), which is what a PAD step records:
         # logits 0, transition PAD (0).
-        encodings, records = self._loop(loop, memory, last, records)
+        encodings, records = self._loop(loop, thin, last, records)
         followed = tf.transpose(records["transitions"].stack()) if loop.deciding else transitions  # [S, T]
         if mode == "sampled":
             logprob, entropy = tf.unstack(tf.cast(records["scores"], dtype), axis=1)
@@ -262,7 +237,7 @@ class SPINN(tf.Module):
         return SentenceParses(encodings, followed, tf.transpose(records["logits"].stack(), [1, 0, 2]), logprob, entropy)
 
     def _prepare(self, leaves, transitions, mode: str, uniforms, with_head: bool):
-        """What every step reads (a _Loop) and the memory the loop starts from."""
+        """What every step reads (a _Loop) and the thin stack the loop starts from."""
         H = self.hidden_dim
         # Sizes are tensors: this graph serves every S, N and T.
         S, N = tf.shape(leaves)[0], tf.shape(leaves)[1]
@@ -270,29 +245,26 @@ class SPINN(tf.Module):
         sentences = tf.range(S)  # [S]: sentence s's item in row r is at r * S + s
         # The buffer holds as many leaves as there are SHIFTs (later tokens are padding).
         n_leaves = tf.reduce_sum(tf.cast(tf.equal(transitions, SHIFT), tf.int32), axis=1)  # [S]
-        absent_row = N + T  # the zero row, last: leaf j is row j, step t's composition row N + t
+        zero_row = N + T  # last: leaf j is row j, step t's composition row N + t
         leaves_by_row = tf.reshape(tf.transpose(leaves, [1, 0, 2]), [N * S, 2 * H])  # leaf j of sentence s at j*S + s
-        memory = self._new_memory(leaves_by_row, absent_row, S)
+        thin = self._new_thin(leaves_by_row, zero_row, S)
         loop = _Loop(
             mode=mode, with_head=with_head, dtype=leaves.dtype, S=S, N=N, T=T, sentences=sentences,
-            n_leaves=n_leaves, absent_row=absent_row,
+            n_leaves=n_leaves, zero_row=zero_row,
             transitions_by_step=tf.transpose(transitions),  # [T, S]: row t is step t of every sentence
-            slots=tf.range(N + 2)[None, :],  # [1, N + 2]: stack slot numbers
+            slots=tf.range(N + 1)[None, :],  # [1, N + 1]: stack slot numbers (N items, plus a free slot)
             read_sentences=tf.tile(sentences, [3]),  # [3S], for the three reads of a step
             # The weights are read once, here. A variable read inside the body is a
             # new tensor at every step, and the backward pass keeps one per step
-            # (under XLA a copy: +150 MB at B=128, N=16).
-            tracker_weights=self.tracker.read() if self.tracker is not None else None,
-            reduce_weights=self.reduce.read(),
-            head_weights=self.tracker.read_head() if with_head else None,
-            # A sentence of n words is finished after exactly 2n - 1 steps
-            # (docs/spec.md §7): n comes from the batch, the parse does not.
-            num_steps=2 * n_leaves - 1 if mode != "gold" else None,  # [S]
+            # (under XLA a copy per step).
+            tracker_weights=self.tracker._weights() if self.tracker is not None else None,
+            reduce_weights=self.reduce._weights(),
+            head_weights=self.tracker._head_weights() if with_head else None,
             uniforms_by_step=tf.transpose(uniforms) if mode == "sampled" else None,  # <float64>[T, S]
         )
-        return loop, memory
+        return loop, thin
 
-    def _loop(self, loop: _Loop, memory, stop, records: dict):
+    def _loop(self, loop: _Loop, thin, stop, records: dict):
         """The steps t = 0, 1, ... while t < ``stop`` (a tensor): returns the
         encodings <float>[S, H] and ``records`` (the loop variables of parse,
         {} without the head) with every step's record written into them."""
@@ -301,56 +273,61 @@ class SPINN(tf.Module):
         # to T times, T a tensor known only at run time, so the same graph
         # serves every sentence length. The body was traced once with symbolic
         # shapes: it cannot inspect a transition in Python, hence the masks of
-        # `_step`. Loop variables (memory, pointers, ...) are what flows from
+        # `_step`. Loop variables (thin, pointers, ...) are what flows from
         # one iteration to the next. For the gradient, TensorFlow builds a
         # second while loop that runs the steps backwards, fed by per-step
         # values the forward loop stacks up (only the small [S, *] tensors a
-        # step reads: the memory is never saved whole). maximum_iterations
+        # step reads: the thin stack is never saved whole). maximum_iterations
         # bounds those stacks, which XLA needs to know.
         S, D = loop.S, self.tracker_dim
         zeros = tf.zeros([S], tf.int32)
         state = (tf.zeros([S, D], loop.dtype), tf.zeros([S, D], loop.dtype)) if D > 0 else ()
 
-        def body(t, memory, pointers, depth, buffer, state, records):
+        def body(t, thin, pointers, sp, bp, state, records):
             taken = {}  # what the step's head scored and did (with the head), for the records
-            t_next, memory, pointers, depth, buffer, state = self._step(
-                loop, t, memory, pointers, depth, buffer, state, taken)
-            return t_next, memory, pointers, depth, buffer, state, _record(records, t, taken)
+            t_next, thin, pointers, sp, bp, state = self._step(loop, t, thin, pointers, sp, bp, state, taken)
+            return t_next, thin, pointers, sp, bp, state, _record(records, t, taken)
 
-        _, memory, pointers, _, _, _, records = tf.while_loop(
+        _, thin, pointers, _, _, _, records = tf.while_loop(
             lambda t, *_: t < stop,
             body,
-            (tf.constant(0), memory, tf.fill([S, loop.N + 2], loop.absent_row), zeros, zeros, state, records),
+            (tf.constant(0), thin, tf.zeros([S, loop.N + 1], tf.int32), zeros, zeros, state, records),
             maximum_iterations=loop.T,
         )
-        # After a valid sequence exactly one item is left, in slot 2.
-        return self._read(memory, pointers[:, 2] * S + loop.sentences)[:, :self.hidden_dim], records
+        # After a valid sequence exactly one item is left, in slot 0.
+        return self._read(thin, pointers[:, 0] * S + loop.sentences)[:, :self.hidden_dim], records
 
-    def _read_step_items(self, loop: _Loop, memory, pointers, depth, buffer):
-        """What a step reads: the buffer front's row <int32>[S], and the
-        items at the buffer front, the stack top and below it, <float>[S, 2H] each."""
-        # ---- reads by pointer: where the buffer front, the stack top and the
-        # item below it live. Leaf j is row j; an absent item points at the
-        # zero row (N + T), so no masking is needed on the values.
-        front_row = tf.where(buffer < loop.n_leaves, buffer, loop.absent_row)
-        top_row = tf.gather(pointers, depth + 1, batch_dims=1)
-        below_row = tf.gather(pointers, depth, batch_dims=1)
-        rows = tf.concat([front_row, top_row, below_row], axis=0)  # [3S]
-        front, top, below = tf.split(self._read(memory, rows * loop.S + loop.read_sentences), 3)
-        return front_row, front, top, below
+    def _step_rows(self, loop: _Loop, thin, pointers, sp, bp):
+        """What a step reads: can_shift <bool>[S], and the items at the buffer
+        front, the stack top and below it, <float>[S, 2H] each, zeros where absent."""
+        can_shift = bp < loop.n_leaves  # the buffer is not empty
+        top_row = tf.gather(pointers, tf.maximum(sp - 1, 0), batch_dims=1)
+        below_row = tf.gather(pointers, tf.maximum(sp - 2, 0), batch_dims=1)
+        # Unlike JAX and PyTorch, which mask an absent item after reading it,
+        # an absent item reads the zero row (N + T) by address: one gather
+        # reads the step's three items, and the gradient of a TensorArray
+        # gather overwrites a repeated address instead of adding to it, so a
+        # masked read of a real row would erase another read's gradient there.
+        rows = tf.concat([tf.where(can_shift, bp, loop.zero_row),
+                          tf.where(sp >= 1, top_row, loop.zero_row),
+                          tf.where(sp >= 2, below_row, loop.zero_row)], axis=0)  # [3S]
+        front, top, below = tf.split(self._read(thin, rows * loop.S + loop.read_sentences), 3)
+        return can_shift, front, top, below
 
-    def _step(self, loop: _Loop, t, memory, pointers, depth, buffer, state, taken: dict):
-        """One transition for every sentence. t <int32>[]; pointers <int32>[S, N + 2];
-        depth (items on the stack), buffer (leaves shifted so far) <int32>[S];
-        state: tracker (h_t, c_t) <float>[S, D], or () without a tracker.
+    def _step(self, loop: _Loop, t, thin, pointers, sp, bp, state, taken: dict):
+        """One transition for every sentence. t <int32>[]; pointers <int32>[S, N + 1];
+        sp (items on the stack), bp (leaves shifted so far) <int32>[S];
+        state: tracker (h, c) <float>[S, D], or () without a tracker.
         taken: with the head, a dict this step fills with what the head
         scored and what was done (the records of parse)."""
         H, S = self.hidden_dim, loop.S
+        can_shift, front, top, below = self._step_rows(loop, thin, pointers, sp, bp)
         if loop.deciding:
-            # The op is not known yet: the head decides it after the
-            # tracker has run. Until then only "is the sentence still
-            # going" matters: PAD changes nothing, as in gold mode.
-            active = t < loop.num_steps
+            # The op is not known yet: the head decides it after the tracker
+            # has run. Whether the step does anything is: a finished sentence
+            # can neither shift nor reduce, and PADs from then on.
+            can_reduce = sp >= 2
+            active = can_shift | can_reduce
         else:
             op = tf.gather(loop.transitions_by_step, t)  # [S]
             # ---- masks: the `if op == ...` of the Python version, one bool per sentence.
@@ -360,12 +337,10 @@ class SPINN(tf.Module):
             is_reduce = tf.equal(op, REDUCE)
             active = tf.not_equal(op, PAD)  # PAD changes nothing: stack, buffer, tracker
 
-        front_row, front, top, below = self._read_step_items(loop, memory, pointers, depth, buffer)
-
         # ---- tracker: its new state is kept only where the step is not PAD.
         tracking = None
         if self.tracker is not None:  # Python `if` on the model's configuration, not on data
-            h_t, c_t = self.tracker(front[:, :H], top[:, :H], below[:, :H], state, loop.tracker_weights)
+            h_t, c_t = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state, loop.tracker_weights)
             keep = active[:, None]
             state = (tf.where(keep, h_t, state[0]), tf.where(keep, c_t, state[1]))
             tracking = state[0]
@@ -375,31 +350,31 @@ class SPINN(tf.Module):
             # wrote (h_t, equal to state[0] wherever the step is active; read
             # before the tf.where so its gradient is a sum of two terms, see
             # Reduce), and scores the two actions.
-            logits = Tracker.transition_logits(h_t, loop.head_weights)  # [S, 2] = (t_S, t_R)
+            logits = self.tracker.transition_logits(h_t, loop.head_weights)  # [S, 2] = (t_S, t_R)
             taken["logits"] = tf.where(active[:, None], logits, tf.zeros([], loop.dtype))  # zeros at PAD
         if loop.deciding:
-            # ---- the decision, taken inside the graph. Validity comes from the pointers:
-            # SHIFT while the buffer has leaves, REDUCE while the stack holds two items.
+            # ---- the decision, taken inside the graph: two masks that take
+            # the place of the gold op's.
             uniform = tf.gather(loop.uniforms_by_step, t) if loop.mode == "sampled" else None
-            is_shift, is_reduce, taken["transitions"], taken["scores"] = _decide(
-                logits, active, buffer < loop.n_leaves, depth >= 2, loop.mode, uniform)
+            is_shift, is_reduce, taken["scores"] = _decide(logits, uniform, can_shift, can_reduce, loop.mode)
+            taken["transitions"] = tf.where(is_shift, SHIFT, tf.where(is_reduce, REDUCE, PAD))
 
         # ---- compose the two top items for every sentence, and write the
         # result as row N + t; only a REDUCE ever points at it.
         new_row = loop.N + t
-        composed = self.reduce(below, top, tracking, loop.reduce_weights)  # [S, 2H]
-        memory = self._write(memory, new_row * S + loop.sentences, composed)
+        h, c = self.reduce.compose(tf.split(below, 2, axis=1), tf.split(top, 2, axis=1), tracking,
+                                   loop.reduce_weights)  # [S, H] each
+        thin = self._write(thin, new_row * S + loop.sentences, tf.concat([h, c], axis=1))
 
-        # ---- move the pointers. SHIFT pushes the front leaf's row into slot
-        # depth + 2; REDUCE pops two and pushes the new row into slot depth
-        # (where the left child was). PAD writes nothing.
-        target_slot = tf.where(is_shift, depth + 2, depth)
-        target_row = tf.where(is_shift, front_row, new_row)
-        write = tf.logical_and(active[:, None], tf.equal(loop.slots, target_slot[:, None]))  # [S, N + 2]
-        pointers = tf.where(write, target_row[:, None], pointers)
-        depth = depth + tf.cast(is_shift, tf.int32) - tf.cast(is_reduce, tf.int32)
-        buffer = buffer + tf.cast(is_shift, tf.int32)
-        return t + 1, memory, pointers, depth, buffer, state
+        # ---- push a pointer: the leaf's row for SHIFT at slot sp, the new row
+        # for REDUCE at slot sp - 2 (where the left child was). PAD writes at
+        # slot sp, the free slot above the top, which nobody reads.
+        write_slot = sp - 2 * tf.cast(is_reduce, tf.int32)
+        target = tf.where(is_shift, bp, new_row)
+        pointers = tf.where(tf.equal(loop.slots, write_slot[:, None]), target[:, None], pointers)  # [S, N + 1]
+        sp = sp + tf.cast(is_shift, tf.int32) - tf.cast(is_reduce, tf.int32)
+        bp = bp + tf.cast(is_shift, tf.int32)
+        return t + 1, thin, pointers, sp, bp, state
 
 
 def _record(records: dict, t, taken: dict) -> dict:

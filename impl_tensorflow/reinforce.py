@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from . import convert
 from .classifier import SNLIClassifier
-from .train import _dense, apply_gradients, trainable
+from .train import _apply_gradients, _dense, _trainable
 
 
 def reinforce_loss(model: SNLIClassifier, inputs, labels, uniforms, baseline, reinforce_weight: float,
@@ -48,8 +48,8 @@ def reinforce_loss(model: SNLIClassifier, inputs, labels, uniforms, baseline, re
 
 def loss_and_grads(model: SNLIClassifier, inputs, labels, uniforms, baseline, reinforce_weight: float,
                    entropy_weight: float):
-    """Eval mode: (loss, gradients of convert.variables(model) in order, rewards <float>[B])."""
-    variables = list(convert.variables(model).values())
+    """Eval mode: (loss, gradients of convert._variables(model) in order, rewards <float>[B])."""
+    variables = list(convert._variables(model).values())
     with tf.GradientTape() as tape:
         loss, numbers = reinforce_loss(model, inputs, labels, uniforms, baseline, reinforce_weight, entropy_weight)
     grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -61,11 +61,11 @@ def train_step(model: SNLIClassifier, optimizer, inputs, labels, uniforms, basel
     """One optimizer step on the REINFORCE loss, in training mode (dropout from
     the step's seed, as train.train_step); returns (loss, numbers) computed
     before the update."""
-    variables = trainable(model, frozen)
+    variables = _trainable(model, frozen)
     with tf.GradientTape() as tape:
         loss, numbers = reinforce_loss(model, inputs, labels, uniforms, baseline, reinforce_weight,
                                        entropy_weight, training=True, seed=seed)
     grads = tape.gradient(loss, [variable for _, variable, _ in variables],
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    apply_gradients(optimizer, variables, grads, weight_decay)
+    _apply_gradients(optimizer, variables, grads, weight_decay)
     return loss, numbers

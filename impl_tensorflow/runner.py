@@ -3,7 +3,7 @@
 Each entry point (encode, loss_and_grads, train_step, the parse of each
 mode and the two REINFORCE programs of docs/spec.md §7) is one ``tf.function``
 with an input signature whose sizes are ``None``: traced once, it serves every
-batch size B, token count N and step count T. :class:`Traced` counts traces
+batch size B, token count N and step count T. :class:`_Traced` counts traces
 (Python runs only while TensorFlow traces) and times the trace
 (``get_concrete_function``) apart from the first call, which is where
 TensorFlow optimises the graph (Grappler) or XLA compiles it.
@@ -14,27 +14,21 @@ but XLA compiles one program per distinct input shape: counted as
 ``xla_compilations``, the time of those calls added to ``compile_s``.
 ``memory="tensor_array"|"dense"`` picks the memory container explicitly
 (default: TensorArray on the CPU without XLA, dense otherwise).
-``algorithm="eager"`` (the ``tensorflow-eager`` implementation) runs
-eager.py's define-by-run SPINN instead, with no ``tf.function`` at all: the
-same variables, losses, optimizers and entry points, called eagerly
-(:class:`Untraced`), so nothing is traced or compiled.
+``algorithm`` names the algorithm family (bench/frameworks.py): ``"masked"``
+(the default: model.py's masked arrays in one traced graph) or ``"lists"``
+(the ``tensorflow-eager`` implementation: eager.py's define-by-run SPINN on
+per-example lists, with no ``tf.function`` at all: the same variables,
+losses, optimizers and entry points, called eagerly (:class:`_Untraced`), so
+nothing is traced or compiled).
 
-``replicas=K`` (``bench train --replicas K``; README, "Training past one
-device") trains data-parallel with ``tf.distribute.MirroredStrategy`` over K
-devices of this process: K logical CPU devices on a CPU (made before
-TensorFlow's runtime starts, see :func:`replica_devices`), the first K GPUs
-on GPUs. The model's variables and the optimizer are made under the
-strategy's scope (mirrored: one copy per device), and the training step,
-still one ``tf.function``, splits each global batch by rows into K shards
-that the replicas compute on their devices; Keras sums their gradients and
-every copy takes the step one device takes over the whole batch
-(train.replica_train_step, classifier.shard_dropout for the dropout masks).
-Everything else (encode, loss_and_grads, parse, the parameters and the
-optimizer state) reads the first copy on the first device. With ``xla=True``
-as well, XLA compiles each replica's forward and backward pass (a
-``jit_compile`` function inside ``strategy.run``, once per input shape and
-device): one XLA program cannot span the K devices, so the all-reduce and the
-update run around it, in the graph.
+``replicas=K`` (``bench train --replicas K``) trains data-parallel with
+``tf.distribute.MirroredStrategy`` over K devices of this process (K logical
+CPU devices on a CPU, made before TensorFlow's runtime starts; the first K
+GPUs on GPUs): the training step is replicas.py's replica_train_step, still one
+``tf.function``. Everything else (encode, loss_and_grads, parse, the
+parameters and the optimizer state) reads the first copy on the first
+device. With ``xla=True`` as well, XLA compiles each replica's forward and
+backward pass (a ``jit_compile`` function inside ``strategy.run``).
 """
 
 from __future__ import annotations
@@ -58,9 +52,11 @@ from . import convert, reinforce, train
 from .eager import EagerClassifier
 from .classifier import SNLIClassifier
 from .model import MEMORIES
+from .replicas import replica_devices, replica_train_step
 
-# The model behind the entry points: one static graph (model.py) or define-by-run (eager.py).
-ALGORITHMS = {"graph": SNLIClassifier, "eager": EagerClassifier}
+# The model behind the entry points, by algorithm family (bench/frameworks.py): masked arrays in one static
+# graph (model.py), or per-example lists define-by-run (eager.py).
+ALGORITHMS = {"masked": SNLIClassifier, "lists": EagerClassifier}
 
 TOKENS = tf.TensorSpec([None, None], tf.int32)  # [B, N]
 TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]
@@ -84,33 +80,19 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
 
-def replica_devices(device: str, replicas: int) -> list[str]:
-    """The ``replicas`` devices a MirroredStrategy runs on: the first K GPUs,
-    or on a CPU K logical devices of the host CPU. Those must be configured
-    before TensorFlow's runtime starts (its first op or device listing); where
-    it already started with fewer, a ValueError says so in one line."""
-    if device == "gpu":
-        gpus = tf.config.list_physical_devices("GPU")
-        if len(gpus) < replicas:
-            raise ValueError(f"replicas={replicas} on 'gpu' needs {replicas} GPUs; TensorFlow sees {len(gpus)}")
-        return [f"/GPU:{i}" for i in range(replicas)]
-    if device != "cpu":
-        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
-    cpu = tf.config.list_physical_devices("CPU")[0]  # does not start the runtime
-    configured = tf.config.get_logical_device_configuration(cpu)
-    if configured is None or len(configured) < replicas:
-        try:
-            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
-        except RuntimeError:  # the runtime has started: its logical devices are fixed
-            pass
-    have = len(tf.config.list_logical_devices("CPU"))
-    if have < replicas:
-        raise ValueError(f"replicas={replicas} needs {replicas} logical CPU devices, but TensorFlow's runtime already "
-                         f"started with {have}: create the runner before TensorFlow runs anything in this process")
-    return [f"/CPU:{i}" for i in range(replicas)]
+def _model_inputs(batch: PairBatch) -> tuple[np.ndarray, ...]:
+    """The four model arguments as int32 arrays (checked on the host first,
+    shared.contract.check_batch: the graph cannot raise)."""
+    arrays = (batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens, batch.hypothesis_transitions)
+    return tuple(np.asarray(a, dtype=np.int32) for a in arrays)
 
 
-class Traced:
+def _labels_array(batch: PairBatch) -> np.ndarray:
+    """The labels as int32 (checked on the host: 0..2 on every row)."""
+    return np.asarray(batch.labels, dtype=np.int32)
+
+
+class _Traced:
     """One tf.function with a fixed input signature, and what building it cost."""
 
     def __init__(self, name: str, fn: Callable, input_signature: Sequence[tf.TensorSpec], jit_compile: bool,
@@ -170,8 +152,8 @@ class Traced:
                             shapes=[(self.name, *shape) for shape in self.shapes])
 
 
-class Untraced:
-    """An entry point run eagerly (``algorithm="eager"``): called like Traced,
+class _Untraced:
+    """An entry point run eagerly (``algorithm="lists"``): called like _Traced,
     it runs the Python function as it is, every call; nothing is traced or compiled."""
 
     def __init__(self, name: str, fn: Callable, *_):
@@ -191,18 +173,18 @@ class Runner(RunnerBase):
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
                  memory: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
-                 entropy_weight: float = 0.0, algorithm: str = "graph", replicas: int = 1, **options):
+                 entropy_weight: float = 0.0, algorithm: str = "masked", replicas: int = 1, **options):
         if options:
             raise TypeError(f"unknown TensorFlow runner options {sorted(options)} "
                             "(known: xla, memory, algorithm, replicas)")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
-        if algorithm == "eager" and (xla or memory is not None):
-            raise ValueError("algorithm 'eager' builds no graph: xla and memory do not apply")
+        if algorithm == "lists" and (xla or memory is not None):
+            raise ValueError("algorithm 'lists' runs eagerly and builds no graph: xla and memory do not apply")
         self.replicas = check_replicas(replicas)
-        if self.replicas > 1 and algorithm == "eager":
+        if self.replicas > 1 and algorithm == "lists":
             raise ValueError("replicas need a traced step (MirroredStrategy runs the replicas of one tf.function); "
-                             "algorithm 'eager' has none")
+                             "algorithm 'lists' runs eagerly and has none")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
@@ -225,14 +207,14 @@ class Runner(RunnerBase):
         self.xla = bool(xla)
         self.memory = memory
         self.algorithm = algorithm
-        # The eager algorithm reads each decision back to Python (last_host_syncs counts them).
-        self.reads_decisions_on_host = algorithm == "eager"
+        # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).
+        self.reads_decisions_on_host = algorithm == "lists"
         with self._placement():
             self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory,
                                                 model_class=ALGORITHMS[algorithm])
         # Every entry point below is wrapped once: traced into a tf.function
         # (the graph), or called as it is (eager).
-        wrap = Untraced if algorithm == "eager" else Traced
+        wrap = _Untraced if algorithm == "lists" else _Traced
         model = self.model
         transition_weight = self.transition_weight
 
@@ -255,12 +237,12 @@ class Runner(RunnerBase):
         self._traced_encode = wrap("encode", encode, INPUTS, self.xla, self._shapes)
         self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla,
                                            self._shapes)
-        self._traced_train_step: Traced | None = None
+        self._traced_train_step: _Traced | None = None
         self._traced_reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
                                               REINFORCE_INPUTS, self.xla, self._shapes)
-        self._traced_reinforce_step: Traced | None = None
-        self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
-        self._traced_parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
+        self._traced_reinforce_step: _Traced | None = None
+        self._retired: list[_Traced] = []  # train steps of earlier optimizers (still counted)
+        self._traced_parse: dict[str, _Traced] = {}  # one traced parse per mode, made on first use
 
     def _placement(self):
         """Where variables are made: on self.device, or mirrored on every replica's device."""
@@ -272,8 +254,8 @@ class Runner(RunnerBase):
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with tf.device(self.device):
-            out = self._traced_encode(*self._tensors(train.model_inputs(batch)))
-        if self.algorithm == "eager":
+            out = self._traced_encode(*self._tensors(_model_inputs(batch)))
+        if self.algorithm == "lists":
             self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.numpy() for t in out)
 
@@ -281,23 +263,23 @@ class Runner(RunnerBase):
         """One traced function per mode (its uniforms, sampled mode's two
         float64 [B, T], are inputs); the decisions are taken inside it, and
         the call returns once."""
-        arrays = train.model_inputs(batch) + (uniforms or ())
+        arrays = _model_inputs(batch) + (uniforms or ())
         if mode not in self._traced_parse:
             model = self.model
 
             def parse(*inputs):  # four int32 arrays, then in sampled mode two float64 [B, T]
-                return model.parse(*inputs[:4], mode=mode, uniforms=inputs[4:] or None)
+                return train.parse(model, inputs[:4], mode, inputs[4:] or None)
 
             signature = INPUTS + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
             self._traced_parse[mode] = self._wrap(f"parse_{mode}", parse, signature, self.xla, self._shapes)
         with tf.device(self.device):
             parses, logits = self._traced_parse[mode](*self._tensors(arrays))
-        if self.algorithm == "eager":  # define-by-run: how often Python read a decision back
+        if self.algorithm == "lists":  # define-by-run: how often Python read a decision back
             self.last_host_syncs = self.model.spinn.last_host_syncs
         return split_pairs(parses, logits, lambda t: t.numpy())
 
     def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
-        arrays = train.model_inputs(batch) + (train.labels_array(batch),)
+        arrays = _model_inputs(batch) + (_labels_array(batch),)
         with tf.device(self.device):
             loss, grads = self._traced_loss_and_grads(*self._tensors(arrays))
         return float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads])
@@ -317,9 +299,9 @@ class Runner(RunnerBase):
             *inputs, labels, seed = inputs_labels_seed
             if strategy is not None:  # the batch split over the replicas: the same step
                 with strategy.scope():
-                    return train.replica_train_step(strategy, model, optimizer, inputs, labels, seed, frozen=frozen,
-                                                    weight_decay=weight_decay, transition_weight=transition_weight,
-                                                    jit_compile=xla_inside)
+                    return replica_train_step(strategy, model, optimizer, inputs, labels, seed, frozen=frozen,
+                                              weight_decay=weight_decay, transition_weight=transition_weight,
+                                              jit_compile=xla_inside)
             return train.train_step(model, optimizer, inputs, labels, seed, frozen=frozen, weight_decay=weight_decay,
                                     transition_weight=transition_weight)
 
@@ -347,7 +329,7 @@ class Runner(RunnerBase):
         # With replicas, last_replica_seconds stays empty: the K replicas run
         # inside one program (one tf.function call), so how long each device
         # computed or waited at the all-reduce is not observable from Python.
-        arrays = train.model_inputs(batch) + (train.labels_array(batch),)
+        arrays = _model_inputs(batch) + (_labels_array(batch),)
         with tf.device(self.device):
             loss = self._traced_train_step(*self._tensors(arrays + (self._step_seed(),)))
         self.steps += 1
@@ -382,7 +364,7 @@ class Runner(RunnerBase):
 
     def _reinforce_tensors(self, batch: PairBatch, uniforms, baseline: float) -> list[tf.Tensor]:
         """The inputs of the REINFORCE functions (checked by the Runner)."""
-        arrays = train.model_inputs(batch) + (train.labels_array(batch), *uniforms, np.float64(baseline))
+        arrays = _model_inputs(batch) + (_labels_array(batch), *uniforms, np.float64(baseline))
         return self._tensors(arrays)
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
@@ -396,7 +378,7 @@ class Runner(RunnerBase):
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)
 
-    def _functions(self) -> list[Traced]:
+    def _functions(self) -> list[_Traced]:
         steps = [f for f in (self._traced_train_step, self._traced_reinforce_step) if f is not None]
         return ([self._traced_encode, self._traced_loss_and_grads, self._traced_reinforce_loss_and_grads]
                 + self._retired + steps + list(self._traced_parse.values()))
@@ -411,7 +393,7 @@ class Runner(RunnerBase):
 
     # -- what tf.function builds (bench explain) ----------------------------
 
-    def trace(self, program: str, batch: PairBatch | None = None) -> Traced:
+    def _trace(self, program: str, batch: PairBatch | None = None) -> _Traced:
         """The traced entry point "encode", "loss_and_grads", "train_step" or
         "parse:MODE" (after a parse in that mode), traced (timed) if it was not:
         ``.concrete_function().graph`` is its graph, ``.function`` the bare
@@ -420,8 +402,8 @@ class Runner(RunnerBase):
         one trace serves every batch; given ``batch``, its tensors are looked
         up in the function's trace cache as a call would (a retrace would show
         in ``compile_stats``)."""
-        if self.algorithm == "eager":
-            raise ValueError("algorithm 'eager' traces no function: its entry points run eagerly")
+        if self.algorithm == "lists":
+            raise ValueError("algorithm 'lists' traces no function: its entry points run eagerly")
         if program == "train_step":
             self._need_optimizer()
             traced = self._traced_train_step
@@ -437,20 +419,20 @@ class Runner(RunnerBase):
             traced = functions[program]
         traced.concrete_function()
         if batch is not None:
-            traced.function.get_concrete_function(*self.program_args(program, batch))
+            traced.function.get_concrete_function(*self._program_args(program, batch))
         return traced
 
-    def program_args(self, program: str, batch: PairBatch) -> list[tf.Tensor]:
+    def _program_args(self, program: str, batch: PairBatch) -> list[tf.Tensor]:
         """The tensors ``program`` ("encode", "loss_and_grads", "train_step",
         "parse:gold" or "parse:predicted") is called with for ``batch``, checked
         on the host first as the public methods check them."""
         if program.startswith("parse:"):
             contract.check_parse(self.config, batch, program.split(":", 1)[1], None)
-            return self._tensors(train.model_inputs(batch))
+            return self._tensors(_model_inputs(batch))
         if program not in ("encode", "loss_and_grads", "train_step"):
             raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
         contract.check_batch(batch, self.config)
-        arrays = train.model_inputs(batch)
+        arrays = _model_inputs(batch)
         if program != "encode":
             arrays += (contract.check_labels(batch),)
         if program == "train_step":

@@ -18,6 +18,8 @@ The supervised loss of docs/spec.md §7 (``transition_weight`` > 0) adds the
 transition head's cross-entropy against the gold actions, the model
 following the gold transitions (teacher forcing): ``SNLIClassifier.parse``
 in gold mode gives the head's logits at every step.
+
+The data-parallel step over K replicas is replicas.py's.
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ import numpy as np
 import tensorflow as tf
 
 from shared import optimizers
-from shared.batching import PairBatch
 from shared.params import param_shapes
 from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN
 from shared.transitions import PAD, REDUCE
 
 from . import convert
-from .classifier import Shard, SNLIClassifier
+from .classifier import SNLIClassifier
 
 # Keras 3 picks its backend when first imported; the optimizers below must be
 # the TensorFlow ones. (Only a default: an explicit choice is respected, and
@@ -44,23 +45,6 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 
 OPTIMIZERS = optimizers.OPTIMIZERS
-
-
-# --------------------------------------------------------------------------
-# Host side: batches -> checked int32 arrays
-# --------------------------------------------------------------------------
-
-
-def model_inputs(batch: PairBatch) -> tuple[np.ndarray, ...]:
-    """The four model arguments as int32 arrays (checked by the Runner on the
-    host, shared.contract.check_batch: the graph cannot raise)."""
-    arrays = (batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens, batch.hypothesis_transitions)
-    return tuple(np.asarray(a, dtype=np.int32) for a in arrays)
-
-
-def labels_array(batch: PairBatch) -> np.ndarray:
-    """The labels as int32 (the Runner has checked them: 0..2 on every row)."""
-    return np.asarray(batch.labels, dtype=np.int32)
 
 
 # --------------------------------------------------------------------------
@@ -86,11 +70,11 @@ def transition_loss(transition_logits: tf.Tensor, transitions: tf.Tensor) -> tf.
 
     transition_logits <float>[S, T, 2] = (t_S, t_R); transitions <int32>[S, T].
     """
-    total, count = transition_loss_sum(transition_logits, transitions)
+    total, count = _transition_loss_sum(transition_logits, transitions)
     return total / count
 
 
-def transition_loss_sum(transition_logits: tf.Tensor, transitions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+def _transition_loss_sum(transition_logits: tf.Tensor, transitions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(the sum of the two-way cross-entropies over every non-PAD step, the
     number of those steps as a float): transition_loss is their quotient."""
     transitions = tf.reshape(transitions, [-1])  # [S * T]: rank 1, so no shape Assert (which XLA drops)
@@ -110,9 +94,9 @@ def _dense(grad) -> tf.Tensor:
 
 def loss_and_grads(model: SNLIClassifier, inputs, labels,
                    transition_weight: float = 0.0) -> tuple[tf.Tensor, list[tf.Tensor]]:
-    """Eval mode: the loss and its gradient for every entry of convert.variables(model), in order.
+    """Eval mode: the loss and its gradient for every entry of convert._variables(model), in order.
     (A transition head that the loss does not use gets zeros.)"""
-    variables = list(convert.variables(model).values())
+    variables = list(convert._variables(model).values())
     with tf.GradientTape() as tape:
         loss = batch_loss(model, inputs, labels, transition_weight=transition_weight)
     # backwards through the while loop
@@ -120,12 +104,23 @@ def loss_and_grads(model: SNLIClassifier, inputs, labels,
     return loss, [_dense(g) for g in grads]
 
 
+def parse(model: SNLIClassifier, inputs, mode: str, uniforms=None):
+    """The classifier's parse of a batch in ``mode`` (docs/spec.md §7), eval mode.
+
+    ``inputs``: the four int32 arrays of a PairBatch; ``uniforms``: sampled
+    mode's (premise_u, hypothesis_u) <float64>[B, T] each, else None. ``mode``
+    is a Python string: runner.py traces one function per mode. Returns
+    (SentenceParses of the 2B sentences, premises first; logits <float>[B, 3]).
+    """
+    return model.parse(*inputs, mode=mode, uniforms=uniforms)
+
+
 # --------------------------------------------------------------------------
 # Optimizers (Keras 3) with the shared names, state layout and frozen entries
 # --------------------------------------------------------------------------
 
 
-def trainable(model: SNLIClassifier, frozen: Sequence[str]) -> list[tuple[str, tf.Variable, np.ndarray | None]]:
+def _trainable(model: SNLIClassifier, frozen: Sequence[str]) -> list[tuple[str, tf.Variable, np.ndarray | None]]:
     """The variables an optimizer updates: (TensorFlow name, variable, row mask).
 
     ``frozen`` holds canonical names. A variable whose every block is frozen
@@ -139,7 +134,7 @@ def trainable(model: SNLIClassifier, frozen: Sequence[str]) -> list[tuple[str, t
     for name, (tf_name, start, stop) in convert.name_map(model.config).items():
         rows.setdefault(tf_name, []).append((start, stop, name in frozen))
     out = []
-    for tf_name, variable in convert.variables(model).items():
+    for tf_name, variable in convert._variables(model).items():
         blocks = rows[tf_name]
         if all(is_frozen for _, _, is_frozen in blocks):
             continue
@@ -170,7 +165,7 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
     correction of v (an epsilon acts as ``eps / sqrt(1 - b2^t)`` in the shared
     formula) and computes the bias corrections from float32-rounded betas; the
     training step feeds it an epsilon and a learning rate that turn its
-    update into the shared one (adam_corrections). Keras' SGD momentum keeps
+    update into the shared one (_adam_corrections). Keras' SGD momentum keeps
     ``m = momentum * m - lr * g`` and adds it, i.e. ``m = -lr * b`` for the
     shared buffer ``b`` while lr is constant (optimizer_state converts with
     the current lr). RMSprop matches exactly.
@@ -194,7 +189,7 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
         optimizer = keras.optimizers.Adam(learning_rate=lambda: rate, beta_1=hyper["beta1"], beta_2=hyper["beta2"],
                                           epsilon=hyper["eps"])
         # Two places where Keras' Adam computes otherwise than the shared one
-        # (PyTorch, optax, the NumPy reference), and what adam_corrections
+        # (PyTorch, optax, the NumPy reference), and what _adam_corrections
         # feeds it before each step so that its own update is the shared one:
         # * it adds epsilon to sqrt(v) before the bias correction of v, where
         #   an epsilon weighs 1/sqrt(1 - beta2^t) times more (30x at step 1):
@@ -211,20 +206,20 @@ def make_optimizer(name: str, model: SNLIClassifier, lr: float, *, frozen: Seque
                             "lr": tf.Variable(lr, dtype=tf.float64, trainable=False, name="adam_shared_lr")}
     else:
         optimizer = keras.optimizers.RMSprop(learning_rate=lambda: rate, rho=hyper["rho"], epsilon=hyper["eps"])
-    optimizer.build([variable for _, variable, _ in trainable(model, frozen)])
+    optimizer.build([variable for _, variable, _ in _trainable(model, frozen)])
     return optimizer
 
 
 def set_learning_rate(optimizer: keras.optimizers.Optimizer, lr: float) -> None:
     """Assign the optimizer's learning-rate variable: the traced step reads it, nothing retraces.
-    (Adam: the shared rate, which adam_corrections turns into Keras' before each step.)"""
+    (Adam: the shared rate, which _adam_corrections turns into Keras' before each step.)"""
     if hasattr(optimizer, "shared"):
         optimizer.shared["lr"].assign(lr)
     optimizer.learning_rate.assign(lr)  # the variable behind Keras' callable rate
 
 
 def _slot_variables(optimizer: keras.optimizers.Optimizer, name: str, slot: str) -> list:
-    """Keras' per-variable slot list for a shared slot name, in build order (the trainable() order)."""
+    """Keras' per-variable slot list for a shared slot name, in build order (the _trainable() order)."""
     lists = {("sgd", "momentum"): "momentums", ("adam", "m"): "_momentums", ("adam", "v"): "_velocities",
              ("rmsprop", "v"): "_velocities"}
     return getattr(optimizer, lists[(name, slot)])
@@ -243,7 +238,7 @@ def optimizer_state(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer
     """The optimizer's state in the shared layout: ``step`` and ``{slot}/{param}``
     arrays with canonical names and [in, out] kernels (zeros before the first step)."""
     lr = float(optimizer.learning_rate.numpy())
-    variables = trainable(model, frozen)
+    variables = _trainable(model, frozen)
     mapping = convert.name_map(model.config)
     out: dict[str, np.ndarray] = {optimizers.STEP: np.array(step, dtype=np.int64)}
     for slot in optimizers.slots(name, hyper):
@@ -262,7 +257,7 @@ def load_optimizer_state(model: SNLIClassifier, optimizer: keras.optimizers.Opti
     optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(model.config), frozen))
     lr = float(optimizer.learning_rate.numpy())
     step = int(state[optimizers.STEP])
-    variables = trainable(model, frozen)
+    variables = _trainable(model, frozen)
     blocks: dict[str, list[tuple[str, int, int]]] = {}
     for canonical, (tf_name, start, stop) in convert.name_map(model.config).items():
         blocks.setdefault(tf_name, []).append((canonical, start, stop))
@@ -283,29 +278,29 @@ def train_step(model: SNLIClassifier, optimizer: keras.optimizers.Optimizer, inp
     no update (their gradients are not even computed when a whole variable is
     frozen); ``weight_decay`` is the shared coupled L2 term ``g + wd * p``;
     ``transition_weight`` weighs the supervised transition loss."""
-    variables = trainable(model, frozen)
+    variables = _trainable(model, frozen)
     with tf.GradientTape() as tape:
         loss = batch_loss(model, inputs, labels, training=True, seed=seed, transition_weight=transition_weight)
     # An unused transition head (weight 0) gets a zero gradient: the optimizer
     # still steps it (weight decay, state), as every framework does.
     grads = tape.gradient(loss, [variable for _, variable, _ in variables],
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    apply_gradients(optimizer, variables, grads, weight_decay)
+    _apply_gradients(optimizer, variables, grads, weight_decay)
     return loss
 
 
-def apply_gradients(optimizer: keras.optimizers.Optimizer, variables, grads, weight_decay: float = 0.0) -> None:
-    """The update of a training step: ``variables`` as ``trainable`` lists them,
+def _apply_gradients(optimizer: keras.optimizers.Optimizer, variables, grads, weight_decay: float = 0.0) -> None:
+    """The update of a training step: ``variables`` as ``_trainable`` lists them,
     their gradients in that order; the coupled L2 term and the frozen rows'
     masks applied first."""
-    updates = [(grad, variable) for grad, (_, variable, _) in zip(corrected(variables, grads, weight_decay),
+    updates = [(grad, variable) for grad, (_, variable, _) in zip(_corrected(variables, grads, weight_decay),
                                                                   variables)]
     if isinstance(optimizer, keras.optimizers.Adam):
-        adam_corrections(optimizer)
+        _adam_corrections(optimizer)
     optimizer.apply_gradients(updates)
 
 
-def corrected(variables, grads, weight_decay: float = 0.0, decay=True) -> list[tf.Tensor]:
+def _corrected(variables, grads, weight_decay: float = 0.0, decay=True) -> list[tf.Tensor]:
     """The gradients as the optimizer takes them: dense, plus the coupled L2
     term ``weight_decay * p``, times the frozen rows' masks. ``decay``: whether
     to add the L2 term (a data-parallel replica's boolean tensor: only one
@@ -322,91 +317,7 @@ def corrected(variables, grads, weight_decay: float = 0.0, decay=True) -> list[t
     return out
 
 
-# --------------------------------------------------------------------------
-# Data parallelism: one step over K replicas (runner.py, ``replicas``)
-# --------------------------------------------------------------------------
-
-
-def shard_rows(pairs: tf.Tensor, replicas: int, replica: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(first row, row count) of ``replica``'s shard of ``pairs`` rows, as
-    ``np.array_split(range(pairs), replicas)`` cuts them: the first
-    ``pairs % replicas`` shards have one row more (a batch smaller than K
-    leaves the last shards empty)."""
-    replica = tf.cast(replica, tf.int32)
-    base, extra = pairs // replicas, pairs % replicas
-    start = replica * base + tf.minimum(replica, extra)
-    return start, base + tf.cast(replica < extra, tf.int32)
-
-
-def shard_loss(model: SNLIClassifier, inputs, labels, seed, shard: Shard, transition_weight: float = 0.0,
-               steps=None) -> tf.Tensor:
-    """One replica's share of batch_loss(training=True) over the global batch
-    of ``shard.pairs`` pairs, of which ``inputs`` and ``labels`` hold its rows:
-    the sum of its pairs' cross-entropies over the global B (its mean times
-    b / B, and 0 for an empty shard), plus ``transition_weight`` times the sum
-    of its steps' transition losses over ``steps``, the global batch's count of
-    non-PAD steps. Summed over the replicas it is the batch's mean loss, so the
-    sum of their gradients is the gradient of that mean."""
-    pairs = tf.cast(shard.pairs, model.embed.embedding.dtype)
-    if not transition_weight:
-        _, _, logits = model(*inputs, training=True, seed=seed, shard=shard)
-        return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / pairs
-    parses, logits = model.parse(*inputs, mode="gold", training=True, seed=seed, shard=shard)
-    class_loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / pairs
-    total, _ = transition_loss_sum(parses.transition_logits, parses.transitions)
-    return class_loss + transition_weight * (total / steps)
-
-
-def replica_train_step(strategy: tf.distribute.Strategy, model: SNLIClassifier, optimizer: keras.optimizers.Optimizer,
-                       inputs, labels, seed, *, frozen: Sequence[str] = (), weight_decay: float = 0.0,
-                       transition_weight: float = 0.0, jit_compile: bool = False) -> tf.Tensor:
-    """train_step with the global batch of B pairs split by rows over the
-    strategy's K replicas (``np.array_split``: uneven shards allowed, empty
-    ones included). Each replica computes its shard's loss (shard_loss: its
-    share of the batch's mean) and gradient on its device, with the dropout
-    masks its pairs get in one process; Keras' apply_gradients, called in
-    replica context, sums the K gradients (an all-reduce of the strategy) and
-    updates every copy of the mirrored variables. So it is train_step's step:
-    the frozen masks act on each replica's gradient (0/1, exact under the
-    sum), the coupled L2 term is added by replica 0 alone, and Adam's
-    corrections are set once, in cross-replica context, before the replicas
-    run. Call it inside ``strategy.scope()``. Returns the batch's loss before
-    the update (the sum of the replicas' shares)."""
-    variables = trainable(model, frozen)
-    replicas = strategy.num_replicas_in_sync
-    pairs = tf.shape(labels)[0]
-    steps = None
-    if transition_weight:  # the global batch's non-PAD steps: each replica's transition loss is over them
-        _, premise_transitions, _, hypothesis_transitions = inputs
-        real = tf.not_equal(tf.concat([premise_transitions, hypothesis_transitions], axis=0), PAD)
-        steps = tf.reduce_sum(tf.cast(real, model.embed.embedding.dtype))
-    if isinstance(optimizer, keras.optimizers.Adam):
-        adam_corrections(optimizer)  # cross-replica: assigns every copy, before any replica reads them
-
-    def shard_gradients(rows, labels, seed, shard, steps):
-        with tf.GradientTape() as tape:
-            loss = shard_loss(model, rows, labels, seed, shard, transition_weight=transition_weight, steps=steps)
-        grads = tape.gradient(loss, [variable for _, variable, _ in variables],
-                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        return loss, [_dense(g) for g in grads]
-
-    if jit_compile:
-        shard_gradients = tf.function(shard_gradients, jit_compile=True, autograph=False)
-
-    def replica_step(inputs, labels, seed):
-        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        start, size = shard_rows(pairs, replicas, replica)
-        rows = [x[start:start + size] for x in inputs]
-        loss, grads = shard_gradients(rows, labels[start:start + size], seed, Shard(pairs, start), steps)
-        grads = corrected(variables, grads, weight_decay, decay=tf.equal(replica, 0))
-        optimizer.apply_gradients([(grad, variable) for grad, (_, variable, _) in zip(grads, variables)])
-        return loss
-
-    losses = strategy.run(replica_step, args=(list(inputs), labels, seed))
-    return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
-
-
-def adam_corrections(optimizer: keras.optimizers.Adam) -> None:
+def _adam_corrections(optimizer: keras.optimizers.Adam) -> None:
     """Set Keras' epsilon and learning rate for the coming step t so that its
     update is the shared lr * m-hat / (sqrt(v-hat) + eps) (see make_optimizer).
     Runs in the graph, with t from optimizer.iterations; float64 throughout."""

@@ -156,6 +156,11 @@ class Platform:
     def clear_caches(self) -> None:
         """Forget in-memory compilations, so the next ones come from the persistent cache."""
 
+    def use_private_caches(self, path: str) -> None:
+        """Point the compilation caches the framework keeps on disk without being asked at ``path`` (a fresh
+        folder), so that a benchmark's warm-up compiles as a first run on the machine does. Default: nothing
+        to point (the framework keeps none)."""
+
     # -- explain: what the framework built for one small batch -----------------
     #
     # ``python -m bench explain`` owns the batch, the model and the text around

@@ -25,6 +25,7 @@ a batch gives ``tokens <int>[B, N]`` and ``transitions <int>[B, T]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 

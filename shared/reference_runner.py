@@ -20,10 +20,15 @@ from shared.runner import Runner as RunnerBase
 
 class Runner(RunnerBase):
     framework = "reference"
+    # The oracle the others are checked against computes in float64 alone: asked for float32 it refuses,
+    # rather than answer in another precision than asked.
+    unsupported = {"float32": "the NumPy reference is the float64 oracle"}
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float64",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  reinforce_weight: float = 1.0, entropy_weight: float = 0.0, **options):
+        if dtype != "float64":
+            self.require(dtype)
         if device != "cpu":
             raise ValueError("the NumPy reference runs on the CPU only")
         if dropout:
@@ -78,6 +83,7 @@ class Runner(RunnerBase):
         name, hyper, frozen = self.optimizer
         value, grads = reference.loss_and_grads(self.params, self.config, batch, self.transition_weight)
         self.params = optimizers.apply(name, hyper, self.lr, self.params, grads, self.state, frozen)
+        self.steps = int(self.state[optimizers.STEP])
         return value
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
@@ -90,6 +96,7 @@ class Runner(RunnerBase):
         optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(self.config), frozen))
         self.state = {key: np.array(value, dtype=np.int64 if key == optimizers.STEP else np.float64)
                       for key, value in state.items()}
+        self.steps = int(self.state[optimizers.STEP])
 
     def get_params(self):
         return {name: value.copy() for name, value in self.params.items()}

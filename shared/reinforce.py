@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .contract import require_head  # noqa: F401 (the training loop's check, where it asks for REINFORCE)
-from .parsing import strip_pad
+from .parse_metrics import strip_pad
 from .transitions import REDUCE, SHIFT, plain_transitions
 
 BASELINE_DECAY = 0.9  # b <- 0.9 b + 0.1 mean r (docs/spec.md §7)

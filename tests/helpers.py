@@ -37,15 +37,16 @@ def make_runner(name: str, params, config: ModelConfig, **kwargs):
 def checked_dtype(name: str, dtype: str = "float64") -> str:
     """The dtype a contract test checks implementation ``name`` in: ``dtype``,
     unless the implementation lists it in ``unsupported`` (DyNet computes in
-    float32 only). Then its constructor must refuse ``dtype`` in one line,
-    checked here so that the refusal is tested, never skipped, and the test
-    runs in float32 with the float32 tolerances instead."""
-    if dtype == "float32" or frameworks.runner_class(frameworks.resolve(name)[0]).supports(dtype):
+    float32 only, the reference in float64 only). Then its constructor must
+    refuse ``dtype`` in one line, checked here so that the refusal is tested,
+    never skipped, and the test runs in the other dtype instead, with that
+    dtype's tolerances."""
+    if frameworks.runner_class(frameworks.resolve(name)[0]).supports(dtype):
         return dtype
     config = small_config_for(8)
     with pytest.raises(NotImplementedError, match=f"no {dtype}: "):
         make_runner(name, init_params(config, seed=0), config, dtype=dtype)
-    return "float32"
+    return "float64" if dtype == "float32" else "float32"
 
 
 def small_config_for(vocab_size: int, tracker_dim: int = 3, mlp_layers: int = 2) -> ModelConfig:

@@ -14,9 +14,12 @@ import pytest
 from bench.benchmark.compare import compare, format_compare
 from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, masked_flops, sentence_flops
 from bench.benchmark.measure import pairwise_agreement
-from bench.benchmark import plan
-from bench.benchmark.report import (format_load, format_matrix, format_ratios, is_busy, render_markdown, round_ratios,
-                                    targets, write_report)
+from bench.benchmark import driver, plan
+from bench.benchmark.markdown import format_load, format_matrix, format_ratios, render_markdown
+from bench.benchmark.record import Measurement
+from bench.benchmark.report import write_report
+from bench.benchmark.stats import is_busy, round_ratios
+from bench.benchmark.targets import targets
 from bench.cli import build_parser, main
 from bench import frameworks
 from bench.frameworks import IMPLEMENTATIONS, OPT_IN
@@ -163,7 +166,7 @@ def _record(impl, rounds, **extra):
               "warmup_shapes": 1, "max_abs_err_encoding": 1e-7, "max_abs_err_logits": 1e-8,
               "useful_flops_per_s": 1.0, "device_peak_flops_per_s": 4.0, "matmul_peak_flops_per_s": 4.0}
     record.update(extra)
-    return record
+    return Measurement.from_dict(record)
 
 
 # What render_markdown and plot read beside _record's figures.
@@ -210,7 +213,7 @@ def test_report_takes_ratios_over_another_implementation(tmp_path, capsys):
     the results do not hold is refused in one line."""
     records = [_record("pytorch", [100.0, 100.0], **REPORTED), _record("jax", [200.0, 220.0], **REPORTED),
                _record("jax-padded", [100.0, 110.0], **REPORTED)]
-    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
     assert main(["report", str(tmp_path), "--over", "jax-padded", "--no-plots"]) == 0
     text = (tmp_path / "report.md").read_text()
     assert "Speed over pytorch" in text and "Speed over jax-padded" in text
@@ -239,7 +242,7 @@ def _no_workers(*args, **kwargs):
         "num-pairs-under-batch", "batch-over-buckets", "no-implementation", "no-mode"])
 def test_arguments_that_would_measure_nothing_are_refused_before_any_worker(arguments, message, tmp_path,
                                                                            monkeypatch, capsys):
-    monkeypatch.setattr(plan, "WorkerPool", _no_workers)
+    monkeypatch.setattr(driver, "WorkerPool", _no_workers)
     out = tmp_path / "run"
     assert main(["run", "--quick", *arguments, "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -258,7 +261,7 @@ def test_a_busy_machine_is_said_in_one_line_before_the_workers_start(tmp_path, m
     def stop(*args, **kwargs):
         raise ValueError("stopped where the workers would start")
 
-    monkeypatch.setattr(plan, "WorkerPool", stop)
+    monkeypatch.setattr(driver, "WorkerPool", stop)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     arguments = ["run", "--quick", "--implementations", "pytorch", "--out"]
     monkeypatch.setattr(os, "getloadavg", lambda: (2.5, 1.0, 1.0))
@@ -302,7 +305,7 @@ def test_compare_says_which_ratios_held_between_two_runs(tmp_path, capsys):
 
     for name, records in (("a", first), ("b", second)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     assert "1 of 2 medians of the second run" in capsys.readouterr().out
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "missing")]) == 2

@@ -1,7 +1,7 @@
 """The runner contract (docs/runner-interface.md), written once, for every implementation.
 
 Parametrized over every registered implementation (``bench.frameworks.IMPLEMENTATIONS``,
-read at collection time, ids their names) and the throwaway NumPy framework
+read at collection time, ids their names), the float64 reference runner, and the throwaway NumPy framework
 of tests/toy_framework, registered for its own tests only: a new framework
 is tested by registering it. Every comparison is with the float64 NumPy
 reference (shared/reference.py), never a framework with itself, with the
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from bench import frameworks
-from shared import optimizers, parsing, reference
+from shared import optimizers, parse_metrics, parsing, reference
 from shared.batching import PairBatch, make_pair_batch
 from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, LOGITS_TOL_F32,
                             grad_rel_errs, max_abs_err)
@@ -36,7 +36,8 @@ from tests.helpers import (F64_TOL, HEAD_BIAS, HEAD_KERNEL, LOGPROB_TOL_F32, ass
                            head_params, make_runner, small_config_for, uniforms)
 
 TOY = toy_framework.NAME
-NAMES = list(dict.fromkeys([*frameworks.IMPLEMENTATIONS, TOY]))
+# The float64 reference runner too: the oracle keeps the contract it checks the others against.
+NAMES = list(dict.fromkeys([*frameworks.IMPLEMENTATIONS, frameworks.REFERENCE.name, TOY]))
 # One pytest-xdist work unit per implementation (conftest.py): its runners are built once.
 implementation = pytest.mark.parametrize(
     "name", [pytest.param(name, id=name, marks=pytest.mark.xdist_group(f"contract-{name}")) for name in NAMES])
@@ -339,16 +340,43 @@ def test_training_steps_and_optimizer_state_match_reference(name, optimizer, dev
 
 
 @implementation
+def test_float64_end_to_end_from_a_float32_file(name, device, small_config, small_batch):
+    """A float32 parameter file run in float64: every output is float64, three SGD steps are the reference's
+    three steps, and the trained weights come back in float64 (an implementation without float64 refuses it
+    and runs the same in float32, with float32's tolerances)."""
+    dtype = checked_dtype(name)
+    # float32 (DyNet): three steps of lr 0.3 from the float32 runner's own rounding, held loosely.
+    loss_tol, weight_tol = (1e-12, 1e-12) if dtype == "float64" else (1e-5, 1e-4)
+    params = init_params(small_config, seed=6, dtype=np.float32)
+    runner = make_runner(name, params, small_config, dtype=dtype, device=device)
+    assert all(out.dtype == np.dtype(dtype) for out in runner.encode(small_batch))
+    loss, grads = runner.loss_and_grads(small_batch)
+    assert isinstance(loss, float) and all(g.dtype == np.dtype(dtype) for g in grads.values())
+    expected, lr = {k: v.astype(np.float64) for k, v in params.items()}, 0.3
+    runner.set_optimizer("sgd", lr=lr)
+    for _ in range(3):
+        ref_loss, ref_grads = reference.loss_and_grads(expected, small_config, small_batch)
+        assert abs(runner.train_step(small_batch) - ref_loss) <= loss_tol * max(1.0, abs(ref_loss))
+        expected = reference.sgd_step(expected, ref_grads, lr)
+    trained = runner.get_params()
+    for key, value in expected.items():
+        assert trained[key].dtype == np.dtype(dtype), key
+        assert max_abs_err(trained[key], value) <= weight_tol, key
+
+
+@implementation
 def test_float32_training_reduces_the_loss(name, device, small_config, small_batch):
     """Adam in float32, from a float32 parameter file: the first loss is the
-    reference's, and five steps lower it (the reference's go to 0.85 of it)."""
-    params = init_params(small_config, seed=6, dtype=np.float32)
-    runner = make_runner(name, params, small_config, dtype="float32", device=device)
+    reference's, and five steps lower it (the reference's go to 0.85 of it).
+    (The reference itself refuses float32, and takes the steps in float64.)"""
+    dtype = checked_dtype(name, "float32")
+    params = init_params(small_config, seed=6, dtype=np.dtype(dtype))
+    runner = make_runner(name, params, small_config, dtype=dtype, device=device)
     runner.set_optimizer("adam", lr=0.05)
     losses = [runner.train_step(small_batch) for _ in range(5)]
     assert abs(losses[0] - reference.loss(params, small_config, small_batch)) <= 1e-5
     assert losses[-1] < 0.9 * losses[0], losses
-    assert all(value.dtype == np.float32 for value in runner.get_params().values())
+    assert all(value.dtype == np.dtype(dtype) for value in runner.get_params().values())
 
 
 @implementation
@@ -372,7 +400,7 @@ def test_decisions_are_mixed(config, headed, small_batch):
     ref = reference.parse(headed["float64"], config, small_batch, "predicted")
     followed = np.concatenate([ref.premise_transitions, ref.hypothesis_transitions])
     gold = np.concatenate([small_batch.premise_transitions, small_batch.hypothesis_transitions])
-    assert parsing.parse_agreement(followed, gold) < 0.9
+    assert parse_metrics.parse_agreement(followed, gold) < 0.9
     first_reduce = [list(row).index(REDUCE) for row in followed if REDUCE in row]
     assert len(set(first_reduce)) > 2  # sentences reduce first at different steps
 
@@ -398,7 +426,7 @@ def test_parse_matches_reference(name, dtype, mode, runners, config, headed, sma
         assert len(steps) == 2 * n - 1 and all(op == PAD for op in row[2 * n - 1:])
         check_transitions(steps, int(n))
     if mode != "gold":  # the model's decisions, not the data's
-        assert parsing.parse_agreement(followed, gold) < 0.9
+        assert parse_metrics.parse_agreement(followed, gold) < 0.9
     if mode == "sampled":
         assert np.all(parsed.premise_logprob < 0) and np.all(parsed.premise_entropy > 0)
 

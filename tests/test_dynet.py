@@ -116,7 +116,8 @@ def test_fused_layout_reorders_gates_and_shifts_the_forget_bias(config, params):
     tracker's canonical i, f, g, o blocks land reordered, the f block of the
     bias minus 1; Reduce's f2 sits in a node of its own."""
     D, H = config.tracker_dim, config.hidden_dim
-    arrays = convert.dynet_arrays(params, config)
+    weights = convert.from_canonical(params, config)
+    arrays = {name: parameter.as_array() for name, parameter in weights.params.items()}
     i, f, g, o = np.split(params["tracker.bias"], 4)
     np.testing.assert_array_equal(arrays["tracker.b"], np.concatenate([i, f - np.float32(1.0), o, g]))
     kernel = params["tracker.kernel_hidden"]
@@ -124,7 +125,7 @@ def test_fused_layout_reorders_gates_and_shifts_the_forget_bias(config, params):
     a, i, f1, f2, o = np.split(params["reduce.left.kernel"], 5, axis=1)
     np.testing.assert_array_equal(arrays["reduce.Wx"][:, :H], np.concatenate([i, f1, o, a], axis=1).T)
     np.testing.assert_array_equal(arrays["reduce.f2.left"], f2.T)
-    weights = convert.from_canonical(params, config)
+    assert [piece.dynet for piece in convert.name_map(config)["reduce.left.kernel"]][-1] == "reduce.f2.left"
     np.testing.assert_array_equal(weights.embedding.as_array(), params["embed.embedding"])
 
 
@@ -309,3 +310,19 @@ def test_pools_too_small_for_a_graph_are_one_clear_error(tmp_path):
                "--steps", "1", "--batch-size", "64", "--out", str(tmp_path / "run"), "--quiet"]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "SPINN_DYNET_MEM": "1"})
     assert done.returncode != 0 and "set SPINN_DYNET_MEM" in done.stderr and "Traceback" not in done.stderr
+
+
+# What `bench explain` must report of DyNet (tests/test_explain.py calls these).
+
+def check_explain(r: dict, batch: dict) -> None:
+    assert r["nodes"] > 0 and r["python_steps"] == batch["num_steps"] and r["traces"] == 0
+    # Autobatching ran the nodes in fewer groups than there are nodes.
+    assert 0 < r["autobatch"]["groups"] < r["autobatch"]["nodes"] == r["nodes"]
+    assert r["forward_s"] > 0 and r["forward_unbatched_s"] > 0 and r["backward_s"] > 0
+
+
+def check_bad_input(t: dict, k: dict) -> None:
+    """An exception from a line of your own code; the token only when evaluated."""
+    assert t["outcome"] == "raised" and t["where"].startswith("impl_dynet/model.py, in apply")
+    assert "REDUCE with fewer than two items" in t["error"]
+    assert k["outcome"] == "raised" and "Out-of-bounds" in k["error"]

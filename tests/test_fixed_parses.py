@@ -9,7 +9,7 @@ import pytest
 
 from bench.datasets import add_data_arguments, load_dataset
 from shared.arithmetic import arithmetic_pairs
-from shared.parsing import ParseCounts
+from shared.parse_metrics import ParseCounts
 from shared.snli import PARSES, with_parse
 from shared.transitions import REDUCE, SHIFT, build_tree, check_transitions, plain_transitions, to_bracket
 

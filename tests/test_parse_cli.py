@@ -20,7 +20,7 @@ from bench.training.checkpoint import latest_checkpoint, load_checkpoint
 from bench.training.metrics import read_metrics
 from bench.training.settings import TrainConfig
 from bench.training.trainer import train
-from shared import parsing, reference
+from shared import parse_metrics, parsing, reference
 from shared.arithmetic import arithmetic_pairs
 from shared.batching import make_pair_batch
 from shared.compare import TRAIN_LOSS_REL_TOL_ADAM, curve_rel_err
@@ -100,7 +100,7 @@ def test_decisions_leave_the_gold_parse(head_model, rows):
     ref = reference_parse(head_model, rows, "predicted")
     pairs, _ = read_snli(rows, keep_unlabeled=True)
     gold = make_pair_batch(pairs, Vocabulary.from_array(load_params(head_model).vocab, lowercase=True))
-    assert parsing.parse_agreement(ref.premise_transitions, gold.premise_transitions) < 0.9
+    assert parse_metrics.parse_agreement(ref.premise_transitions, gold.premise_transitions) < 0.9
 
 
 def test_init_with_a_transition_head(tmp_path):

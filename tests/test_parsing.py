@@ -9,10 +9,10 @@ import types
 import numpy as np
 import pytest
 
-from shared import parsing, reference, reference_encoder
+from shared import parse_metrics, parsing, reference, reference_encoder
 from shared.params import ModelConfig, init_params
-from shared.parsing import (MODES, ParseCounts, Parsed, batch_uniforms, bracket_f1, check_mode, decide,
-                            pair_uniforms, parse_agreement, sentence_lengths, teacher_forced_accuracy)
+from shared.parse_metrics import ParseCounts, bracket_f1, parse_agreement, teacher_forced_accuracy
+from shared.parsing import MODES, Parsed, batch_uniforms, check_mode, decide, pair_uniforms, sentence_lengths
 from shared.transitions import PAD, REDUCE, SHIFT, check_transitions, parse, plain_transitions
 
 CONFIG = ModelConfig(vocab_size=70, embed_dim=4, hidden_dim=3, tracker_dim=2, mlp_dim=5, mlp_layers=1,
@@ -52,7 +52,7 @@ def _batch(premises, hypotheses, num_tokens=None, num_steps=None, token_offset=2
 
 def _check_parse(followed_row, n):
     """Valid, exactly 2n-1 steps, then only PAD."""
-    steps = parsing.strip_pad(followed_row)
+    steps = parse_metrics.strip_pad(followed_row)
     assert len(steps) == 2 * n - 1
     assert np.all(followed_row[2 * n - 1:] == PAD) and np.all(followed_row[:2 * n - 1] != PAD)
     check_transitions(steps, n)
@@ -416,7 +416,7 @@ def test_bracket_f1_by_hand():
     gold = parse("( ( a b ) ( c d ) )").transitions  # brackets (0,2) (2,4); (0,4) is the sentence
     left = parse("( ( ( a b ) c ) d )").transitions  # brackets (0,2) (0,3)
     right = parse("( a ( b ( c d ) ) )").transitions  # brackets (2,4) (1,4)
-    assert parsing.constituent_spans(gold) == [(0, 2), (2, 4), (0, 4)]
+    assert parse_metrics.constituent_spans(gold) == [(0, 2), (2, 4), (0, 4)]
     assert bracket_f1(_rows(left), _rows(gold)) == 0.5
     assert bracket_f1(_rows(right), _rows(gold)) == 0.5
     assert bracket_f1(_rows(gold), _rows(gold)) == 1.0
@@ -457,7 +457,7 @@ def test_parse_counts_over_batches():
     params = _params(seed=6)
     gold_mode = reference.parse(params, CONFIG, batch, mode="gold")
     predicted = reference.parse(params, CONFIG, batch, mode="predicted")
-    counts = parsing.parse_counts(gold_mode, predicted, batch.premise_transitions, batch.hypothesis_transitions)
+    counts = parse_metrics.parse_counts(gold_mode, predicted, batch.premise_transitions, batch.hypothesis_transitions)
     assert counts.sentences == 8 and counts.steps == 2 * sum(2 * n - 1 for n in (4, 9, 1, 16))
     both = np.concatenate([predicted.premise_transitions, predicted.hypothesis_transitions])
     gold = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
@@ -469,7 +469,7 @@ def test_parse_counts_over_batches():
     halves = [types.SimpleNamespace(**{k: v[s] for k, v in vars(batch).items()}) for s in (slice(0, 2), slice(2, 4))]
     total = ParseCounts()
     for half in halves:
-        total += parsing.parse_counts(reference.parse(params, CONFIG, half, mode="gold"),
+        total += parse_metrics.parse_counts(reference.parse(params, CONFIG, half, mode="gold"),
                                       reference.parse(params, CONFIG, half, mode="predicted"),
                                       half.premise_transitions, half.hypothesis_transitions)
     assert total == counts

@@ -1,6 +1,6 @@
 """PyTorch-specific checks (the agreement with the reference, and the one
 host read per step with a choice, live in test_contract.py): the .npz round
-trip, dropout, the per-batch graph, batch/unbatch, float64 end to end, and
+trip, dropout, the per-batch graph, _batch/_unbatch, float64 end to end, and
 for parses decided by the model: the count of steps with a choice, a graph
 that follows the chosen trees, differentiable logprob and entropy."""
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from impl_pytorch import convert, train
-from impl_pytorch.cells import Reduce, batch, unbatch
+from impl_pytorch.cells import Reduce, _batch, _unbatch
 from impl_pytorch.runner import Runner
 from shared import parsing, reference
 from shared.batching import make_pair_batch
@@ -106,7 +106,7 @@ def test_dropout_acts_in_training_only(small_config, small_batch):
     noisy = Runner(params, small_config, dtype="float64", dropout=0.5)
     plain = Runner(params, small_config, dtype="float64", dropout=0.0)
     device = torch.device("cpu")
-    inputs = train.model_inputs(small_batch, device)
+    inputs = train._model_inputs(small_batch, device)
 
     # Eval mode: deterministic, and the same as a model without dropout.
     first, second, without = noisy.encode(small_batch), noisy.encode(small_batch), plain.encode(small_batch)
@@ -117,7 +117,7 @@ def test_dropout_acts_in_training_only(small_config, small_batch):
     # and the same (seed, step) draws the same ones.
     def train_logits(runner, seed, step):
         runner.model.train()
-        with torch.no_grad(), train.dropout_randomness(seed, step, device):
+        with torch.no_grad(), train._dropout_randomness(seed, step, device):
             return runner.model(*inputs)[2].numpy()
 
     rng_state = torch.get_rng_state()
@@ -234,13 +234,13 @@ def test_graph_matches_prediction_on_real_parses(small_config, small_batch):
 def test_batch_unbatch_round_trip():
     rng = torch.Generator().manual_seed(0)
     items = [(torch.randn(5, generator=rng), torch.randn(5, generator=rng)) for _ in range(4)]
-    h, c = batch(items)
+    h, c = _batch(items)
     assert h.shape == c.shape == (4, 5)
-    back = unbatch((h, c))
+    back = _unbatch((h, c))
     assert len(back) == 4
     for (h0, c0), (h1, c1) in zip(items, back):
         assert torch.equal(h0, h1) and torch.equal(c0, c1)
-    h2, c2 = batch(back)
+    h2, c2 = _batch(back)
     assert torch.equal(h2, h) and torch.equal(c2, c)
 
 
@@ -290,27 +290,6 @@ def test_bad_transitions_raise(small_config, transitions, message):
 # --------------------------------------------------------------------------
 # float64 end to end; devices; optimizers
 # --------------------------------------------------------------------------
-
-
-def test_float64_end_to_end(small_config, small_batch):
-    params = init_params(small_config, seed=6, dtype=np.float32)  # float32 file, float64 model
-    runner = Runner(params, small_config, dtype="float64", dropout=0.1)
-    assert all(p.dtype == torch.float64 for p in runner.model.parameters())
-    premise, hypothesis, logits = runner.encode(small_batch)
-    assert premise.dtype == hypothesis.dtype == logits.dtype == np.float64
-    loss, grads = runner.loss_and_grads(small_batch)
-    assert isinstance(loss, float) and all(g.dtype == np.float64 for g in grads.values())
-    runner.set_optimizer("adam", lr=0.01)
-    losses = [runner.train_step(small_batch) for _ in range(3)]
-    assert losses[-1] < losses[0]
-    trained = runner.get_params()
-    assert all(value.dtype == np.float64 for value in trained.values())
-    # The trained float64 weights, read back by the float64 reference, give the same outputs.
-    ref = reference.forward(trained, small_config, small_batch)
-    premise, hypothesis, logits = runner.encode(small_batch)
-    assert max_abs_err(premise, ref.premise) <= 1e-12
-    assert max_abs_err(hypothesis, ref.hypothesis) <= 1e-12
-    assert max_abs_err(logits, ref.logits) <= 1e-12
 
 
 def test_loss_and_grads_changes_nothing(small_config, small_batch):
@@ -390,12 +369,12 @@ def test_predicted_graph_follows_the_predicted_trees(vocab, small_batch):
     flipped["tracker.transition.kernel"] = -params["tracker.transition.kernel"]
     flipped["tracker.transition.bias"] = params["tracker.transition.bias"] + np.array([0.0, 1.0])
     device = torch.device("cpu")
-    labels = train.labels_tensor(small_batch, device)
+    labels = train._labels_tensor(small_batch, device)
 
     def graph(weights):
         model = convert.from_canonical(weights, config, dtype="float64")
         model.eval()
-        encoded, logits = model.parse(*train.model_inputs(small_batch, device), mode="predicted")
+        encoded, logits = model.parse(*train._model_inputs(small_batch, device), mode="predicted")
         nodes = autograd_nodes(torch.nn.functional.cross_entropy(logits, labels))
         return encoded.transitions, (count(nodes, "TanhBackward0"), count(nodes, "SigmoidBackward0")), len(nodes)
 
@@ -419,10 +398,10 @@ def test_sampled_logprob_and_entropy_are_differentiable(vocab, small_batch):
     model = convert.from_canonical(params, config, dtype="float64")
     model.eval()
     device = torch.device("cpu")
-    encoded, logits = model.parse(*train.model_inputs(small_batch, device), mode="sampled", uniforms=u)
+    encoded, logits = model.parse(*train._model_inputs(small_batch, device), mode="sampled", uniforms=u)
     assert encoded.logprob.requires_grad and encoded.entropy.requires_grad
     B = small_batch.size
-    ce = torch.nn.functional.cross_entropy(logits, train.labels_tensor(small_batch, device), reduction="none")
+    ce = torch.nn.functional.cross_entropy(logits, train._labels_tensor(small_batch, device), reduction="none")
     rewards = -ce.detach()
     logprob = encoded.logprob[:B] + encoded.logprob[B:]
     entropy = encoded.entropy[:B] + encoded.entropy[B:]
@@ -476,3 +455,19 @@ def test_transition_weight_zero_leaves_the_head_out(vocab, small_batch):
     half, _ = Runner(params, config, dtype="float64", transition_weight=1.0).loss_and_grads(small_batch)
     assert abs((weighted - plain_loss) - 2 * (half - plain_loss)) <= 1e-12
     assert weighted > half > plain_loss
+
+
+# What `bench explain` must report of PyTorch (tests/test_explain.py calls these).
+
+def check_explain(r: dict, batch: dict) -> None:
+    assert r["autograd_nodes"] > 0 and r["parameters_reached"] > 0
+    assert r["python_steps"] == batch["num_steps"] == 9
+    assert r["tracker_calls"] > 0 and r["reduce_calls"] > 0 and r["traces"] == 0
+    assert r["forward_s"] > 0 and r["backward_s"] >= 0
+
+
+def check_bad_input(t: dict, k: dict) -> None:
+    """An exception from a line of your own code."""
+    assert t["outcome"] == "raised" and t["where"].startswith("impl_pytorch/model.py, in _shift_or_reduce")
+    assert "REDUCE with fewer than two items" in t["error"]
+    assert k["outcome"] == "raised" and k["where"].startswith("impl_pytorch/classifier.py, in encode")

@@ -29,7 +29,7 @@ def plain(small_config):
 
 
 def test_registered_as_opt_in_variants_of_their_family(plain, small_config):
-    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"algorithm": "eager"})
+    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"algorithm": "lists"})
     assert frameworks.resolve("jax-vmap") == ("jax", {"algorithm": "vmap"})
     variants = {"tensorflow-eager", "jax-vmap"}
     assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
@@ -66,7 +66,7 @@ def test_tensorflow_eager_traces_nothing(device, plain, small_config, small_batc
     stats = runner.compile_stats()
     assert stats.traces == 0 and stats.compile_s == 0.0 and stats.shapes == []
     with pytest.raises(ValueError, match="eager"):
-        runner.trace("encode")
+        runner._trace("encode")
 
 
 # --------------------------------------------------------------------------

@@ -11,7 +11,8 @@ has is listed as such, never counted.
 from __future__ import annotations
 
 from bench import frameworks
-from bench.benchmark.report import load, measurement_key, round_ratios
+from bench.benchmark.record import Measurement, load
+from bench.benchmark.stats import round_ratios
 
 
 def register(sub) -> None:
@@ -24,10 +25,10 @@ def register(sub) -> None:
 
 
 def _by_key(rows: list[dict]) -> dict:
-    return {measurement_key(r): r for r in rows}
+    return {(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r for r in rows}
 
 
-def compare(first: list[dict], second: list[dict], baseline: str | None = None) -> dict:
+def compare(first: list[Measurement], second: list[Measurement], baseline: str | None = None) -> dict:
     """Rows (key, first ratio row or None, second ratio row or None, inside) and
     the count of second-run medians inside the first run's min-max (over the
     registry's baseline unless ``baseline`` names another)."""

@@ -49,7 +49,7 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
     each model-decided mode in ``parse_modes`` ("predicted") the share of
     sentences whose transitions equal the reference's. Keeps the outputs in
     ``out_dir/agreement/{name}.npz`` for the pairwise comparison."""
-    from shared import parsing, reference
+    from shared import parse_metrics, reference
     from shared.batching import make_pair_batch, pair_length
     from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs,
                                 max_abs_err)
@@ -71,8 +71,8 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
             continue  # sampled parses follow the shared uniforms; their agreement is a test's business
         mine, theirs = runner.parse(batch, mode), reference.parse(params, config, batch, mode)
         result["parse_agreement"] = float(np.mean([
-            parsing.parse_agreement(mine.premise_transitions, theirs.premise_transitions),
-            parsing.parse_agreement(mine.hypothesis_transitions, theirs.hypothesis_transitions)]))
+            parse_metrics.parse_agreement(mine.premise_transitions, theirs.premise_transitions),
+            parse_metrics.parse_agreement(mine.hypothesis_transitions, theirs.hypothesis_transitions)]))
         result["max_abs_err_logits_predicted"] = max_abs_err(mine.logits, theirs.logits)
     if dtype == "float32":
         result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= ENCODING_TOL_F32

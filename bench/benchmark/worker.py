@@ -144,6 +144,10 @@ class Worker:
             self.platform.enable_compilation_cache(self.cache_dir.name)
         elif spec.compilation_cache:
             self.platform.enable_compilation_cache(spec.compilation_cache)
+        # Caches a framework keeps on disk unasked (torch.compile's) start empty in every run: its warm-up
+        # then compiles cold, as JAX's does without --compilation-cache, and runs compare alike.
+        self.private_caches = tempfile.TemporaryDirectory(prefix=f"spinn-{spec.framework}-private-")
+        self.platform.use_private_caches(self.private_caches.name)
 
     def new_runner(self):
         return self.runner_cls(self.params, self.config, dtype=self.spec.dtype, device=self.spec.device,

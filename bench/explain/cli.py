@@ -60,6 +60,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 print(f"synced {guide}" + (f"; {len(problems)} problem(s) left to fix by hand" if problems else ""))
             else:
                 print(f"{guide}: {'drifted' if problems else 'in step with the code'}")
+        if not args.guide:  # the blocks' results, as JSON: what the figures read of them
+            problems = guide_sync.sync_explain_json(results, write=args.sync_guide)
+            for problem in problems:
+                print(problem, file=sys.stderr)
+            failed = failed or bool(problems)
         if not args.guide:  # the figures the guides show are drawn from their explain blocks and the runs
             from bench.figures.command import FIGURES_DIR, check, draw
             if args.sync_guide:

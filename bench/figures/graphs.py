@@ -4,52 +4,47 @@ Define-by-run code records a graph as it runs: PyTorch's autograd graph (and
 DyNet's) has a node for every operation of every step, so it grows with the
 steps and changes with the trees. TensorFlow's while loop and JAX's scan hold
 the step once, as a loop body whose size no batch changes. The counts are
-read from the figure blocks of the guides (real ``python -m bench explain``
-output that ``explain --check-guide`` keeps true), never re-run here.
+read from the results of the guides' figure blocks (``python -m bench explain
+--json``, kept in docs/figures/explain.json by ``explain --sync-guide``), never
+re-run here and never parsed out of the blocks' text.
 """
 
 from __future__ import annotations
 
-import re
-
 from bench.figures import style
-from bench.figures.sources import Block, Sources, field_text, first_int
+from bench.figures.sources import Block, Sources
 
-# Lines of an explain section that count the graph a batch recorded ...
-RECORDED_LABELS = ("autograd nodes of the loss", "nodes of the loss graph")
-# ... and the line that holds the loop body of the encoder, with the word before "body".
-BODY_LABELS = ("encode: ops in the graph", "encode: jaxpr equations")
-BODY_RE = re.compile(r"\((?P<loop>while|scan) body (?P<size>\d+)")
-SHAPE_RE = re.compile(r"N=(?P<N>\d+) token slots, T=(?P<T>\d+) steps")
-BATCH_RE = re.compile(r"batch: (?P<pairs>\d+) pair\(s\) = (?P<sentences>\d+) sentences, (?P<what>.*)")
-MODEL_RE = re.compile(r"model: (?P<model>[^,]+),")
-OTHER_TREES = "the same words as other trees"
+OTHER_TREES = "other_trees"  # the same words in other tree shapes: an implementation's graph size for each
 MAIN_BLOCK = "fig-main"  # the guide's first figure: its batch is also drawn as the same words in other trees
 
 
+def _model(config: dict) -> str:
+    return (f"E={config['embed_dim']} H={config['hidden_dim']} D={config['tracker_dim']} M={config['mlp_dim']} "
+            f"L={config['mlp_layers']}")
+
+
 def read_block(block: Block) -> dict | None:
-    """The graph sizes an explain block reports, or None if it reports none (a bad-input block, say)."""
-    text = "\n".join(block.header)
-    shape, batch, model = SHAPE_RE.search(text), BATCH_RE.search(text), MODEL_RE.search(text)
-    if not (shape and batch and model):
+    """The graph sizes an explain block reports (each implementation's ``graph`` summary: the nodes it recorded
+    for the loss, or its loop body's size), or None if it reports none (a bad-input or parse block, say)."""
+    r = block.result
+    batch = r.get("batch") or {}
+    if "num_steps" not in batch or "model" not in r:
         return None
     recorded, bodies, other = {}, {}, {}
-    for name, lines in block.sections.items():
-        for label in RECORDED_LABELS:
-            count = first_int(field_text(lines, label))
-            if count is not None:
-                recorded[name] = count
-                trees = field_text(lines, OTHER_TREES) or ""
-                other[name] = {m[1]: int(m[2]) for m in re.finditer(r"(\w+) (\d+)", trees)}
-        for label in BODY_LABELS:
-            match = BODY_RE.search(field_text(lines, label) or "")
-            if match:
-                bodies[name] = {"loop": match["loop"], "size": int(match["size"])}
+    for name, value in r.items():
+        graph = value.get("graph") if isinstance(value, dict) else None
+        if not isinstance(graph, dict):
+            continue
+        if "recorded" in graph:
+            recorded[name] = graph["recorded"]
+            other[name] = dict(value.get(OTHER_TREES) or {})
+        if "body" in graph:
+            bodies[name] = {"loop": graph["loop"], "size": graph["body"]}
     if not recorded and not bodies:
         return None
-    return {"id": block.id, "command": block.command, "source": block.source(), "model": model["model"],
-            "pairs": int(batch["pairs"]), "sentences": int(batch["sentences"]), "what": batch["what"],
-            "N": int(shape["N"]), "T": int(shape["T"]), "recorded": recorded, "other_trees": other,
+    return {"id": block.id, "command": block.command, "source": block.source(), "model": _model(r["model"]),
+            "pairs": batch["pairs"], "sentences": batch["sentences"], "what": batch["source"],
+            "N": batch["num_tokens"], "T": batch["num_steps"], "recorded": recorded, "other_trees": other,
             "loop_body": bodies}
 
 
@@ -127,8 +122,8 @@ def graph_size(src: Sources, plt):
         "caption": ("Nodes that define-by-run code recorded for one batch's loss against the loop steps T, and the "
                     "encoder's loop body of the static versions, from the guides' explain blocks "
                     f"({', '.join(r['id'] for r in drawn)}; model {main['model']})."),
-        "sources": [{"block": r["source"], "lines": list(RECORDED_LABELS + BODY_LABELS) + [OTHER_TREES]}
-                    for r in drawn],
+        "sources": [{"block": r["source"], "keys": ["<implementation>.graph", f"<implementation>.{OTHER_TREES}",
+                                                   "batch", "model"]} for r in drawn],
         "data": {"blocks": [{k: v for k, v in r.items() if k != "source"} for r in drawn],
                  "left_out": left_out},
     }

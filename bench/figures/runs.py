@@ -1,6 +1,6 @@
 """Figures drawn from committed benchmark records: speed ratios, padding, compile time, host reads.
 
-Every ratio is the report's (bench/benchmark/report.py ``round_ratios``):
+Every ratio is the report's (bench/benchmark/stats.py ``round_ratios``):
 each implementation's pairs/s over the baseline's, taken round by round in
 the interleaved rounds of one run, then summarised by its median and
 quartiles. A figure therefore shows what ``report.md`` tabulates, and the
@@ -15,9 +15,9 @@ from collections import defaultdict
 import numpy as np
 
 from bench import frameworks
-from bench.benchmark import report
+from bench.benchmark import stats
 from bench.figures import style
-from bench.figures.sources import Block, Sources, field_text
+from bench.figures.sources import Block, Sources
 
 HEADLINE_RUN = "cpu"  # the README's headline run: `python -m bench run --out results/cpu`
 MODE_ORDER = ("infer", "train")
@@ -63,7 +63,7 @@ def headline(src: Sources, plt):
     """Every implementation's speed over the baseline against batch size, gold parses, one panel per mode."""
     baseline = frameworks.BASELINE
     records = src.records(HEADLINE_RUN)
-    rows = [row for row in report.round_ratios(records) if row["transitions"] == "gold"]
+    rows = [row for row in stats.round_ratios(records) if row["transitions"] == "gold"]
     if not rows:
         raise ValueError(f"{src.record_file(HEADLINE_RUN)}: no gold-parse ratios over {baseline} to draw")
     panels = [(device, mode) for mode in _modes(rows) for device in sorted({r["device"] for r in rows})
@@ -94,7 +94,7 @@ def headline(src: Sources, plt):
     axes[0][-1].plot([], [], color=style.BASELINE_GREY, ls="--", lw=1, label=f"{baseline} (define-by-run) = 1x")
     axes[0][-1].legend(loc="best")
     rounds = sorted({row["rounds"] for row in rows})
-    data = records[0].get("data", "?")
+    data = records[0].data or "?"
     fig.suptitle(f"Speed over define-by-run {baseline}: median of per-round ratios, band = interquartile range",
                  fontsize=10)
     fig.tight_layout()
@@ -127,9 +127,9 @@ def padding_runs(src: Sources) -> list[str]:
     chosen = []
     for run in src.run_names():
         records = src.records(run)
-        if not all("implementation" in r and r.get("padding_waste") is not None for r in records):
+        if not all(r.padding_waste is not None for r in records):
             continue
-        impls = {r["implementation"] for r in records}
+        impls = {r.implementation for r in records}
         if frameworks.BASELINE in impls and not impls & frameworks.OPT_IN:
             chosen.append(run)
     return chosen
@@ -140,8 +140,8 @@ def padding_points(src: Sources) -> list[dict]:
     points = []
     for run in padding_runs(src):
         records = src.records(run)
-        waste = {report.measurement_key(r): r["padding_waste"] for r in records}
-        for row in report.round_ratios(records):
+        waste = {r.key(): r.padding_waste for r in records}
+        for row in stats.round_ratios(records):
             if row["mode"] != "infer" or row["transitions"] != "gold" or row["implementation"] in frameworks.EAGER:
                 continue
             key = (row["device"], row["mode"], row["transitions"], row["batch_size"], row["implementation"])
@@ -223,16 +223,14 @@ def compile_points(src: Sources) -> list[dict]:
     points = []
     for run in src.run_names():
         for r in src.records(run):
-            impl = r.get("implementation")
+            impl = r.implementation
             if impl is None or impl in frameworks.EAGER or impl in frameworks.OPT_IN:
                 continue
-            if r.get("compile_s") is None or not r.get("warmup_shapes"):
+            if not r.warmup_shapes:
                 continue
-            detail = r.get("compile_detail") or {}
-            points.append({"run": run, "implementation": impl, "mode": r["mode"],
-                           "transitions": r.get("transitions", "gold"), "batch_size": r["batch_size"],
-                           "warmup_shapes": r["warmup_shapes"], "compile_s": _r(r["compile_s"]),
-                           "traces": r.get("traces"), "xla_compilations": detail.get("xla_compilations")})
+            points.append({"run": run, "implementation": impl, "mode": r.mode, "transitions": r.transitions,
+                           "batch_size": r.batch_size, "warmup_shapes": r.warmup_shapes, "compile_s": _r(r.compile_s),
+                           "traces": r.traces, "xla_compilations": r.compile_detail.get("xla_compilations")})
     return points
 
 
@@ -285,43 +283,37 @@ def compile_shapes(src: Sources, plt):
 # 5. A decision read on the host: one batch's timeline, predicted parses
 # ---------------------------------------------------------------------------
 
-READ_LABELS = ("device-to-host reads of decisions", "graph evaluations reading decisions")
-
-
 def parse_block_reads(block: Block) -> list[dict]:
-    """From an ``explain --parse`` block: per section, steps with work and decisions read (gold, predicted)."""
+    """From an ``explain --parse`` block's result: per implementation that reads decisions on the host, its
+    steps with work and its decisions read, in gold and predicted mode."""
     found = []
-    for name, lines in block.sections.items():
-        steps = field_text(lines, "steps with work")
-        for label in READ_LABELS:
-            reads = field_text(lines, label)
-            if reads is not None and steps is not None:
-                gold_steps, predicted_steps = [int(x) for x in steps.split()[:2]]
-                gold_reads, predicted_reads = [int(x) for x in reads.split()[:2]]
-                found.append({"section": name, "what": label, "steps_gold": gold_steps,
-                              "steps_predicted": predicted_steps, "reads_gold": gold_reads,
-                              "reads_predicted": predicted_reads})
+    for name, value in block.result.items():
+        if isinstance(value, dict) and "host_syncs" in (value.get("predicted") or {}):
+            gold, predicted = value["gold"], value["predicted"]
+            found.append({"section": name, "steps_gold": gold["python_steps"],
+                          "steps_predicted": predicted["python_steps"], "reads_gold": gold["host_syncs"],
+                          "reads_predicted": predicted["host_syncs"]})
     return found
 
 
 def host_lanes(src: Sources) -> list[dict]:
     """Per batch size with predicted parses: every implementation's median batch and decisions read per batch,
     and the baseline's gold-parse batch beside them."""
-    records = [r for r in src.records(HEADLINE_RUN) if r["mode"] == "infer"]
-    predicted_sizes = sorted({r["batch_size"] for r in records if r.get("transitions") == "predicted"})
-    order = style.registry_order(r["implementation"] for r in records)
-    records.sort(key=lambda r: (order.index(r["implementation"]), r.get("transitions", "gold")))
+    records = [r for r in src.records(HEADLINE_RUN) if r.mode == "infer"]
+    predicted_sizes = sorted({r.batch_size for r in records if r.transitions == "predicted"})
+    order = style.registry_order(r.implementation for r in records)
+    records.sort(key=lambda r: (order.index(r.implementation), r.transitions))
     lanes = []
     for size in predicted_sizes:
         for r in records:
-            transitions = r.get("transitions", "gold")
-            if r["batch_size"] != size:
+            transitions = r.transitions
+            if r.batch_size != size:
                 continue
-            if transitions == "predicted" or (transitions == "gold" and r["implementation"] == frameworks.BASELINE):
-                lanes.append({"batch_size": size, "implementation": r["implementation"], "transitions": transitions,
-                              "step_s_median": _r(r["step_s_median"]),
-                              "host_syncs_per_batch": _r(r.get("host_syncs_per_batch") or 0.0),
-                              "phase_s_per_batch": {k: _r(v) for k, v in (r.get("phase_s_per_batch") or {}).items()}})
+            if transitions == "predicted" or (transitions == "gold" and r.implementation == frameworks.BASELINE):
+                lanes.append({"batch_size": size, "implementation": r.implementation, "transitions": transitions,
+                              "step_s_median": _r(r.step_s_median),
+                              "host_syncs_per_batch": _r(r.host_syncs_per_batch or 0.0),
+                              "phase_s_per_batch": {k: _r(v) for k, v in (r.phase_s_per_batch or {}).items()}})
     return lanes
 
 
@@ -391,7 +383,7 @@ def host_reads(src: Sources, plt):
                          "host_syncs_per_batch", "phase_s_per_batch"],
                 "select": "inference, predicted parses, and the baseline's gold parses at the same batch sizes"}]
     if block is not None:
-        sources.append({"block": block.source(), "lines": list(READ_LABELS) + ["steps with work"]})
+        sources.append({"block": block.source(), "keys": ["<implementation>.gold", "<implementation>.predicted"]})
     entry = {
         "title": "A decision read on the host",
         "caption": ("One median batch (step_s_median) per implementation as a bar in time, predicted parses, "

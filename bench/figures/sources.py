@@ -1,22 +1,23 @@
 """Where the figures' numbers come from: committed benchmark runs and the guides' ``explain`` blocks.
 
-Records are read with the report's own helpers (bench/benchmark/report.py),
+Records are read as the report reads them (bench/benchmark/record.py),
 so a figure and ``report.md`` can never read a run differently. The guides'
-figure blocks are found with the guide checker's pattern
-(bench/guide_sync.py): they hold real ``python -m bench explain`` output that
-``explain --check-guide`` keeps true, so reading them here costs no framework
-start-up. Every source is named relative to the repository, as figures.json
-cites it.
+figure blocks are read as structured results, never as their display text:
+``explain --sync-guide`` keeps each block's ``python -m bench explain --json``
+result in docs/figures/explain.json and ``--check-guide`` holds it to a fresh
+run, so reading them here costs no framework start-up. Every source is named
+relative to the repository, as figures.json cites it.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import guide_sync, reproduce
-from bench.benchmark import report
+from bench.benchmark import record
+from bench.records import read_records
 
 ROOT = guide_sync.ROOT
 RESULTS = ROOT / "results"
@@ -25,58 +26,23 @@ FIGURES_DIR = ROOT / "docs" / "figures"
 
 @dataclass
 class Block:
-    """One ``<!-- figure: ID -->`` block of a guide, cut into its sections.
-
-    ``header`` holds the lines before the first blank line (batch, model,
-    versions); ``sections`` maps a section's name (the word before the colon
-    of its first line: ``pytorch``, ``tensorflow``...) to its lines.
-    """
+    """One ``<!-- figure: ID -->`` block of a guide: its command and its result, as
+    ``python -m bench explain --json`` gives it (kept in docs/figures/explain.json
+    by ``explain --sync-guide``, so reading it starts no framework)."""
 
     id: str
     guide: str  # the guide's path, relative to the repository
     command: str
-    header: list[str]
-    sections: dict[str, list[str]]
+    result: dict
 
     def source(self) -> str:
         return f"{self.guide} <!-- figure: {self.id} --> ($ {self.command})"
 
 
-_SECTION_RE = re.compile(r"^(?P<name>[\w.-]+): ")  # "pytorch: define-by-run, ...", not indented
-
-
-def cut_block(body: str) -> tuple[list[str], dict[str, list[str]]]:
-    """(header lines, {section name: lines}) of an explain output.
-
-    The header is the first paragraph; after it, a section starts at every
-    unindented ``name: ...`` line (``explain --parse`` puts no blank line
-    between its sections) and runs to the next one. Lines before the first
-    section (a column heading) belong to none.
-    """
-    lines = body.strip("\n").splitlines()
-    blank = next((k for k, line in enumerate(lines) if not line.strip()), len(lines))
-    header, sections, current = lines[:blank], {}, None
-    for line in lines[blank:]:
-        match = _SECTION_RE.match(line)
-        if match:
-            current = sections.setdefault(match["name"], [])
-        if current is not None and line.strip():
-            current.append(line)
-    return header, sections
-
-
-def field_text(lines: list[str], label: str) -> str | None:
-    """What follows ``label`` on the line that starts with it (indentation aside), or None."""
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith(label):
-            return stripped[len(label):].strip()
-    return None
-
-
-def first_int(text: str | None) -> int | None:
-    match = re.search(r"\d[\d,]*", text or "")
-    return int(match.group().replace(",", "")) if match else None
+def _benchmark_run(path: Path) -> bool:
+    """Whether ``path`` holds bench run's records (bench scale writes a results.jsonl of another kind)."""
+    first = read_records(path)[:1] if path.exists() else []
+    return bool(first) and "implementation" in first[0]
 
 
 @dataclass
@@ -85,6 +51,7 @@ class Sources:
 
     results: Path = RESULTS
     guides: tuple[Path, ...] = guide_sync.GUIDES
+    explain_json: Path = guide_sync.EXPLAIN_JSON
     _records: dict = field(default_factory=dict)
     _blocks: list | None = None
 
@@ -95,14 +62,14 @@ class Sources:
         if not self.results.is_dir():
             raise FileNotFoundError(f"no results folder at {self.results}")
         entries = reproduce.read_manifest(self.results / "manifest.toml")
-        return sorted(e.name for e in entries if (self.results / e.name / "results.jsonl").exists())
+        return sorted(e.name for e in entries if _benchmark_run(self.results / e.name / "results.jsonl"))
 
     def records(self, run: str) -> list[dict]:
         """The records of one run (``results/RUN/results.jsonl``); a clear error if it is missing or empty."""
         if run not in self._records:
             if not self.results.is_dir():
                 raise FileNotFoundError(f"no results folder at {self.results}")
-            records = report.load([self.results / run])
+            records = record.load([self.results / run])
             if not records:
                 raise ValueError(f"no records in {self.results / run / 'results.jsonl'}")
             self._records[run] = records
@@ -117,16 +84,17 @@ class Sources:
             return str(path)
 
     def blocks(self) -> list[Block]:
-        """Every explain figure block of the guides, in guide order."""
+        """Every explain figure block of the guides, in guide order (from docs/figures/explain.json)."""
         if self._blocks is None:
-            self._blocks = []
-            for guide in self.guides:
-                if not guide.exists():
-                    raise FileNotFoundError(f"no guide at {guide}")
-                name = str(guide.resolve().relative_to(ROOT)) if guide.resolve().is_relative_to(ROOT) else str(guide)
-                for figure in guide_sync.guide_figures(guide.read_text()):
-                    header, sections = cut_block(figure.body)
-                    self._blocks.append(Block(figure.id, name, figure.command, header, sections))
+            try:
+                entries = json.loads(self.explain_json.read_text())
+            except FileNotFoundError:
+                raise FileNotFoundError(f"no {self.explain_json}: python -m bench explain --sync-guide writes it") \
+                    from None
+            self._blocks = [Block(fig, e["guide"], e["command"], e["result"]) for fig, e in entries.items()]
+            order = {str(g.resolve().relative_to(ROOT)): k for k, g in enumerate(self.guides)
+                     if g.resolve().is_relative_to(ROOT)}
+            self._blocks.sort(key=lambda b: order.get(b.guide, len(order)))
         return self._blocks
 
     def block(self, block_id: str) -> Block:

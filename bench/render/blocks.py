@@ -12,7 +12,8 @@ from typing import Callable
 
 from bench import frameworks
 from bench.benchmark import compare as compare_runs
-from bench.benchmark import report
+from bench.benchmark import markdown, stats
+from bench.benchmark import targets as targets_module
 from bench.render import values
 from bench.render.sources import Results
 from bench.render.values import QuoteError
@@ -60,7 +61,7 @@ def ratio_table(results: Results, folder: str, modes: str, transitions: str, bat
     """Speed over the baseline (or ``over=IMPL``), median of the per-round ratios (IQR), one row per mode, parse
     and implementation, one column per batch size; an empty cell where a measurement was not made."""
     baseline = over or frameworks.BASELINE
-    rows = report.round_ratios(results.records(folder), baseline)
+    rows = stats.round_ratios(results.measurements(folder), baseline)
     sizes = _list(batches)
     chosen = [r for r in rows if r["mode"] in _list(modes) and r["transitions"] in _list(transitions)
               and (impls == "*" or r["implementation"] in _list(impls))]
@@ -83,17 +84,17 @@ def ratio_table(results: Results, folder: str, modes: str, transitions: str, bat
 @block("pairs-table")
 def pairs_table(results: Results, folder: str, modes: str, transitions: str, batches: str) -> str:
     """Pairs/s of every implementation, one row per mode and parse, the batch sizes in each cell."""
-    records = results.records(folder)
-    impls = _impl_order({r["implementation"] for r in records})
+    records = results.measurements(folder)
+    impls = _impl_order({r.implementation for r in records})
     sizes = _list(batches)
-    by = {(r["mode"], r.get("transitions", "gold"), r["implementation"], str(r["batch_size"])): r for r in records}
+    by = {(r.mode, r.transitions, r.implementation, str(r.batch_size)): r for r in records}
     lines = ["| pairs/s | " + " | ".join(impls) + " |", "|---" * (len(impls) + 1) + "|"]
     for mode in _list(modes):
         for trans in _list(transitions):
             measured = [b for b in sizes if any((mode, trans, i, b) in by for i in impls)]
             if not measured:
                 continue
-            cells = [" / ".join(f"{by[mode, trans, i, b]['pairs_per_s']:,.1f}" if (mode, trans, i, b) in by else "-"
+            cells = [" / ".join(f"{by[mode, trans, i, b].pairs_per_s:,.1f}" if (mode, trans, i, b) in by else "-"
                                 for b in measured) for i in impls]
             lines.append(f"| {mode}, {trans}, batch {' / '.join(measured)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -102,16 +103,16 @@ def pairs_table(results: Results, folder: str, modes: str, transitions: str, bat
 @block("pairs-rows")
 def pairs_rows(results: Results, folder: str, modes: str, transitions: str, batches: str, impls: str = "*") -> str:
     """Pairs/s, one row per mode, parse and batch size, one column per implementation (``-``: not measured)."""
-    records = results.records(folder)
-    chosen = _impl_order({r["implementation"] for r in records}) if impls == "*" else _list(impls)
-    by = {(r["mode"], r.get("transitions", "gold"), str(r["batch_size"]), r["implementation"]): r for r in records}
+    records = results.measurements(folder)
+    chosen = _impl_order({r.implementation for r in records}) if impls == "*" else _list(impls)
+    by = {(r.mode, r.transitions, str(r.batch_size), r.implementation): r for r in records}
     lines = ["| pairs/s | " + " | ".join(chosen) + " |", "|---" * (len(chosen) + 1) + "|"]
     for mode in _list(modes):
         for trans in _list(transitions):
             for b in _list(batches):
                 if not any((mode, trans, b, i) in by for i in chosen):
                     continue
-                cells = [f"{by[mode, trans, b, i]['pairs_per_s']:,.1f}" if (mode, trans, b, i) in by else "-"
+                cells = [f"{by[mode, trans, b, i].pairs_per_s:,.1f}" if (mode, trans, b, i) in by else "-"
                          for i in chosen]
                 lines.append(f"| {mode}, {trans}, batch {b} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -120,9 +121,9 @@ def pairs_rows(results: Results, folder: str, modes: str, transitions: str, batc
 @block("phases-table")
 def phases_table(results: Results, folder: str, modes: str, transitions: str, batches: str, impls: str) -> str:
     """Where a batch's time goes, for implementations that split it (phase_s_per_batch): ms per batch."""
-    records = [r for r in results.records(folder) if r.get("phase_s_per_batch")]
-    phases = list(dict.fromkeys(p for r in records for p in r["phase_s_per_batch"]))
-    by = {(r["mode"], r.get("transitions", "gold"), str(r["batch_size"]), r["implementation"]): r for r in records}
+    records = [r for r in results.measurements(folder) if r.phase_s_per_batch]
+    phases = list(dict.fromkeys(p for r in records for p in r.phase_s_per_batch))
+    by = {(r.mode, r.transitions, str(r.batch_size), r.implementation): r for r in records}
     lines = ["| ms per batch | step | " + " | ".join(phases) + " |", "|---" * (len(phases) + 2) + "|"]
     for mode in _list(modes):
         for trans in _list(transitions):
@@ -131,9 +132,9 @@ def phases_table(results: Results, folder: str, modes: str, transitions: str, ba
                     r = by.get((mode, trans, b, impl))
                     if r is None:
                         continue
-                    cells = [f"{1e3 * r['phase_s_per_batch'][p]:,.1f}" if p in r["phase_s_per_batch"] else ""
+                    cells = [f"{1e3 * r.phase_s_per_batch[p]:,.1f}" if p in r.phase_s_per_batch else ""
                              for p in phases]
-                    lines.append(f"| {mode}, {trans}, batch {b}: {impl} | {1e3 * r['step_s_median']:,.1f} | "
+                    lines.append(f"| {mode}, {trans}, batch {b}: {impl} | {1e3 * r.step_s_median:,.1f} | "
                                  + " | ".join(cells) + " |")
     if len(lines) == 2:
         raise QuoteError(f"results/{folder}: no phases recorded for {impls} {modes} {transitions} {batches}")
@@ -143,13 +144,13 @@ def phases_table(results: Results, folder: str, modes: str, transitions: str, ba
 @block("targets")
 def targets(results: Results, folder: str) -> str:
     """The report's targets table: each goal, what the run measured, PASS or MISS."""
-    return report.format_targets(results.records(folder))
+    return targets_module.format_targets(results.measurements(folder))
 
 
 @block("outside")
 def outside(results: Results, folder: str, first: str) -> str:
     """A list of this run's ratio medians that lie outside FIRST's per-round min-max (bench compare FIRST this)."""
-    result = compare_runs.compare(results.records(first), results.records(folder))
+    result = compare_runs.compare(results.measurements(first), results.measurements(folder))
     lines = [f"* {mode}, {trans}, batch {batch}, {impl}: {row['second']['median']:.3f}x here, "
              f"{row['first']['min']:.3f}-{row['first']['max']:.3f}x in results/{first}"
              for row in result["rows"] if row["inside"] is False
@@ -160,7 +161,7 @@ def outside(results: Results, folder: str, first: str) -> str:
 @block("matrix")
 def matrix(results: Results, folder: str, mode: str) -> str:
     """The report's algorithm x framework matrix of one mode."""
-    text = report.format_matrix([r for r in results.records(folder) if r["mode"] == mode])
+    text = markdown.format_matrix([r for r in results.measurements(folder) if r.mode == mode])
     return text
 
 

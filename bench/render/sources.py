@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from bench import reproduce
+from bench.benchmark.record import Measurement
 from bench.records import read_records
 from bench.render.values import QuoteError
 from bench.training.metrics import read_metrics
@@ -33,8 +34,12 @@ class Results:
             self._cache[key] = reader()
         return self._cache[key]
 
+    def measurements(self, name: str) -> list[Measurement]:
+        """A benchmark folder's records, typed (bench/benchmark/record.py)."""
+        return self._read(("measurements", name), lambda: [Measurement.from_dict(r) for r in self.records(name)])
+
     def records(self, name: str) -> list[dict]:
-        """A benchmark or scaling folder's results.jsonl."""
+        """A benchmark or scaling folder's results.jsonl, as the dicts it holds."""
         path = self.folder(name) / "results.jsonl"
 
         def read():

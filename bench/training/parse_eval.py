@@ -23,7 +23,8 @@ import numpy as np
 
 from bench.training.evaluate import labelled_pairs
 from shared.batching import DEFAULT_BUCKETS, make_batches
-from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, ParseCounts, log_sigmoid, parse_counts
+from shared.parse_metrics import ParseCounts, parse_counts
+from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, log_sigmoid
 from shared.snli import Pair
 from shared.transitions import PAD, SHIFT
 from shared.vocab import Vocabulary

@@ -21,7 +21,7 @@ import numpy as np
 
 from bench.training.metrics import read_metrics
 from shared.arithmetic import arithmetic_pairs
-from shared.parsing import ParseCounts
+from shared.parse_metrics import ParseCounts
 from shared.snli import with_parse
 
 

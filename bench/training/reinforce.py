@@ -30,7 +30,7 @@ import numpy as np
 
 from bench.training.evaluate import Evaluation, labelled_pairs, scored
 from bench.training.trainer import Trainer, TrainResult
-from shared import parsing
+from shared import parse_metrics, parsing
 from shared import reinforce as shared_reinforce
 from shared.batching import DEFAULT_BUCKETS, make_batches
 from shared.params import ParamFile, init_params
@@ -110,12 +110,12 @@ def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, mode: str = "predic
         for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
             followed = runner.parse(batch, mode)
             teacher_forced = runner.parse(batch, "gold")
-            batch_counts.append(parsing.parse_counts(teacher_forced, followed, batch.premise_transitions,
+            batch_counts.append(parse_metrics.parse_counts(teacher_forced, followed, batch.premise_transitions,
                                                      batch.hypothesis_transitions))
             yield followed.logits, batch.labels
 
     figures = scored(pairs, labelled, results())
-    counts = sum(batch_counts, parsing.ParseCounts())
+    counts = sum(batch_counts, parse_metrics.ParseCounts())
     return ParsedEvaluation(**figures, mode=mode, parse=counts.as_dict())
 
 
@@ -137,7 +137,7 @@ class ReinforceTrainer(Trainer):
         shared_reinforce.require_head(self.model.config, "--transitions reinforce")
         self.baseline = self.checkpoint.state.get("baseline") if self.checkpoint is not None else None
         self._steps: list[dict] = []  # the reinforce_step records since the last "train" record
-        self._parse_counts = parsing.ParseCounts()
+        self._parse_counts = parse_metrics.ParseCounts()
 
     def _find_checkpoint(self, resume: bool):
         self.run_info["reinforce"] = self.settings.to_dict()
@@ -157,7 +157,7 @@ class ReinforceTrainer(Trainer):
         self.baseline = shared_reinforce.update_baseline(self.baseline, record["reward"])
         self._steps.append({key: record[key] for key in WINDOW_KEYS})
         for side in ("premise", "hypothesis"):
-            self._parse_counts += parsing.ParseCounts.of_parses(record[f"{side}_transitions"],
+            self._parse_counts += parse_metrics.ParseCounts.of_parses(record[f"{side}_transitions"],
                                                                 getattr(batch, f"{side}_transitions"))
         return record["loss"]
 
@@ -165,7 +165,7 @@ class ReinforceTrainer(Trainer):
         fields = {key: float(np.nanmean([step[key] for step in self._steps])) for key in WINDOW_KEYS}
         fields.update(baseline=self.baseline, bracket_f1=self._parse_counts.bracket_f1,
                       exact_parse_rate=self._parse_counts.exact_parse_rate)
-        self._steps, self._parse_counts = [], parsing.ParseCounts()
+        self._steps, self._parse_counts = [], parse_metrics.ParseCounts()
         return fields
 
     def _evaluate(self, pairs: Sequence[Pair]) -> ParsedEvaluation:

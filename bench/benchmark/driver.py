@@ -1,0 +1,252 @@
+"""Driving a planned run (bench/benchmark/plan.py): the workers through agreement, peak and interleaved rounds.
+
+The parent process only drives and collects. For each measurement (mode,
+batch size, transitions) every worker warms up in turn (tracing and
+compiling, counted and timed alone), then the timing proceeds in interleaved
+rounds: each round visits every implementation, in an order rotated from
+round to round, and each times the same slice of the same batch plan. Each
+finished measurement becomes one :class:`~bench.benchmark.record.Measurement`,
+appended to ``OUT/results.jsonl`` at once; the run ends with its summary and
+its report.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench import frameworks
+from bench.benchmark.markdown import (format_host_syncs, format_matrix, format_phases, format_ratios, format_table,
+                                      load_summary, variants_measured)
+from bench.benchmark.measure import pairwise_agreement
+from bench.benchmark.pool import WorkerPool
+from bench.benchmark.record import Measurement, load
+from bench.benchmark.report import write_report
+from bench.benchmark.targets import format_targets
+from bench.progress import Progress
+from bench.provenance import provenance
+from bench.records import append_record, read_records, write_json
+
+
+def run(args, plan, specs: list, out_dir: Path) -> int:
+    """Measure what ``plan`` (a bench.benchmark.plan.RunPlan) asks for, with a worker per spec, into ``out_dir``,
+    locked by the caller; the exit status."""
+    results = out_dir / "results.jsonl"
+    if results.exists() and results.stat().st_size and not args.resume:
+        raise ValueError(f"{results} already holds results: use --resume to complete it, "
+                         f"or another --out (nothing is overwritten)")
+    names = plan.names
+    done = {(r["implementation"], r["mode"], r["batch_size"], r.get("transitions", "gold"))
+            for r in read_records(results)}
+    todo = [key for key in plan.keys if any((name, *key) not in done for name in names)]
+    if args.resume and not todo:
+        print(f"benchmark: {results} already holds every measurement asked for", file=sys.stderr)
+    run = {"run_id": time.strftime("%Y%m%dT%H%M%S"), "rounds": plan.rounds, "round_time": plan.round_time,
+           "cpu_count": os.cpu_count(),
+           # What each implementation's records measured (bench/provenance.py), taken as the run starts.
+           "provenance": {name: provenance("benchmark", [frameworks.framework(frameworks.resolve(name)[0]).package])
+                          for name in names}}
+    print(f"benchmark: {', '.join(names)}; {len(todo)} measurements, {run['rounds']} interleaved rounds each "
+          f"-> {results}", file=sys.stderr)
+    failures: dict[str, str] = {}
+    if todo:
+        with WorkerPool(specs, out_dir, args.timeout) as pool:
+            failures = _measure(pool, todo, done, run, args, results)
+    records = [r for r in load([results]) if r.implementation in names]
+    agreement = pairwise_agreement(out_dir, names)
+    write_json(out_dir / "agreement.json", agreement)
+    print()
+    print(format_table(records))
+    print()
+    print(format_ratios(records))
+    host_syncs = format_host_syncs(records)
+    if host_syncs:
+        print("\n" + host_syncs)
+    phases = format_phases(records)
+    if phases:
+        print("\n" + phases)
+    if variants_measured(records):
+        print("\n" + format_matrix(records))
+    print()
+    print(format_targets(records))
+    if agreement:
+        print("\nPairwise agreement (max abs difference):")
+        for pair, diff in agreement.items():
+            print(f"  {pair}: encodings {diff['max_abs_diff_encoding']:.1e}, "
+                  f"logits {diff['max_abs_diff_logits']:.1e}")
+    summary = load_summary(records)
+    if summary:
+        print("\n" + summary)
+    _report(args.out)
+    for name, why in failures.items():
+        print(f"error: {name} {why}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _report(out: str) -> None:
+    """What ``python -m bench report OUT`` writes (the same code: report.md and
+    its plots in OUT), so a run ends with its report; and where it is."""
+    records = load([out])
+    if not records:
+        print(f"benchmark: nothing measured, so no report in {out}", file=sys.stderr)
+        return
+    _, written = write_report(records, [out], Path(out))
+    print(f"\nreport: {written[0]}" + (f" (plots: {', '.join(p.name for p in written[1:])})" if written[1:] else ""))
+
+
+def _measure(pool: WorkerPool, keys, done, run: dict, args, results: Path) -> dict[str, str]:
+    """Start-up, agreement, peaks, then every key in interleaved rounds."""
+    failures = {}
+    errors = pool.start()
+    if errors:
+        for error in errors:
+            print(f"error: {error}", file=sys.stderr)
+        if args.device == "gpu":  # asked for a GPU that some framework lacks: measure nothing
+            raise ValueError(f"--device gpu: {len(errors)} of {len(pool.workers)} implementations cannot run")
+        failures.update({w.name: "failed to start" for w in pool.workers if w.failed})
+    progress = Progress("bench run", len(keys) * (1 + run["rounds"]), unit="steps", interval=20.0)
+    agreement, peaks = {}, {}
+    for worker in pool.alive():
+        progress.status(f"{worker.name}: agreement with the float64 reference")
+        result = pool.ask(worker, "agreement", transitions=args.transitions)
+        if result is None:
+            continue
+        agreement[worker.name] = result
+        verdict = "ok" if result["agreement_ok"] else "DISAGREES WITH THE REFERENCE"
+        parse = (f", predicted parses {100 * result['parse_agreement']:.1f} % equal"
+                 if "parse_agreement" in result else "")
+        progress.write(f"{worker.name}: agreement encodings {result['max_abs_err_encoding']:.1e}, logits "
+                       f"{result['max_abs_err_logits']:.1e}, grads {result['max_rel_err_grads']:.1e} (rel)"
+                       f"{parse}: {verdict}")
+        if not result["agreement_ok"]:
+            failures[worker.name] = "disagrees with the float64 reference"
+    for worker in pool.alive():
+        progress.status(f"{worker.name}: dense matmul peak")
+        peak = pool.ask(worker, "peak")
+        if peak is not None:
+            peaks[worker.name] = peak
+            progress.write(f"{worker.name}: dense matmul peak {peak['matmul_peak_flops_per_s'] / 1e9:.1f} GFLOP/s")
+    if not peaks:
+        progress.close()
+        return {**failures, **{w.name: w.failed for w in pool.workers if w.failed}}
+    device_peak = max(peaks.items(), key=lambda item: item[1]["matmul_peak_flops_per_s"])
+    for key in keys:
+        mode, batch_size, transitions = key
+        workers = [w for w in pool.alive() if (w.name, *key) not in done and w.name in agreement]
+        label = f"{mode} B={batch_size} {transitions}"
+        measured = _measure_key(pool, workers, key, run, progress, label)
+        load = os.getloadavg()[0]
+        for worker, numbers in measured.items():
+            record = _record(worker, key, numbers, run, agreement[worker.name], peaks[worker.name], device_peak,
+                             [w.name for w in measured], args)
+            record["load_avg_1min"] = [numbers["load_before"], load]
+            append_record(results, record)
+        progress.write(_summary(label, measured))
+    progress.close()
+    failures.update({w.name: f"failed: {w.failed}" for w in pool.workers if w.failed and w.name not in failures})
+    return failures
+
+
+def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, label: str) -> dict:
+    """Warm-up one worker at a time, then the interleaved rounds; numbers per worker."""
+    mode, batch_size, transitions = key
+    name = f"{mode}-{batch_size}-{transitions}"
+    prepared = {}
+    for worker in workers:
+        progress.status(f"{label}: {worker.name} warm-up (tracing, compiling)")
+        load_before = os.getloadavg()[0]
+        reply = pool.ask(worker, "prepare", key=name, mode=mode, batch_size=batch_size, transitions=transitions)
+        if reply is None:
+            continue
+        if "skipped" in reply:
+            progress.write(f"{label}: {worker.name} skipped: {reply['skipped']}")
+            continue
+        prepared[worker] = {**reply, "load_before": load_before, "times": [], "round_pairs_per_s": [],
+                            "round_step_s": [], "round_load": [], "round_cpu_share": [], "pairs": 0, "flops": 0}
+    progress.update(1)
+    if not prepared:
+        return {}
+    # Every implementation times the same batches in a round: as many as the
+    # slowest needs for about round_time seconds.
+    slowest = max(numbers["step_estimate_s"] for numbers in prepared.values())
+    per_round = max(1, int(run["round_time"] / max(slowest, 1e-9)))
+    order = list(prepared)
+    for r in range(run["rounds"]):
+        progress.status(f"{label}: round {r + 1} of {run['rounds']}")
+        shift = r % len(order)
+        for worker in order[shift:] + order[:shift]:
+            if worker not in prepared:
+                continue
+            reply = pool.ask(worker, "time", key=name, start=r * per_round, count=per_round)
+            if reply is None:
+                del prepared[worker]
+                continue
+            numbers = prepared[worker]
+            numbers["times"] += reply["times"]
+            numbers["pairs"] += reply["pairs"]
+            numbers["flops"] += reply["flops"]
+            numbers["round_pairs_per_s"].append(reply["pairs"] / sum(reply["times"]))
+            numbers["round_step_s"].append(float(np.median(reply["times"])))
+            numbers["round_load"].append(reply["load_avg_1min"])
+            numbers["round_cpu_share"].append(reply["cpu_s"] / reply["wall_s"])
+        progress.update(1)
+    for worker in list(prepared):
+        reply = pool.ask(worker, "finish", key=name)
+        if reply is None:
+            del prepared[worker]
+            continue
+        prepared[worker].update(reply, batches_per_round=per_round)
+    return prepared
+
+
+def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device_peak, interleaved, args) -> dict:
+    """One results.jsonl record (docs/spec.md §6): a Measurement, as the dict the file keeps."""
+    mode, batch_size, transitions = key
+    ready, spec = worker.ready, worker.spec
+    total = float(np.sum(n["times"]))
+    useful = n["flops"] / total
+    record = Measurement(
+        implementation=worker.name, framework=spec.framework, framework_version=ready["framework_version"],
+        mode=mode, transitions=transitions, device=ready["device"], device_name=ready["device_name"],
+        dtype=spec.dtype, batch_size=batch_size,
+        pairs_per_s=n["pairs"] / total,
+        step_s_median=float(np.median(n["times"])),
+        step_s_p10=float(np.percentile(n["times"], 10)),
+        step_s_p90=float(np.percentile(n["times"], 90)),
+        rounds=len(n["round_pairs_per_s"]), batches_per_round=n["batches_per_round"],
+        round_pairs_per_s=n["round_pairs_per_s"], round_step_s=n["round_step_s"],
+        round_load=n["round_load"], round_cpu_share=n["round_cpu_share"], cpu_count=run["cpu_count"],
+        interleaved_with=interleaved,
+        timed_batches=len(n["times"]), timed_pairs=n["pairs"],
+        compile_s=n["compile_s"], traces=n["traces"], compile_detail=n["compile_detail"],
+        first_call_s=n["first_call_s"], warmup_shapes=n["warmup_shapes"],
+        traces_total=n["traces_total"], retraces_while_timed=n["retraces_while_timed"],
+        useful_flops=n["flops"], useful_flops_per_s=useful,
+        matmul_peak_flops_per_s=peak["matmul_peak_flops_per_s"], matmul_peak_n=peak["matmul_peak_n"],
+        flops_fraction_of_peak=useful / peak["matmul_peak_flops_per_s"],
+        device_peak_flops_per_s=device_peak[1]["matmul_peak_flops_per_s"],
+        device_peak_implementation=device_peak[0],
+        useful_fraction_of_device_peak=useful / device_peak[1]["matmul_peak_flops_per_s"],
+        peak_mem_bytes=n["peak_mem_bytes"], peak_rss_bytes=n["peak_rss_bytes"],
+        padding_waste=n["padding_waste"], padding_waste_arrays=n["padding_waste_arrays"],
+        padding_waste_loop=n["padding_waste_loop"], batching=spec.batching, buckets=ready["buckets"],
+        data=ready["data"], model=ready["model"],
+        optimizer="adam" if mode == "train" else None, options=spec.options,
+        compilation_cache=spec.compilation_cache,
+        **agreement,
+        **{k: ready[k] for k in ("python", "numpy", "platform", "cpu", "threads", "precision_modes")},
+        **run["provenance"][worker.name], run_id=run["run_id"],
+        timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch")
+           if k in n})
+    return record.to_dict()
+
+
+def _summary(label: str, measured: dict) -> str:
+    parts = [f"{w.name} {n['pairs'] / sum(n['times']):,.1f} pairs/s (compile {n['compile_s']:.1f} s)"
+             for w, n in measured.items()]
+    return f"{label}: " + "; ".join(parts) if parts else f"{label}: nothing measured"

@@ -1,0 +1,222 @@
+"""The report's Markdown: the tables of ``report.md`` and of the summary ``bench run`` prints at its end.
+
+Everything is rendered from the records (bench/benchmark/record.py); nothing
+is parsed back out of log text.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bench import frameworks
+from bench.benchmark.record import Measurement
+from bench.benchmark.stats import (busy_count, busy_rounds, device_fraction, other_work_limit, round_ratios,
+                                   run_share)
+from bench.benchmark.targets import format_targets
+
+
+def _fmt_bytes(n) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f} MiB"
+
+
+def format_table(records: list[Measurement]) -> str:
+    """One Markdown row per record, grouped by device, mode, transitions and batch size."""
+    header = ("| device | mode | transitions | batch | implementation | pairs/s | step median (ms) | p10-p90 (ms) "
+              "| compile (s) | traces | useful GFLOP/s | % of device peak | peak memory | enc. err | logit err "
+              "| PAD % |")
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for r in sorted(records, key=Measurement.key):
+        lines.append(
+            f"| {r.device} | {r.mode} | {r.transitions} | {r.batch_size} | {r.implementation} "
+            f"| {r.pairs_per_s:,.1f} | {r.step_s_median * 1e3:,.1f} "
+            f"| {r.step_s_p10 * 1e3:,.1f}-{r.step_s_p90 * 1e3:,.1f} "
+            f"| {r.compile_s:.2f} | {r.traces} | {r.useful_flops_per_s / 1e9:,.2f} "
+            f"| {100 * device_fraction(r):.1f} "
+            f"| {_fmt_bytes(r.peak_mem_bytes)} | {r.max_abs_err_encoding:.1e} "
+            f"| {r.max_abs_err_logits:.1e} | {_padding_cell(r)} |")
+    return "\n".join(lines)
+
+
+def _padding_cell(record: Measurement) -> str:
+    """The PAD share of the slots the implementation computed (docs/spec.md §6). Older runs
+    recorded only the PAD share of the batch arrays, which is marked."""
+    if record.padding_waste is None:
+        return "-"
+    return f"{100 * record.padding_waste:.0f}" + ("" if record.padding_waste_arrays is not None else " (arrays)")
+
+
+def format_ratios(records: list[Measurement], baseline: str | None = None) -> str:
+    baseline = baseline or frameworks.BASELINE
+    rows = round_ratios(records, baseline)
+    if not rows:
+        return f"Ratios: no {baseline} records to compare with."
+    loaded = any(row["busy"] is not None for row in rows)  # older runs recorded no load: their table is as it was
+    header = "| device | mode | transitions | batch | implementation | ratio | IQR | min-max | rounds |"
+    lines = [f"Speed over {baseline} (median of per-round ratios; interquartile range; min-max; rounds):", "",
+             header + (" busy rounds |" if loaded else ""), "|---" * (header.count("|") - 1 + loaded) + "|"]
+    for row in rows:
+        rounds = row["rounds"] or "not interleaved"
+        line = (f"| {row['device']} | {row['mode']} | {row['transitions']} | {row['batch_size']} "
+                f"| {row['implementation']} | {row['median']:.2f}x | {row['q1']:.2f}-{row['q3']:.2f} "
+                f"| {row['min']:.2f}-{row['max']:.2f} | {rounds} |")
+        lines.append(line + (f" {_busy_cell(row)} |" if loaded else ""))
+    if loaded:
+        lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average, less the run's own share "
+                      "of the cores, was above one core of other work while either side was timed (docs/spec.md §6; "
+                      "see Load); a ratio with busy rounds may read otherwise on a quiet machine."]
+    return "\n".join(lines)
+
+
+def _busy_cell(row: dict) -> str:
+    if row["busy"] is None:
+        return "-"
+    count = busy_count(row)
+    return f"**{count} of {len(row['busy'])}**" if count else "0"
+
+
+def load_summary(records: list[Measurement]) -> str:
+    """One line: how many timed rounds ran on a busy machine (the rule of stats.is_busy)."""
+    own = run_share(records)
+    flags = [flag for r in records for flag in (busy_rounds(r, own) or [])]
+    if not flags:
+        return ""
+    measured = [r for r in records if busy_rounds(r, own) is not None]
+    cores = sorted({r.cpu_count for r in measured})
+    limit = "/".join(f"{own + other_work_limit(c):.2f}" for c in cores)
+    highest = max(load for r in measured for load in r.round_load)
+    busy = sum(flags)
+    return (f"Load: {busy} of {len(flags)} timed rounds ran on a busy machine (1-minute load average above "
+            f"{limit}: the run's own {own:.2f} cores, its median CPU share, plus "
+            f"{'/'.join(f'{other_work_limit(c):g}' for c in cores)} of other work on "
+            f"{'/'.join(map(str, cores))} cores; highest {highest:.2f})"
+            + (": their ratios are marked." if busy else "."))
+
+
+def format_load(records: list[Measurement]) -> str:
+    """Every round's load average (bold where busy) and the CPU share the
+    implementation got, so a slow round can be told from a busy one."""
+    own = run_share(records)
+    rows = [r for r in records if busy_rounds(r, own) is not None]
+    if not rows:
+        return ""
+    lines = [load_summary(rows) + " Per round: the 1-minute load average as the implementation's timed batches "
+             "ended, and the CPU seconds its process got per wall second of them (every thread counted).", "",
+             "| device | mode | transitions | batch | implementation | load per round | CPU share per round "
+             "| busy rounds |", "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=Measurement.key):
+        flags = busy_rounds(r, own)
+        loads = " ".join(f"**{x:.2f}**" if flag else f"{x:.2f}" for x, flag in zip(r.round_load, flags))
+        shares = " ".join(f"{x:.2f}" for x in r.round_cpu_share)
+        lines.append(f"| {r.device} | {r.mode} | {r.transitions} | {r.batch_size} "
+                     f"| {r.implementation} | {loads} | {shares or '-'} | {sum(flags)} of {len(flags)} |")
+    return "\n".join(lines)
+
+
+def format_host_syncs(records: list[Measurement]) -> str:
+    """How often define-by-run code read a decision back to Python, per batch."""
+    rows = [r for r in records if r.host_syncs_per_batch]  # masked variants report 0: left out
+    if not rows:
+        return ""
+    parts = [f"{r.implementation} B={r.batch_size}: {r.host_syncs_per_batch:.1f}"
+             for r in sorted(rows, key=Measurement.key)]
+    return ("Device-to-host reads of decisions per batch, predicted parses (static graphs: none, the decision "
+            "stays a masked select on the device): " + "; ".join(parts) + ".")
+
+
+def format_phases(records: list[Measurement]) -> str:
+    """Where a batch's time went, for implementations that split it (building
+    the graph against evaluating it), and what they built per batch."""
+    rows = [r for r in records if r.phase_s_per_batch]
+    if not rows:
+        return ""
+    lines = ["Where the time of a batch goes (implementations that report it; ms per batch, and per-batch "
+             "graph counts):", "", "| mode | transitions | batch | implementation | step | phases | graph |",
+             "|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=Measurement.key):
+        phases = ", ".join(f"{name} {seconds * 1e3:,.1f}" for name, seconds in r.phase_s_per_batch.items())
+        graph = ", ".join(f"{name} {count:,.0f}" for name, count in (r.graph_per_batch or {}).items())
+        lines.append(f"| {r.mode} | {r.transitions} | {r.batch_size} | {r.implementation} "
+                     f"| {r.step_s_median * 1e3:,.1f} | {phases} | {graph or '-'} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The algorithm x framework matrix
+# ---------------------------------------------------------------------------
+
+MATRIX_MODES = (("infer", "Inference"), ("train", "Training"))
+
+
+def _variant_matrices(records: list[Measurement]) -> list[tuple[str, list[Measurement]]]:
+    """(title, records) of each mode whose CPU records include a variant."""
+    chosen = [(title, [r for r in records if r.mode == mode and r.device == "cpu"]) for mode, title in MATRIX_MODES]
+    return [(title, rs) for title, rs in chosen if any(r.implementation in frameworks.OPT_IN for r in rs)]
+
+
+def variants_measured(records: list[Measurement]) -> bool:
+    """Whether a matrix has anything beside the default implementations."""
+    return bool(_variant_matrices(records))
+
+
+def format_matrix(records: list[Measurement]) -> str:
+    """Algorithm x framework, one matrix per mode measured (inference first):
+    pairs/s at batch 1 and 128 (gold and predicted parses) and compile
+    seconds, from the records of one run."""
+    blocks = [_one_matrix(rs, title) for title, rs in _variant_matrices(records)]
+    if not blocks:
+        return "Matrix: no variant was measured (run with --implementations naming the variants)."
+    return "\n\n".join(blocks)
+
+
+def _one_matrix(records: list[Measurement], title: str) -> str:
+    by = {(r.implementation, r.transitions, r.batch_size): r for r in records}
+
+    def cell(entry) -> str:
+        if isinstance(entry, str):
+            return entry
+        parts = []
+        for impl in entry:
+            figures = []
+            for transitions in ("gold", "predicted"):
+                speeds = [by[impl, transitions, b] for b in (1, 128) if (impl, transitions, b) in by]
+                if speeds:
+                    figures.append(f"{transitions} " + " / ".join(f"{r.pairs_per_s:,.0f}" for r in speeds)
+                                   + f" (compile {sum(r.compile_s for r in speeds):.1f} s)")
+            parts.append(f"**{impl}**: " + ("; ".join(figures) if figures else "not measured in this run"))
+        return "<br>".join(parts)
+
+    matrix, columns = frameworks.matrix(), frameworks.FRAMEWORKS
+    lines = [f"{title} pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
+             "| algorithm | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for algorithm in frameworks.ALGORITHMS:
+        lines.append(f"| {algorithm} | " + " | ".join(cell(matrix[algorithm, f]) for f in columns) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# report.md
+# ---------------------------------------------------------------------------
+
+def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] = ()) -> str:
+    envs: dict[str, Measurement] = {}
+    for r in records:
+        envs.setdefault(r.implementation, r)
+    flags = f" --over {','.join(over)}" if over else ""
+    lines = ["# SPINN benchmark report", "",
+             f"Rendered by `python -m bench report {' '.join(map(str, sources))}{flags}`.", ""]
+    lines.append("## Environment")
+    lines.append("")
+    for impl, r in sorted(envs.items()):
+        lines.append(f"- **{impl}**: {r.framework} {r.framework_version}, {r.device} "
+                     f"({r.device_name}), {r.dtype}, commit {r.git_commit}, {r.timestamp}, "
+                     f"threads {json.dumps(r.threads)}, data {r.data}")
+    lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), ""]
+    for baseline in over:
+        lines += [format_ratios(records, baseline), ""]
+    lines += [format_host_syncs(records), "", format_phases(records), ""]
+    load = format_load(records)
+    if load:  # runs from before the load was recorded render as they did
+        lines += ["## Load", "", load, ""]
+    lines += ["## Algorithm and framework", "", format_matrix(records), "",
+              "## Targets", "", format_targets(records), ""]
+    return "\n".join(lines)

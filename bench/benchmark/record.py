@@ -1,0 +1,149 @@
+"""One benchmark measurement: the record type of ``results.jsonl`` (docs/spec.md §6).
+
+``bench run`` builds a :class:`Measurement` per (implementation, mode, batch
+size, transitions) and appends its dict; the report, ``bench compare``, the
+figures and the renderer read records back with :func:`load`, so every key a
+reader uses is a field here. Records of older runs lack some fields: they
+read as the defaults below (None, or empty), never as an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from bench.records import read_records
+
+
+@dataclass
+class Measurement:
+    # What was measured
+    implementation: str
+    framework: str
+    mode: str  # "infer" or "train"
+    batch_size: int
+    transitions: str = "gold"  # "gold", "predicted" or "sampled" (docs/spec.md §7); older records: gold
+    framework_version: str = ""
+    device: str = "cpu"
+    device_name: str = ""
+    dtype: str = "float32"
+    options: dict = field(default_factory=dict)  # the variant's Runner options
+    data: str | None = None
+    model: dict = field(default_factory=dict)  # ModelConfig sizes
+    optimizer: str | None = None
+    batching: str | None = None  # "sentences" or "pairs" (docs/spec.md §2)
+    buckets: list = field(default_factory=list)
+    compilation_cache: str | None = None
+    # Speed: the steady state, and each interleaved round
+    pairs_per_s: float = 0.0
+    step_s_median: float = 0.0
+    step_s_p10: float = 0.0
+    step_s_p90: float = 0.0
+    rounds: int = 0
+    batches_per_round: int = 0
+    round_pairs_per_s: list = field(default_factory=list)
+    round_step_s: list = field(default_factory=list)
+    round_load: list = field(default_factory=list)  # the 1-minute load average as each round's batches ended
+    round_cpu_share: list = field(default_factory=list)  # CPU seconds per wall second of each round
+    cpu_count: int | None = None
+    interleaved_with: list = field(default_factory=list)
+    timed_batches: int = 0
+    timed_pairs: int = 0
+    run_id: str | None = None  # the run whose rounds a ratio may be taken in
+    # Compilation (timed once, not interleaved)
+    compile_s: float = 0.0
+    traces: int = 0
+    compile_detail: dict = field(default_factory=dict)
+    first_call_s: float = 0.0
+    warmup_shapes: int = 0
+    traces_total: int = 0
+    retraces_while_timed: int = 0
+    cached_compile: dict | None = None  # the train step compiled again from a persistent cache
+    # Work and the device
+    useful_flops: int = 0
+    useful_flops_per_s: float = 0.0
+    matmul_peak_flops_per_s: float = 0.0
+    matmul_peak_n: int = 0
+    flops_fraction_of_peak: float = 0.0
+    device_peak_flops_per_s: float | None = None
+    device_peak_implementation: str | None = None
+    useful_fraction_of_device_peak: float | None = None
+    peak_mem_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    padding_waste: float | None = None  # the PAD share of the slots this implementation computes
+    padding_waste_arrays: float | None = None
+    padding_waste_loop: float | None = None
+    # Agreement with the float64 reference, before any timing
+    max_abs_err_encoding: float = 0.0
+    max_abs_err_logits: float = 0.0
+    max_rel_err_grads: float | None = None
+    agreement_pairs: int | None = None
+    parse_agreement: float | None = None
+    max_abs_err_logits_predicted: float | None = None
+    agreement_ok: bool | None = None
+    # Define-by-run extras
+    host_syncs_per_batch: float | None = None
+    phase_s_per_batch: dict | None = None
+    graph_per_batch: dict | None = None
+    # The machine and the code (bench/provenance.py)
+    python: str | None = None
+    numpy: str | None = None
+    platform: str | None = None
+    cpu: str | None = None
+    threads: dict = field(default_factory=dict)
+    precision_modes: dict = field(default_factory=dict)
+    load_avg_1min: list = field(default_factory=list)
+    git_commit: str | None = None
+    measured_clean: bool | None = None
+    measured: str | None = None
+    measured_digest: str | None = None
+    timestamp: str | None = None
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Measurement":
+        """A record as read from results.jsonl; keys this type does not know are dropped."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in known and (v is not None or k in _REQUIRED)})
+
+    def to_dict(self) -> dict:
+        """The JSON object results.jsonl holds (the optional fields left out where they are unset)."""
+        out = dataclasses.asdict(self)
+        for name in _OPTIONAL:
+            if out[name] is None:
+                del out[name]
+        return out
+
+    def key(self) -> tuple:
+        """What it measured: (device, mode, transitions, batch size, implementation); records sort by it."""
+        return (self.device, self.mode, self.transitions, self.batch_size, self.implementation)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A field, or a dotted path into a dict field (``compile_detail.trace_s``); ``default`` if absent."""
+        head, _, rest = name.partition(".")
+        value = getattr(self, head, default)
+        for part in rest.split(".") if rest else ():
+            if isinstance(value, dict) and part in value:
+                value = value[part]
+            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+                value = value[int(part)]
+            else:
+                return default
+        return value
+
+
+_REQUIRED = ("implementation", "framework", "mode", "batch_size")
+_OPTIONAL = ("cached_compile", "host_syncs_per_batch", "phase_s_per_batch", "graph_per_batch")
+
+
+def load(paths: Iterable[str | os.PathLike]) -> list[Measurement]:
+    """The records of results.jsonl files, or of folders holding one; a missing file is a FileNotFoundError."""
+    records = []
+    for path in map(Path, paths):
+        file = path / "results.jsonl" if path.is_dir() else path
+        if not file.exists():
+            raise FileNotFoundError(f"no results at {file}")
+        records.extend(Measurement.from_dict(r) for r in read_records(file))
+    return records

@@ -1,0 +1,89 @@
+"""The benchmark's goals, each checked against the run's own records (the report's "Targets").
+
+The speed goals are for the embedded SNLI sample, inference, gold parses, on
+the CPU: the best static implementation over the define-by-run baseline
+(interleaved medians), and the best useful FLOP/s against the device peak.
+Compile goals: the train step per shape of a framework with a persistent
+compilation cache, cold and loaded from the cache; one trace per function
+whatever the lengths for the implementations the registry marks ``one_trace``.
+Agreement: the worst encoding and logit against the float64 reference,
+within the tests' tolerances.
+"""
+
+from __future__ import annotations
+
+from bench import frameworks
+from bench.benchmark.record import Measurement
+from bench.benchmark.stats import busy_count, device_fraction, round_ratios
+from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
+
+SAMPLE = "snli-dev-sample"  # the workload the speed goals are set for
+SPEED_GOALS = [(1, 3.0), (128, 1.5)]  # (batch size, best static / define-by-run), CPU inference
+PEAK_GOAL = 0.35  # useful FLOP/s over the device's matmul peak, batch 128
+COLD_COMPILE_GOAL = 3.0  # seconds per shape, the train step of a framework with a persistent compilation cache
+CACHED_COMPILE_GOAL = 0.5  # the same, loaded from the persistent compilation cache
+
+
+def targets(records: list[Measurement]) -> list[dict]:
+    """One row per goal: target (what), goal, measured (text), met (bool)."""
+    rows = []
+    baseline = frameworks.BASELINE
+    gold_cpu = [r for r in records if r.device == "cpu" and r.transitions == "gold" and r.data == SAMPLE]
+    ratios = [row for row in round_ratios(gold_cpu)
+              if row["mode"] == "infer" and row["implementation"] not in frameworks.EAGER]
+    for batch_size, goal in SPEED_GOALS:
+        candidates = [row for row in ratios if row["batch_size"] == batch_size]
+        if candidates:
+            best = max(candidates, key=lambda row: row["median"])
+            busy = f", {busy_count(best)} on a busy machine" if busy_count(best) else ""
+            spread = (f" (IQR {best['q1']:.2f}-{best['q3']:.2f}, {best['rounds']} rounds{busy})"
+                      if best["rounds"] else "")
+            rows.append({"target": f"best static / {baseline} inference, batch {batch_size} ({best['implementation']})",
+                         "goal": f">= {goal:g}x", "measured": f"{best['median']:.2f}x{spread}",
+                         "met": best["median"] >= goal})
+    infer128 = [r for r in gold_cpu if r.mode == "infer" and r.batch_size == 128]
+    if infer128:
+        best = max(infer128, key=device_fraction)
+        fraction = device_fraction(best)
+        rows.append({"target": f"best useful FLOP/s, inference batch 128 ({best.implementation})",
+                     "goal": f">= {100 * PEAK_GOAL:g}% of device peak", "measured": f"{100 * fraction:.1f}%",
+                     "met": fraction >= PEAK_GOAL})
+    with_cache = {name for name in frameworks.FRAMEWORKS if frameworks.platform(name).has_compilation_cache}
+    one_trace = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.one_trace}
+    for r in records:
+        if r.framework in with_cache and r.mode == "train" and r.device == "cpu":
+            per_shape = r.compile_s / max(r.warmup_shapes or 1, 1)
+            rows.append({"target": f"{r.implementation} train compile per shape, cold, batch {r.batch_size}",
+                         "goal": f"<= {COLD_COMPILE_GOAL:g} s", "measured": f"{per_shape:.2f} s",
+                         "met": per_shape <= COLD_COMPILE_GOAL})
+            cached = r.cached_compile
+            if cached:
+                per_shape = cached["compile_s"] / max(cached["shapes"], 1)
+                rows.append({"target": f"{r.implementation} train compile per shape, persistent cache, "
+                                       f"batch {r.batch_size} ({cached['cache_hits']} hits)",
+                             "goal": f"<= {CACHED_COMPILE_GOAL:g} s", "measured": f"{per_shape:.2f} s",
+                             "met": per_shape <= CACHED_COMPILE_GOAL and cached["cache_hits"] > 0})
+        if r.implementation in one_trace:
+            rows.append({"target": f"{r.implementation} traces, {r.mode} {r.transitions} "
+                                   f"batch {r.batch_size} ({r.warmup_shapes} shapes)",
+                         "goal": "1 per function", "measured": str(r.traces), "met": r.traces <= 1})
+    if records:
+        worst_enc = max(records, key=lambda r: r.max_abs_err_encoding)
+        worst_log = max(records, key=lambda r: r.max_abs_err_logits)
+        rows.append({"target": f"encodings vs float64 reference (worst: {worst_enc.implementation})",
+                     "goal": f"<= {ENCODING_TOL_F32:g}", "measured": f"{worst_enc.max_abs_err_encoding:.1e}",
+                     "met": worst_enc.max_abs_err_encoding <= ENCODING_TOL_F32})
+        rows.append({"target": f"logits vs float64 reference (worst: {worst_log.implementation})",
+                     "goal": f"<= {LOGITS_TOL_F32:g}", "measured": f"{worst_log.max_abs_err_logits:.1e}",
+                     "met": worst_log.max_abs_err_logits <= LOGITS_TOL_F32})
+    return rows
+
+
+def format_targets(records: list[Measurement]) -> str:
+    rows = targets(records)
+    if not rows:
+        return "Targets: nothing to compare (no records)."
+    lines = ["| target | goal | measured | |", "|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['target']} | {row['goal']} | {row['measured']} | {'PASS' if row['met'] else 'MISS'} |")
+    return "\n".join(lines)
