@@ -154,6 +154,9 @@ register(Framework(
         # JAX's algorithm (padded arrays, pointers, masks) in PyTorch, eager and compiled.
         Implementation("pytorch-masked", MASKED, {"algorithm": "masked"}, eager=True, opt_in=True),
         Implementation("pytorch-compiled", MASKED, {"algorithm": "masked", "compile": True}, opt_in=True),
+        # The same with Inductor's CUDA graphs: each compiled step one graph replay on a GPU (on a CPU, as above).
+        Implementation("pytorch-cudagraphs", MASKED,
+                       {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"}, opt_in=True),
     ),
     not_built={VMAP: "not built: torch.func.vmap could batch a per-sentence loop only if it branched by masks, "
                      "never by a Python if on the data"},

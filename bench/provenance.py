@@ -189,6 +189,16 @@ def machine() -> dict:
             "cpu": cpu_name(), "cpu_count": os.cpu_count(), "load_avg_1min": os.getloadavg()[0]}
 
 
+def gpus() -> list[str]:
+    """The NVIDIA GPUs this machine has, as nvidia-smi names them ([] where it has none, or no nvidia-smi)."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+
+
 def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -> str | None:
     """Why a record cannot be quoted as a measurement of today's code, or None when it can."""
     missing = [k for k in KEYS if k not in record]

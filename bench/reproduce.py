@@ -52,6 +52,7 @@ class Entry:
     name: str  # its path under results/, e.g. "cpu" or "training/synthetic"
     about: str  # what it measures, in a sentence or two (the folder's README says it)
     commands: tuple[str, ...]  # "python -m bench ..." with {out} for the folder
+    needs: str = ""  # "gpu": made only when named, on a machine with a GPU (--all and --stale pass it by)
 
     def folder(self, root: Path = ROOT) -> Path:
         return root / "results" / self.name
@@ -82,6 +83,7 @@ def read_manifest(path: Path) -> list[Entry]:
     for k, item in enumerate(data.get("folder", [])):
         where = f"{path}: folder {k + 1}"
         name, about, commands = item.get("name"), item.get("about"), item.get("commands")
+        needs = item.get("needs", "")
         if not isinstance(name, str) or not name or name.startswith(("/", ".")) or ".." in name.split("/"):
             raise ValueError(f"{where}: a name must be a path under results/, got {name!r}")
         if name.split("/")[0] == ARCHIVE:
@@ -97,8 +99,10 @@ def read_manifest(path: Path) -> list[Entry]:
                 raise ValueError(f"{where} ({name}): a command must start with 'python -m bench': {command!r}")
         if not any("{out}" in c for c in commands):
             raise ValueError(f"{where} ({name}): no command writes {{out}}")
+        if needs not in ("", "gpu"):
+            raise ValueError(f"{where} ({name}): 'needs' is \"gpu\" or absent, got {needs!r}")
         seen.add(name)
-        entries.append(Entry(name, " ".join(about.split()), tuple(commands)))
+        entries.append(Entry(name, " ".join(about.split()), tuple(commands), needs))
     if not entries:
         raise ValueError(f"{path}: no [[folder]] entries")
     return entries
@@ -197,7 +201,9 @@ def _readme(e: Entry, stamp: dict) -> str:
             f"Made by `python -m bench reproduce {e.name}` (results/manifest.toml), which ran, from the "
             f"repository's root:\n\n{commands}\n\n"
             f"at commit `{stamp['git_commit'][:12]}`, {stamp['started']}, in {stamp['wall']} on "
-            f"{stamp['cpu_count']} cores ({stamp['cpu']}). `python -m bench reproduce --check` says whether the "
+            f"{stamp['cpu_count']} cores ({stamp['cpu']})"
+            + (f" with {', '.join(stamp['gpus'])}" if stamp.get("gpus") else "")
+            + ". `python -m bench reproduce --check` says whether the "
             "code it measured has changed since; `reproduced.json` holds the same facts, and every record says "
             "what it measured (docs/spec.md §6, \"Provenance\").\n")
 
@@ -235,7 +241,7 @@ def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
         wall = time.perf_counter() - t0
         stamp = {"name": e.name, "commands": list(e.commands), "started": started,
                  "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "wall": _wall(wall),
-                 "git_commit": provenance.git_commit(root), **provenance.machine()}
+                 "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
         write_json(folder / STAMP, stamp)
         with written_aside(folder / "README.md") as tmp:
             tmp.write_text(_readme(e, stamp))
@@ -288,11 +294,13 @@ def cmd_reproduce(args) -> int:
             return 1
         print(f"results: all {len(entries)} folders of {MANIFEST} measured today's code")
         return 0
-    if args.all:
-        chosen = entries
-    elif args.stale:
-        stale = check()
-        chosen = [e for e in entries if e.name in stale]
+    if args.all or args.stale:
+        stale = check() if args.stale else {}
+        chosen = [e for e in entries if args.all or e.name in stale]
+        for e in [e for e in chosen if e.needs]:
+            print(f"reproduce: passed by results/{e.name}: it needs a {e.needs.upper()} (python -m bench reproduce "
+                  f"{e.name} on a machine with one)", file=sys.stderr)
+        chosen = [e for e in chosen if not e.needs]
     else:
         chosen = [entry(name) for name in args.names]
     if not chosen:

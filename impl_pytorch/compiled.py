@@ -30,7 +30,16 @@ read off Dynamo's global counters around each call:
   read such as ``.item()`` would be one); the masked model has none;
 * ``cache_hits``, ``cache_misses``: Inductor's FX graph cache, which keeps
   compiled kernels on disk between processes;
+* ``cudagraph_skips``: with ``mode="reduce-overhead"`` (CUDA graphs,
+  ``pytorch-cudagraphs``), the graphs Inductor ran without a CUDA graph, and
+  so launched kernel by kernel (on the CPU every one: CUDA graphs need a
+  CUDA device);
 * ``shapes``: (program, B, N, T) of each call that compiled.
+
+``mode="reduce-overhead"`` records each compiled step's kernels once into a
+CUDA graph and replays it, one launch instead of dozens: what the launch-bound
+small steps of SPINN on a GPU need. Its inputs are copied into the graph's own
+buffers at each replay, the thin stack included.
 """
 
 from __future__ import annotations
@@ -63,18 +72,23 @@ def _snapshot() -> dict[str, int]:
         "graph_breaks": sum(counters["graph_break"].values()),
         "cache_hits": counters["inductor"]["fxgraph_cache_hit"],
         "cache_misses": counters["inductor"]["fxgraph_cache_miss"],
+        "cudagraph_skips": counters["inductor"]["cudagraph_skips"],
     }
 
 
 class CompiledModel:
     """The compiled program of one MaskedClassifier and what compiling it cost."""
 
-    def __init__(self, model: MaskedClassifier, backend: str = "inductor"):
+    def __init__(self, model: MaskedClassifier, backend: str = "inductor", mode: str | None = None):
         if not isinstance(model, MaskedClassifier):
             raise TypeError(f"torch.compile needs the masked model, got {type(model).__name__}")
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
         # fullgraph=False: a graph break is counted (and reported), not an error.
-        model.spinn.step_function = torch.compile(model.spinn.step, dynamic=False, backend=backend)
+        if mode is not None and backend != "inductor":
+            raise ValueError(f"a torch.compile mode ({mode!r}) needs the inductor backend, not {backend!r}")
+        model.spinn.step_function = torch.compile(model.spinn.step, dynamic=False, backend=backend, mode=mode)
+        if mode == "reduce-overhead":  # a batch's T steps chain CUDA graphs; the next batch starts afresh
+            model.spinn.step_begin = torch.compiler.cudagraph_mark_step_begin
         self._stats = {program: CompileStats() for program in PROGRAMS}
         self._shapes: list[tuple] = []
 
@@ -98,6 +112,7 @@ class CompiledModel:
             stats.graph_breaks += after["graph_breaks"] - before["graph_breaks"]
             stats.cache_hits += after["cache_hits"] - before["cache_hits"]
             stats.cache_misses += after["cache_misses"] - before["cache_misses"]
+            stats.cudagraph_skips += after["cudagraph_skips"] - before["cudagraph_skips"]
 
     def stats(self, program: str | None = None) -> CompileStats:
         """One program's stats, or the sum of all with the shapes in the order they compiled."""
@@ -106,7 +121,8 @@ class CompiledModel:
         return CompileStats.total(list(self._stats.values()), shapes=self._shapes)
 
 
-def compile_model(model: MaskedClassifier, backend: str = "inductor") -> CompiledModel:
+def compile_model(model: MaskedClassifier, backend: str = "inductor", mode: str | None = None) -> CompiledModel:
     """Put torch.compile of the masked step in place (masked.py calls it from
-    then on) and return the record of its cost."""
-    return CompiledModel(model, backend)
+    then on) and return the record of its cost. ``mode``: torch.compile's
+    (None, or "reduce-overhead" for CUDA graphs)."""
+    return CompiledModel(model, backend, mode)

@@ -47,12 +47,16 @@ class MaskedSPINN(SPINN):
     Same submodules as model.SPINN (``tracker``, ``reduce``), so the same
     parameters; ``run`` replaces the list-based ``encode`` and ``parse``.
     ``step_function`` is what ``run`` calls at every step: ``step`` itself,
-    or its torch.compile (compiled.py).
+    or its torch.compile (compiled.py). ``step_begin``, where set, is called
+    once as each batch starts: under CUDA graphs it tells Inductor that the
+    outputs of the last batch's graphs are no longer read, so their memory
+    can be used again (torch.compiler.cudagraph_mark_step_begin).
     """
 
     def __init__(self, config):
         super().__init__(config)
         self.step_function = self.step
+        self.step_begin = None
 
     def run(self, leaves: torch.Tensor, transitions: torch.Tensor, mode: str = "gold",
             uniforms: torch.Tensor | None = None, head: bool = False) -> dict[str, torch.Tensor]:
@@ -72,6 +76,8 @@ class MaskedSPINN(SPINN):
         transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
         entropy <float>[S] (sampled mode, else zeros).
         """
+        if self.step_begin is not None:
+            self.step_begin()
         S, N, _ = leaves.shape
         T = transitions.shape[1]
         H = self.hidden_dim

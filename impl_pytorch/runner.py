@@ -15,6 +15,8 @@ modes are the same code, train.py):
   compiled.py); ``compile_stats()`` then counts graphs, compile time,
   graph breaks and Inductor's cache per method. A string names another
   torch.compile backend (the tests use ``"aot_eager"``).
+* ``compile_mode="reduce-overhead"``: the same, with Inductor's CUDA graphs
+  (``pytorch-cudagraphs``): each compiled step is one graph replay on a GPU.
 """
 
 from __future__ import annotations
@@ -59,10 +61,12 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 algorithm: str = "lists", compile: bool | str = False, reinforce_weight: float = 1.0,
+                 algorithm: str = "lists", compile: bool | str = False, compile_mode: str | None = None,
+                 reinforce_weight: float = 1.0,
                  entropy_weight: float = 0.0, replicas: int = 1, **options):
         if options:
-            raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: algorithm, compile, replicas")
+            raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: algorithm, compile, compile_mode, "
+                            "replicas")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
         if compile and algorithm != "masked":
@@ -85,7 +89,11 @@ class Runner(RunnerBase):
         self._compiled = None
         if compile:
             backend = "inductor" if compile is True else str(compile)
-            self._compiled = compiled.compile_model(self.model, backend)
+            self._compiled = compiled.compile_model(self.model, backend, compile_mode)
+            if compile_mode == "reduce-overhead":
+                self.warmup_calls = 2  # Inductor runs a new graph once, then records its CUDA graph
+        elif compile_mode is not None:
+            raise ValueError("compile_mode needs compile=True")
         # replicas > 1: this process is one of K that DistributedDataParallel
         # keeps in step (replicas.py); each trains on its share of every batch.
         self._replicas = None

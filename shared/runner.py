@@ -40,12 +40,13 @@ class CompileStats:
     cache_hits: int = 0  # JAX persistent compilation cache
     cache_misses: int = 0
     graph_breaks: int = 0  # PyTorch with compile=True: where Dynamo fell back to Python
+    cudagraph_skips: int = 0  # PyTorch compiled with CUDA graphs: graphs run without one (on a CPU, all)
     shapes: list[tuple] = field(default_factory=list)  # (program, B, N, T) of each compilation or first call
 
     # The additive numbers (everything but shapes).
     NUMBERS: ClassVar[tuple[str, ...]] = ("traces", "compile_s", "trace_s", "lower_s", "xla_compile_s",
                                           "first_calls_s", "xla_compilations", "cache_hits", "cache_misses",
-                                          "graph_breaks")
+                                          "graph_breaks", "cudagraph_skips")
 
     def since(self, earlier: "CompileStats") -> "CompileStats":
         """What was spent between ``earlier`` and these stats."""
@@ -133,6 +134,10 @@ class Runner(abc.ABC):
         # seconds in the last step where the engine lets every one be seen
         # (phase -> one entry per replica, e.g. {"allreduce_wait": [...]}).
         self.last_replica_seconds: dict[str, list[float]] = {}
+        # Calls of a new batch shape before its steady state: 1, the call that traces and compiles; 2 where
+        # the second call still builds something (CUDA graphs are recorded on a shape's second call). The
+        # benchmark's warm-up makes that many calls of every shape before it times any.
+        self.warmup_calls = 1
 
     @classmethod
     def supports(cls, capability: str) -> bool:

@@ -25,7 +25,8 @@ HEAD_KERNEL, HEAD_BIAS = "tracker.transition.kernel", "tracker.transition.bias"
 # on a small CPU, and the contract tests meet dozens; the aot_eager backend
 # captures the same graphs (TorchDynamo, AOTAutograd) without generating
 # code. test_variants_pytorch.py builds the Inductor version once.
-TEST_OPTIONS = {"pytorch-compiled": {"compile": "aot_eager"}}
+TEST_OPTIONS = {"pytorch-compiled": {"compile": "aot_eager"},
+                "pytorch-cudagraphs": {"compile": "aot_eager", "compile_mode": None}}
 
 
 def make_runner(name: str, params, config: ModelConfig, **kwargs):

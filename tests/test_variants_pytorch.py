@@ -2,13 +2,16 @@
 
 ``pytorch-masked`` runs the JAX algorithm (padded arrays, pointers, masks;
 impl_pytorch/masked.py) in PyTorch eager; ``pytorch-compiled`` runs it under
-torch.compile (impl_pytorch/compiled.py). Their agreement with the float64
+torch.compile (impl_pytorch/compiled.py), and ``pytorch-cudagraphs`` the
+same with Inductor's CUDA graphs (mode "reduce-overhead"). Their agreement with the float64
 reference is in test_contract.py, where the compiled variant runs with the
 ``aot_eager`` backend (tests/helpers.py: TEST_OPTIONS): TorchDynamo captures
 the same step graphs and AOTAutograd differentiates them, without the
 Inductor build's tens of seconds per program and shape. Here: the registry
 entries, the option errors, that the decision stays inside the captured
-graph, and the Inductor build itself on one tiny shape.
+graph, and the Inductor build itself on one tiny shape, with and without
+CUDA graphs (SPINN_TEST_DEVICE=gpu runs them on a GPU, where the graphs are
+recorded and replayed; on a CPU Inductor runs every graph without one).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from bench import frameworks
 from impl_pytorch.runner import Runner
 from shared import reference
 from shared.batching import make_pair_batch
-from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32, max_abs_err
+from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, max_abs_err
 from shared.params import init_params
 from tests.helpers import head_config, head_params, make_runner, small_config_for, uniforms
 
@@ -28,13 +31,19 @@ from tests.helpers import head_config, head_params, make_runner, small_config_fo
 def test_registered_as_opt_in_variants():
     assert frameworks.IMPLEMENTATIONS["pytorch-masked"] == ("pytorch", {"algorithm": "masked"})
     assert frameworks.IMPLEMENTATIONS["pytorch-compiled"] == ("pytorch", {"algorithm": "masked", "compile": True})
-    assert {"pytorch-masked", "pytorch-compiled"} <= frameworks.OPT_IN
+    assert frameworks.IMPLEMENTATIONS["pytorch-cudagraphs"] == (
+        "pytorch", {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"})
+    assert {"pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs"} <= frameworks.OPT_IN
 
 
 def test_option_errors_are_clear(small_config):
     params = init_params(small_config, seed=0)
     with pytest.raises(ValueError, match="compile=True needs algorithm='masked'"):
         Runner(params, small_config, compile=True)
+    with pytest.raises(ValueError, match="compile_mode needs compile=True"):
+        Runner(params, small_config, algorithm="masked", compile_mode="reduce-overhead")
+    with pytest.raises(ValueError, match="needs the inductor backend"):
+        Runner(params, small_config, algorithm="masked", compile="aot_eager", compile_mode="reduce-overhead")
     with pytest.raises(ValueError, match="unknown algorithm 'stacks'"):
         Runner(params, small_config, algorithm="stacks")
     with pytest.raises(TypeError, match="known: algorithm, compile"):
@@ -83,3 +92,37 @@ def test_compiled_with_inductor_reports_its_compilation(device, vocab, sample_pa
     assert after_second.since(after_first).traces == 0  # same shape: no recompile
     assert after_second.compile_s == after_first.compile_s
     assert runner.compile_stats().to_dict()["shapes"] == [["encode", 2, 8, 15]]
+
+
+def test_cudagraphs_variant_agrees_and_says_where_it_ran_without_graphs(device, vocab, sample_pairs):
+    """pytorch-cudagraphs as the benchmark builds it (Inductor, mode
+    "reduce-overhead"), float32 on one tiny shape: two batches in a row (the
+    second replays what the first recorded), the encodings and the gradients
+    against the reference, then two training steps. On a GPU no graph runs
+    without its CUDA graph; on a CPU every one does, and the stats say so."""
+    config = small_config_for(len(vocab), tracker_dim=3, mlp_layers=1)
+    params = init_params(config, seed=12, dtype=np.float32)
+    runner = frameworks.make_runner("pytorch-cudagraphs", params, config, dtype="float32", device=device)
+    short = [p for p in sample_pairs if max(len(p.premise), len(p.hypothesis)) <= 8 and p.label >= 0]
+    first, second = (make_pair_batch(short[k:k + 2], vocab, num_tokens=8) for k in (0, 2))
+    for batch in (first, second, first):
+        premise, hypothesis, logits = runner.encode(batch)
+        ref = reference.forward(params, config, batch)
+        assert max_abs_err(premise, ref.premise) <= ENCODING_TOL_F32
+        assert max_abs_err(logits, ref.logits) <= LOGITS_TOL_F32
+    for batch in (first, second):
+        loss, grads = runner.loss_and_grads(batch)
+        ref_loss, ref_grads = reference.loss_and_grads(params, config, batch)
+        assert abs(loss - ref_loss) <= LOGITS_TOL_F32
+        for name, grad in ref_grads.items():
+            scale = max(np.abs(grad).max(), 1e-6)
+            assert np.abs(grads[name] - grad).max() / scale <= GRAD_REL_TOL_F32, name
+    runner.set_optimizer("sgd", 0.1)
+    losses = [runner.train_step(first) for _ in range(2)]
+    assert all(np.isfinite(losses)) and losses[1] < losses[0]
+    stats = runner.compile_stats()
+    assert stats.traces >= 2 and stats.graph_breaks == 0
+    if device == "gpu":
+        assert stats.cudagraph_skips == 0
+    else:
+        assert stats.cudagraph_skips >= stats.traces

@@ -108,9 +108,11 @@ def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
 
 
 def warm_up(runner, batches, step) -> dict:
-    """Run ``step`` once on every shape among ``batches``: the tracing and
-    compiling a compiled implementation needs before its first results,
-    counted by the runner's compile statistics."""
+    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls``
+    times each: the tracing and compiling a compiled implementation needs
+    before its first results (counted by the runner's compile statistics),
+    and what it builds on later calls of a shape (CUDA graphs), all of it in
+    ``first_call_s``."""
     before = runner.compile_stats()
     seen, first_call_s = set(), 0.0
     for batch in batches:
@@ -118,9 +120,10 @@ def warm_up(runner, batches, step) -> dict:
         if shape in seen:
             continue
         seen.add(shape)
-        t0 = time.perf_counter()
-        step(batch)
-        first_call_s += time.perf_counter() - t0
+        for _ in range(runner.warmup_calls):
+            t0 = time.perf_counter()
+            step(batch)
+            first_call_s += time.perf_counter() - t0
     warm = runner.compile_stats().since(before)
     # The parts of the warm-up (trace, lowering, XLA, first calls, cache), the same keys for every framework.
     detail = {key: value for key, value in warm.to_dict().items() if key not in ("traces", "compile_s", "shapes")}

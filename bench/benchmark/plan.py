@@ -43,6 +43,21 @@ QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "decided_batch_sizes": [1, 8], 
 FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "decided_batch_sizes": [1, 128], "rounds": 7,
         "round_time": 0.4, "agreement_pairs": 32}
 
+# Presets: what a run on a kind of machine should measure, as defaults of the flags (a flag given wins).
+PRESETS = {
+    # One call on a GPU machine, inside 10 minutes on an H100 (results/gpu-h100): the define-by-run baseline, the
+    # masked algorithm eager, compiled and compiled with CUDA graphs, the static graphs, and DyNet's CPU-only wheel
+    # on the host as the reference for automatic batching; large batches, where a GPU earns its keep.
+    "gpu": {
+        "implementations": ["pytorch", "pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "tensorflow",
+                            "tensorflow-xla", "jax", "dynet"],
+        "device": "gpu-host", "batch_sizes": [1, 128, 1024], "modes": ["infer", "train"],
+        "transitions": ["gold"], "rounds": 5,
+    },
+}
+# The flags' own defaults, where a preset may set them (None elsewhere marks "not given").
+FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted"], "device": "auto"}
+
 # Which transitions each mode can follow (docs/spec.md §7): inference reads
 # the data's parse or predicts its own; training follows the data's parse
 # (supervised) or samples one (REINFORCE).
@@ -83,12 +98,18 @@ def register(sub) -> None:
                         f"frameworks, except the opt-in {','.join(sorted(frameworks.OPT_IN))}]")
     p.add_argument("--batch-sizes", type=_int_list, default=None,
                    help="[default: 1,32,128, and 1,128 for model-decided transitions; quick: 1,8]")
-    p.add_argument("--modes", type=_name_list, default=["infer", "train"], help="infer,train [default: both]")
-    p.add_argument("--transitions", type=_name_list, default=["gold", "predicted"],
+    p.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                   help="defaults for a kind of machine; flags given as well win. gpu: "
+                        + _describe(PRESETS["gpu"]))
+    p.add_argument("--modes", type=_name_list, default=None, help="infer,train [default: both]")
+    p.add_argument("--transitions", type=_name_list, default=None,
                    help="gold (the data's parse), predicted (inference follows the model's own parse), "
                         "sampled (the REINFORCE training step) [default: gold,predicted]")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
-                   help="auto: the GPU if the framework sees one, else the CPU [default: %(default)s]")
+    p.add_argument("--device", default=None, choices=DEVICES,
+                   help="auto: the GPU if the framework sees one, else the CPU; gpu: every implementation on the "
+                        "GPU (refused where one cannot); gpu-host: the GPU for every framework built with one "
+                        "(refused where it sees none), the CPU for those built without, as a host-side reference "
+                        "(DyNet's wheel) [default: auto]")
     p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     p.add_argument("--rounds", type=int, default=None,
                    help="interleaved timing rounds per measurement [default: 7; quick: 3]")
@@ -123,6 +144,27 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_run)
 
 
+DEVICES = ("auto", "cpu", "gpu", "gpu-host")
+
+
+def _describe(preset: dict) -> str:
+    return "; ".join(f"--{key.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, list) else v}"
+                     for key, v in preset.items())
+
+
+def apply_preset(args) -> None:
+    """Fill the flags not given from ``--preset`` (if any), then from the flags' own defaults."""
+    preset = PRESETS[args.preset] if getattr(args, "preset", None) else {}
+    for key, value in preset.items():
+        if key == "implementations" and getattr(args, "frameworks", None):
+            continue  # --frameworks given: its frameworks' default implementations, not the preset's list
+        if getattr(args, key) is None:
+            setattr(args, key, list(value) if isinstance(value, list) else value)
+    for key, value in FLAG_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, list(value) if isinstance(value, list) else value)
+
+
 def _cached_frameworks() -> list[str]:
     """The frameworks whose platform has a persistent compilation cache."""
     return [name for name in frameworks.FRAMEWORKS if frameworks.platform(name).has_compilation_cache]
@@ -134,7 +176,14 @@ def plan_implementations(args) -> list[str]:
         unknown = [name for name in args.implementations if name not in implementations]
         if unknown:
             raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(implementations)}")
-        return list(dict.fromkeys(args.implementations))
+        chosen = list(dict.fromkeys(args.implementations))
+        if args.preset and args.implementations == PRESETS[args.preset].get("implementations"):
+            # A preset's list is what to measure where it can be: the frameworks not installed drop out, said once.
+            missing = [n for n in chosen if not frameworks.installed(implementations[n][0])]
+            if missing:
+                print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
+            chosen = [n for n in chosen if n not in missing]
+        return chosen
     chosen = args.frameworks
     if chosen is None:
         # Looked up, not imported: the workers import the frameworks, the parent never does.
@@ -190,7 +239,9 @@ def plan_run(args) -> RunPlan:
     """The run the arguments ask for, or a one-line refusal (ValueError) of any
     argument that would measure nothing. It comes before the output folder is
     locked and before any worker starts: a run refused after minutes of start-up
-    and warm-up, or one that measures nothing and exits 0, wastes the user's time."""
+    and warm-up, or one that measures nothing and exits 0, wastes the user's time.
+    The flags not given are filled in first (``apply_preset``)."""
+    apply_preset(args)
     defaults = QUICK if args.quick else FULL
     plan = RunPlan(plan_implementations(args), plan_keys(args, defaults), defaults,
                    rounds=defaults["rounds"] if args.rounds is None else args.rounds,  # an explicit value wins

@@ -65,7 +65,7 @@ class WorkerSpec:
     framework: str  # its framework's registry name (bench/frameworks.py)
     options: dict  # extra Runner options of the variant
     out_dir: str
-    device: str = "cpu"  # "auto", "cpu" or "gpu"
+    device: str = "cpu"  # "auto", "cpu", "gpu" or "gpu-host" (bench/benchmark/plan.py, --device)
     dtype: str = "float32"
     data: dict = field(default_factory=lambda: {"data": "sample"})  # bench.datasets arguments
     sizes: dict = field(default_factory=dict)  # ModelConfig sizes
@@ -126,8 +126,10 @@ class Worker:
         self.platform = frameworks.platform(spec.framework)
         self.platform.set_full_precision()
         self.runner_cls = frameworks.runner_class(spec.framework)
-        if spec.device == "auto" and not self.runner_cls.supports("gpu"):
-            spec.device = "cpu"
+        if spec.device in ("auto", "gpu-host") and not self.runner_cls.supports("gpu"):
+            spec.device = "cpu"  # a framework built without a GPU runs on the host
+        elif spec.device == "gpu-host":
+            spec.device = "gpu"  # and one built with a GPU must see it
         spec.device = self.platform.check_device(spec.device)
         for capability in ("gpu", "float64"):  # refused in one line, before anything is built
             if capability in (spec.device, spec.dtype):
