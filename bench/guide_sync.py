@@ -226,11 +226,11 @@ EXPLAIN_JSON = ROOT / "docs" / "figures" / "explain.json"
 
 
 def _comparable(value):
-    """A result with what changes from run to run or machine to machine left out: times (keys ending in _s),
-    versions, the machine."""
+    """A result with what changes from run to run or machine to machine left out: times (keys ending in _s)
+    and whether they were taken, versions, the machine."""
     if isinstance(value, dict):
         return {k: _comparable(v) for k, v in value.items()
-                if not k.endswith("_s") and k not in ("framework_version", "machine")}
+                if not k.endswith("_s") and k not in ("framework_version", "machine", "timed")}
     if isinstance(value, list):
         return [_comparable(v) for v in value]
     return value

@@ -15,16 +15,35 @@ class Platform(PlatformBase):
     explain_module = "impl_jax.explain"  # what `bench explain` reads from its graphs
     # The "no GPU/TPU found, falling back to CPU" notice at the first device query.
     loggers = ("jax._src.xla_bridge",)
+    # Gloo's line per process of a job (--processes) as its peers connect: a notice, never an error.
+    native_noise = (b"[Gloo] Rank ",)
     has_compilation_cache = True
-    # --replicas K: one process, a mesh of K devices, the batch sharded under jit (replicas.py).
+    # --replicas K: a mesh of K devices, the batch sharded under jit (replicas.py); the devices of one process,
+    # or (--processes P) of P processes joined by jax.distributed, K / P each.
     data_parallel = "devices"
+    multi_process = True
 
     def replica_env(self, replicas: int) -> dict[str, str]:
-        # On a CPU, XLA shows one device unless told to split the host into K.
+        # On a CPU, XLA shows one device unless told to split the host into this process's share of K.
         import os
         flags = os.environ.get("XLA_FLAGS", "")
         flags = " ".join(f for f in flags.split() if not f.startswith("--xla_force_host_platform_device_count"))
-        return {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={replicas}".strip()}
+        share = max(1, replicas // self.job_processes())
+        return {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={share}".strip()}
+
+    def process_env(self, rank: int, addresses: list[str]) -> dict[str, str]:
+        # JAX reads the coordinator's address itself (jax.distributed.initialize); the other two are the
+        # arguments it needs outside a cluster it detects (Slurm, Open MPI), passed on by replicas.py.
+        return {"JAX_COORDINATOR_ADDRESS": addresses[0], "JAX_NUM_PROCESSES": str(len(addresses)),
+                "JAX_PROCESS_ID": str(rank)}
+
+    def job_processes(self) -> int:
+        import os
+        return int(os.environ.get("JAX_NUM_PROCESSES", "1"))
+
+    def replica_rank(self) -> int | None:
+        import os
+        return int(os.environ["JAX_PROCESS_ID"]) if self.job_processes() > 1 else None
 
     def forced_env(self, dtype: str = "float32") -> dict[str, str]:
         env = {

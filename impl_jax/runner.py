@@ -58,7 +58,7 @@ from . import reinforce, train
 from .classifier import SNLIClassifier
 from .convert import from_canonical, grads_to_canonical, name_map, resolve_dtype, to_canonical
 from .model import DEFAULT_LAYOUT, LAYOUTS
-from .replicas import replica_devices, replica_train_step
+from .replicas import _join_processes, replica_devices, replica_train_step
 from .train import _merge, _partition
 from .vmap import VmapClassifier
 
@@ -79,11 +79,11 @@ ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier}
 
 
 def resolve_device(device: str) -> jax.Device:
-    """"cpu" or "gpu" -> the first such JAX device; a ValueError where there is none."""
+    """"cpu" or "gpu" -> this process's first such JAX device; a ValueError where there is none."""
     if device not in ("cpu", "gpu"):
         raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
     try:
-        return jax.devices(device)[0]
+        return jax.local_devices(backend=device)[0]
     except RuntimeError as err:
         raise ValueError(f"no JAX {device} device here ({err}); install jax[cuda12] for a GPU") from err
 
@@ -153,8 +153,13 @@ class Runner(RunnerBase):
         if compilation_cache_dir is not None:
             _enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
-        self.device = resolve_device(device)
         self.replicas = check_replicas(replicas)
+        processes = _join_processes() if self.replicas > 1 else 1  # before JAX touches a device
+        self.device = resolve_device(device)
+        # In a job of several processes, only the training steps run on the job's mesh: everything else
+        # (encode, parse, gradients without a step) runs on this process's own device, on its own, so that one
+        # process can evaluate while the others wait at the next step.
+        self._local_device = self.device if processes > 1 else None
         # Where the weights, optimizer state and scalars live (self.device) and
         # where a batch goes (self._batch_sharding): one device, or with
         # replicas a mesh of K devices, the weights replicated on every one and
@@ -252,15 +257,16 @@ class Runner(RunnerBase):
             self._need_optimizer()
         elif program not in PROGRAMS:
             raise ValueError(f"unknown program {program!r}; choose from {PROGRAMS}")
-        arrays = self._arrays(batch)
+        local = program not in STEP_PROGRAMS
+        arrays = self._arrays(batch, local)
         if program == "encode":
-            return (self.params, arrays)
+            return (self._weights(local), arrays)
         if program in ("parse:gold", "parse:predicted"):  # no uniforms (bench explain traces these)
-            return (self.params, arrays, None)
+            return (self._weights(local), arrays, None)
         if program == "parse:sampled":
             raise ValueError("parse:sampled takes uniform numbers: call parse(batch, 'sampled', uniforms)")
         if program == "loss_and_grads":
-            return (self.params, arrays, self._labels(batch))
+            return (self._weights(local), arrays, self._labels(batch, local))
         return self._train_args(arrays, self._labels(batch))
 
     def _run(self, program: str, batch) -> tuple:
@@ -271,20 +277,30 @@ class Runner(RunnerBase):
         shape = (B, N, np.shape(batch.premise_transitions)[1])
         return self._executable(program, args, shape)(*args), args
 
-    def _put_rows(self, array: np.ndarray):
+    def _put_rows(self, array: np.ndarray, local: bool = False):
         """A per-pair array ([B, ...]) on the device; with replicas, split by
-        rows across the mesh when B divides evenly (else copied to every device)."""
+        rows across the mesh when B divides evenly (else copied to every device).
+        ``local``: for a program that runs on this process's device alone (a job of several processes)."""
+        if local and self._local_device is not None:
+            return jax.device_put(array, self._local_device)
         sharding = self._batch_sharding if len(array) % self.replicas == 0 else self.device
         return jax.device_put(array, sharding)
 
-    def _arrays(self, batch) -> tuple:
+    def _weights(self, local: bool = False):
+        """The weights as a program takes them: on the mesh, or (``local``, in a job of several processes)
+        this process's own copy of them, on its device."""
+        if local and self._local_device is not None:
+            return jax.tree.map(lambda a: a.addressable_data(0), self.params)
+        return self.params
+
+    def _arrays(self, batch, local: bool = False) -> tuple:
         """The four int32 batch arrays, on the device."""
         names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-        return tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32)) for n in names)
+        return tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names)
 
-    def _labels(self, batch):
+    def _labels(self, batch, local: bool = False):
         """The labels (checked by the Runner: 0..2 on every row), on the device."""
-        return self._put_rows(np.asarray(batch.labels, dtype=np.int32))
+        return self._put_rows(np.asarray(batch.labels, dtype=np.int32), local)
 
     # -- the interface ----------------------------------------------------
 
@@ -296,13 +312,13 @@ class Runner(RunnerBase):
         """One compiled call per batch: in predicted and sampled mode every
         decision is taken on the device inside the scan (model.py), nothing
         comes back to Python between steps."""
-        arrays = self._arrays(batch)
+        arrays = self._arrays(batch, local=True)
         B, N = np.shape(batch.premise_tokens)
         T = np.shape(batch.premise_transitions)[1]
         u = None
         if mode == "sampled":
-            u = tuple(self._put_rows(side_u.astype(self.dtype)) for side_u in uniforms)
-        args = (self.params, arrays, u)
+            u = tuple(self._put_rows(side_u.astype(self.dtype), local=True) for side_u in uniforms)
+        args = (self._weights(local=True), arrays, u)
         parses, logits = self._executable(f"parse:{mode}", args, (B, N, T))(*args)
         return split_pairs(parses, logits)
 
@@ -363,13 +379,15 @@ class Runner(RunnerBase):
     def _reinforce_args(self, batch, uniforms, baseline, inputs_only: bool = False):
         """(params, arrays, labels, uniforms, baseline) on the device, or only the
         last two; and the batch shape (B, N, T). The Runner has checked them."""
-        u = tuple(self._put_rows(side.astype(self.dtype)) for side in uniforms)
-        b = jax.device_put(np.asarray(baseline, dtype=self.dtype), self.device)
+        local = not inputs_only  # the gradients alone (no step): on this process's device in a job of several
+        u = tuple(self._put_rows(side.astype(self.dtype), local) for side in uniforms)
+        b = jax.device_put(np.asarray(baseline, dtype=self.dtype),
+                           self._local_device if local and self._local_device is not None else self.device)
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])
         if inputs_only:
             return (u, b), shape
-        return (self.params, self._arrays(batch), self._labels(batch), u, b), shape
+        return (self._weights(local), self._arrays(batch, local), self._labels(batch, local), u, b), shape
 
     def _train_args(self, arrays, labels) -> tuple:
         trainable, frozen = _partition(self.params, self._frozen_paths)

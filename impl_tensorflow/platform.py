@@ -9,6 +9,23 @@ from __future__ import annotations
 from shared.platform import Platform as PlatformBase
 
 
+def _tf_config() -> dict:
+    """TF_CONFIG, the cluster of a multi-worker job as TensorFlow reads it ({} where unset);
+    a ValueError in one line where it is not JSON."""
+    import json
+    import os
+    text = os.environ.get("TF_CONFIG", "")
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise ValueError(f"TF_CONFIG is not JSON ({err}): {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"TF_CONFIG must be a JSON object with 'cluster' and 'task', got {text[:80]!r}")
+    return value
+
+
 class Platform(PlatformBase):
     name = "tensorflow"
     library = "tensorflow"
@@ -16,7 +33,21 @@ class Platform(PlatformBase):
     # --replicas K: one process, tf.distribute.MirroredStrategy over K devices
     # (runner.py). Nothing to set before import: the K logical CPU devices are
     # configured when the runner is made, before TensorFlow's runtime starts.
+    # --processes P: MultiWorkerMirroredStrategy over P workers described by TF_CONFIG.
     data_parallel = "devices"
+    multi_process = True
+
+    def process_env(self, rank: int, addresses: list[str]) -> dict[str, str]:
+        import json
+        return {"TF_CONFIG": json.dumps({"cluster": {"worker": list(addresses)},
+                                         "task": {"type": "worker", "index": rank}})}
+
+    def job_processes(self) -> int:
+        workers = _tf_config().get("cluster", {}).get("worker", [])
+        return len(workers) if len(workers) > 1 else 1
+
+    def replica_rank(self) -> int | None:
+        return int(_tf_config().get("task", {}).get("index", 0)) if self.job_processes() > 1 else None
     # Python-side warnings (absl's handler among them): only errors reach the terminal.
     loggers = ("tensorflow", "absl")
     # What the C++ side writes straight to file descriptor 2 at start-up, before

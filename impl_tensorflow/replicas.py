@@ -7,10 +7,19 @@ The model's variables and the optimizer are made under the strategy's scope
 that the replicas compute on their devices, and Keras sums their gradients:
 every copy takes the step train.train_step takes over the whole batch, the
 dropout masks included (each replica cuts its rows out of the batch's masks).
+
+Several processes (``--processes P``, on one host or several):
+``tf.distribute.MultiWorkerMirroredStrategy`` over the workers that
+``TF_CONFIG`` lists, each with its own devices (one on a CPU), the all-reduce
+between them over gRPC. The step is the same function: replica ids run over
+the whole job, so each replica still takes its rows of the global batch,
+which every worker reads alike. Worker 0 writes the run's files.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from typing import NamedTuple, Sequence
 
 import tensorflow as tf
@@ -20,6 +29,25 @@ from shared.transitions import PAD
 from .classifier import SNLIClassifier
 # keras as train.py imports it (after choosing Keras' TensorFlow backend).
 from .train import _adam_corrections, _corrected, _dense, _trainable, _transition_loss_sum, keras
+
+
+def _replica_strategy(device: str, replicas: int) -> tf.distribute.Strategy:
+    """The strategy ``replicas`` replicas train under: MirroredStrategy over K
+    devices of this process, or, where TF_CONFIG describes a job of several
+    workers, MultiWorkerMirroredStrategy over all of them (made before
+    TensorFlow's runtime starts); a ValueError in one line where the job's
+    replicas are not K."""
+    workers = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker", [])
+    if len(workers) <= 1:
+        return tf.distribute.MirroredStrategy(replica_devices(device, replicas))
+    if device == "cpu" and replicas != len(workers):
+        raise ValueError(f"replicas={replicas} over {len(workers)} TensorFlow workers on a CPU: each worker is one "
+                         "replica there, so --processes must equal --replicas")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if strategy.num_replicas_in_sync != replicas:
+        raise ValueError(f"replicas={replicas}, but the {len(workers)} workers of TF_CONFIG hold "
+                         f"{strategy.num_replicas_in_sync} devices")
+    return strategy
 
 
 def replica_devices(device: str, replicas: int) -> list[str]:

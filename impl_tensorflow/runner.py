@@ -52,7 +52,7 @@ from . import convert, reinforce, train
 from .eager import EagerClassifier
 from .classifier import SNLIClassifier
 from .model import MEMORIES
-from .replicas import replica_devices, replica_train_step
+from .replicas import _replica_strategy, replica_train_step
 
 # The model behind the entry points, by algorithm family (bench/frameworks.py): masked arrays in one static
 # graph (model.py), or per-example lists define-by-run (eager.py).
@@ -203,7 +203,7 @@ class Runner(RunnerBase):
         # With replicas, a MirroredStrategy over K devices (the first is self.device).
         self.strategy = None
         if self.replicas > 1:
-            self.strategy = tf.distribute.MirroredStrategy(replica_devices(device, self.replicas))
+            self.strategy = _replica_strategy(device, self.replicas)
         self.xla = bool(xla)
         self.memory = memory
         self.algorithm = algorithm

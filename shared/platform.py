@@ -91,6 +91,23 @@ class Platform:
         or as soon as one fails (the others are then stopped)."""
         raise NotImplementedError(f"{self.name}: no process launcher for data parallelism")
 
+    # A "devices" engine whose K devices may belong to several processes, on
+    # one host or many (``bench train --replicas K --processes P``): each
+    # process drives K / P devices and learns its place in the job from the
+    # environment, set as the framework's ecosystem sets it (by hand on each
+    # host, or by bench's own launcher over the loopback address).
+    multi_process: ClassVar[bool] = False
+
+    def process_env(self, rank: int, addresses: list[str]) -> dict[str, str]:
+        """The environment that makes a process number ``rank`` of a job of
+        ``len(addresses)`` processes, each listening at its address (HOST:PORT;
+        an engine with one coordinator uses the first)."""
+        raise NotImplementedError(f"{self.name}: no job of several processes")
+
+    def job_processes(self) -> int:
+        """How many processes the job this process belongs to has, from its environment (1: none)."""
+        return 1
+
     # -- versions and devices ------------------------------------------------
 
     def version(self) -> str:

@@ -110,6 +110,14 @@ def test_figure_matches_a_fresh_run(figure):
         f"{figure.id} ({figure.command}) drifted:\n" + gs._diff(gs.mask(figure.body), gs.mask(fresh))
 
 
+def test_the_figures_structured_results_match_fresh_runs():
+    """docs/figures/explain.json, what bench figures draws from, holds the counts a fresh run of every explain
+    block gives (times, versions and whether times were taken left out): what --check-guide checks."""
+    for figure in FIGURES:
+        result_of(figure.command)
+    assert gs.sync_explain_json(RESULTS, write=False) == []
+
+
 @pytest.mark.parametrize("number, figure_id, key", NUMBERS, ids=[f"{f}:{k}" for _, f, k in NUMBERS])
 def test_quoted_number_is_the_figures(number, figure_id, key):
     commands = {f.id: f.command for f in FIGURES}

@@ -6,12 +6,15 @@ same weights (relative 1e-5), dropout on, its masks drawn per pair. JAX shards
 the batch over a mesh of the two host devices conftest.py gives this process;
 PyTorch runs two processes under its elastic launcher, and TensorFlow a
 MirroredStrategy over two logical CPUs, both started from the command line
-as a user starts them. A replica killed mid-run stops the job
-within seconds, and the job resumes from its last checkpoint.
+as a user starts them. JAX and TensorFlow also run as two processes of one
+job over the loopback address (--processes 2), as on two hosts. A replica
+killed mid-run stops the job within seconds, and the job resumes from its
+last checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -46,6 +49,10 @@ ARGV = ["train", "--data", "synthetic", "--num-pairs", "64", "--dev", "none", "-
         "--dropout", "0.1", "--batch-size", "8", "--buckets", "16", "--steps", str(STEPS), "--log-every", "1",
         "--train-eval-pairs", "0", "--quiet"]
 TOL = 1e-5
+# SGD, dropout on, float32: the processes' check (docs: Training past one device).
+SGD_SETTINGS = {**SETTINGS, "optimizer": "sgd", "lr": 0.5}
+SGD_ARGV = [a if a != "adam" else "sgd" for a in ARGV]
+SGD_ARGV[SGD_ARGV.index("--lr") + 1] = "0.5"
 
 
 def _curve(out: Path) -> np.ndarray:
@@ -122,18 +129,81 @@ def test_tensorflow_replicas_from_the_command_line(tmp_path):
     _assert_same_steps(tmp_path / "k2", tmp_path / "k1")
 
 
-def _replica_pid(token: str, rank: int) -> int | None:
-    """The process the launcher started as ``rank`` in the job whose environment holds ``token``."""
+@pytest.mark.parametrize("framework", ["jax", "tensorflow"])
+def test_processes_over_loopback_take_the_steps_of_one(tmp_path, framework):
+    """`bench train --replicas 2 --processes 2`: two processes of one job over
+    127.0.0.1, started by bench as each ecosystem starts them on a cluster
+    (jax.distributed from JAX_COORDINATOR_ADDRESS and its two siblings;
+    MultiWorkerMirroredStrategy from TF_CONFIG). SGD with dropout, float32:
+    the same 20 steps as one process, one folder written (by process 0)."""
+    init = tmp_path / "init.npz"
+    save_params(init, INIT.params, CONFIG, INIT.vocab)
+    job = _bench(*SGD_ARGV, "--framework", framework, "--replicas", "2", "--processes", "2", "--init", str(init),
+                 "--out", str(tmp_path / "p2"))
+    out, err = job.communicate(timeout=600)
+    assert job.returncode == 0, err
+    assert out.count(f"trained {framework}") == 1
+    assert "[Gloo]" not in out + err and "Traceback" not in err, err
+    train(TrainConfig(framework=framework, **SGD_SETTINGS), tmp_path / "p1", PAIRS, init=INIT, progress=False)
+    _assert_same_steps(tmp_path / "p2", tmp_path / "p1")
+
+
+# How each engine's launcher tells a process its rank: the variable, and what its value holds for rank 1.
+RANK_ONE = {"pytorch": ("RANK", lambda value: value == "1"), "jax": ("JAX_PROCESS_ID", lambda value: value == "1"),
+            "tensorflow": ("TF_CONFIG", lambda value: json.loads(value)["task"]["index"] == 1)}
+
+
+def _replica_pid(token: str, framework: str) -> int | None:
+    """The process of rank 1 in the job whose environment holds ``token``."""
+    variable, is_one = RANK_ONE[framework]
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
+            environ = dict(e.split("=", 1) for e in (entry / "environ").read_text().split("\0") if "=" in e)
+        except (OSError, UnicodeDecodeError):
             continue
-        if f"SPINN_TEST_JOB={token}".encode() in environ and f"RANK={rank}".encode() in environ:
+        if environ.get("SPINN_TEST_JOB") == token and variable in environ and is_one(environ[variable]):
             return int(entry.name)
     return None
+
+
+def _kill_when_checkpointed(job: subprocess.Popen, out: Path, token: str, framework: str) -> float:
+    """Wait for the run's first checkpoint, SIGKILL the job's process of rank 1; when it was killed."""
+    deadline = time.monotonic() + 300
+    while not list_checkpoints(out) and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    victim = _replica_pid(token, framework)
+    assert job.poll() is None and victim is not None, job.stderr.read() if job.poll() is not None else "no victim"
+    os.kill(victim, signal.SIGKILL)
+    return time.monotonic()
+
+
+def _resumes_from_the_last_checkpoint(argv: list[str], framework: str, out: Path) -> None:
+    """Resumed with another K (one process): from the last checkpoint to the end."""
+    done_before = list_checkpoints(out)[-1].name
+    assert main(argv[:-1] + ["--framework", framework, "--epochs", "400", "--out", str(out), "--resume",
+                             "--steps", str(int(done_before[len("step-"):]) + 8), "--quiet"]) == 0
+    resume = [r for r in read_metrics(out) if r["kind"] == "resume"]
+    assert resume and resume[-1]["from"].endswith(done_before)
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the process through /proc")
+@pytest.mark.parametrize("framework", ["jax", "tensorflow"])
+def test_a_killed_process_ends_the_job_in_one_line_and_the_run_resumes(tmp_path, framework):
+    token = uuid.uuid4().hex
+    out = tmp_path / "run"
+    argv = [a for a in ARGV if a not in ("--steps", str(STEPS))]
+    job = _bench(*argv, "--framework", framework, "--replicas", "2", "--processes", "2", "--epochs", "400",
+                 "--out", str(out), env={"SPINN_TEST_JOB": token})
+    killed = _kill_when_checkpointed(job, out, token, framework)
+    _, err = job.communicate(timeout=120)
+    assert time.monotonic() - killed < 30  # no wait at the all-reduce for a peer that is gone
+    assert job.returncode == 1
+    assert err.strip().splitlines() == [
+        f"error: process 1 of 2 ({framework}) was killed by SIGKILL; the others were stopped. The run folder holds "
+        "the last checkpoint: the same command with --resume goes on from it"], err
+    _resumes_from_the_last_checkpoint(argv, framework, out)
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the replica's process through /proc")
@@ -143,23 +213,12 @@ def test_a_killed_replica_stops_the_job_and_the_run_resumes(tmp_path):
     argv = [a for a in ARGV if a not in ("--steps", str(STEPS))]
     job = _bench(*argv, "--framework", "pytorch", "--replicas", "2", "--epochs", "400", "--out", str(out),
                  env={"SPINN_TEST_JOB": token})
-    deadline = time.monotonic() + 300
-    while not list_checkpoints(out) and job.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    victim = _replica_pid(token, 1)
-    assert job.poll() is None and victim is not None, job.stderr.read() if job.poll() is not None else "no replica 1"
-    os.kill(victim, signal.SIGKILL)
-    killed = time.monotonic()
+    killed = _kill_when_checkpointed(job, out, token, "pytorch")
     _, err = job.communicate(timeout=120)
     assert time.monotonic() - killed < 30  # no hang at the all-reduce
     assert job.returncode == 1
     assert "error: replica 1 of 2 was killed by SIGKILL" in err and "--resume" in err, err
-    done_before = list_checkpoints(out)[-1].name
-    # Resumed with another K (one process): from the last checkpoint to the end.
-    assert main(argv[:-1] + ["--framework", "pytorch", "--epochs", "400", "--out", str(out), "--resume",
-                             "--steps", str(int(done_before[len("step-"):]) + 8), "--quiet"]) == 0
-    resume = [r for r in read_metrics(out) if r["kind"] == "resume"]
-    assert resume and resume[-1]["from"].endswith(done_before)
+    _resumes_from_the_last_checkpoint(argv, "pytorch", out)
 
 
 @pytest.mark.parametrize("framework,message", [

@@ -22,6 +22,7 @@ from bench.lock import lock_output
 from bench.records import write_json
 from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, format_confusion
+from bench.training.launch import launch_processes
 from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
 from bench.training.settings import EMBEDDING, TrainConfig
 from bench.training.trainer import train
@@ -107,6 +108,11 @@ def register(sub) -> None:
                        help="data-parallel replicas on the framework's own engine, each taking BATCH_SIZE / K "
                             "pairs of every batch: the same steps as one replica (README: Training past one "
                             "device) [default: %(default)s]")
+    group.add_argument("--processes", type=int, default=None,
+                       help="JAX and TensorFlow: run the K replicas as P processes of one job, K / P devices each "
+                            "(jax.distributed; MultiWorkerMirroredStrategy): on one host bench starts them over the "
+                            "loopback address; on several, start one per host with the environment of README: "
+                            "Training past one device [default: 1; PyTorch: K, always]")
     group.add_argument("--quiet", action="store_true", help="no progress on the terminal")
     p.set_defaults(func=cmd_train)
 
@@ -206,6 +212,27 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
     return ParamFile(params, config, vocab.to_array())
 
 
+def check_processes(platform, replicas: int, processes: int | None) -> int:
+    """The processes K replicas run in (``--processes``), checked against the engine and, where this
+    process was started as one of a job, against the job its environment describes; a ValueError in one line."""
+    if platform.data_parallel == "processes":  # one process per replica, always
+        if processes not in (None, replicas):
+            raise ValueError(f"--processes {processes}: {platform.name} runs one process per replica "
+                             f"(--replicas {replicas})")
+        return replicas
+    if processes is None:
+        processes = platform.job_processes()
+    if processes < 1 or replicas % processes:
+        raise ValueError(f"--processes {processes} does not split --replicas {replicas}: each process drives "
+                         "K / P devices")
+    if processes > 1 and not platform.multi_process:
+        raise ValueError(f"--processes {processes}: {platform.name} runs its replicas in one process")
+    job = platform.job_processes()
+    if job > 1 and job != processes:
+        raise ValueError(f"--processes {processes}, but the environment describes a job of {job} processes")
+    return processes
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     rank = None
@@ -213,11 +240,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         platform = frameworks.platform(cfg.framework)
         if not platform.data_parallel:
             raise NotImplementedError(f"--replicas: {platform.data_parallel_missing}")
+        processes = check_processes(platform, cfg.replicas, args.processes)
         rank = platform.replica_rank()
         if platform.data_parallel == "processes" and rank is None:
             quiet_frameworks(cfg.dtype, [cfg.framework])
             return platform.launch(cfg.replicas, args.argv)
+        if processes > 1 and rank is None:  # one host: bench starts the job's processes itself
+            return launch_processes(platform, processes, args.argv)
         os.environ.update(platform.replica_env(cfg.replicas))  # before the framework is imported
+    elif args.processes not in (None, 1):
+        raise ValueError(f"--processes {args.processes} needs --replicas K > 1 (the processes share K replicas)")
     quiet_frameworks(cfg.dtype, [cfg.framework])  # before the framework is imported (float64 may need a switch)
     dataset = load_dataset(args)
     if dataset.report is not None:

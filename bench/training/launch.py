@@ -1,0 +1,145 @@
+"""``bench train --replicas K --processes P`` on one host: P processes of one job, over the loopback address.
+
+JAX (``jax.distributed``) and TensorFlow (``MultiWorkerMirroredStrategy``)
+have no launcher of their own: on a cluster each host starts its process with
+the environment that says where it stands in the job (JAX's coordinator
+address, process count and id; TensorFlow's ``TF_CONFIG``), which is what
+``Platform.process_env`` writes. This module does the same for P processes of
+this host, each listening on a free port of 127.0.0.1, and watches them: when
+one fails, the others are stopped at once (they would otherwise wait for it at
+the next all-reduce, or fail there in turn) and one line names it. PyTorch
+keeps its own launcher (impl_pytorch/replicas.py).
+
+What the processes write to stderr passes through here, each line held back
+for :data:`HOLD_S`: when a process dies, what the others then write (the
+all-reduce that lost its peer, in their words) is dropped, so that the job's
+end is the one line that names the process that failed.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+POLL_S = 0.05  # how often the launcher looks at its processes
+HOLD_S = 0.5  # how long a line of a process's stderr waits before it is shown
+STOP_S = 5.0  # how long a process asked to stop (SIGTERM) has before it is killed
+
+
+def free_addresses(count: int, host: str = "127.0.0.1") -> list[str]:
+    """``count`` HOST:PORT addresses of ports free on ``host`` now (the OS picks them)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [f"{host}:{s.getsockname()[1]}" for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _how(code: int) -> str:
+    if code < 0 and -code in signal.Signals._value2member_map_:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"ended with exit status {code}"
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    for p in processes:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _read(rank: int, stream, lines: queue.Queue) -> None:
+    for line in iter(stream.readline, b""):
+        lines.put((time.monotonic(), rank, line))
+    stream.close()
+
+
+def _pass_on(stream, noise: tuple[bytes, ...]) -> None:
+    """A process's stdout to ours, less the notices its engine's native code writes there (Gloo's)."""
+    for line in iter(stream.readline, b""):
+        if not any(notice in line for notice in noise):
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
+    stream.close()
+
+
+def _culprit(codes: list[int | None]) -> tuple[int, int]:
+    """(rank, exit status) of the process that ended the job: one killed by a signal before one that exited
+    with an error (those are usually the others failing at an all-reduce whose peer is gone)."""
+    failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
+    killed = [(rank, code) for rank, code in failed if code < 0]
+    return (killed or failed)[0]
+
+
+def launch_processes(platform, processes: int, argv: list[str]) -> int:
+    """Run ``python -m bench *argv`` as ``processes`` processes of one job of
+    ``platform``'s engine on this host; 0 once all end well, else the failed
+    process's exit status (1 if a signal killed it), after one line on stderr."""
+    addresses = free_addresses(processes)
+    # Each process gets its share of the host's cores, as PyTorch's launcher gives its replicas.
+    threads = {} if "OMP_NUM_THREADS" in os.environ else {
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
+    lines: queue.Queue = queue.Queue()
+    started, printers = [], []
+    try:
+        for rank in range(processes):
+            p = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE,
+                                 env={**os.environ, **threads, **platform.process_env(rank, addresses)})
+            started.append(p)
+            threading.Thread(target=_read, args=(rank, p.stderr, lines), daemon=True).start()
+            out = threading.Thread(target=_pass_on, args=(p.stdout, platform.native_noise), daemon=True)
+            out.start()
+            printers.append(out)
+        held: list[tuple[float, int, bytes]] = []
+        while True:
+            codes = [p.poll() for p in started]
+            while not lines.empty():
+                held.append(lines.get())
+            if any(code not in (None, 0) for code in codes):
+                time.sleep(HOLD_S)  # the others' first reactions to the loss, then the cause is plain
+                rank, code = _culprit([p.poll() for p in started])
+                _stop(started)
+                _show([line for line in held if line[1] == rank])  # the failed one's own last words
+                print(f"error: process {rank} of {processes} ({platform.name}) {_how(code)}; the others were "
+                      "stopped. The run folder holds the last checkpoint: the same command with --resume goes on "
+                      "from it", file=sys.stderr)
+                return code if code > 0 else 1
+            now = time.monotonic()
+            _show([line for line in held if now - line[0] >= HOLD_S])
+            held = [line for line in held if now - line[0] < HOLD_S]
+            if all(code == 0 for code in codes):
+                time.sleep(HOLD_S)  # the last lines
+                while not lines.empty():
+                    held.append(lines.get())
+                _show(held)
+                for printer in printers:
+                    printer.join(timeout=STOP_S)
+                return 0
+            time.sleep(POLL_S)
+    except BaseException:  # Ctrl-C or an error here: no process is left behind
+        _stop(started)
+        raise
+
+
+def _show(lines: list[tuple[float, int, bytes]]) -> None:
+    for _, _, line in lines:
+        sys.stderr.buffer.write(line)
+    sys.stderr.flush()
