@@ -158,6 +158,8 @@ def apply_preset(args) -> None:
     for key, value in preset.items():
         if key == "implementations" and getattr(args, "frameworks", None):
             continue  # --frameworks given: its frameworks' default implementations, not the preset's list
+        if key in ("batch_sizes", "rounds") and getattr(args, "quick", False):
+            continue  # --quick: its own small batches and short rounds (64 pairs hold no batch of 1024)
         if getattr(args, key) is None:
             setattr(args, key, list(value) if isinstance(value, list) else value)
     for key, value in FLAG_DEFAULTS.items():

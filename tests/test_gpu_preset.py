@@ -1,0 +1,41 @@
+"""The GPU preset (``bench run --preset gpu``) on this machine's CPU, as a GPU machine without TensorFlow or
+DyNet runs it: the lent machines have PyTorch and JAX only, and a preset that needs the others would spend
+their minutes on a failure. The two are made unimportable in the run's processes (a ``sitecustomize`` that
+puts None in ``sys.modules``, as an uninstalled package looks to ``importlib.util.find_spec``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from bench.benchmark.plan import PRESETS
+from bench.records import read_records
+
+HIDE = "import sys\nfor name in ('tensorflow', 'dynet'):\n    sys.modules[name] = None\n"
+
+
+def test_the_gpu_preset_runs_one_quick_round_without_tensorflow_and_dynet(tmp_path):
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(HIDE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hide), os.environ.get("PYTHONPATH")]))}
+    out = tmp_path / "run"
+    # The GPU's device choice is the only flag changed for the CPU (gpu-host would refuse a machine without one).
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "--preset", "gpu", "--quick", "--device", "cpu",
+                           "--rounds", "1", "--batch-sizes", "1", "--buckets", "64", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-4000:]
+    missing = [n for n in PRESETS["gpu"]["implementations"] if n.split("-")[0] in ("tensorflow", "dynet")]
+    notes = [line for line in done.stderr.splitlines() if line.startswith("note: not installed")]
+    assert notes == [f"note: not installed, not measured: {', '.join(missing)}"], done.stderr[-4000:]
+    records = read_records(out / "results.jsonl")
+    measured = [n for n in PRESETS["gpu"]["implementations"] if n not in missing]
+    assert sorted({r["implementation"] for r in records}) == sorted(measured)
+    assert {(r["mode"], r["batch_size"], r["transitions"]) for r in records} == {("infer", 1, "gold"),
+                                                                                  ("train", 1, "gold")}
+    assert all(r["device"] == "cpu" and r["rounds"] == 1 and r["agreement_ok"] for r in records)
+    # CUDA graphs need a CUDA device: on a CPU Inductor runs every graph without one, and the record says so.
+    for record in (r for r in records if r["implementation"] == "pytorch-cudagraphs"):
+        assert record["compile_detail"]["cudagraph_skips"] >= record["traces"] > 0
+    assert (out / "report.md").exists()
