@@ -112,6 +112,29 @@ def digest(text: str, root: Path = ROOT) -> str:
     return h.hexdigest()
 
 
+def digest_at(text: str, commit: str, root: Path = ROOT) -> str:
+    """``digest`` of the set as ``commit`` has it, read from git's objects (not the work tree)."""
+    listed = _git(root, "ls-tree", "-r", "--name-only", "-z", commit)
+    if listed is None:
+        raise ValueError(f"git cannot list commit {commit!r} here")
+    kind, packages = parse_selector(text)
+    files = sorted(rel for rel in listed.split("\0") if rel and _counts(rel, kind, packages))
+    h = hashlib.sha256()
+    for rel in files:
+        data = subprocess.run(["git", "show", f"{commit}:{rel}"], capture_output=True, cwd=root, check=True).stdout
+        h.update(f"{rel}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def resolve_commit(commit: str, root: Path = ROOT) -> str:
+    """A commit's full hash; a ValueError in one line where git does not know it."""
+    out = _git(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    if not out:
+        raise ValueError(f"no commit {commit!r} in this repository")
+    return out.strip()
+
+
 def _git(root: Path, *args: str) -> str | None:
     try:
         done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root, timeout=30)

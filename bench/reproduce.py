@@ -186,6 +186,48 @@ def check(root: Path = ROOT) -> dict[str, list[str]]:
     return stale
 
 
+def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
+    """Name ``commit`` in every record of the folder that its machine could not tie to a commit
+    (``measured_clean`` not True) and whose ``measured_digest`` equals the digest of ``commit``'s measured
+    files, read from git's objects (bench/provenance.py, ``digest_at``). Each such record keeps what its machine
+    said under ``attested``. A ValueError, and nothing written, where a record measured other files. The number
+    of records attested."""
+    full = provenance.resolve_commit(commit, root)
+    digests: dict[str, str] = {}
+    rewritten: dict[Path, list[dict]] = {}
+    count = 0
+    for path, records in folder_records(e.folder(root)).items():
+        if path.name != "results.jsonl":
+            continue
+        rows = read_records(path)
+        for record in rows:
+            if record.get("measured_clean") is True or "measured_digest" not in record:
+                continue
+            text = record["measured"]
+            if text not in digests:
+                digests[text] = provenance.digest_at(text, full, root)
+            if digests[text] != record["measured_digest"]:
+                raise ValueError(f"{path.relative_to(root)}: a record of {record.get('implementation')} measured "
+                                 f"other files ({text}) than commit {full[:12]}: nothing attested")
+            record["attested"] = {"git_commit": record["git_commit"], "measured_clean": record["measured_clean"],
+                                  "by": f"bench reproduce --attest {full[:12]}: the digest of its measured files "
+                                        "equals that commit's"}
+            record["git_commit"], record["measured_clean"] = full, True
+            count += 1
+        rewritten[path] = rows
+    for path, rows in rewritten.items():
+        with written_aside(path) as tmp:
+            tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stamp_path = e.folder(root) / STAMP
+    if count and stamp_path.exists():
+        stamp = json.loads(stamp_path.read_text())
+        stamp["attested"] = full
+        write_json(stamp_path, stamp)
+        with written_aside(e.folder(root) / "README.md") as tmp:
+            tmp.write_text(_readme(e, stamp))
+    return count
+
+
 def quotable(name: str, root: Path = ROOT) -> Path:
     """The folder of a manifest entry, for quoting (renderer and figures read only these)."""
     return entry(name, root).folder(root)
@@ -203,6 +245,10 @@ def _readme(e: Entry, stamp: dict) -> str:
             f"at commit `{stamp['git_commit'][:12]}`, {stamp['started']}, in {stamp['wall']} on "
             f"{stamp['cpu_count']} cores ({stamp['cpu']})"
             + (f" with {', '.join(stamp['gpus'])}" if stamp.get("gpus") else "")
+            + (". It was interrupted and completed by `python -m bench reproduce --resume` (the wall time is the "
+               "resumed part's; each record says when and at which commit it was made)" if stamp.get("resumed") else "")
+            + (". Records whose machine could not name their commit were attested afterwards by `python -m bench "
+               "reproduce --attest` (each such record keeps what its machine said)" if stamp.get("attested") else "")
             + ". `python -m bench reproduce --check` says whether the "
             "code it measured has changed since; `reproduced.json` holds the same facts, and every record says "
             "what it measured (docs/spec.md §6, \"Provenance\").\n")
@@ -211,6 +257,43 @@ def _readme(e: Entry, stamp: dict) -> str:
 def _wall(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+RESUMABLE = ("run",)  # the bench commands whose --resume keeps a folder's records and measures what it lacks
+RERUNNABLE = ("report",)  # the bench commands that only read a folder's records: run again as they are
+
+
+def resume(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
+    """Complete an interrupted reproduction in place: the folder's records are kept (each names the code it
+    measured) and every command runs again, ``bench run`` with ``--resume`` (it measures only what the folder
+    lacks); the stamp then says the folder was resumed. A ValueError where a command cannot resume."""
+    folder = e.folder(root)
+    if not folder.is_dir():
+        raise ValueError(f"reproduce --resume: {e.out()} does not exist; reproduce it whole")
+    for command in e.commands:
+        if shlex.split(command)[3] not in RESUMABLE + RERUNNABLE:
+            raise ValueError(f"reproduce --resume: {command!r} cannot resume; reproduce {e.name} whole")
+    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
+    for k, command in enumerate(e.commands, 1):
+        argv = e.argv(command) + (["--resume"] if shlex.split(command)[3] in RESUMABLE else [])
+        print(f"reproduce {e.name} [{k}/{len(e.commands)}], resumed: {' '.join(argv[1:])}", file=sys.stderr,
+              flush=True)
+        done = runner(argv, cwd=root)
+        if done.returncode != 0:
+            raise RuntimeError(f"reproduce {e.name}: command {k} exited with status {done.returncode}")
+    _stamp(e, folder, root, started, time.perf_counter() - t0, resumed=True)
+    return folder
+
+
+def _stamp(e: Entry, folder: Path, root: Path, started: str, wall: float, resumed: bool = False) -> None:
+    stamp = {"name": e.name, "commands": list(e.commands), "started": started,
+             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "wall": _wall(wall),
+             "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
+    if resumed:  # the wall time is the resumed part's; each record says when and at which commit it was made
+        stamp["resumed"] = True
+    write_json(folder / STAMP, stamp)
+    with written_aside(folder / "README.md") as tmp:
+        tmp.write_text(_readme(e, stamp))
 
 
 def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
@@ -238,13 +321,7 @@ def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
             if done.returncode != 0:
                 raise RuntimeError(f"reproduce {e.name}: command {k} exited with status {done.returncode}: "
                                    f"{command.replace('{out}', e.out())}")
-        wall = time.perf_counter() - t0
-        stamp = {"name": e.name, "commands": list(e.commands), "started": started,
-                 "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "wall": _wall(wall),
-                 "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
-        write_json(folder / STAMP, stamp)
-        with written_aside(folder / "README.md") as tmp:
-            tmp.write_text(_readme(e, stamp))
+        _stamp(e, folder, root, started, time.perf_counter() - t0)
     except BaseException:
         if folder.exists():
             shutil.rmtree(folder)
@@ -271,6 +348,13 @@ def register(sub) -> None:
     p.add_argument("--check", action="store_true",
                    help="list the stale folders (exit 1 if any): records without provenance, measured code changed")
     p.add_argument("--list", action="store_true", help="every folder of the manifest and its commands")
+    p.add_argument("--resume", action="store_true",
+                   help="complete an interrupted reproduction of FOLDER in place: bench run --resume measures only "
+                        "what its records lack")
+    p.add_argument("--attest", metavar="COMMIT", default=None,
+                   help="for FOLDER's records whose machine could not say which commit they measured (no git, or "
+                        "a stale one), check their digest against COMMIT's measured files in git and, where equal, "
+                        "name COMMIT (each keeps what its machine said); refuses a record that measured other files")
     p.set_defaults(func=cmd_reproduce)
 
 
@@ -293,6 +377,21 @@ def cmd_reproduce(args) -> int:
                   file=sys.stderr)
             return 1
         print(f"results: all {len(entries)} folders of {MANIFEST} measured today's code")
+        return 0
+    if args.resume or args.attest:
+        if len(args.names) != 1 or args.all or args.stale or args.check:
+            raise ValueError("--resume and --attest take one FOLDER of the manifest")
+        e = entry(args.names[0])
+        if args.attest:
+            changed = attest(e, args.attest)
+            print(f"reproduce: {changed} records of results/{e.name} attested to commit {args.attest}", file=sys.stderr)
+            return 0
+        try:
+            folder = resume(e)
+        except RuntimeError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(f"reproduce: completed {folder.relative_to(ROOT)}", file=sys.stderr)
         return 0
     if args.all or args.stale:
         stale = check() if args.stale else {}
