@@ -223,9 +223,25 @@ def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
         stamp = json.loads(stamp_path.read_text())
         stamp["attested"] = full
         write_json(stamp_path, stamp)
-        with written_aside(e.folder(root) / "README.md") as tmp:
-            tmp.write_text(_readme(e, stamp))
+        if "git_commit" in stamp:  # a stamp bench reproduce wrote whole: its README says so too
+            with written_aside(e.folder(root) / "README.md") as tmp:
+                tmp.write_text(_readme(e, stamp))
     return count
+
+
+def can_make(e: Entry) -> bool:
+    """Whether this machine can make the folder: every folder, but one that needs a GPU where there is none."""
+    return not e.needs or (e.needs == "gpu" and bool(provenance.gpus()))
+
+
+def check_here(root: Path = ROOT) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """(stale folders this machine can re-make, stale folders it cannot): ``check`` split by ``can_make``.
+    The second kind (a GPU run, after its code changed, on a machine without a GPU) stays committed and is
+    quoted with the commit it measured and a sentence that says it is stale (bench render's measured-at)."""
+    stale = check(root)
+    entries = {e.name: e for e in load_manifest(root)}
+    here = {n: r for n, r in stale.items() if can_make(entries[n])}
+    return here, {n: r for n, r in stale.items() if n not in here}
 
 
 def quotable(name: str, root: Path = ROOT) -> Path:
@@ -367,15 +383,21 @@ def cmd_reproduce(args) -> int:
                 print(f"    {command.replace('{out}', e.out())}")
         return 0
     if args.check:
-        stale = check()
-        for name, reasons in stale.items():
-            print(f"stale: results/{name}")
+        stale, elsewhere = check_here()
+        for name, reasons in {**stale, **elsewhere}.items():
+            needs = next(e.needs for e in entries if e.name == name) if name in elsewhere else ""
+            print(f"stale: results/{name}" + (f" (needs a {needs.upper()} to re-make: kept, and quoted with the "
+                                                "commit it measured)" if needs else ""))
             for reason in reasons:
                 print(f"    {reason}")
         if stale:
             print(f"{len(stale)} of {len(entries)} folders are stale: python -m bench reproduce --stale re-runs them",
                   file=sys.stderr)
             return 1
+        if elsewhere:
+            print(f"results: every folder this machine can make measured today's code; {len(elsewhere)} that "
+                  "need another machine are stale")
+            return 0
         print(f"results: all {len(entries)} folders of {MANIFEST} measured today's code")
         return 0
     if args.resume or args.attest:

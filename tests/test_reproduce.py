@@ -25,7 +25,9 @@ ROOT = reproduce.ROOT
 
 
 def test_the_committed_results_measured_todays_code():
-    stale = reproduce.check()
+    """Every folder this machine can make measured today's code. A folder that needs a GPU, on a machine
+    without one, may be stale: the documents then quote it with its commit and say so (test_render)."""
+    stale, _ = reproduce.check_here()
     assert not stale, "\n".join(f"results/{name}: {'; '.join(reasons)}" for name, reasons in stale.items()) + \
         "\n(python -m bench reproduce --stale re-runs them)"
 
@@ -219,3 +221,74 @@ def test_bench_data_writes_its_figures_with_their_provenance(tmp_path, capsys):
     assert record["pairs"]["source"] == "data/snli_1.0_dev_sample.jsonl"  # relative: a record names no machine path
     assert 0 < record["sentences"]["padding"]["loop_waste"] < record["sentences"]["padding"]["waste"] < 1
     assert record["cpu_count"] >= 1 and "load_avg_1min" in record
+
+
+# ---------------------------------------------------------------------------
+# A folder made elsewhere: resumed, attested, and kept when only a GPU can re-make it
+# ---------------------------------------------------------------------------
+
+def test_an_interrupted_reproduction_resumes_in_place(checkout):
+    entry = reproduce.entry("jax-run", checkout)
+    folder = entry.folder(checkout)
+    kept = (folder / "results.jsonl").read_text()
+    calls = []
+
+    def resuming(argv, cwd):
+        calls.append(argv)
+        with open(Path(cwd) / argv[argv.index("--out") + 1] / "results.jsonl", "a") as f:
+            f.write(json.dumps({"implementation": "jax", **provenance.provenance("benchmark", ["impl_jax"],
+                                                                               Path(cwd))}) + "\n")
+        return types.SimpleNamespace(returncode=0)
+
+    reproduce.resume(entry, checkout, runner=resuming)
+    assert calls[0][-1] == "--resume" and "results/jax-run" in calls[0]
+    assert (folder / "results.jsonl").read_text().startswith(kept)  # what it held is kept, the rest appended
+    assert json.loads((folder / reproduce.STAMP).read_text())["resumed"] is True
+    assert "completed by `python -m bench reproduce --resume`" in (folder / "README.md").read_text()
+    assert reproduce.check(checkout) == {}
+
+
+def test_attest_names_the_commit_whose_files_a_record_measured_and_refuses_others(checkout):
+    """A record whose machine had a stale .git (measured_clean False, another commit) but whose digest is
+    this commit's measured files: --attest names the commit; a record of other files is refused, nothing written."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    path = checkout / "results" / "jax-run" / "results.jsonl"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "git_commit": "0" * 40, "measured_clean": False}) + "\n")
+    assert "differed from commit" in reproduce.check(checkout)["jax-run"][0]
+    entry = reproduce.entry("jax-run", checkout)
+    assert reproduce.attest(entry, "HEAD", checkout) == 1
+    attested = json.loads(path.read_text())
+    assert attested["git_commit"] == head and attested["measured_clean"] is True
+    assert attested["attested"]["git_commit"] == "0" * 40 and attested["attested"]["measured_clean"] is False
+    assert reproduce.check(checkout) == {}
+    other = {**record, "git_commit": "0" * 40, "measured_clean": False, "measured_digest": "f" * 64}
+    path.write_text(json.dumps(other) + "\n")
+    with pytest.raises(ValueError, match="measured other files"):
+        reproduce.attest(entry, "HEAD", checkout)
+    assert json.loads(path.read_text()) == other
+
+
+def test_a_stale_gpu_folder_is_kept_and_quoted_with_its_commit_where_no_gpu_can_remake_it(checkout, monkeypatch):
+    from bench.render import blocks
+    from bench.render.sources import Results
+
+    manifest = checkout / "results" / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace('name = "jax-run"', 'name = "jax-run"\nneeds = "gpu"'))
+    stamp = checkout / "results" / "jax-run" / reproduce.STAMP
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    stamp.write_text(json.dumps({"commands": ["python -m bench run --out {out}"], "git_commit": head,
+                                 "started": "2026-11-26T14:11:48+0000", "gpus": ["NVIDIA H100 80GB HBM3, 81559 MiB"],
+                                 "cpu_count": 16, "cpu": "x"}))
+    fresh = blocks.measured_at(Results(checkout), "jax-run")
+    assert fresh.startswith(f"Measured at commit `{head[:12]}` on NVIDIA H100") and "changed since" not in fresh
+    with open(checkout / "impl_jax" / "model.py", "a") as f:
+        f.write("\n# touched\n")
+    monkeypatch.setattr(provenance, "gpus", lambda: [])  # this machine: no GPU
+    here, elsewhere = reproduce.check_here(checkout)
+    assert here == {} and list(elsewhere) == ["jax-run"]
+    stale = blocks.measured_at(Results(checkout), "jax-run")
+    assert "The code it measured has changed since" in stale and "on a machine with a GPU" in stale
+    monkeypatch.setattr(provenance, "gpus", lambda: ["NVIDIA H100 80GB HBM3, 81559 MiB"])  # one that has a GPU
+    here, elsewhere = reproduce.check_here(checkout)
+    assert list(here) == ["jax-run"] and elsewhere == {}

@@ -20,6 +20,8 @@ from bench.figures import style
 from bench.figures.sources import Block, Sources
 
 HEADLINE_RUN = "cpu"  # the README's headline run: `python -m bench run --out results/cpu`
+# The runs the headline figure draws, a row each where committed: the CPU run, then the GPU preset's run.
+HEADLINE_RUNS = (HEADLINE_RUN, "gpu-h100")
 MODE_ORDER = ("infer", "train")
 MODE_TITLES = {"infer": "inference", "train": "training step"}
 
@@ -40,7 +42,7 @@ def _ratio_axis(ax) -> None:
 
     ax.set_yscale("log")
     low, high = ax.get_ylim()
-    ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20) if low <= t <= high]
+    ticks = [t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20, 30, 50) if low <= t <= high]
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.yaxis.set_minor_formatter(NullFormatter())
@@ -60,54 +62,66 @@ def _ratio_row(row: dict) -> dict:
 # ---------------------------------------------------------------------------
 
 def headline(src: Sources, plt):
-    """Every implementation's speed over the baseline against batch size, gold parses, one panel per mode."""
+    """Every implementation's speed over the baseline against batch size, gold parses: a row of panels (one per
+    mode) for each headline run that is committed, the CPU run first, then the GPU run."""
     baseline = frameworks.BASELINE
-    records = src.records(HEADLINE_RUN)
-    rows = [row for row in stats.round_ratios(records) if row["transitions"] == "gold"]
-    if not rows:
-        raise ValueError(f"{src.record_file(HEADLINE_RUN)}: no gold-parse ratios over {baseline} to draw")
-    panels = [(device, mode) for mode in _modes(rows) for device in sorted({r["device"] for r in rows})
-              if any(r["mode"] == mode and r["device"] == device for r in rows)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.0), squeeze=False, sharey=True)
-    sizes = sorted({row["batch_size"] for row in rows})
-    for ax, (device, mode) in zip(axes[0], panels):
-        mine = [row for row in rows if row["mode"] == mode and row["device"] == device]
-        for impl in style.registry_order(row["implementation"] for row in mine):
-            line = sorted((row for row in mine if row["implementation"] == impl), key=lambda row: row["batch_size"])
-            xs = [row["batch_size"] for row in line]
-            c = style.colour(impl)
-            ax.fill_between(xs, [row["q1"] for row in line], [row["q3"] for row in line], color=c, alpha=0.18,
-                            lw=0)
-            ax.plot(xs, [row["median"] for row in line], color=c, marker=style.marker(impl),
-                    ls=style.linestyle(impl), label=impl)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(sizes, [str(b) for b in sizes])
-        ax.minorticks_off()
-        ax.set_xlabel("batch size (sentence pairs)")
-        ax.set_title(f"{MODE_TITLES.get(mode, mode)}, gold parses ({device})")
-    low = min(row["q1"] for row in rows)
-    high = max(row["q3"] for row in rows)
-    for ax in axes[0]:
-        ax.set_ylim(min(low, 1.0) / 1.15, max(high, 1.0) * 1.15)
-        _ratio_axis(ax)
-    axes[0][0].set_ylabel(f"pairs/s over {baseline}'s (log; {baseline} = 1x)")
-    axes[0][-1].plot([], [], color=style.BASELINE_GREY, ls="--", lw=1, label=f"{baseline} (define-by-run) = 1x")
-    axes[0][-1].legend(loc="best")
-    rounds = sorted({row["rounds"] for row in rows})
-    data = records[0].data or "?"
+    runs = [run for run in HEADLINE_RUNS if run == HEADLINE_RUN or run in src.run_names()]
+    by_run = {}
+    for run in runs:
+        rows = [row for row in stats.round_ratios(src.records(run)) if row["transitions"] == "gold"]
+        if not rows:
+            raise ValueError(f"{src.record_file(run)}: no gold-parse ratios over {baseline} to draw")
+        by_run[run] = rows
+    panels = [[(run, device, mode) for mode in _modes(rows) for device in sorted({r["device"] for r in rows})
+               if any(r["mode"] == mode and r["device"] == device for r in rows)] for run, rows in by_run.items()]
+    columns = max(len(row) for row in panels)
+    fig, axes = plt.subplots(len(panels), columns, figsize=(4.6 * columns, 4.0 * len(panels)), squeeze=False)
+    for row_axes, row_panels in zip(axes, panels):
+        rows = by_run[row_panels[0][0]]
+        sizes = sorted({row["batch_size"] for row in rows})
+        for ax, (run, device, mode) in zip(row_axes, row_panels):
+            mine = [row for row in rows if row["mode"] == mode and row["device"] == device]
+            for impl in style.registry_order(row["implementation"] for row in mine):
+                line = sorted((row for row in mine if row["implementation"] == impl),
+                              key=lambda row: row["batch_size"])
+                xs = [row["batch_size"] for row in line]
+                c = style.colour(impl)
+                ax.fill_between(xs, [row["q1"] for row in line], [row["q3"] for row in line], color=c, alpha=0.18,
+                                lw=0)
+                ax.plot(xs, [row["median"] for row in line], color=c, marker=style.marker(impl),
+                        ls=style.linestyle(impl), label=impl)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sizes, [str(b) for b in sizes])
+            ax.minorticks_off()
+            ax.set_xlabel("batch size (sentence pairs)")
+            ax.set_title(f"{MODE_TITLES.get(mode, mode)}, gold parses ({device}; results/{run})", fontsize=9)
+        low = min(row["q1"] for row in rows)
+        high = max(row["q3"] for row in rows)
+        for ax in row_axes[:len(row_panels)]:
+            ax.set_ylim(min(low, 1.0) / 1.15, max(high, 1.0) * 1.15)
+            _ratio_axis(ax)
+        row_axes[0].set_ylabel(f"pairs/s over {baseline}'s (log; {baseline} = 1x)")
+        row_axes[len(row_panels) - 1].plot([], [], color=style.BASELINE_GREY, ls="--", lw=1,
+                                           label=f"{baseline} (define-by-run) = 1x")
+        row_axes[len(row_panels) - 1].legend(loc="best", fontsize=8)
+        for ax in row_axes[len(row_panels):]:
+            ax.set_visible(False)
+    rounds = sorted({row["rounds"] for rows in by_run.values() for row in rows})
+    data = src.records(HEADLINE_RUN)[0].data or "?"
     fig.suptitle(f"Speed over define-by-run {baseline}: median of per-round ratios, band = interquartile range",
                  fontsize=10)
     fig.tight_layout()
+    files = [src.record_file(run) for run in by_run]
     entry = {
         "title": "Speed over PyTorch against batch size",
-        "caption": (f"Each implementation's pairs/s over {baseline}'s, the median of the per-round ratios of "
-                    f"{'/'.join(map(str, rounds))} interleaved rounds (band: interquartile range), gold parses, "
-                    f"data {data}, from {src.record_file(HEADLINE_RUN)}; the report's round_ratios."),
-        "sources": [{"file": src.record_file(HEADLINE_RUN),
+        "caption": (f"Each implementation's pairs/s over {baseline}'s on the same device, the median of the "
+                    f"per-round ratios of {'/'.join(map(str, rounds))} interleaved rounds (band: interquartile "
+                    f"range), gold parses, data {data}, from {' and '.join(files)}; the report's round_ratios."),
+        "sources": [{"file": file,
                      "keys": ["implementation", "mode", "transitions", "device", "batch_size", "round_pairs_per_s",
                               "run_id"],
-                     "select": f"transitions gold; ratios over {baseline} round by round"}],
-        "data": [_ratio_row(row) for row in rows],
+                     "select": f"transitions gold; ratios over {baseline} round by round"} for file in files],
+        "data": [dict(_ratio_row(row), run=run) for run, rows in by_run.items() for row in rows],
     }
     return fig, entry
 

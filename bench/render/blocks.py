@@ -55,6 +55,29 @@ def _impl_order(names) -> list[str]:
 # Benchmark runs
 # ---------------------------------------------------------------------------
 
+@block("measured-at")
+def measured_at(results: Results, folder: str) -> str:
+    """Where and at which commit a folder was made (its reproduced.json), and, where its measured code has
+    changed since, a sentence that says so: what a folder this machine cannot re-make (a GPU run) is quoted with."""
+    from bench import reproduce
+
+    stamp = results.stamp(folder)
+    records = [r for rows in reproduce.folder_records(results.folder(folder)).values() for r in rows]
+    commits = list(dict.fromkeys(r["git_commit"] for r in records if "git_commit" in r)) or [stamp["git_commit"]]
+    machine = ", ".join(stamp.get("gpus") or []) or f"{stamp['cpu_count']} cores ({stamp['cpu']})"
+    named = " and ".join(f"`{c[:12]}`" for c in commits)
+    text = (f"Measured at commit{'s' if len(commits) > 1 else ''} {named} on {machine}, {stamp['started'][:10]}, by "
+            f"`python -m bench reproduce {folder}`"
+            + (" (interrupted, then completed with `--resume`)" if stamp.get("resumed") else "")
+            + (" (records attested by the digest of their measured files)" if stamp.get("attested") else "") + ".")
+    reasons = reproduce.stale_reasons(results.entries[folder], results.root)
+    if reasons:
+        text += (f" The code it measured has changed since ({reasons[0]}): these figures are that commit's, "
+                 f"and `python -m bench reproduce {folder}` on a machine with a "
+                 f"{(results.entries[folder].needs or 'CPU').upper()} makes them today's.")
+    return text
+
+
 @block("ratio-table")
 def ratio_table(results: Results, folder: str, modes: str, transitions: str, batches: str, impls: str = "*",
                 over: str | None = None) -> str:
