@@ -20,6 +20,7 @@ pytest.importorskip("matplotlib")
 from bench import frameworks, reproduce  # noqa: E402  (after the skip: the figures need matplotlib)
 from bench.cli import main  # noqa: E402
 from bench.figures import command, parsing  # noqa: E402
+from bench.figures.runs import HEADLINE_RUNS  # noqa: E402
 from bench.figures.sources import FIGURES_DIR, RESULTS, ROOT  # noqa: E402
 from shared.transitions import REDUCE, SHIFT, TRANSITION_NAMES, build_tree, parse  # noqa: E402
 
@@ -111,8 +112,11 @@ def test_every_figure_is_linked_from_the_docs():
 # ---------------------------------------------------------------------------
 
 def test_headline_ratios_are_the_records():
-    records = read_jsonl(RESULTS / "cpu" / "results.jsonl")
-    expected = {key: value for key, value in ratios_over_baseline(records).items() if key[2] == "gold"}
+    expected = {}
+    for run in HEADLINE_RUNS:  # the CPU run and the GPU run, one row of panels each
+        records = read_jsonl(RESULTS / run / "results.jsonl")
+        expected.update({key: value for key, value in ratios_over_baseline(records).items() if key[2] == "gold"})
+    assert {key[0] for key in expected} == {"cpu", "gpu"}
     drawn = {(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r
              for r in INDEX["headline"]["data"]}
     assert drawn.keys() == expected.keys() and expected
