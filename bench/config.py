@@ -21,6 +21,9 @@ SIZES = {
     "full": (300, 300, 64, 1024, 2),  # the 2016 paper's SPINN-PI model
     "small": (32, 32, 8, 64, 1),  # quick experiments and smoke tests
     "quick": (16, 16, 4, 32, 1),  # bench run --quick: the harness end to end in seconds
+    # bench run --preset dynet-table2: E = H = 256 as neulab/dynet-benchmark's Tree-LSTM at its smallest size,
+    # the classifier a single softmax layer on the pair's features, as that benchmark's on the root
+    "table2": (256, 256, 64, 256, 0),
 }
 
 

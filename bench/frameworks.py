@@ -55,6 +55,7 @@ class Implementation:
     # (each sentence runs only its own steps).
     padding: str = "arrays"
     train_padding: str = ""  # the same for the training step, where it differs ("": as padding)
+    env: dict = field(default_factory=dict)  # set in its benchmark worker before the framework is imported
     framework: str = ""  # filled in by register()
 
     def padding_in(self, mode: str) -> str:
@@ -197,9 +198,15 @@ register(Framework(
     implementations=(
         # SPINN written for one sentence; a batch is a Python loop into one graph,
         # which DyNet batches as it evaluates it (on-the-fly operation batching).
-        Implementation("dynet", AUTOBATCH, {"autobatch": True}, eager=True, padding="none"),
+        # Trained as DyNet's users train: its own trainer, in C++ (impl_dynet/train.py, _NativeTrainer).
+        Implementation("dynet", AUTOBATCH, {"autobatch": True, "trainer": "native"}, eager=True, padding="none"),
         # The same code with autobatching off: what the loop costs without it.
-        Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False}, eager=True, opt_in=True, padding="none"),
+        Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False, "trainer": "native"}, eager=True,
+                       opt_in=True, padding="none"),
+        # Autobatching by depth, DyNet's other heuristic (the default groups by agenda): a process-wide
+        # setting read when DyNet is imported (impl_dynet/library.py).
+        Implementation("dynet-depth", AUTOBATCH, {"autobatch": True, "trainer": "native"}, eager=True, opt_in=True,
+                       padding="none", env={"SPINN_DYNET_AUTOBATCH": "depth"}),
     ),
     not_built={LISTS: "not built: DyNet batches a per-sentence loop itself; batching by hand is PyTorch's row",
                MASKED: "not built: padded arrays and masks are what automatic batching exists to avoid",

@@ -30,9 +30,24 @@ DYNET_DEFAULT_MEMORY = "512"  # dynet_config's own default: four pools of 128 MB
 # prints the groups autobatching ran); 0, off, unless asked for.
 PROFILING_VARIABLE = "SPINN_DYNET_PROFILING"
 
+# Which heuristic an autobatched graph is grouped by, for the whole process
+# (DyNet's --dynet-autobatch: 0 leaves its default, which groups by agenda as
+# 1 does, and 2 groups by depth; each graph still chooses whether to
+# autobatch at all, dy.renew_cg).
+AUTOBATCH_VARIABLE = "SPINN_DYNET_AUTOBATCH"
+HEURISTICS = {"agenda": 0, "depth": 2}
+
+
+def _heuristic() -> int:
+    name = os.environ.get(AUTOBATCH_VARIABLE, "agenda")
+    if name not in HEURISTICS:
+        raise ValueError(f"{AUTOBATCH_VARIABLE} must be one of {', '.join(HEURISTICS)}, got {name!r}")
+    return HEURISTICS[name]
+
+
 if dynet_config.get() is None:
     dynet_config.set(mem=os.environ.get(MEMORY_VARIABLE, DYNET_DEFAULT_MEMORY),
-                     profiling=int(os.environ.get(PROFILING_VARIABLE, "0")))
+                     profiling=int(os.environ.get(PROFILING_VARIABLE, "0")), autobatch=_heuristic())
 
 
 
@@ -85,4 +100,4 @@ def pools_checked() -> Iterator[None]:
                          f"forward,backward,parameters,scratch) before DyNet is imported") from err
 
 
-__all__ = ["dy", "MEMORY_VARIABLE", "PROFILING_VARIABLE", "memory_setting", "pools_checked"]
+__all__ = ["dy", "MEMORY_VARIABLE", "PROFILING_VARIABLE", "AUTOBATCH_VARIABLE", "memory_setting", "pools_checked"]

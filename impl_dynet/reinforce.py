@@ -25,8 +25,8 @@ from .classifier import SNLIClassifier, _Run
 from .convert import _Weights
 from .library import dy
 from .model import _choice_sums
-from .train import (_apply_update, _backward, _class_losses, _Optimizer, _parse_batch, _sentence_parses,
-                    _training_classifier)
+from .train import (_backward, _class_losses, _Optimizer, _parse_batch, _sentence_parses, _training_classifier,
+                    _update)
 
 
 def reinforce_loss(classifier: SNLIClassifier, batch: PairBatch, uniforms, baseline: float, reinforce_weight: float,
@@ -84,7 +84,6 @@ def train_step(weights: _Weights, params: dict[str, np.ndarray], optimizer: _Opt
     classifier = _training_classifier(weights, optimizer, batch, autobatch=autobatch, dropout=dropout, seed=seed,
                                       step=step)
     loss, run, ce = reinforce_loss(classifier, batch, uniforms, baseline, reinforce_weight, entropy_weight)
-    value, grads = _backward(classifier, loss)
-    numbers = _numbers(classifier, run, ce, batch)
-    _apply_update(classifier, params, optimizer, grads)
+    numbers: dict = {}
+    value = _update(classifier, params, optimizer, loss, lambda: numbers.update(_numbers(classifier, run, ce, batch)))
     return shared_reinforce.step_record(value, **numbers), run.host_syncs, classifier.clock.timings()

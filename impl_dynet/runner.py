@@ -20,9 +20,14 @@ DyNet computes in float32 only, and the published wheel has no CUDA: both
 are listed in ``unsupported`` and refused in one line.
 
 The weights: the runner keeps the canonical float32 arrays (``params``),
-from which DyNet's ParameterCollection is written (convert.py); the
-optimizers update the canonical arrays (train.py says why not DyNet's
-trainers), so ``get_params`` returns exactly what was loaded or computed.
+from which DyNet's ParameterCollection is written (convert.py). With
+``trainer="shared"`` (the default) the optimizers update the canonical
+arrays (train.py says why not DyNet's trainers), so ``get_params`` returns
+exactly what was loaded or computed and the optimizer state is
+checkpointed in the shared layout. With ``trainer="native"`` (the
+benchmark's ``dynet`` and ``dynet-unbatched``: DyNet timed as its users run
+it) DyNet's own trainer updates DyNet's copy in C++; ``get_params`` reads it
+back, and ``optimizer_state`` is refused (the trainer's state lives in C++).
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
 
+TRAINERS = ("shared", "native")  # the shared rules in NumPy (default), or DyNet's own trainers
+
+
 class Runner(RunnerBase):
     framework = "dynet"
     unsupported = {"float64": "DyNet computes in float32 only",
@@ -59,9 +67,12 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 reinforce_weight: float = 1.0, entropy_weight: float = 0.0, autobatch: bool = True, **options):
+                 reinforce_weight: float = 1.0, entropy_weight: float = 0.0, autobatch: bool = True,
+                 trainer: str = "shared", **options):
         if options:
-            raise TypeError(f"unknown DyNet runner options {sorted(options)}; known: autobatch")
+            raise TypeError(f"unknown DyNet runner options {sorted(options)}; known: autobatch, trainer")
+        if trainer not in TRAINERS:
+            raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
@@ -70,6 +81,8 @@ class Runner(RunnerBase):
         convert.resolve_dtype(dtype)  # a ValueError for any other than float32
         self.device = resolve_device(device)
         self.autobatch = bool(autobatch)
+        self.trainer = trainer
+        self._moved_in_dynet = False  # a native update moved DyNet's copy past self.params
         check_params(params, config)  # as given: an integer or non-finite array is named before any cast
         # The canonical weights, float32 copies: the optimizer's arrays and what get_params returns.
         self.params = {name: np.array(value, dtype=np.float32) for name, value in params.items()}
@@ -112,10 +125,14 @@ class Runner(RunnerBase):
             self.entropy_weight, autobatch=self.autobatch, dropout=self.dropout, seed=self.seed, step=self.steps)
         self.last_phases = timings
         self.steps += 1
+        self._moved_in_dynet = self.trainer == "native"
         return record
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
-        self.optimizer = train.make_optimizer(name, lr, self.config, frozen=frozen, **hyper)
+        if self.trainer == "native":
+            self.optimizer = train._native_trainer(self.weights, name, lr, self.config, frozen=frozen, **hyper)
+        else:
+            self.optimizer = train.make_optimizer(name, lr, self.config, frozen=frozen, **hyper)
         self._optimizer_spec = (name, self.optimizer.hyper, self.optimizer.frozen)
 
     def set_learning_rate(self, lr: float) -> None:
@@ -129,15 +146,26 @@ class Runner(RunnerBase):
         self.last_phases = timings
         self.last_host_syncs = 0  # gold mode
         self.steps += 1
+        self._moved_in_dynet = self.trainer == "native"
         return loss
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
         self._need_optimizer()
+        self._need_shared_trainer()
         return train.optimizer_state(self.optimizer, self.steps)
 
     def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._need_optimizer()
+        self._need_shared_trainer()
         self.steps = train.load_optimizer_state(self.optimizer, state)
 
+    def _need_shared_trainer(self) -> None:
+        if self.trainer == "native":
+            raise ValueError("DyNet's own trainers keep their state in C++, out of Python's reach: "
+                             "an optimizer state (a checkpoint) needs trainer='shared'")
+
     def get_params(self) -> dict[str, np.ndarray]:
+        if self._moved_in_dynet:  # DyNet's copy, read back (a forget bias as (b - 1) + 1: convert.to_canonical)
+            self.params = convert.to_canonical(self.weights)
+            self._moved_in_dynet = False
         return {name: value.copy() for name, value in self.params.items()}

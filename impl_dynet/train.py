@@ -31,13 +31,22 @@ Why, trainer by trainer (DyNet 2.1, dynet/training.cc):
   (with clipping off) and ``RMSPropTrainer`` (epsilon inside the root) do
   compute the shared rules, but share the first two problems.
 
-So a step reads every gradient out of DyNet, updates in NumPy and writes
-every changed weight back. DyNet's Python API has no buffer access: it
+So, by default (the runner's ``trainer="shared"``: ``bench train``, the
+checkpoints, the equivalence tests), a step reads every gradient out of
+DyNet, updates in NumPy and writes every changed weight back. DyNet's Python API has no buffer access: it
 copies a tensor element by element through Python floats, both ways, which
 at full size costs more than the optimizer's arithmetic and is kept apart
 in the runner's ``last_phases`` (``grads``, ``update``). Of the embedding only the
 batch's rows are read, only the rows a step moved are written, and nothing
 at all while it is frozen (its lookups are then constants).
+
+The benchmark times DyNet as its users run it instead (``trainer="native"``,
+:class:`_NativeTrainer`): ``loss.backward()`` and the trainer's
+``update()``, both in C++, with no gradient read and no weight written
+through Python. The canonical weights are then read back from DyNet when
+asked for (``get_params``), and there is no optimizer state to checkpoint.
+How far its updates are from the shared rules is measured, not assumed
+(tests/test_dynet_native.py; docs/autobatching.md §6).
 
 Dropout masks come from a NumPy generator seeded with (seed, step)
 (classifier._Masks), so a resumed run draws the masks of the uninterrupted one.
@@ -45,7 +54,7 @@ Dropout masks come from a NumPy generator seeded with (seed, step)
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -163,9 +172,60 @@ def make_optimizer(name: str, lr: float, config, *, frozen: Sequence[str] = (), 
     return _Optimizer(name, lr, hyper, frozen, param_shapes(config))
 
 
-def set_learning_rate(optimizer: _Optimizer, lr: float) -> None:
+class _NativeTrainer:
+    """DyNet's own trainer for ``name`` (sgd: ``SimpleSGDTrainer``, adam:
+    ``AdamTrainer``, rmsprop: ``RMSPropTrainer``), as a DyNet user sets it up,
+    with gradient clipping off (DyNet clips at 5 by default; the shared
+    rules never clip). Its update runs in C++ on DyNet's copy of the weights.
+
+    What the shared rules have and it cannot take is refused in one line:
+    momentum (DyNet's buffer is the shared one times -lr), weight decay
+    (DyNet's is a global rescaling, not g + wd p), and freezing anything but
+    the embedding (which is then looked up as a constant and gets no
+    gradient). DyNet's defaults stand otherwise: Adam puts epsilon before
+    the bias correction of v, and the embedding's rows are updated sparsely
+    (only the rows of the batch; the shared rules move every row whose Adam
+    moments are not zero)."""
+
+    def __init__(self, weights: _Weights, name: str, lr: float, hyper: Mapping[str, float],
+                 frozen: Sequence[str], shapes: Mapping[str, tuple]):
+        self.name = name
+        self.hyper = optimizers.resolve(name, hyper)
+        self.frozen = tuple(optimizers.check_frozen(frozen, shapes))
+        if set(self.frozen) - {EMBEDDING}:
+            raise ValueError(f"DyNet's own trainers freeze only {EMBEDDING} here, not "
+                             f"{sorted(set(self.frozen) - {EMBEDDING})}: use trainer='shared'")
+        if self.hyper.get("weight_decay") or self.hyper.get("momentum"):
+            raise ValueError("DyNet's own trainers differ from the shared rules for momentum and weight decay: "
+                             "use trainer='shared'")
+        collection = weights.collection
+        if name == "sgd":
+            self.trainer = dy.SimpleSGDTrainer(collection, learning_rate=lr)
+        elif name == "adam":
+            self.trainer = dy.AdamTrainer(collection, alpha=lr, beta_1=self.hyper["beta1"],
+                                          beta_2=self.hyper["beta2"], eps=self.hyper["eps"])
+        else:
+            self.trainer = dy.RMSPropTrainer(collection, learning_rate=lr, eps=self.hyper["eps"],
+                                             rho=self.hyper["rho"])
+        self.trainer.set_clip_threshold(0.0)  # <= 0: clipping off
+        self.lr = float(lr)
+
+    def update(self) -> None:
+        """Apply the gradients DyNet accumulated (and clear them)."""
+        self.trainer.update()
+
+
+def _native_trainer(weights: _Weights, name: str, lr: float, config, *, frozen: Sequence[str] = (),
+                        **hyper) -> _NativeTrainer:
+    """The shared ``set_optimizer`` arguments -> DyNet's own trainer (_NativeTrainer)."""
+    return _NativeTrainer(weights, name, lr, hyper, frozen, param_shapes(config))
+
+
+def set_learning_rate(optimizer: _Optimizer | _NativeTrainer, lr: float) -> None:
     """The rate of the following steps (nothing is traced, so nothing retraces)."""
     optimizer.lr = float(lr)
+    if isinstance(optimizer, _NativeTrainer):
+        optimizer.trainer.learning_rate = float(lr)
 
 
 def optimizer_state(optimizer: _Optimizer, step: int) -> dict[str, np.ndarray]:
@@ -192,9 +252,31 @@ def train_step(weights: _Weights, params: dict[str, np.ndarray], optimizer: _Opt
     the loss computed before it and the call's timings."""
     classifier = _training_classifier(weights, optimizer, batch, autobatch=autobatch, dropout=dropout, seed=seed,
                                       step=step)
-    loss, grads = _backward(classifier, batch_loss(classifier, batch, transition_weight))
-    _apply_update(classifier, params, optimizer, grads)
+    loss = _update(classifier, params, optimizer, batch_loss(classifier, batch, transition_weight))
     return loss, classifier.clock.timings()
+
+
+def _update(classifier: SNLIClassifier, params: dict[str, np.ndarray], optimizer: _Optimizer | _NativeTrainer,
+            loss: dy.Expression, before_update: Callable[[], None] | None = None) -> float:
+    """Forward, backward and one update; the loss before it. The shared rule
+    reads the gradients out, updates ``params`` and writes DyNet's copy;
+    DyNet's own trainer updates DyNet's copy in C++ and leaves ``params`` as
+    they were (the runner reads them back when asked). ``before_update``
+    reads what else the step returns while the weights are those of the pass."""
+    if isinstance(optimizer, _NativeTrainer):
+        with classifier.clock.section(), pools_checked():
+            value = loss.value()
+            loss.backward()
+        if before_update:
+            before_update()
+        with classifier.clock.section("update"):
+            optimizer.update()
+        return float(value)
+    value, grads = _backward(classifier, loss)
+    if before_update:
+        before_update()
+    _apply_update(classifier, params, optimizer, grads)
+    return value
 
 
 def _training_classifier(weights: _Weights, optimizer: _Optimizer, batch: PairBatch, *, autobatch: bool,

@@ -67,6 +67,52 @@ def format_ratios(records: list[Measurement], baseline: str | None = None) -> st
     return "\n".join(lines)
 
 
+# Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic Computation Graphs" (NeurIPS),
+# Table 2: Tree-LSTM training in sentences per second, DyNet without autobatching and autobatched by agenda,
+# about 50 and 350 on their CPU, 77 and 670 on their GPU. Absolute figures are of another machine, so the report
+# compares the ratios only.
+PAPER_TABLE2 = {"source": "Neubig, Goldberg and Dyer (2017), Table 2 (Tree-LSTM training, sentences/s)",
+                "batch_size": 64, "cpu": (50.0, 350.0), "gpu": (77.0, 670.0)}
+TABLE2_BASELINE = "dynet-unbatched"
+
+
+def table2_measured(records: list[Measurement]) -> bool:
+    """Whether the records hold the Tree-LSTM training protocol of Table 2:
+    DyNet unbatched and autobatched, training on gold parses, no tracker."""
+    found = {r.implementation for r in records if r.mode == "train" and r.transitions == "gold"
+             and r.model.get("tracker_dim") == 0}
+    return {TABLE2_BASELINE, "dynet"} <= found
+
+
+def format_table2(records: list[Measurement]) -> str:
+    """Every implementation's training speed in sentences per second (two per
+    pair) and over DyNet's unbatched loop, beside the paper's ratio."""
+    base = {r.key()[:-1]: r for r in records if r.implementation == TABLE2_BASELINE}
+    rows = {(row["device"], row["batch_size"], row["implementation"]): row
+            for row in round_ratios(records, TABLE2_BASELINE) if row["mode"] == "train"}
+    lines = [f"The protocol of {PAPER_TABLE2['source']}: training of a Tree-LSTM (SPINN without its tracker), "
+             "in sentences per second (two per pair), and each implementation's speed over DyNet without "
+             "autobatching, the median of per-round ratios with its interquartile range. The paper's absolute "
+             "figures are of its own machines; compare the ratios.", "",
+             "| device | batch | implementation | sentences/s | over dynet-unbatched | IQR | the paper's |",
+             "|---|---|---|---|---|---|---|"]
+    for r in sorted(records, key=Measurement.key):
+        if r.mode != "train" or r.transitions != "gold" or r.key()[:-1] not in base:
+            continue
+        paper = PAPER_TABLE2.get(r.device) if r.batch_size == PAPER_TABLE2["batch_size"] else None
+        row = rows.get((r.device, r.batch_size, r.implementation))
+        if r.implementation == TABLE2_BASELINE:
+            ratio, iqr, theirs = "1", "", f"{paper[0]:g} sentences/s" if paper else ""
+        else:
+            ratio = f"{row['median']:.2f}x" if row else ""
+            iqr = f"{row['q1']:.2f}-{row['q3']:.2f}" if row else ""
+            by_agenda = paper and r.implementation == "dynet"
+            theirs = f"{paper[1] / paper[0]:.1f}x ({paper[1]:g} sentences/s)" if by_agenda else ""
+        lines.append(f"| {r.device} | {r.batch_size} | {r.implementation} | {2 * r.pairs_per_s:,.1f} | {ratio} "
+                     f"| {iqr} | {theirs} |")
+    return "\n".join(lines)
+
+
 def _busy_cell(row: dict) -> str:
     if row["busy"] is None:
         return "-"
@@ -214,6 +260,8 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
     for baseline in over:
         lines += [format_ratios(records, baseline), ""]
     lines += [format_host_syncs(records), "", format_phases(records), ""]
+    if table2_measured(records):
+        lines += ["## Beside the paper's Table 2", "", format_table2(records), ""]
     load = format_load(records)
     if load:  # runs from before the load was recorded render as they did
         lines += ["## Load", "", load, ""]

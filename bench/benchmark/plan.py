@@ -54,9 +54,21 @@ PRESETS = {
         "device": "gpu-host", "batch_sizes": [1, 128, 1024], "modes": ["infer", "train"],
         "transitions": ["gold"], "rounds": 5,
     },
+    # The protocol of Table 2 of Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic
+    # Computation Graphs": Tree-LSTM training (no tracker) at batch 64, embedding and hidden size 256 (the
+    # smallest size of neulab/dynet-benchmark's run-autobatch-tests.sh), DyNet without autobatching and with its
+    # two heuristics (by agenda, by depth) beside every other implementation, in the same rounds (results/
+    # cpu-table2; docs/autobatching.md §6).
+    "dynet-table2": {
+        "implementations": ["dynet-unbatched", "dynet", "dynet-depth", "pytorch", "pytorch-masked", "tensorflow",
+                            "tensorflow-xla", "jax"],
+        "model": "treelstm", "size": "table2", "batch_sizes": [64], "modes": ["train"], "transitions": ["gold"],
+    },
 }
 # The flags' own defaults, where a preset may set them (None elsewhere marks "not given").
-FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted"], "device": "auto"}
+FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted"], "device": "auto",
+                 "model": "spinn"}
+MODELS = ("spinn", "treelstm")  # treelstm: SPINN without its tracker (SPINN-PI-NT), a plain binary Tree-LSTM
 
 # Which transitions each mode can follow (docs/spec.md §7): inference reads
 # the data's parse or predicts its own; training follows the data's parse
@@ -99,8 +111,11 @@ def register(sub) -> None:
     p.add_argument("--batch-sizes", type=_int_list, default=None,
                    help="[default: 1,32,128, and 1,128 for model-decided transitions; quick: 1,8]")
     p.add_argument("--preset", choices=sorted(PRESETS), default=None,
-                   help="defaults for a kind of machine; flags given as well win. gpu: "
-                        + _describe(PRESETS["gpu"]))
+                   help="defaults for a kind of machine or a published protocol; flags given as well win. "
+                        + ". ".join(f"{name}: {_describe(values)}" for name, values in PRESETS.items()))
+    p.add_argument("--model", choices=MODELS, default=None,
+                   help="spinn: SPINN with its tracker; treelstm: the same without a tracker (tracker_dim 0), the "
+                        "binary Tree-LSTM of the DyNet and TensorFlow Fold papers, gold parses only [default: spinn]")
     p.add_argument("--modes", type=_name_list, default=None, help="infer,train [default: both]")
     p.add_argument("--transitions", type=_name_list, default=None,
                    help="gold (the data's parse), predicted (inference follows the model's own parse), "
@@ -115,9 +130,9 @@ def register(sub) -> None:
                    help="interleaved timing rounds per measurement [default: 7; quick: 3]")
     p.add_argument("--round-time", type=float, default=None,
                    help="seconds the slowest implementation spends per round, roughly [default: 0.4; quick: 0.05]")
-    p.add_argument("--size", choices=("full", "quick"), default=None,
-                   help="model size: full (E=H=300, D=64, M=1024, L=2) or quick (16-wide) "
-                        "[default: full; quick with --quick]")
+    p.add_argument("--size", choices=("full", "quick", "table2"), default=None,
+                   help="model size: full (E=H=300, D=64, M=1024, L=2), quick (16-wide) or table2 (E=H=256, "
+                        "the classifier one softmax layer) [default: full; quick with --quick]")
     p.add_argument("--quick", action="store_true",
                    help="tiny model, 64 pairs, 3 short rounds: the harness end to end in about a minute")
     p.add_argument("--out", default="results/latest", help="output folder [default: %(default)s]")
@@ -158,8 +173,8 @@ def apply_preset(args) -> None:
     for key, value in preset.items():
         if key == "implementations" and getattr(args, "frameworks", None):
             continue  # --frameworks given: its frameworks' default implementations, not the preset's list
-        if key in ("batch_sizes", "rounds") and getattr(args, "quick", False):
-            continue  # --quick: its own small batches and short rounds (64 pairs hold no batch of 1024)
+        if key in ("batch_sizes", "rounds", "size") and getattr(args, "quick", False):
+            continue  # --quick: its own small model, batches and short rounds (64 pairs hold no batch of 1024)
         if getattr(args, key) is None:
             setattr(args, key, list(value) if isinstance(value, list) else value)
     for key, value in FLAG_DEFAULTS.items():
@@ -249,6 +264,9 @@ def plan_run(args) -> RunPlan:
                    rounds=defaults["rounds"] if args.rounds is None else args.rounds,  # an explicit value wins
                    round_time=defaults["round_time"] if args.round_time is None else args.round_time)
     _check_numbers(args, plan)
+    if args.model == "treelstm" and set(args.transitions) - {"gold"}:
+        raise ValueError("--model treelstm has no tracker, so no transition head to decide a parse: "
+                         "use --transitions gold")
     if not plan.names:
         installed = [f for f in frameworks.FRAMEWORKS if frameworks.installed(f)]
         raise ValueError(f"nothing to measure: no implementation left after --frameworks/--implementations "
@@ -314,6 +332,8 @@ def busy_note() -> str:
 def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[WorkerSpec]:
     """One WorkerSpec per implementation: what the flags (and --quick) ask for."""
     sizes = preset(args.size or ("quick" if args.quick else "full"))
+    if args.model == "treelstm":
+        sizes["tracker_dim"] = 0
     data = _data(args, defaults)
     cache = str(Path(args.compilation_cache).resolve()) if args.compilation_cache else None
     specs = []
@@ -325,7 +345,8 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
             device=args.device, dtype=args.dtype, data=data, sizes=sizes,
             agreement_pairs=defaults["agreement_pairs"],
             buckets=args.buckets if isinstance(args.buckets, str) else list(args.buckets or DEFAULT_BUCKETS),
-            batching=args.batching,
+            batching=args.batching, transition_head=args.model != "treelstm",
+            env=dict(frameworks.implementation(name).env),
             compilation_cache=cache if cached else None,
             # Without a cache of the user's, a private one times a compilation loaded from it (a report target).
             measure_cache=cached and not cache and "train" in args.modes and "gold" in args.transitions))

@@ -32,7 +32,7 @@ class WorkerHandle:
         spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.benchmark.worker", str(spec_path)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=worker_env(spec.dtype, [spec.framework]), text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**worker_env(spec.dtype, [spec.framework]), **spec.env}, text=True,
             bufsize=1)
         self.ready: dict | None = None  # the worker's first reply: device, versions, workload
         self.failed: str | None = None  # why this worker is out of the run

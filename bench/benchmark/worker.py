@@ -70,6 +70,7 @@ class WorkerSpec:
     data: dict = field(default_factory=lambda: {"data": "sample"})  # bench.datasets arguments
     sizes: dict = field(default_factory=dict)  # ModelConfig sizes
     transition_head: bool = True  # predicted/sampled modes need the head (docs/spec.md §7)
+    env: dict = field(default_factory=dict)  # environment the implementation needs before its library is imported
     agreement_pairs: int = 32  # pairs checked against the float64 reference
     seed: int = 0
     buckets: list | str = field(default_factory=list)  # token-count bucket boundaries, or "auto:K" (quantiles)
