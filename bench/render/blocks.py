@@ -164,6 +164,16 @@ def phases_table(results: Results, folder: str, modes: str, transitions: str, ba
     return "\n".join(lines)
 
 
+@block("table2")
+def table2(results: Results, folder: str) -> str:
+    """The report's table beside the paper's Table 2: sentences/s, ratio over dynet-unbatched (IQR), the paper's."""
+    records = results.measurements(folder)
+    if not markdown.table2_measured(records):
+        raise QuoteError(f"results/{folder}: no Tree-LSTM training run of dynet and {markdown.TABLE2_BASELINE}")
+    text = markdown.format_table2(records)
+    return text[text.index("| device |"):]
+
+
 @block("targets")
 def targets(results: Results, folder: str) -> str:
     """The report's targets table: each goal, what the run measured, PASS or MISS."""
