@@ -49,6 +49,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # a write that failed (a full disk, a read-only folder): shared/files.py names the file
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        print(f"\ninterrupted{': ' + str(err) if str(err) else ''}", file=sys.stderr)
         return 130

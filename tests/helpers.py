@@ -31,8 +31,13 @@ TEST_OPTIONS = {"pytorch-compiled": {"compile": "aot_eager"},
 
 def make_runner(name: str, params, config: ModelConfig, **kwargs):
     """The registry's runner of implementation ``name`` (bench.frameworks),
-    its options overridden by TEST_OPTIONS, then ``kwargs``."""
-    return frameworks.make_runner(name, params, config, **{**TEST_OPTIONS.get(name, {}), **kwargs})
+    its options overridden by TEST_OPTIONS, then ``kwargs``. An implementation
+    the benchmark trains with its framework's own optimizer (a ``trainer``
+    option: DyNet's) is held to the contract with the shared update rules, as
+    ``bench train`` runs it; tests/test_dynet_native.py holds the native
+    trainer against those rules."""
+    shared_rules = {"trainer": "shared"} if "trainer" in frameworks.resolve(name)[1] else {}
+    return frameworks.make_runner(name, params, config, **{**shared_rules, **TEST_OPTIONS.get(name, {}), **kwargs})
 
 
 def checked_dtype(name: str, dtype: str = "float64") -> str:

@@ -104,15 +104,18 @@ def register(sub) -> None:
                        help="training pairs whose accuracy is measured at each epoch end [default: %(default)s]")
     group.add_argument("--log-every", type=int, default=10, help="steps per metrics record [default: %(default)s]")
     group.add_argument("--keep-checkpoints", type=int, default=2, help="[default: %(default)s]")
+    group.add_argument("--checkpoint-every", type=int, default=1000, metavar="STEPS",
+                       help="a checkpoint every STEPS steps inside an epoch too (0: at epoch ends only); one is "
+                            "also written when the run is interrupted (Ctrl-C, SIGTERM) [default: %(default)s]")
     group.add_argument("--replicas", type=int, default=1,
                        help="data-parallel replicas on the framework's own engine, each taking BATCH_SIZE / K "
-                            "pairs of every batch: the same steps as one replica (README: Training past one "
-                            "device) [default: %(default)s]")
+                            "pairs of every batch: the same steps as one replica (docs/training.md: Training "
+                            "past one device) [default: %(default)s]")
     group.add_argument("--processes", type=int, default=None,
                        help="JAX and TensorFlow: run the K replicas as P processes of one job, K / P devices each "
                             "(jax.distributed; MultiWorkerMirroredStrategy): on one host bench starts them over the "
-                            "loopback address; on several, start one per host with the environment of README: "
-                            "Training past one device [default: 1; PyTorch: K, always]")
+                            "loopback address; on several, start one per host with the environment of "
+                            "docs/training.md: Training past one device [default: 1; PyTorch: K, always]")
     group.add_argument("--quiet", action="store_true", help="no progress on the terminal")
     p.set_defaults(func=cmd_train)
 
@@ -152,7 +155,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         buckets=_buckets(args.buckets), drop_last=args.drop_last,
         dtype=args.dtype or default_dtype(args.framework), device=args.device,
         eval_batch_size=args.eval_batch_size, train_eval_pairs=args.train_eval_pairs, log_every=args.log_every,
-        keep_checkpoints=args.keep_checkpoints, transition_weight=args.transition_weight, replicas=args.replicas)
+        keep_checkpoints=args.keep_checkpoints,
+        checkpoint_every=args.checkpoint_every, transition_weight=args.transition_weight, replicas=args.replicas)
 
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
@@ -266,7 +270,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     init = lambda: build_init(args, dataset.pairs, dev_pairs)  # noqa: E731
     writer = not rank  # with replicas started by a launcher, rank 0 alone writes, evaluates and reports
     options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
-                   writer=writer)
+                   writer=writer, stop_on_signal=rank is None)  # a job of processes stops together, by a launcher
     settings = reinforce.settings_from_args(args)
     lock = lock_output(args.out, f"bench train --out {args.out}") if writer else None  # one command per folder
     try:

@@ -41,6 +41,9 @@ class TrainConfig:
     train_eval_pairs: int = 2000  # training pairs whose accuracy is measured each epoch (0: none)
     log_every: int = 10  # steps per "train" metrics record (mean loss of those steps)
     keep_checkpoints: int = 2  # newest checkpoints kept on disk
+    # Steps between checkpoints inside an epoch (besides every epoch end and an interrupt); 0: epoch ends only.
+    # At batch 32 an epoch of full SNLI is about 17,000 steps.
+    checkpoint_every: int = 1000
     transition_weight: float = 0.0  # the supervised transition loss of docs/spec.md §7 (> 0 needs a head)
     # Data-parallel replicas, each taking batch_size / replicas pairs of every
     # batch, on the framework's own engine (shared/platform.py). Not a setting
@@ -66,6 +69,8 @@ class TrainConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if not self.transition_weight >= 0:
             raise ValueError(f"transition-weight must be >= 0, got {self.transition_weight}")
+        if self.checkpoint_every < 0:
+            raise ValueError(f"checkpoint-every must be >= 0, got {self.checkpoint_every}")
         if self.train_eval_pairs < 0:
             raise ValueError(f"train-eval-pairs must be >= 0, got {self.train_eval_pairs}")
         check_replicas(self.replicas)

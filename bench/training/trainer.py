@@ -24,10 +24,13 @@ resumed from a checkpoint takes exactly the steps the uninterrupted run takes.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -40,7 +43,8 @@ from bench import frameworks
 from bench.progress import Progress
 from bench.provenance import machine, provenance
 from bench.records import write_json
-from bench.training.checkpoint import clean_temporaries, list_checkpoints, newest_loadable, save_checkpoint
+from bench.training.checkpoint import (clean_temporaries, latest_checkpoint, list_checkpoints, newest_loadable,
+                                       save_checkpoint)
 from bench.training.evaluate import evaluate_pairs
 from bench.training.metrics import Metrics
 from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
@@ -77,6 +81,10 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """The run stopped on SIGINT or SIGTERM after a step, its checkpoint written: the message says where."""
+
+
 class Trainer:
     """One training run in ``out_dir``, new or resumed from its last checkpoint.
 
@@ -84,14 +92,20 @@ class Trainer:
     returning one (called only when there is no checkpoint to resume from).
     Unlabelled pairs are not trained on. The constructor checks the folder
     and prepares the runner; :meth:`run` trains, evaluating on ``dev_pairs``
-    (and a sample of the training pairs) and checkpointing at each epoch end.
+    (and a sample of the training pairs) and checkpointing at each epoch end,
+    every ``checkpoint_every`` steps inside an epoch, and when SIGINT or
+    SIGTERM asks it to stop (``stop_on_signal``: the step under way finishes,
+    the checkpoint is written, then :class:`TrainingInterrupted`; a second
+    Ctrl-C stops at once, as Python does).
     """
 
     def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
                  init: Callable[[], ParamFile] | ParamFile | None = None, dev_pairs: Sequence[Pair] | None = None,
                  resume: bool = False, data_info: dict | None = None, progress: bool = True,
-                 runner_options: dict | None = None, writer: bool = True):
+                 runner_options: dict | None = None, writer: bool = True, stop_on_signal: bool = False):
         self.cfg = cfg
+        self.stop_on_signal = stop_on_signal
+        self._stop_signal: str | None = None  # set by a signal handler, read between steps
         self.out_dir = Path(out_dir)
         # With replicas in several processes, one writes the folder and evaluates;
         # the others only train (their runners share each step with it).
@@ -115,6 +129,10 @@ class Trainer:
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
         runner_options = dict(runner_options or {})
+        if "trainer" in frameworks.resolve(cfg.framework)[1]:
+            # An implementation the benchmark times with its framework's own optimizer (DyNet's trainers, in C++)
+            # trains here with the shared rules, whose state a checkpoint keeps and any framework resumes.
+            runner_options.setdefault("trainer", "shared")
         if cfg.replicas > 1:
             runner_options["replicas"] = cfg.replicas
         self.runner = frameworks.make_runner(cfg.framework, self.model.params, self.model.config, dtype=cfg.dtype,
@@ -170,6 +188,7 @@ class Trainer:
             self.model = self.checkpoint.model
             self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["batch_in_epoch"])
             self.elapsed0 = float(state.get("elapsed_s", 0.0))
+            self._saved_step = self.step
             self.best = state.get("best_dev_accuracy")
             if self.writer:
                 Metrics.truncate(self.metrics_file, self.step)
@@ -179,6 +198,7 @@ class Trainer:
         self.model = init() if callable(init) else init
         self.step = self.epoch = self.position = 0
         self.elapsed0, self.best = 0.0, None
+        self._saved_step = None
         if self.writer and self.metrics_file.exists():  # a resumed run killed before its first checkpoint: start over
             self.metrics_file.unlink()
 
@@ -191,21 +211,60 @@ class Trainer:
         self.metrics = Metrics(self.metrics_file) if self.writer else NoMetrics()
         try:
             self._announce()
-            while self.step < self.total:
-                plan = epoch_plan(self.lengths, self.cfg, self.epoch)
-                while self.position < len(plan) and self.step < self.total:
-                    self._train_step(plan, *plan[self.position])
-                if self.position == len(plan):  # a whole epoch done
-                    self.epoch, self.position = self.epoch + 1, 0
-                epoch_float = self.epoch + self.position / len(plan)
-                self._log_window(epoch_float, self.cfg.learning_rate(self.step - 1))
-                self._end_of_period(epoch_float)
+            with self._stop_requests():
+                while self.step < self.total:
+                    plan = epoch_plan(self.lengths, self.cfg, self.epoch)
+                    while self.position < len(plan) and self.step < self.total:
+                        self._between_steps(self.epoch + self.position / len(plan))
+                        self._train_step(plan, *plan[self.position])
+                    if self.position == len(plan):  # a whole epoch done
+                        self.epoch, self.position = self.epoch + 1, 0
+                    epoch_float = self.epoch + self.position / len(plan)
+                    self._log_window(epoch_float, self.cfg.learning_rate(self.step - 1))
+                    self._end_of_period(epoch_float)
         finally:
             self.metrics.close()
             self.progress.close()
         return TrainResult(out_dir=self.out_dir, steps=self.step,
                            epochs=self.epoch + self.position / self.steps_per_epoch,
                            params=self.runner.get_params(), evals=self.evals, elapsed_s=self.elapsed())
+
+    @contextlib.contextmanager
+    def _stop_requests(self):
+        """While the loop runs, SIGINT and SIGTERM ask it to stop after the
+        step under way (a step cut in two would leave weights and optimizer
+        state apart); a second SIGINT interrupts at once."""
+        if not self.stop_on_signal or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def request(signum, frame):
+            if self._stop_signal is not None and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self._stop_signal = signal.Signals(signum).name
+
+        previous = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _between_steps(self, epoch_float: float) -> None:
+        """Before a step: inside an epoch a checkpoint every ``checkpoint_every``
+        steps, and one before stopping when a signal asked for it (at an epoch's
+        start the epoch end's checkpoint is already written)."""
+        unsaved = self.position > 0 and self.step != self._saved_step
+        if self._stop_signal is None:
+            every = self.cfg.checkpoint_every
+            if unsaved and every and self.step % every == 0:
+                self._save(epoch_float)
+            return
+        if unsaved:
+            self._log_window(epoch_float, self.cfg.learning_rate(self.step - 1))
+        path = self._save(epoch_float) if unsaved else latest_checkpoint(self.out_dir)
+        where = f"; checkpoint {path}: add --resume to the same command to continue" if self.writer and path else ""
+        raise TrainingInterrupted(f"{self._stop_signal} at step {self.step:,}{where}")
 
     def _announce(self) -> None:
         cfg, model = self.cfg, self.model
@@ -317,6 +376,13 @@ class Trainer:
                                 f"loss {result.loss:.4f} ({result.pairs:,} pairs)")
             if "parsing" in record:
                 self.progress.write(f"  {split} {format_parse_evaluation(parses)}")
+        self._save(epoch_float)
+
+    def _save(self, epoch_float: float) -> Path | None:
+        """The checkpoint of this step (model.npz and best.npz beside it); its path."""
+        cfg, model = self.cfg, self.model
+        if not self.writer:
+            return None
         params = self.runner.get_params()
         dev = [r for r in self.evals if r["split"] == "dev" and r["step"] == self.step]
         if dev and (self.best is None or dev[0]["accuracy"] > self.best):
@@ -332,6 +398,8 @@ class Trainer:
         save_params(self.out_dir / "model.npz", params, model.config, model.vocab)
         self.metrics.write({"kind": "checkpoint", "step": self.step, "epoch": epoch_float, "path": str(path),
                             "elapsed_s": self.elapsed()})
+        self._saved_step = self.step
+        return path
 
 
 class NoMetrics:
