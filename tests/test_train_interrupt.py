@@ -84,3 +84,13 @@ def test_a_checkpoint_every_n_steps_inside_an_epoch(straight):
     steps = [json.loads((p / "state.json").read_text())["step"] for p in sorted((straight / "checkpoints").iterdir())]
     inside = [k for k in range(20, 2 * per_epoch, 20) if k % per_epoch]
     assert steps == sorted(set(inside + [per_epoch, 2 * per_epoch]))[-10:], (steps, per_epoch)
+
+
+def test_resume_without_a_checkpoint_says_it_starts_again(straight, tmp_path):
+    """A run stopped before its first checkpoint: --resume starts from step 0 and says so."""
+    out = tmp_path / "early"
+    out.mkdir()
+    (out / "run.json").write_text((straight / "run.json").read_text())
+    done = _train(out, "--resume", "--steps", "2")
+    assert done.returncode == 0, done.stderr
+    assert "--resume: " + str(out) + " holds no checkpoint yet" in done.stderr and "from step 0" in done.stderr

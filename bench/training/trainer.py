@@ -175,6 +175,9 @@ class Trainer:
             if found is None and self.skipped:
                 raise ValueError(f"--resume: no checkpoint in {self.out_dir / 'checkpoints'} loads (the newest, "
                                  f"{self.skipped[0][0].name}: {self.skipped[0][1]})")
+            if found is None and self.writer:
+                print(f"note: --resume: {self.out_dir} holds no checkpoint yet (the run stopped before its first): "
+                      "starting again from step 0", file=sys.stderr)
             return found
         if self.writer and (run_file.exists() or self.metrics_file.exists() or list_checkpoints(self.out_dir)):
             raise ValueError(f"{self.out_dir} already holds a run: add --resume to continue it, or choose another "
