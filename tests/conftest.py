@@ -51,9 +51,10 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return max(1, min(os.cpu_count() or 1, MAX_WORKERS))
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items) -> None:
-    """The work units of pytest-xdist's ``--dist loadgroup`` (pyproject.toml).
+def pytest_itemcollected(item) -> None:
+    """The work units of pytest-xdist's ``--dist loadgroup`` (pyproject.toml),
+    marked on each test as it is collected (pytest_collection_modifyitems
+    below names them).
 
     Tests that share a module- or class-scoped fixture run on one worker, so
     it is built once; so do the full-size checks (marked slow), which share
@@ -62,14 +63,33 @@ def pytest_collection_modifyitems(config, items) -> None:
     Every other test is a unit of its own, and xdist hands the largest units
     out first, so the workers stay busy to the end.
     """
+    if item.get_closest_marker("xdist_group"):
+        return
+    if item.get_closest_marker("slow"):
+        item.add_marker(pytest.mark.xdist_group("full-size"))
+    elif hasattr(item, "_fixtureinfo") and any(defs[-1].scope in ("class", "module", "package")
+                                               for defs in item._fixtureinfo.name2fixturedefs.values()):
+        item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items) -> None:
+    """Name each grouped test ``nodeid@group``, as xdist's loadgroup scheduler
+    expects. pytest-xdist 3.8 does it by setting ``Item._nodeid``, which
+    pytest 9 no longer reads (it keeps a structured ``Item._id``), so without
+    this every test was a unit of its own and a module fixture was built
+    once per worker that ran one of its tests."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest: xdist's own naming works
+        return
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        if item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("full-size"))
-        elif any(defs[-1].scope in ("class", "module", "package")
-                 for defs in item._fixtureinfo.name2fixturedefs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                 for m in item.iter_markers("xdist_group")}
+        if names and "@" not in item.nodeid and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(sorted(names))}")
 
 
 @pytest.fixture(scope="session", autouse=True)
