@@ -170,8 +170,7 @@ def table2(results: Results, folder: str) -> str:
     records = results.measurements(folder)
     if not markdown.table2_measured(records):
         raise QuoteError(f"results/{folder}: no Tree-LSTM training run of dynet and {markdown.TABLE2_BASELINE}")
-    text = markdown.format_table2(records)
-    return text[text.index("| device |"):]
+    return markdown.format_table2(records)
 
 
 @block("targets")
