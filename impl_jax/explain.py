@@ -146,7 +146,9 @@ def _explain_jax(batches, config: ModelConfig, params, out: Path | None, timing:
     for batch in (batches.main, batches.reshaped[batches.other_trees], batches.padded):
         runner._trace("encode", batch)
     result["traces_for_variants"] = runner.compile_stats("encode").traces - before + 1  # the first trace was above
-    result["graph"] = {"loop": "scan", "body": result["encode"]["scan_body_eqns"][0]}  # docs/figures/graph-size.svg
+    # Traced, not recorded: docs/figures/graph-size.svg draws loss_and_grads (the whole program, each loop
+    # body once) beside the graphs define-by-run records for the same loss.
+    result["graph"] = {"loop": "scan", "body": result["encode"]["scan_body_eqns"][0]}
     return result
 
 

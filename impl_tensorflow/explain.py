@@ -95,7 +95,9 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     for batch in (batches.main, batches.reshaped[batches.other_trees], batches.padded):
         runner._trace("encode", batch)
     result["traces_for_variants"] = runner.compile_stats("encode").traces - before + 1  # the first trace was above
-    result["graph"] = {"loop": "while", "body": result["encode"]["while_body_ops"][0]}  # docs/figures/graph-size.svg
+    # Traced, not recorded: docs/figures/graph-size.svg draws loss_and_grads (the whole program, each loop
+    # body once) beside the graphs define-by-run records for the same loss.
+    result["graph"] = {"loop": "while", "body": result["encode"]["while_body_ops"][0]}
     return result
 
 

@@ -221,3 +221,46 @@ def test_the_thin_stack_replay_is_the_jax_model_write():
                                                composed, rows, N)
         step = data["steps"][t]
         assert pointers[0].tolist() == step["pointers"] and int(sp[0]) == step["sp"] and int(bp[0]) == step["bp"]
+
+
+def test_the_thin_stack_draws_unwritten_slots_as_dashes_not_zeros():
+    data = INDEX["thin-stack"]["data"]
+    written, unwritten = set(), 0
+    for step in data["steps"]:
+        written.add(step["written_slot"])
+        unwritten += data["N"] + 1 - len(written)
+    assert unwritten > 0  # the sentence leaves slots unwritten, so the check below checks something
+    svg = (FIGURES_DIR / "thin-stack.svg").read_text()
+    assert svg.count(f">{parsing.UNUSED}</text>") == unwritten
+
+
+# ---------------------------------------------------------------------------
+# The graph sizes: like against like
+# ---------------------------------------------------------------------------
+
+def test_graph_size_counts_each_framework_s_loss_and_gradients_graph():
+    """Every size drawn is of one batch's loss and its gradients, recomputed from the explain blocks'
+    structured results: a recorded graph's nodes, or a traced program with each loop body counted once."""
+    explained = json.loads((FIGURES_DIR / "explain.json").read_text())
+    blocks = INDEX["graph-size"]["data"]["blocks"]
+    assert {"pytorch", "dynet"} <= {name for b in blocks for name in b["recorded"]}
+    assert {"tensorflow", "jax"} <= {name for b in blocks for name in b["traced"]}
+    for block in blocks:
+        result = explained[block["id"]]["result"]
+        for name, size in block["recorded"].items():
+            assert size == result[name]["graph"]["recorded"], (block["id"], name)
+        for name, traced in block["traced"].items():
+            program = result[name]["loss_and_grads"]
+            if traced["loop"] == "while":  # the GraphDef's ops, and those of its while bodies and conditions
+                expected = program["ops"] + sum(program["while_body_ops"]) + sum(program["while_cond_ops"])
+            else:  # a jaxpr, nested equations (the scan bodies) counted
+                expected = program["eqns_total"]
+            assert traced["size"] == expected, (block["id"], name)
+            assert traced["size"] > result[name]["graph"]["body"]  # more than the encoder's loop body alone
+
+
+def test_no_figure_names_an_internal_anchor():
+    # A guide's figure-block ids (fig-main, ...) are anchors for the tooling, not words for a reader.
+    for name in command.FIGURES:
+        svg = (FIGURES_DIR / f"{name}.svg").read_text()
+        assert "fig-" not in svg, name

@@ -21,6 +21,7 @@ from bench.figures.sources import ROOT, Sources
 
 SENTENCE_WORDS = 6  # short enough to read every step, long enough for a tree with two branches
 LEAF_COLOUR, REDUCE_COLOUR = "#1f6fb4", "#2e9e44"  # a word, and a phrase made by a REDUCE, in both figures
+UNUSED = "\u2013"  # a pointer slot no step has written yet (an en dash)
 
 
 @dataclass(frozen=True)
@@ -212,10 +213,15 @@ def thin_stack_figure(src: Sources, plt):
     ax.set_title(f"thin[{N} + {T} rows]: rows 0..{N - 1} the leaves, row {N} + t written by step t",
                  fontsize=9, loc="left")
     grid = fig.add_axes((0.47, 0.12, 0.51, 0.70))
+    written = set()  # slots some step has written so far: the others hold the array's initial 0, no pointer
     for step in thin["steps"]:
         t, sp = step["step"], step["sp"]
+        written.add(step["written_slot"])
         for slot, value in enumerate(step["pointers"]):
             live = slot < sp
+            if slot not in written:  # a dash, not "0": a 0 would read as a pointer to row 0
+                grid.text(t, slot, UNUSED, ha="center", va="center", fontsize=8, family=style.MONO, color="#bbbbbb")
+                continue
             face = (LEAF_COLOUR if value < N else REDUCE_COLOUR) if live else "white"
             grid.add_patch(plt.Rectangle((t - 0.45, slot - 0.45), 0.9, 0.9, color=face, alpha=0.35 if live else 1,
                                          lw=0))
@@ -232,14 +238,16 @@ def thin_stack_figure(src: Sources, plt):
     grid.set_xlabel("after step t (S = SHIFT, R = REDUCE); outlined: the slot the step wrote")
     grid.set_ylabel("pointer slot (0 = bottom of the stack)")
     grid.set_title("pointers[N + 1]: the stack, as row numbers into thin\n"
-                   "orange line: sp (items on the stack); grey: stale slots at and above it", fontsize=8)
+                   "orange line: sp (items on the stack); grey: stale slots at and above it; "
+                   f"{UNUSED}: not written yet", fontsize=8)
     fig.suptitle(f"The thin stack (Bowman et al. 2016) of \"{' '.join(s.tokens)}\": nothing is copied, "
                  "SHIFT pushes a row number, REDUCE writes one new row", fontsize=10)
     entry = {
         "title": "The thin stack of the same sentence",
         "caption": ("The thin-stack layout of impl_jax/model.py for the shift-reduce figure's sentence: the array "
                     "of N + T rows and the pointer stack after every step, replayed from the transitions with the "
-                    "integer rules of SPINN._write (thin layout)."),
+                    "integer rules of SPINN._write (thin layout). A slot no step has written yet is drawn as a "
+                    f"dash ({UNUSED}): the array holds its initial 0 there, which points at nothing."),
         "sources": [{"file": str(snli.SAMPLE_PATH.relative_to(ROOT)), "row": chosen.row,
                      "keys": [snli.PREMISE_FIELD], "code": "impl_jax/model.py SPINN._write, thin layout (replayed)"}],
         "data": {"sentence": _sentence_entry(chosen), **thin},

@@ -275,11 +275,18 @@ def compile_shapes(src: Sources, plt):
         ax.set_xlabel("shapes warmed up (bucket shapes of the run)")
         ax.set_ylabel("compile and trace time, all shapes (s)")
         ax.set_title(MODE_TITLES.get(mode, mode))
-        ax.legend(loc="upper left")
     runs = list(dict.fromkeys(p["run"] for p in points))
     fig.suptitle(f"One compilation per shape (XLA) against one trace for all shapes: {len(points)} warm-ups "
                  f"in {len(runs)} runs", fontsize=10)
-    fig.tight_layout()
+    # One legend for every panel, below them, where it covers no point; each entry a warm-up's dot and the
+    # median line of the same implementation.
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=style.colour(impl), ls=style.linestyle(impl), lw=1.2, marker=style.marker(impl),
+                      ms=4, alpha=0.8) for impl in impls]
+    fig.legend(handles, impls, loc="lower center", ncol=len(impls), fontsize=8, frameon=False,
+               title="a dot per warm-up; a line through the medians per shape count", title_fontsize=8)
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     entry = {
         "title": "Compile time against the number of shapes",
         "caption": ("compile_s (tracing and compiling before the first result, all shapes) against warmup_shapes "
@@ -341,7 +348,7 @@ def host_reads(src: Sources, plt):
     fig, axes = plt.subplots(len(sizes), 1, figsize=(8.6, 0.9 + (0.5 * most + 0.7) * len(sizes)), squeeze=False)
     for ax, size in zip(axes[:, 0], sizes):
         mine = [lane for lane in lanes if lane["batch_size"] == size]
-        longest = max(lane["step_s_median"] for lane in mine) * 1e3
+        longest = max(max(lane["step_s_median"], sum(lane["phase_s_per_batch"].values())) for lane in mine) * 1e3
         for y, lane in enumerate(reversed(mine)):
             impl, width = lane["implementation"], lane["step_s_median"] * 1e3
             c = style.colour(impl)
@@ -365,16 +372,18 @@ def host_reads(src: Sources, plt):
                 note = "decided on the device: no read"
             else:
                 note = "gold parses: nothing to decide"
-            ax.text(width + longest * 0.01, y, f"{width:.1f} ms  {note}", va="center", fontsize=7.5)
+            end = max(width, sum(phases.values()) * 1e3)  # phases are means per batch: they may pass the median
+            ax.text(end + longest * 0.01, y, f"{width:.1f} ms  {note}", va="center", fontsize=7.5)
         ax.set_yticks(range(len(mine)), [f"{lane['implementation']} ({lane['transitions']})"
                                          for lane in reversed(mine)])
         ax.set_xlim(0, longest * 1.85)
         ax.set_ylim(-0.6, len(mine) - 0.2)
         ax.grid(False, axis="y")
-        ax.plot([], [], "v", color="black", ms=3.5, label="a decision read back to Python (device to host)")
-        ax.legend(loc="lower right", fontsize=7)
         ax.set_title(f"inference, batch {size}: one median batch")
-        ax.set_xlabel("time within the batch (ms)")
+        # The bars are timed, the marks only counted: the axis says so, so that no mark reads as a moment.
+        ax.set_xlabel("time within the batch (ms): the bars' lengths only\n"
+                      "\u25bc a decision read back to Python (device to host), spaced evenly: counted per batch, "
+                      "not timed", fontsize=8)
     block_note = ""
     try:
         block = src.block("fig-parse")
@@ -384,7 +393,7 @@ def host_reads(src: Sources, plt):
         reads = parse_block_reads(block)
         for item in reads:
             if item["section"] == frameworks.BASELINE:
-                block_note = (f"explain --parse ({block.guide}, fig-parse): {item['section']} read "
+                block_note = (f"python -m bench explain --parse ({block.guide}): {item['section']} read "
                               f"{item['reads_predicted']} decisions in {item['steps_predicted']} steps with "
                               f"predicted parses, {item['reads_gold']} with gold ones.")
     fig.suptitle("Where the decision is read: define-by-run code asks the device at every step with a choice",
@@ -401,8 +410,10 @@ def host_reads(src: Sources, plt):
     entry = {
         "title": "A decision read on the host",
         "caption": ("One median batch (step_s_median) per implementation as a bar in time, predicted parses, "
-                    "with a mark per decision read back to Python (host_syncs_per_batch; spread evenly: the "
-                    f"record counts them, it does not time them), from {src.record_file(HEADLINE_RUN)}."),
+                    "with a mark per decision read back to Python (host_syncs_per_batch). Only the bars' lengths "
+                    "are times: the marks are spaced evenly along the bar in the order of the reads, because the "
+                    "record counts the reads per batch and does not time them. From "
+                    f"{src.record_file(HEADLINE_RUN)}."),
         "sources": sources,
         "data": {"lanes": lanes, "explain_parse": reads},
     }
