@@ -9,8 +9,9 @@ import platform
 from bench import frameworks
 from bench.config import add_size_arguments
 
-# The guides whose excerpts and figures --check-guide keeps true (bench/guide_sync.py), the first one first.
-GUIDES = ("docs/static-vs-dynamic.md", "docs/decided-graphs.md", "docs/autobatching.md", "docs/data-parallel.md")
+# The guides whose excerpts and figures --check-guide keeps true (bench/guide_sync.py), in reading order.
+GUIDES = ("docs/static-vs-dynamic.md", "docs/algorithm-or-framework.md", "docs/decided-graphs.md",
+          "docs/autobatching.md", "docs/data-parallel.md")
 
 SHAPES = ("sample", "random", "left", "right", "balanced")
 COMMAND = "python -m bench explain"
