@@ -16,6 +16,10 @@ names the *measured files* of what it measured (docs/spec.md §6, "Provenance"):
   its ``explain.py`` excepted;
 * the pinned versions, ``constraints.txt``.
 
+A record of the lessons (``python -m lessons.today``, kind ``lessons``)
+measures no harness: its set is ``shared/`` (the lessons' inputs and
+reference), ``lessons/`` and the pins, without ``bench/*.py``.
+
 Only ``*.py`` files count (and the pins). A record keeps ``git_commit``
 (HEAD when it was made), ``measured_clean`` (True when no measured file
 differed from that commit, None outside a git checkout), ``measured``
@@ -42,7 +46,10 @@ KINDS = {
     "benchmark": ("bench/benchmark",),
     "training": ("bench/training",),
     "data": ("bench/benchmark/flops.py",),  # bench data counts the masked step's FLOPs with it
+    "lessons": ("lessons",),  # python -m lessons.today: the lessons and their answers, run as a learner runs them
 }
+# Kinds whose records the harness (bench/*.py) does not make: their set leaves bench/*.py out.
+WITHOUT_HARNESS = ("lessons",)
 # What measures nothing: dispatch, reports, figures, the guides' and the results' own checks, explain.
 NOT_MEASURED = (
     "bench/cli.py", "bench/guide_sync.py", "bench/provenance.py", "bench/reproduce.py", "bench/render",
@@ -95,7 +102,8 @@ def measured_files(text: str, root: Path = ROOT) -> list[str]:
     files = set()
     for rel in ("shared", *KINDS[kind], *packages):
         files.update(f for f in _walk(root, rel) if not _skipped(f, packages))
-    files.update(f.relative_to(root).as_posix() for f in (root / "bench").glob("*.py"))
+    if kind not in WITHOUT_HARNESS:
+        files.update(f.relative_to(root).as_posix() for f in (root / "bench").glob("*.py"))
     files = {f for f in files if not _skipped(f, packages)}
     if (root / PINS).exists():
         files.add(PINS)
@@ -187,7 +195,7 @@ def _counts(rel: str, kind: str, packages: tuple[str, ...]) -> bool:
     """Whether a path (existing or not) would belong to the set."""
     if not (rel.endswith(".py") or rel == PINS) or _skipped(rel, packages):
         return False
-    if rel == PINS or (rel.startswith("bench/") and rel.count("/") == 1):
+    if rel == PINS or (kind not in WITHOUT_HARNESS and rel.startswith("bench/") and rel.count("/") == 1):
         return True
     return any(rel == p or rel.startswith(p + "/") for p in ("shared", *KINDS[kind], *packages))
 

@@ -2,7 +2,8 @@
 
 ``results/manifest.toml`` lists every folder of ``results/`` that README.md
 and docs/ may quote, each with the commands that make it (``{out}`` stands
-for the folder). ``python -m bench reproduce NAME`` runs them into the
+for the folder): the harness's (``python -m bench ...``), or the probes of
+the lessons (``python -m lessons.today``). ``python -m bench reproduce NAME`` runs them into the
 folder and leaves, beside the records, ``reproduced.json`` (the commands, the
 commit, the wall time) and a ``README.md`` that says what the folder holds
 and how to make it again. The old folder is set aside first and comes back
@@ -43,6 +44,8 @@ WORK = "results/.reproduce"  # folders set aside while a reproduction runs (igno
 STAMP = "reproduced.json"
 ARCHIVE = "archive"
 PREFIX = ("python", "-m", "bench")
+# What a command may run: the harness, or the probes of the lessons (lessons/today.py, records of kind "lessons").
+MODULES = ("bench", "lessons.today")
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class Entry:
 
     name: str  # its path under results/, e.g. "cpu" or "training/synthetic"
     about: str  # what it measures, in a sentence or two (the folder's README says it)
-    commands: tuple[str, ...]  # "python -m bench ..." with {out} for the folder
+    commands: tuple[str, ...]  # "python -m bench ..." (or a module of MODULES) with {out} for the folder
     needs: str = ""  # "gpu": made only when named, on a machine with a GPU (--all and --stale pass it by)
 
     def folder(self, root: Path = ROOT) -> Path:
@@ -63,7 +66,7 @@ class Entry:
 
     def argv(self, command: str) -> list[str]:
         words = shlex.split(command.replace("{out}", self.out()))
-        return [sys.executable, "-m", "bench", *words[len(PREFIX):]]
+        return [sys.executable, "-m", words[2], *words[3:]]
 
 
 def load_manifest(root: Path = ROOT) -> list[Entry]:
@@ -95,8 +98,10 @@ def read_manifest(path: Path) -> list[Entry]:
         if not isinstance(commands, list) or not commands or not all(isinstance(c, str) for c in commands):
             raise ValueError(f"{where} ({name}): 'commands' must be a list of command lines")
         for command in commands:
-            if tuple(shlex.split(command)[:3]) != PREFIX:
-                raise ValueError(f"{where} ({name}): a command must start with 'python -m bench': {command!r}")
+            words = shlex.split(command)
+            if tuple(words[:2]) != PREFIX[:2] or len(words) < 3 or words[2] not in MODULES:
+                raise ValueError(f"{where} ({name}): a command must start with 'python -m bench' (or 'python -m "
+                                 f"{' or '.join(MODULES[1:])}'): {command!r}")
         if not any("{out}" in c for c in commands):
             raise ValueError(f"{where} ({name}): no command writes {{out}}")
         if needs not in ("", "gpu"):
@@ -287,7 +292,8 @@ def resume(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
     if not folder.is_dir():
         raise ValueError(f"reproduce --resume: {e.out()} does not exist; reproduce it whole")
     for command in e.commands:
-        if shlex.split(command)[3] not in RESUMABLE + RERUNNABLE:
+        words = shlex.split(command)
+        if words[2] != "bench" or words[3] not in RESUMABLE + RERUNNABLE:
             raise ValueError(f"reproduce --resume: {command!r} cannot resume; reproduce {e.name} whole")
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
     for k, command in enumerate(e.commands, 1):

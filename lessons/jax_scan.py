@@ -1,13 +1,13 @@
 """SPINN compiled by JAX: one jax.jit program, one lax.scan over the T steps.
 
 Notice: jit traces `encode` once, with abstract shapes, so no Python `if`
-can look at a value (exercise 1): SHIFT, REDUCE and PAD are masks
+can look at a value (exercise 2): SHIFT, REDUCE and PAD are masks
 (jnp.where), every sentence computes the tracker AND a REDUCE at every step,
 and PAD changes nothing. The "thin stack": `items` holds every item ever made
 (rows 0..N-1 the leaves, row N+t written at step t); a sentence keeps only
 row numbers (its stack of pointers), a depth sp and a buffer pointer bp, all
 in the scan's carry. The scan runs all T steps, even past a sentence's end:
-jax.grad refuses a loop whose length depends on data (exercise 2).
+jax.grad refuses a loop whose length depends on data (exercise 3).
 
 Run it from the repository root:  .venv/bin/python -m lessons.jax_scan
 """
@@ -63,7 +63,7 @@ def encode(p, tokens, transitions):
 
 
 def exercise_python_if(transitions):
-    """Exercise 1: branch on the op with Python. Answer: a mask, jnp.where(op == SHIFT, ...)."""
+    """Exercise 2: branch on the op with Python. Answer: a mask, jnp.where(op == SHIFT, ...)."""
     def step_kind(op):
         if op == SHIFT:  # op is a tracer under jit: it has a shape, not a value
             return 1
@@ -72,19 +72,19 @@ def exercise_python_if(transitions):
         jax.jit(step_kind)(transitions[0, 0])
     except jax.errors.ConcretizationTypeError as e:
         answer = jax.jit(lambda op: jnp.where(op == SHIFT, 1, 2))(transitions[0])
-        print(f"exercise 1, `if op == SHIFT:` under jit: {type(e).__name__}: {str(e).splitlines()[0]}"
+        print(f"exercise 2, `if op == SHIFT:` under jit: {type(e).__name__}: {str(e).splitlines()[0]}"
               f" answer, jnp.where: {np.asarray(answer)[:5]}")
 
 
 def exercise_grad_while_loop():
-    """Exercise 2: jax.grad through lax.while_loop. Answer: lax.scan with a fixed length T."""
+    """Exercise 3: jax.grad through lax.while_loop. Answer: lax.scan with a fixed length T."""
     def loop(x):  # x**4, by a loop whose stopping test reads the carry
         return lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1] * x), (0, 1.0))[1]
     try:
         jax.grad(loop)(2.0)
     except ValueError as e:
         answer = jax.grad(lambda x: lax.scan(lambda y, _: (y * x, None), 1.0, None, length=4)[0])(2.0)
-        print(f"exercise 2, jax.grad through while_loop: {str(e).splitlines()[0]}"
+        print(f"exercise 3, jax.grad through while_loop: {str(e).splitlines()[0]}"
               f" answer, lax.scan of 4 steps: d(x**4)/dx at 2 = {float(answer)}")
 
 

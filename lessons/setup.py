@@ -27,21 +27,33 @@ from shared.vocab import Vocabulary
 TOLERANCE = 1e-5  # float32 arithmetic against float64: rounding, not a bug
 
 
-def lesson_inputs():
-    """(config, float32 weights, premise tokens [B, N], premise transitions [B, T], reference encodings [B, H])."""
+def _premises_and_hypotheses():
     pairs, _ = read_snli(SAMPLE_PATH)
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     config = ModelConfig(vocab_size=len(vocab), embed_dim=16, hidden_dim=16, tracker_dim=8, mlp_dim=16,
                          mlp_layers=1)
     params = init_params(config, seed=0, dtype=np.float32)
     batch = make_pair_batch(pairs[:8], vocab)
-    expected = reference.forward(params, config, batch).premise
-    return config, params, batch.premise_tokens, batch.premise_transitions, expected
+    out = reference.forward(params, config, batch)
+    return config, params, [(batch.premise_tokens, batch.premise_transitions, out.premise),
+                            (batch.hypothesis_tokens, batch.hypothesis_transitions, out.hypothesis)]
 
 
-def report(name: str, encodings, expected) -> float:
+def lesson_inputs():
+    """(config, float32 weights, premise tokens [B, N], premise transitions [B, T], reference encodings [B, H])."""
+    config, params, ((tokens, transitions, expected), _) = _premises_and_hypotheses()
+    return config, params, tokens, transitions, expected
+
+
+def lesson_batches():
+    """(config, float32 weights, two batches): the premises and the hypotheses of the same eight pairs, each
+    (tokens [B, N], transitions [B, T], reference encodings [B, H]): the same weights, other trees."""
+    return _premises_and_hypotheses()
+
+
+def report(name: str, encodings, expected, what: str = "premises") -> float:
     """Print and return the largest difference from the reference."""
     err = float(np.max(np.abs(np.asarray(encodings, dtype=np.float64) - expected)))
-    print(f"{name}: {len(expected)} premises encoded, largest difference from the float64 reference {err:.1e}"
+    print(f"{name}: {len(expected)} {what} encoded, largest difference from the float64 reference {err:.1e}"
           f" ({'agrees' if err <= TOLERANCE else 'DISAGREES'})")
     return err

@@ -8,6 +8,7 @@ checkout is never touched.
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 import subprocess
@@ -49,7 +50,10 @@ def test_every_manifest_command_is_a_command_of_the_suite():
     for entry in reproduce.load_manifest():
         for command in entry.commands:
             argv = entry.argv(command)
-            assert argv[:3] == [sys.executable, "-m", "bench"]
+            assert argv[:2] == [sys.executable, "-m"] and argv[2] in reproduce.MODULES
+            if argv[2] != "bench":  # the lessons' probes: their own parser
+                importlib.import_module(argv[2]).build_parser().parse_args(argv[3:])
+                continue
             args = parser.parse_args(argv[3:])  # SystemExit on an unknown option or a bad value
             assert args.command == argv[3]
 
@@ -192,6 +196,7 @@ def test_the_manifest_refuses_what_it_cannot_run(tmp_path):
     manifest = tmp_path / "results" / "manifest.toml"
     for body, message in [
         ('[[folder]]\nname = "x"\nabout = "a"\ncommands = ["bash -c ls {out}"]\n', "must start with 'python -m bench'"),
+        ('[[folder]]\nname = "x"\nabout = "a"\ncommands = ["python -m lessons.jax_scan {out}"]\n', "must start with"),
         ('[[folder]]\nname = "x"\nabout = "a"\ncommands = ["python -m bench run"]\n', "no command writes"),
         ('[[folder]]\nname = "archive/x"\nabout = "a"\ncommands = ["python -m bench run --out {out}"]\n', "history"),
         ('[[folder]]\nname = "../x"\nabout = "a"\ncommands = ["python -m bench run --out {out}"]\n', "a path under"),
