@@ -75,6 +75,28 @@ def test_values_are_written_one_way():
     assert Value(1234.56, "number").write(0) == "1,235"
 
 
+def test_the_lessons_probes_are_quoted_by_the_kind_of_their_value(tmp_path):
+    """results/today's record (python -m lessons.today): a boolean reads yes or no, an int a count, seconds
+    seconds, a string itself; today-ratio divides two entries; a null or a missing key cannot be quoted."""
+    (tmp_path / "results" / "today").mkdir(parents=True)
+    (tmp_path / "results" / "manifest.toml").write_text(
+        '[[folder]]\nname = "today"\nabout = "probes"\ncommands = ["python -m lessons.today --out {out}"]\n')
+    record = {"jax": {"while_loop": {"reverse": False, "reverse_error": "ValueError", "grad": None}},
+              "torch": {"batches": [{"graph_breaks": 6}], "inductor": {"seconds": 29.71}, "eager": {"seconds": 1.65}},
+              "tensorflow": {"trace_s": 0.2916}}
+    (tmp_path / "results" / "today" / "today.json").write_text(json.dumps(record))
+    results = Results(tmp_path)
+    assert quotes.evaluate(results, "today", "today jax.while_loop.reverse") == "no"
+    assert quotes.evaluate(results, "today", "today jax.while_loop.reverse_error") == "ValueError"
+    assert quotes.evaluate(results, "today", "today torch.batches.0.graph_breaks") == "6"
+    assert quotes.evaluate(results, "today", "today:1 torch.inductor.seconds") == "29.7 s"
+    assert quotes.evaluate(results, "today", "today tensorflow.trace_s") == "0.29 s"
+    assert quotes.evaluate(results, "today", "today-ratio torch.inductor.seconds torch.eager.seconds") == "18x"
+    for query in ("today jax.while_loop.grad", "today jax.cond.reverse", "today torch.batches"):
+        with pytest.raises(QuoteError):
+            quotes.evaluate(results, "today", query)
+
+
 def test_only_manifest_folders_can_be_quoted():
     results = Results()
     with pytest.raises(QuoteError, match="history"):

@@ -16,6 +16,7 @@ benchmark (results.jsonl): ``ratio``, ``iqr``, ``minmax``, ``busy``,
 ``target-value``;
 any folder: ``wall`` (how long ``bench reproduce`` took);
 ``data``: ``data``, ``data-count``; ``cpu-scaling``: ``scale``, ``scale-iqr``;
+``today`` (the lessons' probes, today.json): ``today``, ``today-ratio``;
 training runs (RUN/metrics.jsonl): ``acc``, ``eval``, ``train``,
 ``first-epoch``, ``train-wall``, ``eval-time``, ``loss-diff``,
 ``loss-diff-span``, ``loss-diff-max``, ``train-diff``, ``steps``,
@@ -25,7 +26,7 @@ training runs (RUN/metrics.jsonl): ``acc``, ``eval``, ``train``,
 from __future__ import annotations
 
 # The quote functions register themselves (bench/render/registry.py) as their modules are imported.
-from bench.render import benchmark_quotes, training_quotes  # noqa: F401
+from bench.render import benchmark_quotes, today_quotes, training_quotes  # noqa: F401
 from bench.render.registry import QUOTES
 from bench.render.sources import Results
 from bench.render.values import KINDS, QuoteError, Value
