@@ -139,10 +139,11 @@ def full_params(full_config) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="session")
 def full_size_batches(sample_pairs, vocab):
-    """The first of the embedded sample's bucketed batches of 128 pairs at
-    each token width: every length of sentence, a third of the pairs (each
-    further batch of a width already seen would only repeat the work)."""
-    batches = make_batches(sample_pairs, vocab, batch_size=128)
+    """The first of the embedded sample's bucketed batches of 32 pairs at
+    each token width: every bucket's shapes, 124 pairs (each further batch of
+    a width already seen, or a wider batch, would only repeat the work: the
+    full-size model's float64 reference is the costliest fixture here)."""
+    batches = make_batches(sample_pairs, vocab, batch_size=32)
     first = {}
     for batch in batches:
         first.setdefault(batch.premise_tokens.shape[1], batch)
