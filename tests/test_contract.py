@@ -3,7 +3,8 @@
 Parametrized over every registered implementation (``bench.frameworks.IMPLEMENTATIONS``,
 read at collection time, ids their names), the float64 reference runner, and the throwaway NumPy framework
 of tests/toy_framework, registered for its own tests only: a new framework
-is tested by registering it. Every comparison is with the float64 NumPy
+is tested by registering it. An implementation the tests would build exactly as another (ALIKE: what sets
+them apart needs a GPU or a process of its own) is not run twice; a test says why. Every comparison is with the float64 NumPy
 reference (shared/reference.py), never a framework with itself, with the
 tolerances of shared/compare.py. A capability an implementation lists in
 ``unsupported`` is checked to be refused, never skipped; an implementation
@@ -17,6 +18,7 @@ where a test trains. One full-size agreement check per framework, marked slow.
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import numpy as np
@@ -33,11 +35,29 @@ from shared.transitions import PAD, REDUCE, SHIFT, Sentence, check_transitions
 from tests import toy_framework
 from tests.helpers import (F64_TOL, HEAD_BIAS, HEAD_KERNEL, LOGPROB_TOL_F32, assert_alone_equals_inside,
                            assert_one_host_read_per_choice_step, assert_parsed_close, checked_dtype, head_config,
-                           head_params, make_runner, small_config_for, uniforms)
+                           head_params, make_runner, small_config_for, tested_options, uniforms)
 
 TOY = toy_framework.NAME
 # The float64 reference runner too: the oracle keeps the contract it checks the others against.
-NAMES = list(dict.fromkeys([*frameworks.IMPLEMENTATIONS, frameworks.REFERENCE.name, TOY]))
+REGISTERED = list(dict.fromkeys([*frameworks.IMPLEMENTATIONS, frameworks.REFERENCE.name]))
+
+
+def built_as_tested(name: str) -> tuple:
+    """What a contract test builds for a registered name: its framework and its runner's options, the tests'
+    own over the registry's (tests/helpers.py). An implementation's process environment
+    (``Implementation.env``) is not in it: the test process imported its framework once, without it."""
+    framework, options = frameworks.resolve(name)
+    built = {**options, **tested_options(name)}  # None: the runner's default (checked below for ALIKE)
+    return framework, tuple(sorted((key, repr(value)) for key, value in built.items() if value is not None))
+
+
+# A name whose tested build is an earlier name's runs the same runner with the same options: its contract
+# tests would run the other's again under another name. The first of each build is tested; the others are
+# named in ALIKE, and test_alike_implementations_differ_only_where_a_test_cannot_reach checks why.
+_FIRST: dict[tuple, str] = {}
+ALIKE = {name: _FIRST.setdefault(built_as_tested(name), name) for name in REGISTERED
+         if _FIRST.setdefault(built_as_tested(name), name) != name}
+NAMES = [name for name in REGISTERED if name not in ALIKE] + [TOY]
 # One pytest-xdist work unit per implementation (conftest.py): its runners are built once.
 implementation = pytest.mark.parametrize(
     "name", [pytest.param(name, id=name, marks=pytest.mark.xdist_group(f"contract-{name}")) for name in NAMES])
@@ -74,6 +94,26 @@ def family_float32(*cases):
     full-size agreement check."""
     return [pytest.param(name, *case, id="-".join([*case, name]), marks=pytest.mark.xdist_group(f"contract-{name}"))
             for name in NAMES for case in cases if case[0] == "float64" or name in FAMILY_FIRST]
+
+
+def test_alike_implementations_differ_only_where_a_test_cannot_reach():
+    """The names the contract leaves to another (ALIKE) differ from it only in what a test process cannot
+    apply: pytorch-cudagraphs in Inductor's CUDA-graph mode, which needs a GPU and Inductor (the tests
+    compile with aot_eager, tests/helpers.py; test_variants_pytorch.py builds it with Inductor), and
+    dynet-depth in DyNet's process-wide heuristic, read when DyNet is imported (test_dynet_native.py runs it
+    in a process of its own)."""
+    assert ALIKE == {"pytorch-cudagraphs": "pytorch-compiled", "dynet-depth": "dynet"}
+    for name, same in ALIKE.items():
+        assert built_as_tested(name) == built_as_tested(same)
+        framework, _ = frameworks.resolve(name)
+        defaults = inspect.signature(frameworks.runner_class(framework)).parameters
+        for options in ({**frameworks.resolve(n)[1], **tested_options(n)} for n in (name, same)):
+            assert all(defaults[key].default is None for key, value in options.items() if value is None)
+        mine, theirs = frameworks.implementation(name), frameworks.implementation(same)
+        differ = {k for k in {**mine.options, **theirs.options} if mine.options.get(k) != theirs.options.get(k)}
+        assert differ | set(mine.env) | set(theirs.env) in ({"compile_mode"}, {"SPINN_DYNET_AUTOBATCH"}), name
+    assert frameworks.implementation("pytorch-cudagraphs").options["compile_mode"] == "reduce-overhead"
+    assert frameworks.implementation("dynet-depth").env == {"SPINN_DYNET_AUTOBATCH": "depth"}
 
 
 @pytest.fixture(autouse=True)
