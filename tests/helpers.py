@@ -36,10 +36,10 @@ def make_runner(name: str, params, config: ModelConfig, **kwargs):
     option: DyNet's) is held to the contract with the shared update rules, as
     ``bench train`` runs it; tests/test_dynet_native.py holds the native
     trainer against those rules."""
-    return frameworks.make_runner(name, params, config, **{**tested_options(name), **kwargs})
+    return frameworks.make_runner(name, params, config, **{**options_as_tested(name), **kwargs})
 
 
-def tested_options(name: str) -> dict:
+def options_as_tested(name: str) -> dict:
     """The options make_runner gives implementation ``name`` over the registry's (TEST_OPTIONS, the shared
     trainer), which tests/test_contract.py compares to find two names built alike."""
     shared_rules = {"trainer": "shared"} if "trainer" in frameworks.resolve(name)[1] else {}

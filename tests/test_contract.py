@@ -35,7 +35,7 @@ from shared.transitions import PAD, REDUCE, SHIFT, Sentence, check_transitions
 from tests import toy_framework
 from tests.helpers import (F64_TOL, HEAD_BIAS, HEAD_KERNEL, LOGPROB_TOL_F32, assert_alone_equals_inside,
                            assert_one_host_read_per_choice_step, assert_parsed_close, checked_dtype, head_config,
-                           head_params, make_runner, small_config_for, tested_options, uniforms)
+                           head_params, make_runner, small_config_for, options_as_tested, uniforms)
 
 TOY = toy_framework.NAME
 # The float64 reference runner too: the oracle keeps the contract it checks the others against.
@@ -47,7 +47,7 @@ def built_as_tested(name: str) -> tuple:
     own over the registry's (tests/helpers.py). An implementation's process environment
     (``Implementation.env``) is not in it: the test process imported its framework once, without it."""
     framework, options = frameworks.resolve(name)
-    built = {**options, **tested_options(name)}  # None: the runner's default (checked below for ALIKE)
+    built = {**options, **options_as_tested(name)}  # None: the runner's default (checked below for ALIKE)
     return framework, tuple(sorted((key, repr(value)) for key, value in built.items() if value is not None))
 
 
@@ -107,7 +107,7 @@ def test_alike_implementations_differ_only_where_a_test_cannot_reach():
         assert built_as_tested(name) == built_as_tested(same)
         framework, _ = frameworks.resolve(name)
         defaults = inspect.signature(frameworks.runner_class(framework)).parameters
-        for options in ({**frameworks.resolve(n)[1], **tested_options(n)} for n in (name, same)):
+        for options in ({**frameworks.resolve(n)[1], **options_as_tested(n)} for n in (name, same)):
             assert all(defaults[key].default is None for key, value in options.items() if value is None)
         mine, theirs = frameworks.implementation(name), frameworks.implementation(same)
         differ = {k for k in {**mine.options, **theirs.options} if mine.options.get(k) != theirs.options.get(k)}
