@@ -194,10 +194,22 @@ def to_bracket(tree: Tree) -> str:
 
 
 def tree_depth(tree: Tree) -> int:
-    """Number of pairs on the longest root-to-leaf path (a single word: 0)."""
-    if isinstance(tree, str):
-        return 0
-    return 1 + max(tree_depth(tree[0]), tree_depth(tree[1]))
+    """Number of pairs on the longest root-to-leaf path (a single word: 0).
+
+    Iterative, with a stack of (subtree, depth): a left- or right-branching
+    sentence of a thousand words or more is that many pairs deep, past
+    Python's recursion limit, and a full SNLI corpus has such rows.
+    """
+    best = 0
+    pending = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, str):
+            best = max(best, depth)
+        else:
+            pending.append((node[0], depth + 1))
+            pending.append((node[1], depth + 1))
+    return best
 
 
 def max_stack_depth(transitions: Sequence[int]) -> int:

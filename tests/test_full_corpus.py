@@ -1,0 +1,124 @@
+"""What a full SNLI corpus (550,152 pairs) meets that the sample does not:
+sentences deep enough to exhaust Python's recursion, damaged parameter
+files, empty files, and minutes of loading. Each ends in one line and an exit
+code (docs/spec.md, "Exit codes"), never a traceback or silence."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    """The environment of a ``python -m bench`` child: this checkout's code first."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
+def _row(premise="( ( A man ) sleeps )", hypothesis="( ( A person ) sleeps )", label="entailment", pair_id="p0"):
+    """One row in SNLI's jsonl format (the fields shared/snli.py reads)."""
+    return {"gold_label": label, "sentence1_binary_parse": premise, "sentence2_binary_parse": hypothesis,
+            "sentence1": " ".join(w for w in premise.split() if w not in "()"),
+            "sentence2": " ".join(w for w in hypothesis.split() if w not in "()"), "pairID": pair_id}
+
+
+def _write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _one_line_error(err: str) -> str:
+    """The error line of stderr, which holds it alone but for the data's
+    one-line load report ("FILE: N rows read, ...")."""
+    lines = [line for line in err.strip().splitlines() if " rows read, " not in line]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+# --------------------------------------------------------------------------
+# deep trees
+# --------------------------------------------------------------------------
+
+
+def test_data_reports_a_sentence_of_5000_words(tmp_path):
+    """A right-branching parse of 5,000 words is 4,999 pairs deep: its
+    statistics come out (the tree depth walked without recursion)."""
+    words = [f"w{i}" for i in range(5000)]
+    parse = words[-1]
+    for word in reversed(words[:-1]):
+        parse = f"( {word} {parse} )"
+    data = _write_jsonl(tmp_path / "deep.jsonl", [_row(premise=parse)])
+    done = subprocess.run([sys.executable, "-m", "bench", "data", "--data", str(data), "--out",
+                           str(tmp_path / "stats.json")], cwd=ROOT, env=_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    stats = json.loads((tmp_path / "stats.json").read_text())["pairs"]
+    assert stats["tree_depth"]["max"] == 4999
+    assert stats["length"]["max"] == 5000
+
+
+# --------------------------------------------------------------------------
+# damaged parameter files
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("model") / "model.npz"
+    assert main(["init", "--size", "small", "--out", str(path)]) == 0
+    return path
+
+
+def _truncated(model_file: Path, folder: Path) -> Path:
+    data = model_file.read_bytes()
+    path = folder / "cut.npz"
+    path.write_bytes(data[: len(data) // 2])  # a copy or download cut short
+    return path
+
+
+def _text(folder: Path) -> Path:
+    path = folder / "text.npz"
+    path.write_text("not an archive\n")
+    return path
+
+
+def _damaged_member(model_file: Path, folder: Path) -> Path:
+    data = bytearray(model_file.read_bytes())
+    data[3000:3100] = b"x" * 100  # inside the first array, the zip directory intact
+    path = folder / "damaged.npz"
+    path.write_bytes(bytes(data))
+    return path
+
+
+COMMANDS = {
+    "encode": lambda params, tmp: ["encode", "--framework", "reference", "--params", str(params),
+                                   "--out", str(tmp / "enc.npz"), "--data", "sample"],
+    "evaluate": lambda params, tmp: ["evaluate", "--framework", "reference", "--params", str(params),
+                                     "--num-pairs", "8"],
+    "train --init": lambda params, tmp: ["train", "--framework", "reference", "--init", str(params), "--steps", "1",
+                                         "--out", str(tmp / "run")],
+}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("damage", ["truncated", "text", "damaged member"])
+def test_an_unreadable_parameter_file_is_one_line_and_exit_2(command, damage, model_file, tmp_path, capsys):
+    params = {"truncated": lambda: _truncated(model_file, tmp_path), "text": lambda: _text(tmp_path),
+              "damaged member": lambda: _damaged_member(model_file, tmp_path)}[damage]()
+    argv = COMMANDS[command](params, tmp_path)
+    if argv[0] == "encode":
+        argv[argv.index("sample")] = str(ROOT / "data" / "snli_1.0_dev_sample.jsonl")
+    code = main(argv)
+    line = _one_line_error(capsys.readouterr().err)
+    assert code == 2
+    assert line.startswith(f"error: {params}: not a readable .npz (")
+    assert "pickled" not in line
+    assert not (tmp_path / "enc.npz").exists()
