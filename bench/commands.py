@@ -157,9 +157,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     loaded = load_params(args.params)
     seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
     vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
-    pairs, _ = read_snli(args.data, keep_unlabeled=True)
-    if not pairs:
-        raise SystemExit(f"error: no rows in {args.data}")
+    pairs, _ = read_snli(args.data, keep_unlabeled=True)  # an empty file: EmptyDataError, exit 2
     runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:
         arrays = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress,

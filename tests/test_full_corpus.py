@@ -122,3 +122,52 @@ def test_an_unreadable_parameter_file_is_one_line_and_exit_2(command, damage, mo
     assert line.startswith(f"error: {params}: not a readable .npz (")
     assert "pickled" not in line
     assert not (tmp_path / "enc.npz").exists()
+
+
+# --------------------------------------------------------------------------
+# empty files
+# --------------------------------------------------------------------------
+
+
+EMPTY_COMMANDS = {
+    "data": lambda data, tmp: ["data", "--data", str(data), "--out", str(tmp / "stats.json")],
+    "encode": lambda data, tmp: ["encode", "--framework", "reference", "--params", "MODEL", "--data", str(data),
+                                 "--out", str(tmp / "enc.npz")],
+    "train": lambda data, tmp: ["train", "--framework", "reference", "--size", "small", "--data", str(data),
+                                "--steps", "1", "--out", str(tmp / "run")],
+    "init": lambda data, tmp: ["init", "--size", "small", "--data", str(data), "--out", str(tmp / "init.npz")],
+}
+
+
+@pytest.mark.parametrize("command", list(EMPTY_COMMANDS))
+def test_an_empty_data_file_is_refused_alike_by_every_command(command, model_file, tmp_path, capsys):
+    data = tmp_path / "empty.jsonl"
+    data.write_text("")
+    argv = [str(model_file) if word == "MODEL" else word for word in EMPTY_COMMANDS[command](data, tmp_path)]
+    code = main(argv)
+    line = _one_line_error(capsys.readouterr().err)
+    assert code == 2
+    assert line == f"error: {data}: no data rows (the file is empty)"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl"]
+
+
+def test_a_header_alone_is_an_empty_file(tmp_path, capsys):
+    data = tmp_path / "pairs.txt"
+    data.write_text("gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tpairID\n")
+    assert main(["data", "--data", str(data)]) == 2
+    assert _one_line_error(capsys.readouterr().err) == f"error: {data}: no data rows (the file is empty but for its header)"
+
+
+def test_rows_past_the_end_of_the_file_are_refused(tmp_path, capsys):
+    data = _write_jsonl(tmp_path / "pairs.jsonl", [_row(pair_id=f"p{i}") for i in range(3)])
+    assert main(["data", "--data", str(data), "--rows", "10:"]) == 2
+    assert _one_line_error(capsys.readouterr().err) == f"error: {data}: no data rows in rows 10: (the file has 3)"
+
+
+def test_an_unterminated_string_is_worded_once(tmp_path, capsys):
+    """json's message "Unterminated string starting at" already ends in "at"."""
+    data = tmp_path / "pairs.jsonl"
+    data.write_text('{"gold_label": "entailment", "pairID": "p0", "sentence1_binary_parse": "( a b')  # no newline
+    assert main(["data", "--data", str(data)]) == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert line.endswith("line 1: invalid JSON (Unterminated string starting at column 72)"), line
