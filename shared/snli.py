@@ -28,7 +28,7 @@ import json
 import pathlib
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Union
+from typing import Callable, Iterable, Iterator, Union
 
 from shared.transitions import PLAIN_SHAPES, ParseError, Sentence, build_tree, parse, plain_transitions, to_bracket
 
@@ -61,6 +61,8 @@ _UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 PathLike = Union[str, pathlib.Path]
 
+
+PROGRESS_ROWS = 1000  # read_snli's progress callback: how many rows a call reports
 
 NO_ROW = -1  # a pair that did not come from a data file
 
@@ -178,6 +180,7 @@ def read_snli(
     skip_malformed: bool = False,
     limit: int | None = None,
     rows: tuple[int, int | None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[list[Pair], LoadReport]:
     """Read SNLI pairs from a jsonl file, a tab-separated txt file or the SNLI folder.
 
@@ -191,6 +194,9 @@ def read_snli(
       rows: (start, end): read only the data rows start..end-1 (0-based, in
         file order, blank lines not counted; end None: to the end). A pair
         keeps its row number in the whole file.
+      progress: called with how many more data rows were met (skipped ones
+        too), every PROGRESS_ROWS rows and once at the end: a full corpus
+        takes tens of seconds to read.
 
     Returns:
       The kept pairs in file order, and a LoadReport.
@@ -212,6 +218,8 @@ def read_snli(
     seen = 0  # data rows met in the file, up to where reading stopped
     for index, (line_no, row) in enumerate(found):
         seen = index + 1
+        if progress is not None and seen % PROGRESS_ROWS == 0:
+            progress(PROGRESS_ROWS)
         if index < start:
             continue
         if (end is not None and index >= end) or (limit is not None and len(pairs) >= limit):
@@ -229,6 +237,8 @@ def read_snli(
             report.skipped_no_label += 1
             continue
         pairs.append(pair)
+    if progress is not None and seen % PROGRESS_ROWS:
+        progress(seen % PROGRESS_ROWS)
     # A file with no rows is refused here, so every command says so alike
     # (rather than statistics of nothing, or a model with an empty vocabulary).
     if seen == 0:

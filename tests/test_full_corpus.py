@@ -171,3 +171,85 @@ def test_an_unterminated_string_is_worded_once(tmp_path, capsys):
     assert main(["data", "--data", str(data)]) == 2
     line = _one_line_error(capsys.readouterr().err)
     assert line.endswith("line 1: invalid JSON (Unterminated string starting at column 72)"), line
+
+
+# --------------------------------------------------------------------------
+# progress while loading
+# --------------------------------------------------------------------------
+
+
+def test_loading_a_large_file_shows_progress_before_it_ends(tmp_path):
+    """bench data on 50,000 rows: on a terminal, the reading stage's bar is on
+    stderr while the command has printed none of its results yet."""
+    import pty
+    import select
+
+    line = json.dumps(_row(premise="( ( A man ) ( is ( sleeping ( on ( a bench ) ) ) ) )")) + "\n"
+    data = tmp_path / "big.jsonl"
+    data.write_text(line * 50_000)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "bench", "data", "--data", str(data)], cwd=ROOT,
+                            env={**_env(), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    try:
+        try:
+            first = os.read(master, 4096)  # waits for the first output on stderr
+        except OSError:  # EIO: the command ended without writing to it
+            first = b""
+        results_yet = select.select([proc.stdout], [], [], 0)[0]
+        running = proc.poll() is None
+        rest = b""
+        while True:  # drain the terminal until the command closes it
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: no process holds the terminal any more
+                break
+            if not chunk:
+                break
+            rest += chunk
+        out = proc.stdout.read()
+        assert proc.wait() == 0, (first + rest).decode(errors="replace")
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    assert b"[read]" in first and running and not results_yet
+    assert b"rows" in first
+    assert b"rows/s" in first + rest
+    assert b"50,000" in out
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_stage_off_a_terminal_is_silent_when_quick_and_counts_when_slow(monkeypatch):
+    """Plain lines (stderr not a terminal): none for a stage done within the
+    delay; past it, a line with the count and the rate, then one at the end."""
+    import io
+
+    from bench import progress as progress_module
+
+    clock = _Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    quick = io.StringIO()
+    with progress_module.stage("read", stream=quick) as progress:
+        clock.now += 1.0
+        progress.update(1000)
+    assert quick.getvalue() == ""
+
+    slow = io.StringIO()
+    with progress_module.stage("read", stream=slow) as progress:
+        clock.now += 1.0
+        progress.update(1000)
+        assert slow.getvalue() == ""
+        clock.now += 1.5
+        progress.update(1000)
+        clock.now += 1.0
+        progress.update(500)
+    lines = slow.getvalue().splitlines()
+    assert lines == ["[read] rows 2,000, 800 rows/s", "[read] rows 2,500, 714 rows/s, done in 4s"]

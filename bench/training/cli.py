@@ -17,8 +17,9 @@ import numpy as np
 
 from bench import frameworks
 from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
-from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label
+from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label, shows_progress
 from bench.lock import lock_output
+from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, format_confusion
@@ -192,7 +193,9 @@ def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     if args.dev_rows and dev in ("synthetic", "arithmetic"):
         raise ValueError(f"--dev-rows selects rows of a file; --dev {dev} generates its pairs (use --dev-pairs)")
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
-    pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows)
+    with stage("read dev", enabled=shows_progress(args)) as progress:
+        pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows,
+                                  progress=progress.update)
     name = "snli-dev-sample" if dev == "sample" else str(report.path)
     return name + rows_label(args.dev_rows), pairs
 
@@ -207,12 +210,16 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
             raise ValueError("--init and --glove exclude each other (the file already holds its embedding)")
         return load_params(args.init)
     pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
-    vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=True, max_size=args.max_vocab)
+    with stage("vocabulary", len(pairs), unit="pairs", enabled=shows_progress(args)) as progress:
+        vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=True, max_size=args.max_vocab,
+                                      progress=progress.update)
     config = model_config(args, len(vocab), lowercase=True)
     seed = args.seed if args.init_seed is None else args.init_seed
     params = init_params(config, seed=seed)
     if args.glove:
-        print(load_glove(args.glove, vocab, params[EMBEDDING]), file=sys.stderr)
+        with stage("GloVe", unit="lines", enabled=shows_progress(args)) as progress:
+            report = load_glove(args.glove, vocab, params[EMBEDDING], progress=progress.update)
+        print(report, file=sys.stderr)
     return ParamFile(params, config, vocab.to_array())
 
 
