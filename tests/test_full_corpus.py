@@ -253,3 +253,28 @@ def test_a_stage_off_a_terminal_is_silent_when_quick_and_counts_when_slow(monkey
         progress.update(500)
     lines = slow.getvalue().splitlines()
     assert lines == ["[read] rows 2,000, 800 rows/s", "[read] rows 2,500, 714 rows/s, done in 4s"]
+
+
+# --------------------------------------------------------------------------
+# exit codes (docs/spec.md §5, "Exit codes")
+# --------------------------------------------------------------------------
+
+
+def test_scale_says_in_one_line_that_a_training_run_failed(tmp_path, capsys):
+    """A child bench train that fails is the work failing: one line, exit 1."""
+    data = tmp_path / "empty.jsonl"
+    data.write_text("")
+    code = main(["scale", "--out", str(tmp_path / "scale"), "--frameworks", "pytorch", "--replicas", "1",
+                 "--rounds", "1", "--steps", "2", "--warmup", "1", "--size", "small", "--data", str(data)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.strip().splitlines() if not line.startswith("round ")]
+    assert code == 1 and len(lines) == 1, err
+    assert lines[0] == f"error: bench train --framework pytorch --replicas 1 failed: error: {data}: no data rows " \
+                       "(the file is empty)"
+
+
+def test_the_exit_code_convention_is_written_where_the_code_cites_it():
+    spec = (ROOT / "docs" / "spec.md").read_text()
+    section = spec.split("### Exit codes", 1)[1].split("\n## ", 1)[0]
+    for code, meaning in (("0", "done"), ("1", "the work failed"), ("2", "bad input or usage"), ("130", "interrupted")):
+        assert f"| {code} | {meaning} |" in section
