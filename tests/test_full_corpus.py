@@ -278,3 +278,67 @@ def test_the_exit_code_convention_is_written_where_the_code_cites_it():
     section = spec.split("### Exit codes", 1)[1].split("\n## ", 1)[0]
     for code, meaning in (("0", "done"), ("1", "the work failed"), ("2", "bad input or usage"), ("130", "interrupted")):
         assert f"| {code} | {meaning} |" in section
+
+
+# --------------------------------------------------------------------------
+# any bad row: one line, exit 2, nothing half-written
+# --------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+GOOD = _row()
+REQUIRED = ("gold_label", "sentence1_binary_parse", "sentence2_binary_parse", "pairID")
+PARSE_FIELDS = ("sentence1_binary_parse", "sentence2_binary_parse")
+
+
+def _cut_json(cut: int) -> str:
+    """A good row's JSON cut short (never at a point where it still parses)."""
+    text = json.dumps(GOOD)
+    return text[: max(1, min(cut, len(text) - 1))]
+
+
+BAD_LINES = st.one_of(
+    st.integers(1, 200).map(_cut_json),  # bad JSON: a line cut short
+    st.sampled_from(["nope", "{", "[1, 2", '{"gold_label": "entailment",}', "{'single': 'quotes'}"]),
+    st.sampled_from(REQUIRED).map(lambda name: json.dumps({k: v for k, v in GOOD.items() if k != name})),
+    st.tuples(st.sampled_from(REQUIRED), st.sampled_from([None, 3, [], {}, True])).map(
+        lambda f: json.dumps({**GOOD, f[0]: f[1]})),  # a field of the wrong type
+    st.sampled_from(["contradicts", "", "ENTAILMENT"]).map(lambda label: json.dumps({**GOOD, "gold_label": label})),
+    st.tuples(st.sampled_from(PARSE_FIELDS), st.sampled_from(["( a b", "a b )", "( )", "", "   ", ") (", "( ( a ) b"])
+              ).map(lambda f: json.dumps({**GOOD, f[0]: f[1]})),  # a bad parse string
+    st.tuples(st.sampled_from(PARSE_FIELDS), st.integers(1000, 6000)).map(
+        lambda f: json.dumps({**GOOD, f[0]: "( " * f[1] + "word"})),  # a huge parse never closed
+    st.integers(10_000, 100_000).map(lambda n: "[" * n + "]" * n),  # JSON nested past the recursion limit
+    st.just(json.dumps([GOOD])),  # JSON, but not an object
+)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(before=st.integers(0, 3), after=st.integers(0, 2), bad=BAD_LINES,
+       command=st.sampled_from(["data", "encode", "train"]))
+def test_a_bad_row_anywhere_is_one_error_line_and_exit_2_with_nothing_written(model_file, before, after, bad,
+                                                                              command):
+    import contextlib
+    import io
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        data = folder / "pairs.jsonl"
+        good = [json.dumps(_row(pair_id=f"p{i}")) for i in range(before + after)]
+        data.write_text("\n".join(good[:before] + [bad] + good[before:]) + "\n")
+        out = folder / "out"
+        out.mkdir()
+        argv = {"data": ["data", "--data", str(data), "--out", str(out / "stats.json")],
+                "encode": ["encode", "--framework", "reference", "--params", str(model_file), "--data", str(data),
+                           "--out", str(out / "enc.npz")],
+                "train": ["train", "--framework", "reference", "--size", "small", "--data", str(data), "--steps", "1",
+                          "--dev", "none", "--out", str(out / "run")]}[command]
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(argv)
+        lines = err.getvalue().strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {data}, line {before + 1}: "), \
+            err.getvalue()
+        assert list(out.iterdir()) == []
