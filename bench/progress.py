@@ -17,6 +17,10 @@ import time
 
 from tqdm import tqdm
 
+# Whether stderr is a terminal, where ``python -m bench`` has put a pipe in
+# front of it (bench.config.filter_native_noise); None: no pipe, ask stderr.
+STDERR_IS_TERMINAL: bool | None = None
+
 
 def duration(seconds: float) -> str:
     """3s, 2m05s, 1h02m."""
@@ -47,7 +51,8 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.done = 0
-        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.tty = enabled and (bool(STDERR_IS_TERMINAL) if self.stream is sys.stderr and STDERR_IS_TERMINAL
+                                is not None else hasattr(self.stream, "isatty") and self.stream.isatty())
         self.interval = interval
         # delay (plain lines only): the first line once this many seconds
         # have passed, then every interval, and a last one at the end only if
