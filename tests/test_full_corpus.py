@@ -124,6 +124,16 @@ def test_an_unreadable_parameter_file_is_one_line_and_exit_2(command, damage, mo
     assert not (tmp_path / "enc.npz").exists()
 
 
+def test_train_refuses_a_damaged_init_file_before_reading_the_data(model_file, tmp_path, capsys):
+    """A full corpus takes most of a minute to read: --init is read first."""
+    params = _truncated(model_file, tmp_path)
+    code = main(["train", "--framework", "reference", "--init", str(params), "--steps", "1",
+                 "--data", str(tmp_path / "not-read.jsonl"), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {params}: not a readable .npz (not a zip archive: truncated, or not written by numpy)"], err
+
+
 # --------------------------------------------------------------------------
 # empty files
 # --------------------------------------------------------------------------
