@@ -186,11 +186,25 @@ def build_tree(tokens: Sequence[str], transitions: Sequence[int]) -> Tree:
 
 
 def to_bracket(tree: Tree) -> str:
-    """The binary-parse string of a tree: ``( left right )`` for every pair."""
-    if isinstance(tree, str):
-        return tree
-    left, right = tree
-    return f"( {to_bracket(left)} {to_bracket(right)} )"
+    """The binary-parse string of a tree: ``( left right )`` for every pair.
+
+    Iterative, as :func:`tree_depth`: a sentence of a thousand words may be
+    a thousand pairs deep."""
+    pieces: list[str] = []
+    pending: list = [tree]  # trees still to write, and the ")" that closes a pair
+    while pending:
+        node = pending.pop()
+        if isinstance(node, str):
+            pieces.append(node)
+        elif node is _CLOSE:
+            pieces.append(")")
+        else:
+            pieces.append("(")
+            pending += [_CLOSE, node[1], node[0]]
+    return " ".join(pieces)
+
+
+_CLOSE = object()  # to_bracket: the end of a pair
 
 
 def tree_depth(tree: Tree) -> int:

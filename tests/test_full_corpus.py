@@ -352,3 +352,16 @@ def test_a_bad_row_anywhere_is_one_error_line_and_exit_2_with_nothing_written(mo
         assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {data}, line {before + 1}: "), \
             err.getvalue()
         assert list(out.iterdir()) == []
+
+
+def test_a_5000_word_tree_goes_to_a_parse_string_and_back():
+    """write_jsonl (shared/snli.py) writes trees with to_bracket: a sentence
+    as deep as its length must not exhaust Python's recursion either."""
+    from shared.transitions import build_tree, parse, plain_transitions, to_bracket
+
+    words = tuple(f"w{i}" for i in range(5000))
+    for shape in ("left", "right", "balanced"):
+        transitions = tuple(plain_transitions(len(words), shape))
+        sentence = parse(to_bracket(build_tree(words, transitions)))
+        assert (sentence.tokens, sentence.transitions) == (words, transitions)
+    assert to_bracket((("a", "b"), "c")) == "( ( a b ) c )" and to_bracket("a") == "a"
