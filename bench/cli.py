@@ -12,6 +12,7 @@ import sys
 
 from bench import commands, reproduce
 from bench.benchmark import compare, plan, report
+from bench.errors import WorkFailed
 from bench.explain import cli as explain_cli
 from bench.figures import command as figures_cli
 from bench.render import command as render_cli
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code (docs/spec.md §5, "Exit codes"): 0 done,
+    1 the work failed, 2 bad input or usage, 130 interrupted."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command's words, for a launcher to repeat
@@ -46,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, ImportError, NotImplementedError, FolderLocked) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except OSError as err:  # a write that failed (a full disk, a read-only folder): shared/files.py names the file
+    except (OSError, WorkFailed) as err:  # a write that failed (shared/files.py names the file), a child that failed
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as err:

@@ -14,7 +14,7 @@ import numpy as np
 from bench import frameworks
 from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
 from bench.datasets import add_data_arguments, load_dataset
-from bench.progress import Progress
+from bench.progress import Progress, stage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,12 +70,14 @@ def cmd_init(args: argparse.Namespace) -> int:
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
     lowercase = not args.no_lowercase
-    vocab = Vocabulary.from_pairs(dataset.pairs, min_freq=args.min_freq, lowercase=lowercase,
-                                  max_size=args.max_vocab)
+    with stage("vocabulary", len(dataset.pairs), unit="pairs") as progress:
+        vocab = Vocabulary.from_pairs(dataset.pairs, min_freq=args.min_freq, lowercase=lowercase,
+                                      max_size=args.max_vocab, progress=progress.update)
     config = model_config(args, len(vocab), lowercase)
     params = init_params(config, seed=args.seed)
     if args.glove:
-        report = load_glove(args.glove, vocab, params["embed.embedding"])
+        with stage("GloVe", unit="lines") as progress:
+            report = load_glove(args.glove, vocab, params["embed.embedding"], progress=progress.update)
         print(report, file=sys.stderr)
     save_params(args.out, params, config, vocab.to_array())
     n_weights = sum(v.size for v in params.values())
@@ -157,9 +159,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     loaded = load_params(args.params)
     seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
     vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
-    pairs, _ = read_snli(args.data, keep_unlabeled=True)
-    if not pairs:
-        raise SystemExit(f"error: no rows in {args.data}")
+    pairs, _ = read_snli(args.data, keep_unlabeled=True)  # an empty file: EmptyDataError, exit 2
     runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:
         arrays = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress,
@@ -193,14 +193,21 @@ def cmd_data(args: argparse.Namespace) -> int:
     from shared.vocab import Vocabulary
 
     dataset = load_dataset(args)
-    vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True)
-    batches = make_batches(dataset.pairs, vocab, args.batch_size) if dataset.pairs else []
-    stats = dataset_stats(dataset.pairs, dataset.report, batches)
+    with stage("vocabulary", len(dataset.pairs), unit="pairs") as progress:
+        vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True, progress=progress.update)
+    with stage("batches", len(dataset.pairs), unit="pairs") as progress:
+        batches = make_batches(dataset.pairs, vocab, args.batch_size, progress=progress.update) \
+            if dataset.pairs else []
+    with stage("statistics", 2 * len(dataset.pairs), unit="sentences") as progress:
+        stats = dataset_stats(dataset.pairs, dataset.report, batches, progress=progress.update)
     print(f"data: {dataset.name}, vocabulary {len(vocab)} words, batch size {args.batch_size}")
     print(format_stats(stats))
     # The benchmark's batches (docs/spec.md §2), and what the masked algorithm computes of them.
-    sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size) if len(dataset.pairs) >= args.batch_size \
-        else []
+    sentences = []
+    if len(dataset.pairs) >= args.batch_size:
+        with stage("sentence batches", len(dataset.pairs) // args.batch_size * args.batch_size,
+                   unit="pairs") as progress:
+            sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size, progress=progress.update)
     source = stats.get("source")
     if source and Path(source).resolve().is_relative_to(ROOT):  # a record names the repository's files relatively
         stats = {**stats, "source": Path(source).resolve().relative_to(ROOT).as_posix()}

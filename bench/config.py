@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Sequence
 
-from bench import frameworks
+from bench import frameworks, progress
 from shared.params import ModelConfig
 
 SIZE_FIELDS = ("embed_dim", "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers")
@@ -118,16 +118,29 @@ def filter_native_noise(names: Sequence[str] | None = None) -> None:
     if not noise:
         return
     sys.stderr.flush()
+    # The pipe hides the terminal from isatty: bench.progress asks here
+    # whether there is one, to draw its bar rather than plain lines.
+    progress.STDERR_IS_TERMINAL = os.isatty(2)
     read_end, write_end = os.pipe()
     real = os.dup(2)
     os.dup2(write_end, 2)
     os.close(write_end)
 
     def pump() -> None:
-        with os.fdopen(read_end, "rb") as source, os.fdopen(real, "wb", buffering=0) as target:
-            for line in source:
-                if not any(notice in line for notice in noise):
-                    target.write(line)
+        # Whole lines are checked for the notices; a progress bar's redraw
+        # ("\r" and the bar, no newline) goes on at once, not when a line ends.
+        held = b""
+        with os.fdopen(real, "wb", buffering=0) as target:
+            while chunk := os.read(read_end, 65536):
+                *lines, held = (held + chunk).split(b"\n")
+                passed = b"".join(line + b"\n" for line in lines if not any(notice in line for notice in noise))
+                if b"\r" in held and not any(notice in held for notice in noise):
+                    passed, held = passed + held, b""
+                if passed:
+                    target.write(passed)
+            if held and not any(notice in held for notice in noise):
+                target.write(held)
+        os.close(read_end)
 
     def drain() -> None:
         sys.stderr.flush()

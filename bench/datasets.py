@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from bench.progress import stage
 from shared import synthetic
 from shared.arithmetic import arithmetic_pairs
 from shared.snli import PARSES, SAMPLE_PATH, LoadReport, Pair, read_snli, with_parse
@@ -78,6 +79,11 @@ class Dataset:
     report: LoadReport | None
 
 
+def shows_progress(args: argparse.Namespace) -> bool:
+    """Whether a command shows the progress of its loading stages (not with ``--quiet``)."""
+    return not getattr(args, "quiet", False)
+
+
 def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False, split: str | None = None) -> Dataset:
     """The pairs that ``--data`` and its companions name, with the trees of ``--parse``."""
     dataset = _load(args, keep_unlabeled, split)
@@ -103,7 +109,8 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
         return Dataset(f"shaped-{args.shape}-{args.length}", pairs, None)
     path = SAMPLE_PATH if data == "sample" else data
     rows = getattr(args, "rows", None)
-    pairs, report = read_snli(path, split=split or args.split, keep_unlabeled=keep_unlabeled,
-                              limit=args.num_pairs, rows=rows)
+    with stage("read", enabled=shows_progress(args)) as progress:
+        pairs, report = read_snli(path, split=split or args.split, keep_unlabeled=keep_unlabeled,
+                                  limit=args.num_pairs, rows=rows, progress=progress.update)
     name = "snli-dev-sample" if data == "sample" else str(data)
     return Dataset(name + rows_label(rows), pairs, report)

@@ -17,6 +17,10 @@ import time
 
 from tqdm import tqdm
 
+# Whether stderr is a terminal, where ``python -m bench`` has put a pipe in
+# front of it (bench.config.filter_native_noise); None: no pipe, ask stderr.
+STDERR_IS_TERMINAL: bool | None = None
+
 
 def duration(seconds: float) -> str:
     """3s, 2m05s, 1h02m."""
@@ -39,16 +43,23 @@ class Progress:
     not distort it for long.
     """
 
-    def __init__(self, label: str, total: int, *, unit: str = "it", stream=None, enabled: bool = True,
-                 interval: float | None = 15.0):
+    def __init__(self, label: str, total: int | None, *, unit: str = "it", stream=None, enabled: bool = True,
+                 interval: float | None = 15.0, delay: float | None = None):
         self.label = label
-        self.total = total
+        self.total = total  # None: not known in advance (rows of a file being read)
         self.unit = unit
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.done = 0
-        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.tty = enabled and (bool(STDERR_IS_TERMINAL) if self.stream is sys.stderr and STDERR_IS_TERMINAL
+                                is not None else hasattr(self.stream, "isatty") and self.stream.isatty())
         self.interval = interval
+        # delay (plain lines only): the first line once this many seconds
+        # have passed, then every interval, and a last one at the end only if
+        # an earlier one went out; work done sooner says nothing.
+        self.delay = delay
+        self._lines = 0
+        self._start = time.perf_counter()
         self._bar = None
         if self.tty:
             # A terminal that reports no size (some pseudo-terminals) would get no bar at all.
@@ -67,15 +78,34 @@ class Progress:
             self._bar.update(n)
             return
         now = time.perf_counter()
-        if not self.enabled or self.interval is None or (now - self._last_line < self.interval
-                                                         and self.done < self.total):
+        if not self.enabled or self.interval is None:
             return
-        per_unit = (now - self._last_line) / max(self.done - self._last_done, 1)
-        eta = duration((self.total - self.done) * per_unit)
-        text = f"[{self.label}] {self.unit} {self.done:,}/{self.total:,}" + (f" {status}" if status else "")
-        self.stream.write(f"{text} ETA {eta}\n")
+        finished = self.total is not None and self.done >= self.total
+        if self.delay is not None and self._lines == 0:
+            due = now - self._start >= self.delay
+        else:
+            due = now - self._last_line >= self.interval or finished
+        if due:
+            self._line(now, status)
+
+    def _line(self, now: float, status: str = "", end: bool = False) -> None:
+        """One plain line: the count, the rate since the previous line (or,
+        at the end, over the whole run), and the ETA where the total is known."""
+        since = self._start if end else self._last_line
+        rate = (self.done - (0 if end else self._last_done)) / max(now - since, 1e-9)
+        count = f"{self.done:,}" + (f"/{self.total:,}" if self.total is not None else "")
+        text = f"[{self.label}] {self.unit} {count}" + (f" {status}" if status else "")
+        if self.delay is not None:
+            text += f", {rate:,.0f} {self.unit}/s"
+        if end:
+            text += f", done in {duration(now - self._start)}"
+        elif self.total is not None:
+            per_unit = (now - self._last_line) / max(self.done - self._last_done, 1)
+            text += f" ETA {duration((self.total - self.done) * per_unit)}"
+        self.stream.write(text + "\n")
         self.stream.flush()
         self._last_line, self._last_done = now, self.done
+        self._lines += 1
 
     def status(self, text: str) -> None:
         """What is happening now (shown on the bar; plain lines wait for the next update)."""
@@ -96,9 +126,27 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        elif self.enabled and self.delay is not None and self._lines and self._last_done != self.done:
+            self._line(time.perf_counter(), end=True)  # how it ended, for lines that said how it went
 
     def __enter__(self) -> "Progress":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+STAGE_DELAY_S = 2.0  # loading stages quicker than this say nothing (off a terminal)
+STAGE_INTERVAL_S = 5.0
+
+
+def stage(label: str, total: int | None = None, *, unit: str = "rows", enabled: bool = True,
+          stream=None) -> Progress:
+    """Progress of one loading stage (reading rows, the vocabulary, GloVe,
+    batching, statistics): a bar on a terminal; elsewhere plain lines with the
+    count and the rate, the first after STAGE_DELAY_S, then every
+    STAGE_INTERVAL_S, and one at the end if any went out. A full SNLI corpus
+    spends most of a minute here before a command's first result; a small
+    file says nothing. Its ``update`` is the callback shared/'s loaders take."""
+    return Progress(label, total, unit=unit, stream=stream, enabled=enabled, interval=STAGE_INTERVAL_S,
+                    delay=STAGE_DELAY_S)

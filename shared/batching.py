@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -264,6 +264,7 @@ def make_batches(
     shuffle: bool = False,
     seed: int = 0,
     drop_last: bool = False,
+    progress: Callable[[int], None] | None = None,
 ) -> list[PairBatch]:
     """Split pairs into padded batches of at most ``batch_size``.
 
@@ -277,6 +278,7 @@ def make_batches(
     Every pair lands in exactly one batch, except with ``drop_last=True``,
     which drops the short final batch of each bucket (the number of pairs
     dropped is logged; :func:`plan_batches` returns their indices).
+    ``progress`` is called with the pairs of each batch made.
     """
     plan = plan_batches(
         [pair_length(p) for p in pairs],
@@ -288,7 +290,12 @@ def make_batches(
     )
     if len(plan.dropped):
         logger.info("drop_last: %d of %d pairs left out (short final batches)", len(plan.dropped), len(pairs))
-    return [make_pair_batch([pairs[i] for i in indices], vocab, num_tokens=size) for size, indices in plan.batches]
+    batches = []
+    for size, indices in plan.batches:
+        batches.append(make_pair_batch([pairs[i] for i in indices], vocab, num_tokens=size))
+        if progress is not None:
+            progress(len(indices))
+    return batches
 
 
 def sentence_pairs(pairs: Sequence[Pair], batch_size: int, *, seed: int = 0) -> list[Pair]:
@@ -329,6 +336,7 @@ def make_sentence_batches(
     buckets: Sequence[int] | None = DEFAULT_BUCKETS,
     shuffle: bool = False,
     seed: int = 0,
+    progress: Callable[[int], None] | None = None,
 ) -> list[PairBatch]:
     """Batches of length-adjacent sentences, for measuring speed (docs/spec.md §2).
 
@@ -343,7 +351,8 @@ def make_sentence_batches(
 
     N is the bucket of the batch's longest sentence (``buckets=None``: that
     length itself) and T = 2N-1, as in :func:`make_batches`;
-    ``shuffle=True`` permutes the batches (from ``seed``).
+    ``shuffle=True`` permutes the batches (from ``seed``). ``progress`` is
+    called with the rows (sentence pairs) of each batch made.
     """
     rows = sentence_pairs(pairs, batch_size, seed=seed)
     batches = []
@@ -352,6 +361,8 @@ def make_sentence_batches(
         longest = max(len(s) for pair in chunk for s in (pair.premise, pair.hypothesis))
         size = longest if buckets is None else bucket_size(longest, buckets)
         batches.append(make_pair_batch(chunk, vocab, num_tokens=size))
+        if progress is not None:
+            progress(len(chunk))
     if shuffle:
         order = np.random.default_rng(seed).permutation(len(batches))
         batches = [batches[i] for i in order]

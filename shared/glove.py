@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 import pathlib
 from dataclasses import dataclass
-from typing import IO, Union
+from typing import IO, Callable, Union
 
 import numpy as np
 
@@ -51,7 +51,8 @@ class GloveReport:
         )
 
 
-def load_glove(path: PathLike, vocab: Vocabulary, embedding: np.ndarray) -> GloveReport:
+def load_glove(path: PathLike, vocab: Vocabulary, embedding: np.ndarray,
+               progress: Callable[[int], None] | None = None) -> GloveReport:
     """Copy GloVe vectors into the rows of ``embedding`` for the words of ``vocab``.
 
     Args:
@@ -59,6 +60,8 @@ def load_glove(path: PathLike, vocab: Vocabulary, embedding: np.ndarray) -> Glov
       vocab: the vocabulary; words match after its lowercasing, if any.
       embedding: ``<float>[V, E]`` with ``V == len(vocab)``, filled in place.
         Rows of words the file lacks, and of the specials, are left untouched.
+      progress: called with how many more lines were read, every 10,000
+        lines and once at the end (glove.840B has 2.2 million).
 
     Returns:
       A GloveReport.
@@ -76,7 +79,10 @@ def load_glove(path: PathLike, vocab: Vocabulary, embedding: np.ndarray) -> Glov
     filled: set[int] = set()
     lines_read = 0
     with _open_text(path) as lines:
+        line_no = 0
         for line_no, line in enumerate(lines, start=1):
+            if progress is not None and line_no % 10_000 == 0:
+                progress(10_000)
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
@@ -107,6 +113,8 @@ def load_glove(path: PathLike, vocab: Vocabulary, embedding: np.ndarray) -> Glov
             except ValueError:
                 raise ValueError(f"{path}, line {line_no}: a vector value is not a number") from None
             filled.add(index)
+    if progress is not None and line_no % 10_000:
+        progress(line_no % 10_000)
     total = len(vocab) - len(specials)
     return GloveReport(
         found=len(filled),

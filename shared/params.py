@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import numbers
 import os
+import zipfile
+import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Mapping
@@ -235,11 +237,7 @@ def load_params(path: str | os.PathLike) -> ParamFile:
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"parameter file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except ValueError as err:  # e.g. an object array, which needs pickle
-        raise ParamError(f"{path}: cannot read without pickle: {err}") from err
+    arrays = _read_npz(path)
     for meta in ("meta.config", "meta.vocab"):
         if meta not in arrays:
             raise ParamError(f"{path}: missing entry {meta!r}")
@@ -259,6 +257,33 @@ def load_params(path: str | os.PathLike) -> ParamFile:
     except ParamError as err:
         raise ParamError(f"{path}: {err}") from None
     return ParamFile(arrays, config, vocab)
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the .npz at ``path``; a one-line ParamError for a file
+    that is not one (a truncated download or copy, a text file so named), as
+    for an entry that needs pickle. OSError (a file that cannot be opened) is
+    left as it is: that is a failed read, not bad content."""
+    if not zipfile.is_zipfile(path):
+        # np.load would try the file as pickle and say it "contains pickled
+        # (object) data", which sends the reader to the wrong cause.
+        raise ParamError(f"{path}: not a readable .npz (not a zip archive: truncated, or not written by numpy)")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            try:
+                return {name: data[name] for name in data.files}
+            except ValueError as err:
+                if "allow_pickle" not in str(err):
+                    raise
+                # An object array: numpy would need pickle, which could run code from the file.
+                raise ParamError(f"{path}: cannot read without pickle: {err}") from None
+    except ParamError:
+        raise
+    except (ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+        # A damaged member: cut short, a bad CRC, a header numpy cannot read.
+        reason = str(err).splitlines()[0] if str(err) else ""
+        raise ParamError(f"{path}: not a readable .npz ({type(err).__name__}{': ' + reason if reason else ''})") \
+            from None
 
 
 def cast_params(params: Mapping[str, np.ndarray], dtype) -> dict[str, np.ndarray]:

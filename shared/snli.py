@@ -28,7 +28,7 @@ import json
 import pathlib
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Union
+from typing import Callable, Iterable, Iterator, Union
 
 from shared.transitions import PLAIN_SHAPES, ParseError, Sentence, build_tree, parse, plain_transitions, to_bracket
 
@@ -61,6 +61,8 @@ _UNDECODABLE = re.compile("[\udc80-\udcff]")
 
 PathLike = Union[str, pathlib.Path]
 
+
+PROGRESS_ROWS = 1000  # read_snli's progress callback: how many rows a call reports
 
 NO_ROW = -1  # a pair that did not come from a data file
 
@@ -142,6 +144,10 @@ class SNLIFormatError(ValueError):
         super().__init__(f"{path}, line {line_no}: {reason}")
 
 
+class EmptyDataError(ValueError):
+    """A data file, or the rows selected of it, with no data row at all."""
+
+
 class _RowError(Exception):
     """Internal: why one row is malformed (turned into SNLIFormatError or counted)."""
 
@@ -174,6 +180,7 @@ def read_snli(
     skip_malformed: bool = False,
     limit: int | None = None,
     rows: tuple[int, int | None] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[list[Pair], LoadReport]:
     """Read SNLI pairs from a jsonl file, a tab-separated txt file or the SNLI folder.
 
@@ -187,6 +194,9 @@ def read_snli(
       rows: (start, end): read only the data rows start..end-1 (0-based, in
         file order, blank lines not counted; end None: to the end). A pair
         keeps its row number in the whole file.
+      progress: called with how many more data rows were met (skipped ones
+        too), every PROGRESS_ROWS rows and once at the end: a full corpus
+        takes tens of seconds to read.
 
     Returns:
       The kept pairs in file order, and a LoadReport.
@@ -203,8 +213,13 @@ def read_snli(
     start, end = rows or (0, None)
     if start < 0 or (end is not None and end < start):
         raise ValueError(f"rows must be START:END with 0 <= START <= END, got {start}:{'' if end is None else end}")
-    found = _tsv_rows(file) if file.suffix.lower() in _TSV_SUFFIXES else _jsonl_rows(file)
+    tsv = file.suffix.lower() in _TSV_SUFFIXES
+    found = _tsv_rows(file) if tsv else _jsonl_rows(file)
+    seen = 0  # data rows met in the file, up to where reading stopped
     for index, (line_no, row) in enumerate(found):
+        seen = index + 1
+        if progress is not None and seen % PROGRESS_ROWS == 0:
+            progress(PROGRESS_ROWS)
         if index < start:
             continue
         if (end is not None and index >= end) or (limit is not None and len(pairs) >= limit):
@@ -222,6 +237,15 @@ def read_snli(
             report.skipped_no_label += 1
             continue
         pairs.append(pair)
+    if progress is not None and seen % PROGRESS_ROWS:
+        progress(seen % PROGRESS_ROWS)
+    # A file with no rows is refused here, so every command says so alike
+    # (rather than statistics of nothing, or a model with an empty vocabulary).
+    if seen == 0:
+        raise EmptyDataError(f"{file}: no data rows (the file is empty{' but for its header' if tsv else ''})")
+    if report.rows_read == 0 and limit != 0:
+        raise EmptyDataError(f"{file}: no data rows in rows {start}:{'' if end is None else end} "
+                             f"(the file has {seen:,})")
     report.pairs = len(pairs)
     return pairs, report
 
@@ -256,7 +280,9 @@ def _jsonl_rows(file: pathlib.Path) -> Iterator[_Row]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                yield line_no, _RowError(f"invalid JSON ({error.msg} at column {error.colno})")
+                # Some messages end in "at" already ("Unterminated string starting at").
+                where = "column" if error.msg.endswith(" at") else "at column"
+                yield line_no, _RowError(f"invalid JSON ({error.msg} {where} {error.colno})")
                 continue
             except (ValueError, RecursionError) as error:  # an integer too long, nesting too deep
                 yield line_no, _RowError(f"invalid JSON ({error})")

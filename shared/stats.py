@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from typing import Sequence
+from typing import Callable, Sequence
 
 from shared.batching import PairBatch, padding_report
 from shared.snli import LABELS, NO_LABEL, LoadReport, Pair
@@ -46,6 +46,7 @@ def dataset_stats(
     pairs: Sequence[Pair],
     report: LoadReport | None = None,
     batches: list[PairBatch] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> dict:
     """Counts, sentence lengths, tree depths and padding waste of a dataset.
 
@@ -56,10 +57,16 @@ def dataset_stats(
     and hypotheses), ``length_histogram`` (see :func:`length_histogram`),
     ``max_stack_depth`` (the most stack items any sentence needs) and
     ``padding`` (the fields of :func:`padding_report` over ``batches``, or None).
+    ``progress`` is called with how many more sentences were measured, every
+    1,000 and once at the end (building every tree is the slow part).
     """
     sentences = [s for pair in pairs for s in (pair.premise, pair.hypothesis)]
     lengths = [len(s) for s in sentences]
-    depths = [tree_depth(build_tree(s.tokens, s.transitions)) for s in sentences]
+    depths = []
+    for done, s in enumerate(sentences, start=1):
+        depths.append(tree_depth(build_tree(s.tokens, s.transitions)))
+        if progress is not None and (done % 1000 == 0 or done == len(sentences)):
+            progress(done % 1000 or 1000)
     stack_depths = [max_stack_depth(s.transitions) for s in sentences]
 
     label_counts = Counter(pair.label for pair in pairs)

@@ -186,18 +186,44 @@ def build_tree(tokens: Sequence[str], transitions: Sequence[int]) -> Tree:
 
 
 def to_bracket(tree: Tree) -> str:
-    """The binary-parse string of a tree: ``( left right )`` for every pair."""
-    if isinstance(tree, str):
-        return tree
-    left, right = tree
-    return f"( {to_bracket(left)} {to_bracket(right)} )"
+    """The binary-parse string of a tree: ``( left right )`` for every pair.
+
+    Iterative, as :func:`tree_depth`: a sentence of a thousand words may be
+    a thousand pairs deep."""
+    pieces: list[str] = []
+    pending: list = [tree]  # trees still to write, and the ")" that closes a pair
+    while pending:
+        node = pending.pop()
+        if isinstance(node, str):
+            pieces.append(node)
+        elif node is _CLOSE:
+            pieces.append(")")
+        else:
+            pieces.append("(")
+            pending += [_CLOSE, node[1], node[0]]
+    return " ".join(pieces)
+
+
+_CLOSE = object()  # to_bracket: the end of a pair
 
 
 def tree_depth(tree: Tree) -> int:
-    """Number of pairs on the longest root-to-leaf path (a single word: 0)."""
-    if isinstance(tree, str):
-        return 0
-    return 1 + max(tree_depth(tree[0]), tree_depth(tree[1]))
+    """Number of pairs on the longest root-to-leaf path (a single word: 0).
+
+    Iterative, with a stack of (subtree, depth): a left- or right-branching
+    sentence of a thousand words or more is that many pairs deep, past
+    Python's recursion limit, and a full SNLI corpus has such rows.
+    """
+    best = 0
+    pending = [(tree, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, str):
+            best = max(best, depth)
+        else:
+            pending.append((node[0], depth + 1))
+            pending.append((node[1], depth + 1))
+    return best
 
 
 def max_stack_depth(transitions: Sequence[int]) -> int:

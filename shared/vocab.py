@@ -9,7 +9,7 @@ the same way (docs/spec.md §5).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -76,13 +76,21 @@ class Vocabulary:
         return cls(list(SPECIALS) + kept, lowercase=lowercase)
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable["Pair"], **kwargs) -> "Vocabulary":
-        """:meth:`build` over the premise and hypothesis tokens of every pair."""
+    def from_pairs(cls, pairs: Iterable["Pair"], progress: Callable[[int], None] | None = None,
+                   **kwargs) -> "Vocabulary":
+        """:meth:`build` over the premise and hypothesis tokens of every pair;
+        ``progress`` is called with how many more pairs were counted, every
+        1,000 pairs and once at the end."""
 
         def token_lists() -> Iterable[Sequence[str]]:
-            for pair in pairs:
+            done = 0
+            for done, pair in enumerate(pairs, start=1):
                 yield pair.premise.tokens
                 yield pair.hypothesis.tokens
+                if progress is not None and done % 1000 == 0:
+                    progress(1000)
+            if progress is not None and done % 1000:
+                progress(done % 1000)
 
         return cls.build(token_lists(), **kwargs)
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.snli import (HYPOTHESIS_FIELD, ID_FIELD, LABEL_FIELD, LABELS, NO_LABEL, PREMISE_FIELD, REQUIRED_FIELDS,
-                         UNLABELED, SNLIFormatError, read_snli)
+                         UNLABELED, EmptyDataError, SNLIFormatError, read_snli)
 from shared.transitions import REDUCE, SHIFT, ParseError, build_tree, check_transitions, parse
 
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None, derandomize=True)
@@ -207,6 +207,12 @@ def check_read(path, *, fatal_header: bool = False) -> None:
     except SNLIFormatError as error:
         # Only a txt file's header can stop a lenient read.
         assert fatal_header and error.line_no == 1 and str(path) in str(error)
+        return
+    except EmptyDataError as error:
+        # Or a file with no data row at all, which both reads refuse alike.
+        assert str(error).startswith(f"{path}: no data rows (the file is empty")
+        with pytest.raises(EmptyDataError):
+            read_snli(path)
         return
     assert report.rows_read == report.pairs + report.skipped_malformed == len(lenient) + len(report.malformed)
     assert report.skipped_no_label == 0

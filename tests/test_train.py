@@ -226,7 +226,7 @@ def test_resume_skips_a_damaged_newest_checkpoint(runs, tmp_path, capsys):
         load_checkpoint(damaged.parent)
     resumed = train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
     err = capsys.readouterr().err
-    assert "skipping checkpoint" in err and "step-00000016" in err and "BadZipFile" in err
+    assert "skipping checkpoint" in err and "step-00000016" in err and "not a readable .npz" in err
     resume = [r for r in read_metrics(tmp_path) if r["kind"] == "resume"]
     assert resume[-1]["from"].endswith("step-00000008") and resume[-1]["skipped"][0]["path"] == str(damaged.parent)
     _, straight = runs("straight", "pytorch", epochs=2, **RESUMABLE)

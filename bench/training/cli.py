@@ -17,8 +17,9 @@ import numpy as np
 
 from bench import frameworks
 from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
-from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label
+from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label, shows_progress
 from bench.lock import lock_output
+from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, format_confusion
@@ -192,27 +193,43 @@ def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     if args.dev_rows and dev in ("synthetic", "arithmetic"):
         raise ValueError(f"--dev-rows selects rows of a file; --dev {dev} generates its pairs (use --dev-pairs)")
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
-    pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows)
+    with stage("read dev", enabled=shows_progress(args)) as progress:
+        pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows,
+                                  progress=progress.update)
     name = "snli-dev-sample" if dev == "sample" else str(report.path)
     return name + rows_label(args.dev_rows), pairs
 
 
-def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair]) -> ParamFile:
+def load_init(args: argparse.Namespace) -> ParamFile | None:
+    """The parameter file of ``--init``, read before the data: a damaged file
+    is then refused at once, not after a full corpus is read. None without
+    ``--init``, and with ``--resume``, where a checkpoint may make it unneeded."""
+    if not args.init:
+        return None
+    if args.glove:
+        raise ValueError("--init and --glove exclude each other (the file already holds its embedding)")
+    return None if args.resume else load_params(args.init)
+
+
+def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
+               loaded: ParamFile | None = None) -> ParamFile:
     """Fresh weights (sizes from the flags, vocabulary from the data, GloVe
-    if given) or the parameter file of ``--init``."""
+    if given) or the parameter file of ``--init`` (``loaded``, if read already)."""
     from shared.glove import load_glove
 
     if args.init:
-        if args.glove:
-            raise ValueError("--init and --glove exclude each other (the file already holds its embedding)")
-        return load_params(args.init)
+        return loaded if loaded is not None else load_params(args.init)
     pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
-    vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=True, max_size=args.max_vocab)
+    with stage("vocabulary", len(pairs), unit="pairs", enabled=shows_progress(args)) as progress:
+        vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=True, max_size=args.max_vocab,
+                                      progress=progress.update)
     config = model_config(args, len(vocab), lowercase=True)
     seed = args.seed if args.init_seed is None else args.init_seed
     params = init_params(config, seed=seed)
     if args.glove:
-        print(load_glove(args.glove, vocab, params[EMBEDDING]), file=sys.stderr)
+        with stage("GloVe", unit="lines", enabled=shows_progress(args)) as progress:
+            report = load_glove(args.glove, vocab, params[EMBEDDING], progress=progress.update)
+        print(report, file=sys.stderr)
     return ParamFile(params, config, vocab.to_array())
 
 
@@ -255,6 +272,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     elif args.processes not in (None, 1):
         raise ValueError(f"--processes {args.processes} needs --replicas K > 1 (the processes share K replicas)")
     quiet_frameworks(cfg.dtype, [cfg.framework])  # before the framework is imported (float64 may need a switch)
+    loaded = load_init(args)
     dataset = load_dataset(args)
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
@@ -267,7 +285,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         data_info["numbers"] = args.numbers
     if args.parse != "gold":
         data_info["parse"] = args.parse
-    init = lambda: build_init(args, dataset.pairs, dev_pairs)  # noqa: E731
+    init = lambda: build_init(args, dataset.pairs, dev_pairs, loaded)  # noqa: E731
     writer = not rank  # with replicas started by a launcher, rank 0 alone writes, evaluates and reports
     options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
                    writer=writer, stop_on_signal=rank is None)  # a job of processes stops together, by a launcher

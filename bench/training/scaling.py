@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import frameworks
+from bench.errors import WorkFailed
 from bench.lock import lock_output
 from bench.provenance import provenance
 from bench.records import append_record, read_records
@@ -104,7 +105,7 @@ def run_one(args, framework: str, k: int, round_: int, out: Path, provenances: d
     wall = time.perf_counter() - started
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"bench train --framework {framework} --replicas {k} failed: {tail}")
+        raise WorkFailed(f"bench train --framework {framework} --replicas {k} failed: {tail}")
     record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size,
               "size": args.size, "data": args.data, "wall_s": wall, "load": os.getloadavg()[0],
               "cpu_count": os.cpu_count(), **summarize(folder, args.warmup), **provenances[framework],

@@ -1,0 +1,10 @@
+"""The exceptions bench/cli.py turns into exit codes besides Python's own (docs/spec.md §5, "Exit codes")."""
+
+from __future__ import annotations
+
+
+class WorkFailed(RuntimeError):
+    """The work itself failed (a child command, a worker): one line on stderr, exit code 1.
+
+    Not for bad input, which is a ValueError (exit code 2), and not for
+    a bug, which keeps its traceback (any other exception)."""
