@@ -1,0 +1,180 @@
+"""Gold transitions -> a level schedule for host-scheduled batching (NumPy only).
+
+The node table holds the leaves first (row ``s * N + i`` is word i of sentence
+s), then one contiguous block per level of computed nodes. A level gathers its
+children's rows, runs one batched Reduce, and appends its block. Widths are
+rounded up to a few sizes so the compiled shapes stay few; padding rows read
+row 0 and are never read back.
+
+Without the tracker a level is a tree height (a batch takes as many levels as
+its tallest tree). With the tracker a level is a transition step: the tracker
+runs on the sentences still active, Reduce only on the sentences that reduce.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.transitions import PAD, REDUCE, SHIFT
+
+DEFAULT_WIDTHS = (8, 16, 32, 64, 128, 256, 512)
+
+
+def round_width(n: int, widths=DEFAULT_WIDTHS) -> int:
+    """The smallest width >= n, or n rounded up to a multiple of the largest."""
+    for w in widths:
+        if n <= w:
+            return int(w)
+    last = int(widths[-1])
+    return -(-n // last) * last
+
+
+@dataclass(frozen=True, eq=False)
+class Level:
+    """One level: Reduce on ``width`` rows whose block starts at ``offset``."""
+
+    offset: int
+    left: np.ndarray  # <int32>[width] table rows of the left children
+    right: np.ndarray  # <int32>[width]
+    used: int  # rows that are real nodes (the rest is padding)
+    # tracker levels only (None without the tracker):
+    active: np.ndarray | None = None  # <int32>[tracker width] sentences that step
+    active_used: int = 0
+    stack_top: np.ndarray | None = None  # <int32>[tracker width] table rows
+    stack_below: np.ndarray | None = None
+    buffer_front: np.ndarray | None = None
+    reducing: np.ndarray | None = None  # <int32>[width] positions in ``active`` that reduce
+
+    @property
+    def width(self) -> int:
+        return int(self.left.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    n_leaves_rows: int  # S * N
+    levels: tuple[Level, ...]
+    roots: np.ndarray  # <int32>[S] table row of each sentence's root
+
+    @property
+    def n_rows(self) -> int:
+        return self.n_leaves_rows + sum(level.width for level in self.levels)
+
+    @property
+    def n_levels(self) -> int:
+        return len(self.levels)
+
+    @property
+    def padded_share(self) -> float:
+        """Share of computed Reduce rows that are padding."""
+        total = sum(level.width for level in self.levels)
+        return 0.0 if total == 0 else 1.0 - sum(level.used for level in self.levels) / total
+
+
+def _simulate(transitions: np.ndarray, N: int):
+    """Per sentence: the list of (step, left, right) reduces, with node ids
+    ('leaf', s, i) or ('node', s, k), and each node's height."""
+    out = []
+    for s, row in enumerate(transitions):
+        stack, reduces, height, buffer = [], [], {}, 0
+        for t, op in enumerate(row):
+            op = int(op)
+            if op == SHIFT:
+                node = ("leaf", s, buffer)
+                height[node] = 0
+                stack.append(node)
+                buffer += 1
+            elif op == REDUCE:
+                right, left = stack.pop(), stack.pop()
+                node = ("node", s, len(reduces))
+                height[node] = 1 + max(height[left], height[right])
+                reduces.append((t, left, right, node))
+                stack.append(node)
+            elif op != PAD:
+                raise ValueError(f"sentence {s}: unknown transition {op} at step {t}")
+        if len(stack) != 1:
+            raise ValueError(f"sentence {s}: ends with {len(stack)} items on the stack, not 1")
+        out.append((reduces, height, stack[0]))
+    return out
+
+
+def schedule_by_height(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
+    """No tracker: every node of height h is computed at level h - 1."""
+    transitions = np.asarray(transitions)
+    S = transitions.shape[0]
+    sims = _simulate(transitions, N)
+    row: dict = {}
+    for s in range(S):
+        for i in range(N):
+            row[("leaf", s, i)] = s * N + i
+    by_level: dict[int, list] = {}
+    for reduces, height, _ in sims:
+        for _, left, right, node in reduces:
+            by_level.setdefault(height[node] - 1, []).append((left, right, node))
+    levels, offset = [], S * N
+    for h in range(len(by_level)):
+        nodes = by_level[h]
+        width = round_width(len(nodes), widths)
+        left = np.zeros(width, np.int32)
+        right = np.zeros(width, np.int32)
+        for k, (l, r, node) in enumerate(nodes):
+            left[k], right[k] = row[l], row[r]
+            row[node] = offset + k
+        levels.append(Level(offset, left, right, len(nodes)))
+        offset += width
+    roots = np.array([row[root] for _, _, root in sims], np.int32)
+    return Schedule(S * N, tuple(levels), roots)
+
+
+def schedule_by_step(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
+    """With the tracker: level t is transition step t. The tracker reads the
+    stack top, the item below it and the buffer front (row 0 when missing) of
+    every sentence still active; Reduce runs on those that reduce."""
+    transitions = np.asarray(transitions)
+    S, T = transitions.shape
+    stacks = [[] for _ in range(S)]
+    buffers = [0] * S
+    last = [max((t for t in range(T) if transitions[s, t] != PAD), default=-1) for s in range(S)]
+    levels, offset = [], S * N
+    for t in range(max(last) + 1):
+        active = [s for s in range(S) if t <= last[s]]
+        aw = round_width(len(active), widths)
+        act = np.zeros(aw, np.int32)
+        top = np.zeros(aw, np.int32)
+        below = np.zeros(aw, np.int32)
+        front = np.zeros(aw, np.int32)
+        reducing = []
+        for k, s in enumerate(active):
+            st = stacks[s]
+            act[k] = s
+            top[k] = st[-1] if st else 0
+            below[k] = st[-2] if len(st) > 1 else 0
+            front[k] = s * N + min(buffers[s], N - 1)
+            if transitions[s, t] == REDUCE:
+                reducing.append(k)
+        width = round_width(len(reducing), widths) if reducing else 0
+        left = np.zeros(width, np.int32)
+        right = np.zeros(width, np.int32)
+        red = np.zeros(width, np.int32)
+        for j, k in enumerate(reducing):
+            s = active[k]
+            right[j], left[j] = stacks[s].pop(), stacks[s].pop()
+            red[j] = k
+            stacks[s].append(offset + j)
+        for s in active:
+            if transitions[s, t] == SHIFT:
+                stacks[s].append(s * N + buffers[s])
+                buffers[s] += 1
+        levels.append(Level(offset, left, right, len(reducing), act, len(active), top, below, front, red))
+        offset += width
+    for s, st in enumerate(stacks):
+        if len(st) != 1:
+            raise ValueError(f"sentence {s}: ends with {len(st)} items on the stack, not 1")
+    roots = np.array([st[0] for st in stacks], np.int32)
+    return Schedule(S * N, tuple(levels), roots)
+
+
+def schedule(transitions, N: int, tracker: bool, widths=DEFAULT_WIDTHS) -> Schedule:
+    return (schedule_by_step if tracker else schedule_by_height)(transitions, N, widths)

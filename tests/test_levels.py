@@ -1,0 +1,81 @@
+"""The level scheduler alone (shared/levels.py)."""
+
+import numpy as np
+import pytest
+
+from shared.levels import round_width, schedule
+from shared.transitions import PAD, plain_transitions
+
+
+def _batch(shapes_and_lengths, N):
+    T = 2 * N - 1
+    rows = []
+    for shape, n in shapes_and_lengths:
+        tr = plain_transitions(n, shape)
+        rows.append(tr + [PAD] * (T - len(tr)))
+    return np.array(rows, np.int32)
+
+
+def _check(sched, S, N, widths):
+    computed_at = {}
+    for lv, level in enumerate(sched.levels):
+        assert level.width in widths or level.width == 0 or level.width % widths[-1] == 0
+        assert level.used <= level.width
+        for k in range(level.used):
+            for child in (level.left[k], level.right[k]):
+                if child >= S * N:
+                    assert computed_at[int(child)] < lv  # child computed earlier
+            assert level.offset + k not in computed_at  # computed once
+            computed_at[level.offset + k] = lv
+    assert sorted(sched.roots.tolist()) == sorted(set(sched.roots.tolist()))
+    return computed_at
+
+
+@pytest.mark.parametrize("tracker", [False, True])
+def test_every_node_once_children_first(tracker):
+    N = 7
+    batch = _batch([("left", 7), ("right", 5), ("balanced", 6), ("left", 1)], N)
+    widths = (2, 4)
+    sched = schedule(batch, N, tracker, widths)
+    computed = _check(sched, 4, N, widths)
+    assert len(computed) == 6 + 4 + 5 + 0  # n - 1 reduces per sentence
+    assert sched.roots[3] == 3 * N  # one word: its leaf is its root
+    assert 0.0 <= sched.padded_share < 1.0
+
+
+def test_levels_by_height_hand_checked():
+    # ((a b)(c d)) and (e (f g)): heights 2 and 2 -> two levels
+    N = 4
+    batch = _batch([("balanced", 4), ("right", 3)], N)
+    sched = schedule(batch, N, False, (4,))
+    assert sched.n_levels == 2
+    first, second = sched.levels
+    assert first.used == 3  # (a b), (c d), (f g)
+    assert first.left[:3].tolist() == [0, 2, 5] and first.right[:3].tolist() == [1, 3, 6]
+    assert second.used == 2
+    assert second.left[:2].tolist() == [8, 4] and second.right[:2].tolist() == [9, 10]
+    assert sched.roots.tolist() == [12, 13]
+    assert sched.padded_share == pytest.approx(1 - 5 / 8)
+
+
+def test_levels_by_step_compacts_reduces():
+    N = 3
+    batch = _batch([("left", 3), ("right", 3)], N)  # S S R S R / S S S R R
+    sched = schedule(batch, N, True, (1, 2))
+    assert sched.n_levels == 5
+    assert [lv.used for lv in sched.levels] == [0, 0, 1, 1, 2]
+    assert [lv.width for lv in sched.levels] == [0, 0, 1, 1, 2]
+    step2 = sched.levels[2]
+    assert step2.active[step2.reducing[0]] == 0 and (step2.left[0], step2.right[0]) == (0, 1)
+
+
+def test_tallest_tree_sets_levels_not_steps():
+    N = 16
+    batch = _batch([("balanced", 16)] * 8, N)
+    sched = schedule(batch, N, False)
+    assert sched.n_levels == 4  # log2(16), not 2n-1 = 31
+
+
+def test_round_width():
+    assert round_width(3, (4, 8)) == 4
+    assert round_width(9, (4, 8)) == 16
