@@ -1,10 +1,11 @@
 """Gold transitions -> a level schedule for host-scheduled batching (NumPy only).
 
 The node table holds the leaves first (row ``s * N + i`` is word i of sentence
-s), then one contiguous block per level of computed nodes. A level gathers its
-children's rows, runs one batched Reduce, and appends its block. Widths are
-rounded up to a few sizes so the compiled shapes stay few; padding rows read
-row 0 and are never read back.
+s), then a zero row (row ``S * N``: what an absent stack item or an empty
+buffer reads), then one contiguous block per level of computed nodes. A level
+gathers its children's rows, runs one batched Reduce, and appends its block.
+Widths are rounded up to a few sizes so the compiled shapes stay few; padding
+rows read the zero row and are never read back.
 
 Without the tracker a level is a tree height (a batch takes as many levels as
 its tallest tree). With the tracker a level is a transition step: the tracker
@@ -54,13 +55,13 @@ class Level:
 
 @dataclass(frozen=True, eq=False)
 class Schedule:
-    n_leaves_rows: int  # S * N
+    n_leaves_rows: int  # S * N; the zero row follows
     levels: tuple[Level, ...]
     roots: np.ndarray  # <int32>[S] table row of each sentence's root
 
     @property
     def n_rows(self) -> int:
-        return self.n_leaves_rows + sum(level.width for level in self.levels)
+        return self.n_leaves_rows + 1 + sum(level.width for level in self.levels)
 
     @property
     def n_levels(self) -> int:
@@ -113,12 +114,13 @@ def schedule_by_height(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
     for reduces, height, _ in sims:
         for _, left, right, node in reduces:
             by_level.setdefault(height[node] - 1, []).append((left, right, node))
-    levels, offset = [], S * N
+    zero = S * N
+    levels, offset = [], zero + 1
     for h in range(len(by_level)):
         nodes = by_level[h]
         width = round_width(len(nodes), widths)
-        left = np.zeros(width, np.int32)
-        right = np.zeros(width, np.int32)
+        left = np.full(width, zero, np.int32)
+        right = np.full(width, zero, np.int32)
         for k, (l, r, node) in enumerate(nodes):
             left[k], right[k] = row[l], row[r]
             row[node] = offset + k
@@ -130,34 +132,36 @@ def schedule_by_height(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
 
 def schedule_by_step(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
     """With the tracker: level t is transition step t. The tracker reads the
-    stack top, the item below it and the buffer front (row 0 when missing) of
+    stack top, the item below it and the buffer front (the zero row when absent) of
     every sentence still active; Reduce runs on those that reduce."""
     transitions = np.asarray(transitions)
     S, T = transitions.shape
     stacks = [[] for _ in range(S)]
     buffers = [0] * S
     last = [max((t for t in range(T) if transitions[s, t] != PAD), default=-1) for s in range(S)]
-    levels, offset = [], S * N
+    n_words = (transitions == SHIFT).sum(axis=1)
+    zero = S * N
+    levels, offset = [], zero + 1
     for t in range(max(last) + 1):
-        active = [s for s in range(S) if t <= last[s]]
+        active = [s for s in range(S) if transitions[s, t] != PAD]  # a PAD step changes nothing
         aw = round_width(len(active), widths)
-        act = np.zeros(aw, np.int32)
-        top = np.zeros(aw, np.int32)
-        below = np.zeros(aw, np.int32)
-        front = np.zeros(aw, np.int32)
+        act = np.full(aw, S, np.int32)  # padding steps a spare tracker row S
+        top = np.full(aw, zero, np.int32)
+        below = np.full(aw, zero, np.int32)
+        front = np.full(aw, zero, np.int32)
         reducing = []
         for k, s in enumerate(active):
             st = stacks[s]
             act[k] = s
-            top[k] = st[-1] if st else 0
-            below[k] = st[-2] if len(st) > 1 else 0
-            front[k] = s * N + min(buffers[s], N - 1)
+            top[k] = st[-1] if st else zero
+            below[k] = st[-2] if len(st) > 1 else zero
+            front[k] = s * N + buffers[s] if buffers[s] < n_words[s] else zero
             if transitions[s, t] == REDUCE:
                 reducing.append(k)
         width = round_width(len(reducing), widths) if reducing else 0
-        left = np.zeros(width, np.int32)
-        right = np.zeros(width, np.int32)
-        red = np.zeros(width, np.int32)
+        left = np.full(width, zero, np.int32)
+        right = np.full(width, zero, np.int32)
+        red = np.full(width, aw - 1 if len(active) < aw else 0, np.int32)
         for j, k in enumerate(reducing):
             s = active[k]
             right[j], left[j] = stacks[s].pop(), stacks[s].pop()
@@ -178,3 +182,40 @@ def schedule_by_step(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
 
 def schedule(transitions, N: int, tracker: bool, widths=DEFAULT_WIDTHS) -> Schedule:
     return (schedule_by_step if tracker else schedule_by_height)(transitions, N, widths)
+
+
+def uniform(sched: Schedule, widths=DEFAULT_WIDTHS) -> dict:
+    """The schedule with every level padded to one width, stacked for a loop
+    over levels (lax.scan, tf.while_loop): arrays [L, W] (and [L, A] for the
+    tracker), level l's block at rows ``base + l * W``."""
+    W = round_width(max([lv.used for lv in sched.levels] + [1]), widths)
+    L, zero = sched.n_levels, sched.n_leaves_rows
+    out = {"base": zero + 1, "width": W,
+           "left": np.full((L, W), zero, np.int32), "right": np.full((L, W), zero, np.int32)}
+    remap = {}  # old table row -> new
+    for l, lv in enumerate(sched.levels):
+        for k in range(lv.width):
+            remap[lv.offset + k] = zero + 1 + l * W + k if k < W else zero
+
+    def fix(rows):
+        return np.array([remap.get(int(r), int(r)) for r in rows], np.int32)
+
+    for l, lv in enumerate(sched.levels):
+        out["left"][l, :lv.used] = fix(lv.left[:lv.used])
+        out["right"][l, :lv.used] = fix(lv.right[:lv.used])
+    if sched.levels and sched.levels[0].active is not None:
+        A = round_width(max(lv.active_used for lv in sched.levels), widths)
+        S = len(sched.roots)
+        for name, fill in (("active", S), ("top", zero), ("below", zero), ("front", zero)):
+            out[name] = np.full((L, A), fill, np.int32)
+        out["reducing"] = np.full((L, W), A - 1, np.int32)
+        for l, lv in enumerate(sched.levels):
+            n = lv.active_used
+            out["active"][l, :n] = lv.active[:n]
+            out["top"][l, :n] = fix(lv.stack_top[:n])
+            out["below"][l, :n] = fix(lv.stack_below[:n])
+            out["front"][l, :n] = fix(lv.buffer_front[:n])
+            out["reducing"][l, :lv.used] = lv.reducing[:lv.used]
+    out["roots"] = fix(sched.roots)
+    out["n_rows"] = zero + 1 + L * W
+    return out

@@ -23,7 +23,7 @@ def _check(sched, S, N, widths):
         assert level.used <= level.width
         for k in range(level.used):
             for child in (level.left[k], level.right[k]):
-                if child >= S * N:
+                if child > S * N:  # row S * N is the zero row
                     assert computed_at[int(child)] < lv  # child computed earlier
             assert level.offset + k not in computed_at  # computed once
             computed_at[level.offset + k] = lv
@@ -52,9 +52,10 @@ def test_levels_by_height_hand_checked():
     first, second = sched.levels
     assert first.used == 3  # (a b), (c d), (f g)
     assert first.left[:3].tolist() == [0, 2, 5] and first.right[:3].tolist() == [1, 3, 6]
+    assert first.left[3] == 8  # padding reads the zero row
     assert second.used == 2
-    assert second.left[:2].tolist() == [8, 4] and second.right[:2].tolist() == [9, 10]
-    assert sched.roots.tolist() == [12, 13]
+    assert second.left[:2].tolist() == [9, 4] and second.right[:2].tolist() == [10, 11]
+    assert sched.roots.tolist() == [13, 14]
     assert sched.padded_share == pytest.approx(1 - 5 / 8)
 
 
@@ -67,6 +68,7 @@ def test_levels_by_step_compacts_reduces():
     assert [lv.width for lv in sched.levels] == [0, 0, 1, 1, 2]
     step2 = sched.levels[2]
     assert step2.active[step2.reducing[0]] == 0 and (step2.left[0], step2.right[0]) == (0, 1)
+    assert sched.levels[4].buffer_front.tolist() == [6, 6]  # both buffers empty: the zero row
 
 
 def test_tallest_tree_sets_levels_not_steps():
