@@ -32,20 +32,27 @@ class LevelSPINN(nn.Module):
 
     def encode_scheduled(self, leaves, sched):
         """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays
-        (as jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
+        (jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
+        return self.encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
+
+    def encode_segments(self, leaves, segments, n_rows: int, roots):
+        """leaves <float>[S, N, 2H]; segments: shared.levels.segments' runs
+        (or one uniform run), one lax.scan each; n_rows the table's rows;
+        roots <int32>[S] -> h of the roots <float>[S, H]."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
         S, N = leaves.shape[:2]
         dtype = leaves.dtype
-        base, W, n_rows = sched["base"], sched["width"], sched["n_rows"]
         table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
-        L = sched["left"].shape[0]
-        if D > 0:
-            xs = (sched["left"], sched["right"], sched["active"], sched["top"], sched["below"], sched["front"],
-                  sched["reducing"])
-            state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype))  # row S: padding's spare
-        else:
-            xs = (sched["left"], sched["right"])
-            state = ()
+        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype)) if D > 0 else ()  # row S: padding's
+        for seg in segments:
+            table, state = self._run(table, state, seg)
+        return _halves(table[roots], H)[0]
+
+    def _run(self, table, state, seg):
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        base, W = seg["base"], seg["width"]
+        names = ("left", "right") + (("active", "top", "below", "front", "reducing") if D > 0 else ())
+        xs = tuple(seg[k] for k in names)
 
         def level(module, carry, x):
             table, state, l = carry
@@ -60,12 +67,13 @@ class LevelSPINN(nn.Module):
                 tracking = jnp.take(h, reducing, axis=0)
             else:
                 left, right = x
-            lh, lc = _halves(jnp.take(table, left, axis=0), H)
-            rh, rc = _halves(jnp.take(table, right, axis=0), H)
-            composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
-            table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
+            if W > 0:
+                lh, lc = _halves(jnp.take(table, left, axis=0), H)
+                rh, rc = _halves(jnp.take(table, right, axis=0), H)
+                composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
+                table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
             return (table, state, l + 1), None
 
-        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=L)
-        (table, _, _), _ = scan(self, (table, state, jnp.int32(0)), xs)
-        return _halves(table[sched["roots"]], H)[0]
+        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=xs[0].shape[0])
+        (table, state, _), _ = scan(self, (table, state, jnp.int32(0)), xs)
+        return table, state

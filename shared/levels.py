@@ -219,3 +219,28 @@ def uniform(sched: Schedule, widths=DEFAULT_WIDTHS) -> dict:
     out["roots"] = fix(sched.roots)
     out["n_rows"] = zero + 1 + L * W
     return out
+
+
+def segments(sched: Schedule) -> list[dict]:
+    """The schedule as runs of consecutive levels of one width (and one
+    tracker width), each stacked for its own loop: a run's level l writes rows
+    ``base + l * width``. Fewer padded rows than :func:`uniform`, at the cost
+    of one loop per run; the table layout is the schedule's own."""
+    runs: list[list[Level]] = []
+    for lv in sched.levels:
+        key = (lv.width, 0 if lv.active is None else len(lv.active))
+        if runs and (runs[-1][0].width, 0 if runs[-1][0].active is None else len(runs[-1][0].active)) == key:
+            runs[-1].append(lv)
+        else:
+            runs.append([lv])
+    out = []
+    for run in runs:
+        seg = {"base": run[0].offset, "width": run[0].width,
+               "left": np.stack([lv.left for lv in run]), "right": np.stack([lv.right for lv in run])}
+        if run[0].active is not None:
+            seg.update(active=np.stack([lv.active for lv in run]), top=np.stack([lv.stack_top for lv in run]),
+                       below=np.stack([lv.stack_below for lv in run]),
+                       front=np.stack([lv.buffer_front for lv in run]),
+                       reducing=np.stack([lv.reducing for lv in run]))
+        out.append(seg)
+    return out

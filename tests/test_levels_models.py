@@ -4,7 +4,7 @@ in float64, values and gradients (same weights, gold parses)."""
 import numpy as np
 import pytest
 
-from shared.levels import schedule, uniform
+from shared.levels import schedule, segments, uniform
 from shared.params import ModelConfig
 from shared.transitions import PAD, plain_transitions
 
@@ -48,6 +48,10 @@ def test_jax_levels_match_masked_scan(tracker_dim):
         return levels.apply(p, leaves, sched, method=LevelSPINN.encode_scheduled)
 
     assert float(jnp.max(jnp.abs(jax.jit(got)(params) - want(params)))) < F64_TOL
+    sch = schedule(tr, N, tracker_dim > 0, (2, 4))
+    segs = [{k: (jnp.asarray(v) if hasattr(v, "shape") else v) for k, v in seg.items()} for seg in segments(sch)]
+    by_runs = levels.apply(params, leaves, segs, sch.n_rows, jnp.asarray(sch.roots), method=LevelSPINN.encode_segments)
+    assert float(jnp.max(jnp.abs(by_runs - want(params)))) < F64_TOL
     g_want = jax.grad(lambda p: jnp.sum(want(p) ** 2))(params)
     g_got = jax.grad(lambda p: jnp.sum(got(p) ** 2))(params)
     for a, b in zip(jax.tree_util.tree_leaves(g_want), jax.tree_util.tree_leaves(g_got)):
