@@ -5,6 +5,12 @@ The schedule turns the batch's trees into index arrays; the program is a
 table, runs the shared Reduce (and Tracker) cells on the dense block and
 writes the results as one contiguous block. Gold parses only: a predicted or
 sampled parse is decided inside the loop and cannot be scheduled ahead.
+
+``LevelClassifier`` is classifier.py's SNLIClassifier with this encoder: its
+``__call__`` and ``parse`` take the schedule's arrays
+(shared.levels.program_arrays) after the four batch arrays, so train.py's
+loss, gradient and training step run it unchanged (the runner's
+``algorithm="levels"``, the registry's ``jax-levels``).
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import jax
 import jax.numpy as jnp
 
 from shared.params import ModelConfig
+from shared.parsing import SentenceParses
 
 from .cells import Dtype, Reduce, Tracker, _halves
+from .classifier import SNLIClassifier
 
 
 class LevelSPINN(nn.Module):
@@ -23,6 +31,10 @@ class LevelSPINN(nn.Module):
 
     config: ModelConfig
     param_dtype: Dtype = jnp.float32
+    # The classifier's encoder fields (classifier.py): the level loop has no stack layout and no tail to skip.
+    layout: str = "thin"
+    unroll: int = 1
+    skip_tail: bool = True
 
     def setup(self):
         c = self.config
@@ -35,20 +47,38 @@ class LevelSPINN(nn.Module):
         (jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
         return self.encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
 
-    def encode_segments(self, leaves, segments, n_rows: int, roots):
+    def encode_segments(self, leaves, segments, n_rows: int, roots, head: bool = False):
         """leaves <float>[S, N, 2H]; segments: shared.levels.segments' runs
         (or one uniform run), one lax.scan each; n_rows the table's rows;
-        roots <int32>[S] -> h of the roots <float>[S, H]."""
+        roots <int32>[S] -> h of the roots <float>[S, H]; with ``head`` also
+        the transition head's logits <float>[S, L, 2] at level (= step) l of
+        the sentences that step, zeros elsewhere (one uniform run only)."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
         S, N = leaves.shape[:2]
         dtype = leaves.dtype
         table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
         state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype)) if D > 0 else ()  # row S: padding's
         for seg in segments:
-            table, state = self._run(table, state, seg)
-        return _halves(table[roots], H)[0]
+            table, state, logits = self._run(table, state, seg, head)
+        encodings = _halves(table[roots], H)[0]
+        if not head:
+            return encodings
+        active = segments[-1]["active"]  # [L, A]
+        L = active.shape[0]
+        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
+        per_step = jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)  # row S: padding's
+        return encodings, per_step[:S]
 
-    def _run(self, table, state, seg):
+    def encode_program(self, leaves, arrays, head: bool = False):
+        """leaves <float>[S, N, 2H]; arrays: shared.levels.program_arrays' int32
+        arrays (the layout read from their shapes) -> encodings <float>[S, H]
+        (and with ``head`` the head's logits <float>[S, L, 2])."""
+        S, N = leaves.shape[:2]
+        L, W = arrays["left"].shape
+        seg = dict(arrays, base=S * N + 1, width=W)
+        return self.encode_segments(leaves, [seg], S * N + 1 + L * W, arrays["roots"], head)
+
+    def _run(self, table, state, seg, head: bool = False):
         H, D = self.config.hidden_dim, self.config.tracker_dim
         base, W = seg["base"], seg["width"]
         names = ("left", "right") + (("active", "top", "below", "front", "reducing") if D > 0 else ())
@@ -56,7 +86,7 @@ class LevelSPINN(nn.Module):
 
         def level(module, carry, x):
             table, state, l = carry
-            tracking = None
+            tracking, logits = None, None
             if D > 0:
                 left, right, active, top, below, front, reducing = x
                 h0, c0 = state[0][active], state[1][active]
@@ -65,6 +95,8 @@ class LevelSPINN(nn.Module):
                 # padding rows all write the spare row S; any of them may win, none is read
                 state = (state[0].at[active].set(h), state[1].at[active].set(c))
                 tracking = jnp.take(h, reducing, axis=0)
+                if head:  # the head reads the state this step's tracker update just wrote
+                    logits = module.tracker.transition_logits(h)
             else:
                 left, right = x
             if W > 0:
@@ -72,8 +104,43 @@ class LevelSPINN(nn.Module):
                 rh, rc = _halves(jnp.take(table, right, axis=0), H)
                 composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
                 table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
-            return (table, state, l + 1), None
+            return (table, state, l + 1), logits
 
         scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=xs[0].shape[0])
-        (table, state, _), _ = scan(self, (table, state, jnp.int32(0)), xs)
-        return table, state
+        (table, state, _), logits = scan(self, (table, state, jnp.int32(0)), xs)
+        return table, state, logits
+
+
+class LevelClassifier(SNLIClassifier):
+    """classifier.py's SNLIClassifier (same weights) with the level encoder:
+    both methods take the schedule's arrays after the batch's four."""
+
+    encoder_class = LevelSPINN
+
+    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, levels,
+                 train: bool = False):
+        """The batch's arrays and ``levels`` (shared.levels.program_arrays of
+        its 2B sentences, premises first) -> (premise, hypothesis, logits)."""
+        B = premise_tokens.shape[0]
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
+        encodings = self.spinn.encode_program(self._leaves(tokens, train), levels)
+        premise, hypothesis = encodings[:B], encodings[B:]
+        return premise, hypothesis, self.classify(premise, hypothesis, train)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, levels,
+              mode: str = "gold", uniforms=None, train: bool = False) -> tuple[SentenceParses, jnp.ndarray]:
+        """Gold mode only (the runner refuses the others): the gold parse with
+        the head's logits at every step, as SNLIClassifier.parse returns it."""
+        if mode != "gold":
+            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+        B = premise_tokens.shape[0]
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0).astype(jnp.int32)
+        S, T = transitions.shape
+        encodings, per_level = self.spinn.encode_program(self._leaves(tokens, train), levels, head=True)
+        L = per_level.shape[1]  # levels are steps; rounded up, so L may differ from T either way
+        per_step = per_level[:, :T] if L >= T else jnp.pad(per_level, ((0, 0), (0, T - L), (0, 0)))
+        zeros = jnp.zeros((S,), encodings.dtype)
+        parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
+                                logprob=zeros, entropy=zeros)
+        return parses, self.classify(encodings[:B], encodings[B:], train)

@@ -24,6 +24,19 @@ Options beyond the common interface:
   batched by ``jax.vmap`` (the ``jax-vmap`` implementation). The weights, the
   programs and everything below are the same.
 * ``replicas=K``: data parallelism over a mesh of K devices (replicas.py).
+* ``algorithm="levels"``: levels.py's LevelClassifier, SPINN on a level
+  schedule made on the host (shared/levels.py) for every batch, gold
+  transitions only (predicted and sampled parses, and so REINFORCE, are
+  refused: ``unsupported``). The schedule's index arrays are arguments of
+  the programs, in the uniform form (one Reduce width W per batch, and the
+  tracker's width A, which is 2B rounded up: every sentence steps at step
+  0). The level count L is T with the tracker (a level is a step) and the
+  tallest tree's height rounded up to a multiple of 4 without it. A program
+  compiles once per (B, N, T, L, W, A), W and A from shared.levels'
+  DEFAULT_WIDTHS: with the tracker a bucket meets one program per width W
+  (a handful), without it also one per rounded height. ``last_graph`` holds the last batch's ``levels`` and
+  ``level_padding_pct`` (the percentage of computed Reduce rows that are padding),
+  ``last_phases`` its ``schedule`` (seconds on the host).
 
 The optimizer methods of the interface are train.py's: optax with the shared
 names and hyperparameters (shared/optimizers.py), the learning rate an
@@ -49,6 +62,7 @@ import numpy as np
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
+from shared.levels import program_arrays
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -57,6 +71,7 @@ from shared.runner import Runner as RunnerBase
 from . import reinforce, train
 from .classifier import SNLIClassifier
 from .convert import from_canonical, grads_to_canonical, name_map, resolve_dtype, to_canonical
+from .levels import LevelClassifier
 from .model import DEFAULT_LAYOUT, LAYOUTS
 from .replicas import _join_processes, replica_devices, replica_train_step
 from .train import _merge, _partition
@@ -70,7 +85,15 @@ PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS + REINFOR
 STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is part of
 # The model behind the programs, by its family in bench/frameworks.py: masked arrays batched by hand
 # (model.py), or per-sentence code batched by jax.vmap (vmap.py).
-ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier}
+ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier, "levels": LevelClassifier}
+# What the level schedule cannot do: it is made on the host, before the program runs, from gold transitions.
+LEVELS_UNSUPPORTED = {
+    "predicted parse": "the level schedule is made on the host from gold transitions; a decided parse is "
+                       "known only inside the loop",
+    "sampled parse": "the level schedule is made on the host from gold transitions; a sampled parse is "
+                     "known only inside the loop",
+    "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -145,8 +168,10 @@ class Runner(RunnerBase):
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
-        if algorithm == "vmap" and layout != "thin":
-            raise ValueError("algorithm 'vmap' has its own per-sentence thin stack; layout must be 'thin'")
+        if algorithm in ("vmap", "levels") and layout != "thin":
+            raise ValueError(f"algorithm {algorithm!r} has its own stack; layout must be 'thin'")
+        if algorithm == "levels" and replicas != 1:
+            raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
@@ -172,6 +197,8 @@ class Runner(RunnerBase):
             self.device, self._batch_sharding = replica_train_step(self.mesh)
         self.layout = layout
         self.algorithm = algorithm
+        if algorithm == "levels":
+            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
                                            param_dtype=jnp.dtype(self.dtype), unroll=unroll)
         # The same weights; its loop runs every step (impl_jax/model.py, SPINN.skip_tail): what jax.grad
@@ -273,9 +300,17 @@ class Runner(RunnerBase):
         """Run ``program`` on ``batch`` (compiling it first for a new batch
         shape); its outputs, and the arguments it was called with."""
         args = self._program_args(program, batch)
+        arrays = args[1] if program not in STEP_PROGRAMS else args[3]
+        return self._executable(program, args, self._shape(batch, arrays))(*args), args
+
+    def _shape(self, batch, arrays) -> tuple:
+        """What a program compiles for: (B, N, T), and with the level schedule its (L, W, A)."""
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])
-        return self._executable(program, args, shape)(*args), args
+        if self.algorithm == "levels":
+            L, W = arrays[4]["left"].shape
+            shape += (L, W, arrays[4]["active"].shape[1] if "active" in arrays[4] else 0)
+        return shape
 
     def _put_rows(self, array: np.ndarray, local: bool = False):
         """A per-pair array ([B, ...]) on the device; with replicas, split by
@@ -294,9 +329,21 @@ class Runner(RunnerBase):
         return self.params
 
     def _arrays(self, batch, local: bool = False) -> tuple:
-        """The four int32 batch arrays, on the device."""
+        """The four int32 batch arrays, on the device; with the level schedule
+        a fifth, the dict of its index arrays (made here, on the host)."""
         names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-        return tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names)
+        arrays = tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names)
+        if self.algorithm != "levels":
+            return arrays
+        start = time.perf_counter()
+        transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+        tracker = self.config.tracker_dim > 0  # with the tracker levels are steps: T of them, one program per bucket
+        levels, sched = program_arrays(transitions, np.shape(batch.premise_tokens)[1], tracker,
+                                       n_levels=transitions.shape[1] if tracker else None)
+        self.last_phases = {"schedule": time.perf_counter() - start}
+        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * sched.padded_share}
+        device = self._local_device if local and self._local_device is not None else self.device
+        return arrays + ({k: jax.device_put(v, device) for k, v in levels.items()},)
 
     def _labels(self, batch, local: bool = False):
         """The labels (checked by the Runner: 0..2 on every row), on the device."""
@@ -313,13 +360,11 @@ class Runner(RunnerBase):
         decision is taken on the device inside the scan (model.py), nothing
         comes back to Python between steps."""
         arrays = self._arrays(batch, local=True)
-        B, N = np.shape(batch.premise_tokens)
-        T = np.shape(batch.premise_transitions)[1]
         u = None
         if mode == "sampled":
             u = tuple(self._put_rows(side_u.astype(self.dtype), local=True) for side_u in uniforms)
         args = (self._weights(local=True), arrays, u)
-        parses, logits = self._executable(f"parse:{mode}", args, (B, N, T))(*args)
+        parses, logits = self._executable(f"parse:{mode}", args, self._shape(batch, arrays))(*args)
         return split_pairs(parses, logits)
 
     def _loss_and_grads(self, batch):

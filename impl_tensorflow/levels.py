@@ -3,19 +3,51 @@
 The schedule turns the batch's trees into index arrays; the loop runs over
 levels, gathers each level's children from the node table, runs the shared
 Reduce (and Tracker) cells on the dense block and writes the block's rows
-back at the level's place in the table. Gold parses only: a predicted or
-sampled parse is decided inside the loop and cannot be scheduled ahead.
+at the level's place in the table. Gold parses only: a predicted or sampled
+parse is decided inside the loop and cannot be scheduled ahead.
+
+The table is the model's ``memory`` (model.py's choice, made by the
+runner): a TensorArray of rows (``"tensor_array"``, the CPU default), which a
+level reads with a gather and writes with a scatter of its own W rows, or a
+dense tensor (``"dense"``, under XLA and on a GPU) written with
+``tensor_scatter_nd_update``, which rewrites the whole table each level
+unless the executor can update it in place.
+
+The schedule's arrays are inputs of the traced functions, every size
+``None``: the table's layout follows from their shapes (leaves at rows
+``s * N + i``, the zero row ``S * N``, level l's block at ``S * N + 1 + l * W``),
+so one trace serves every batch. ``LevelClassifier`` is classifier.py's
+SNLIClassifier with this encoder; its ``__call__`` and ``parse`` take the
+eight schedule arrays after the batch's four (the runner's
+``algorithm="levels"``, the registry's ``tensorflow-levels``).
 """
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
+from shared.levels import PROGRAM_ARRAYS
+from shared.parsing import SentenceParses
+
+from .classifier import SNLIClassifier
 from .model import SPINN
+
+LEVEL_INPUTS = [tf.TensorSpec([None, None], tf.int32)] * (len(PROGRAM_ARRAYS) - 1) + [tf.TensorSpec([None], tf.int32)]
 
 
 def _halves(item, H):
     return item[:, :H], item[:, H:]
+
+
+def level_inputs(arrays: dict) -> tuple[np.ndarray, ...]:
+    """shared.levels.program_arrays' dict -> the eight arrays in PROGRAM_ARRAYS'
+    order; without the tracker, its four [L, A] arrays and ``reducing`` as
+    [L, 1] and [L, W] zeros (never read)."""
+    L, W = arrays["left"].shape
+    spare = {"reducing": np.zeros((L, W), np.int32)}
+    return tuple(np.asarray(arrays.get(k, spare.get(k, np.zeros((L, 1), np.int32))), np.int32)
+                 for k in PROGRAM_ARRAYS)
 
 
 class LevelSPINN(SPINN):
@@ -24,36 +56,95 @@ class LevelSPINN(SPINN):
     def encode_scheduled(self, leaves: tf.Tensor, sched: dict) -> tf.Tensor:
         """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays ->
         h of the roots <float>[S, H]."""
-        H, D = self.hidden_dim, self.tracker_dim
-        S, N = leaves.shape[0], leaves.shape[1]
-        dtype = leaves.dtype
-        base, W, n_rows = sched["base"], sched["width"], sched["n_rows"]
-        L = int(sched["left"].shape[0])
-        table = tf.concat([tf.reshape(leaves, [S * N, 2 * H]), tf.zeros([n_rows - S * N, 2 * H], dtype)], axis=0)
-        names = ("left", "right") + (("active", "top", "below", "front", "reducing") if D > 0 else ())
-        xs = [tf.convert_to_tensor(sched[k], tf.int32) for k in names]
-        state = (tf.zeros([S + 1, D], dtype), tf.zeros([S + 1, D], dtype)) if D > 0 else ()
-        block = tf.range(W, dtype=tf.int32)
+        return self.encode_program(leaves, [tf.convert_to_tensor(a, tf.int32) for a in level_inputs(sched)])
 
-        def body(l, table, state):
-            x = [a[l] for a in xs]
+    def encode_program(self, leaves: tf.Tensor, levels, head: bool = False):
+        """leaves <float>[S, N, 2H]; levels: the eight schedule tensors
+        (PROGRAM_ARRAYS' order) -> h of the roots <float>[S, H]; with ``head``
+        also the head's logits <float>[S, L, 2] at level (= step) l of the
+        sentences that step, zeros elsewhere."""
+        H, D = self.hidden_dim, self.tracker_dim
+        left_all, right_all, active_all, top_all, below_all, front_all, reducing_all, roots = levels
+        shape = tf.shape(leaves)
+        S, N = shape[0], shape[1]
+        dtype = leaves.dtype
+        L, W = tf.shape(left_all)[0], tf.shape(left_all)[1]
+        base = S * N + 1
+        n_rows = base + L * W
+        leaf_rows = tf.concat([tf.reshape(leaves, [S * N, 2 * H]), tf.zeros([1, 2 * H], dtype)], axis=0)
+        block = tf.range(W, dtype=tf.int32)
+        dense = self.memory == "dense"
+        if dense:
+            table = tf.concat([leaf_rows, tf.zeros([L * W, 2 * H], dtype)], axis=0)
+        else:
+            table = tf.TensorArray(dtype, size=n_rows, element_shape=[2 * H], clear_after_read=False)
+            table = table.scatter(tf.range(base), leaf_rows)
+        state = (tf.zeros([S + 1, D], dtype), tf.zeros([S + 1, D], dtype)) if D > 0 else ()  # row S: padding's
+        logits = tf.TensorArray(dtype, size=L, element_shape=[None, 2]) if head else ()
+
+        def read(table, rows):
+            return tf.gather(table, rows) if dense else table.gather(rows)
+
+        def body(l, table, state, logits):
             tracking = None
             if D > 0:
-                left, right, active, top, below, front, reducing = x
-                h, c = self.tracker.step(_halves(tf.gather(table, front), H)[0], _halves(tf.gather(table, top), H)[0],
-                                         _halves(tf.gather(table, below), H)[0],
+                active, reducing = active_all[l], reducing_all[l]
+                h, c = self.tracker.step(_halves(read(table, front_all[l]), H)[0],
+                                         _halves(read(table, top_all[l]), H)[0],
+                                         _halves(read(table, below_all[l]), H)[0],
                                          (tf.gather(state[0], active), tf.gather(state[1], active)))
                 # padding rows all write the spare row S; none of them is read
                 state = (tf.tensor_scatter_nd_update(state[0], active[:, None], h),
                          tf.tensor_scatter_nd_update(state[1], active[:, None], c))
                 tracking = tf.gather(h, reducing)
-            else:
-                left, right = x
-            composed = tf.concat(self.reduce.compose(_halves(tf.gather(table, left), H),
-                                                     _halves(tf.gather(table, right), H), tracking), axis=-1)
+                if head:  # the head reads the state this step's tracker update just wrote
+                    logits = logits.write(l, self.tracker.transition_logits(h))
+            composed = tf.concat(self.reduce.compose(_halves(read(table, left_all[l]), H),
+                                                     _halves(read(table, right_all[l]), H), tracking), axis=-1)
             rows = base + l * W + block
-            table = tf.tensor_scatter_nd_update(table, rows[:, None], composed)
-            return l + 1, table, state
+            table = tf.tensor_scatter_nd_update(table, rows[:, None], composed) if dense else table.scatter(rows,
+                                                                                                          composed)
+            return l + 1, table, state, logits
 
-        _, table, _ = tf.while_loop(lambda l, *_: l < L, body, (tf.constant(0), table, state))
-        return _halves(tf.gather(table, tf.convert_to_tensor(sched["roots"], tf.int32)), H)[0]
+        _, table, _, logits = tf.while_loop(lambda l, *_: l < L, body, (tf.constant(0), table, state, logits))
+        encodings = _halves(read(table, roots), H)[0]
+        if not head:
+            return encodings
+        steps = tf.broadcast_to(tf.range(L)[:, None], tf.shape(active_all))
+        per_level = tf.scatter_nd(tf.stack([active_all, steps], axis=-1), logits.stack(), [S + 1, L, 2])
+        return encodings, per_level[:S]
+
+
+class LevelClassifier(SNLIClassifier):
+    """classifier.py's SNLIClassifier (same variables) with the level encoder:
+    both methods take the eight schedule tensors after the batch's four."""
+
+    encoder_class = LevelSPINN
+
+    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *levels,
+                 training: bool = False, seed=None, shard=None):
+        B = tf.shape(premise_tokens)[0]
+        tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
+        leaves = self._dropout(self.projection(self.embed(tokens)), training, seed, 0, shard)
+        encodings = self.spinn.encode_program(leaves, levels)
+        premise, hypothesis = encodings[:B], encodings[B:]
+        return premise, hypothesis, self.classify(premise, hypothesis, training, seed, shard)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *levels,
+              mode: str = "gold", uniforms=None, training: bool = False, seed=None, shard=None):
+        """Gold mode only (the runner refuses the others): the gold parse with
+        the head's logits at every step, as SNLIClassifier.parse returns it."""
+        if mode != "gold":
+            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+        B = tf.shape(premise_tokens)[0]
+        tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)
+        transitions = tf.concat([premise_transitions, hypothesis_transitions], axis=0)
+        leaves = self._dropout(self.projection(self.embed(tokens)), training, seed, 0, shard)
+        encodings, per_level = self.spinn.encode_program(leaves, levels, head=True)
+        # levels are steps, rounded up: cut or pad the level axis to T
+        T, L = tf.shape(transitions)[1], tf.shape(per_level)[1]
+        per_step = tf.pad(per_level, [[0, 0], [0, tf.maximum(T - L, 0)], [0, 0]])[:, :T]
+        zeros = tf.zeros([tf.shape(transitions)[0]], encodings.dtype)
+        parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
+                                logprob=zeros, entropy=zeros)
+        return parses, self.classify(encodings[:B], encodings[B:], training, seed, shard)

@@ -244,3 +244,42 @@ def segments(sched: Schedule) -> list[dict]:
                        reducing=np.stack([lv.reducing for lv in run]))
         out.append(seg)
     return out
+
+
+LEVEL_MULTIPLE = 4  # a program's level count is the batch's, rounded up to a multiple of this
+PROGRAM_ARRAYS = ("left", "right", "active", "top", "below", "front", "reducing", "roots")
+
+
+def program_arrays(transitions, N: int, tracker: bool, level_multiple: int = LEVEL_MULTIPLE,
+                   widths=DEFAULT_WIDTHS, n_levels: int | None = None) -> tuple[dict[str, np.ndarray], Schedule]:
+    """What a compiled level loop takes for sentences ``transitions`` <int>[S, T]
+    (gold, checked): :func:`uniform`'s int32 arrays alone (no Python ints: the
+    table's layout follows from their shapes, ``base = S * N + 1``, level l's
+    block at ``base + l * W``), the level count padded to ``n_levels`` if
+    given (with the tracker, T: levels are steps), else rounded up to a
+    multiple of ``level_multiple``, so that a batch shape meets few program
+    shapes. Added levels read the zero row, step the spare tracker row S and
+    write rows no root reads. Returns (arrays, the schedule), the schedule
+    for its ``n_levels`` and ``padded_share``.
+
+    Arrays: left, right, reducing <int32>[L, W]; roots <int32>[S]; with the
+    tracker also active, top, below, front <int32>[L, A]."""
+    sched = schedule(transitions, N, tracker, widths)
+    u = uniform(sched, widths)
+    L = sched.n_levels
+    Lp = max(level_multiple, -(-L // level_multiple) * level_multiple) if n_levels is None else n_levels
+    if Lp < L:
+        raise ValueError(f"the schedule has {L} levels, more than n_levels={n_levels}")
+    S, zero = len(sched.roots), sched.n_leaves_rows
+    out = {}
+    for name in PROGRAM_ARRAYS:
+        if name not in u:
+            continue
+        a = u[name]
+        if name != "roots":
+            fill = {"active": S, "reducing": (u["active"].shape[1] - 1) if tracker else 0}.get(name, zero)
+            a = np.concatenate([a, np.full((Lp - L,) + a.shape[1:], fill, np.int32)])
+        out[name] = np.ascontiguousarray(a, np.int32)
+    if not tracker:
+        out.pop("reducing", None)
+    return out, sched
