@@ -70,13 +70,19 @@ class LevelSPINN(nn.Module):
         return encodings, per_step[:S]
 
     def encode_program(self, leaves, arrays, head: bool = False):
-        """leaves <float>[S, N, 2H]; arrays: shared.levels.program_arrays' int32
-        arrays (the layout read from their shapes) -> encodings <float>[S, H]
-        (and with ``head`` the head's logits <float>[S, L, 2])."""
+        """leaves <float>[S, N, 2H]; arrays: shared.levels.program_arrays' dict
+        (one uniform run) or shared.levels.doubling_runs' list (runs, then
+        the roots), int32 arrays whose shapes give the table's layout ->
+        encodings <float>[S, H] (and with ``head``, one uniform run, the
+        head's logits <float>[S, L, 2])."""
         S, N = leaves.shape[:2]
-        L, W = arrays["left"].shape
-        seg = dict(arrays, base=S * N + 1, width=W)
-        return self.encode_segments(leaves, [seg], S * N + 1 + L * W, arrays["roots"], head)
+        runs, roots = ([arrays], arrays["roots"]) if isinstance(arrays, dict) else (arrays[:-1], arrays[-1]["roots"])
+        segments, base = [], S * N + 1
+        for run in runs:
+            L, W = run["left"].shape
+            segments.append(dict(run, base=base, width=W))
+            base += L * W
+        return self.encode_segments(leaves, segments, base, roots, head)
 
     def _run(self, table, state, seg, head: bool = False):
         H, D = self.config.hidden_dim, self.config.tracker_dim

@@ -28,13 +28,15 @@ Options beyond the common interface:
   schedule made on the host (shared/levels.py) for every batch, gold
   transitions only (predicted and sampled parses, and so REINFORCE, are
   refused: ``unsupported``). The schedule's index arrays are arguments of
-  the programs, in the uniform form (one Reduce width W per batch, and the
-  tracker's width A, which is 2B rounded up: every sentence steps at step
-  0). The level count L is T with the tracker (a level is a step) and the
-  tallest tree's height rounded up to a multiple of 4 without it. A program
-  compiles once per (B, N, T, L, W, A), W and A from shared.levels'
-  DEFAULT_WIDTHS: with the tracker a bucket meets one program per width W
-  (a handful), without it also one per rounded height. ``last_graph`` holds the last batch's ``levels`` and
+  the programs. With the tracker a level is a step: the uniform form, T
+  levels of one Reduce width W and the tracker's width A (2B rounded up:
+  every sentence steps at step 0), so a program compiles once per
+  (B, N, T, W), W from shared.levels' DEFAULT_WIDTHS (a handful per
+  bucket). Without it a level is a tree height, and the widest levels come
+  first: runs of 1, 2, 4, 8, ... levels (shared.levels.doubling_runs), each
+  of its own width, one scan per run; a program compiles once per
+  (B, N, T) and tuple of run widths, whose length is log2 of the tallest
+  tree's height (a few per bucket; one uniform width would pad most rows). ``last_graph`` holds the last batch's ``levels`` and
   ``level_padding_pct`` (the percentage of computed Reduce rows that are padding),
   ``last_phases`` its ``schedule`` (seconds on the host).
 
@@ -62,7 +64,7 @@ import numpy as np
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
-from shared.levels import program_arrays
+from shared.levels import doubling_runs, program_arrays, program_padding
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -307,9 +309,10 @@ class Runner(RunnerBase):
         """What a program compiles for: (B, N, T), and with the level schedule its (L, W, A)."""
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])
-        if self.algorithm == "levels":
-            L, W = arrays[4]["left"].shape
-            shape += (L, W, arrays[4]["active"].shape[1] if "active" in arrays[4] else 0)
+        if self.algorithm == "levels" and isinstance(arrays[4], dict):  # the tracker's uniform run: L, W, A
+            shape += arrays[4]["left"].shape + arrays[4]["active"].shape[1:]
+        elif self.algorithm == "levels":  # doubling runs: their widths (their lengths are 1, 2, 4, ...)
+            shape += tuple(run["left"].shape[1] for run in arrays[4][:-1])
         return shape
 
     def _put_rows(self, array: np.ndarray, local: bool = False):
@@ -337,13 +340,17 @@ class Runner(RunnerBase):
             return arrays
         start = time.perf_counter()
         transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
-        tracker = self.config.tracker_dim > 0  # with the tracker levels are steps: T of them, one program per bucket
-        levels, sched = program_arrays(transitions, np.shape(batch.premise_tokens)[1], tracker,
-                                       n_levels=transitions.shape[1] if tracker else None)
+        N = np.shape(batch.premise_tokens)[1]
+        if self.config.tracker_dim > 0:  # levels are steps: T of them, one uniform run
+            levels, sched = program_arrays(transitions, N, True, n_levels=transitions.shape[1])
+            padding = program_padding(sched, [levels])
+        else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
+            levels, sched = doubling_runs(transitions, N)
+            padding = program_padding(sched, levels[:-1])
         self.last_phases = {"schedule": time.perf_counter() - start}
-        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * sched.padded_share}
+        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * padding}
         device = self._local_device if local and self._local_device is not None else self.device
-        return arrays + ({k: jax.device_put(v, device) for k, v in levels.items()},)
+        return arrays + (jax.tree.map(lambda a: jax.device_put(a, device), levels),)
 
     def _labels(self, batch, local: bool = False):
         """The labels (checked by the Runner: 0..2 on every row), on the device."""

@@ -6,20 +6,26 @@ Reduce (and Tracker) cells on the dense block and writes the block's rows
 at the level's place in the table. Gold parses only: a predicted or sampled
 parse is decided inside the loop and cannot be scheduled ahead.
 
+A tf.while_loop lets a level's shapes differ from the last one's, so the
+schedule is ragged (shared.levels.ragged_arrays): each level exactly as wide
+as its nodes (and, with the tracker, its stepping sentences), the levels'
+index arrays concatenated with their offsets. Nothing is padded; a JAX scan
+needs one shape per run instead (impl_jax/levels.py).
+
 The table is the model's ``memory`` (model.py's choice, made by the
 runner): a TensorArray of rows (``"tensor_array"``, the CPU default), which a
-level reads with a gather and writes with a scatter of its own W rows, or a
+level reads with a gather and writes with a scatter of its own rows, or a
 dense tensor (``"dense"``, under XLA and on a GPU) written with
 ``tensor_scatter_nd_update``, which rewrites the whole table each level
-unless the executor can update it in place.
+unless the executor updates it in place (twice as slow on a CPU).
 
-The schedule's arrays are inputs of the traced functions, every size
-``None``: the table's layout follows from their shapes (leaves at rows
-``s * N + i``, the zero row ``S * N``, level l's block at ``S * N + 1 + l * W``),
-so one trace serves every batch. ``LevelClassifier`` is classifier.py's
-SNLIClassifier with this encoder; its ``__call__`` and ``parse`` take the
-eight schedule arrays after the batch's four (the runner's
-``algorithm="levels"``, the registry's ``tensorflow-levels``).
+The schedule's ten arrays are inputs of the traced functions, every size
+``None``: the layout follows from them (leaves at rows ``s * N + i``, the
+zero row ``S * N``, level l's block at ``S * N + 1 + offsets[l]``), so one
+trace serves every batch. ``LevelClassifier`` is classifier.py's
+SNLIClassifier with this encoder; its ``__call__`` and ``parse`` take the ten
+schedule arrays after the batch's four (the runner's ``algorithm="levels"``,
+the registry's ``tensorflow-levels``).
 """
 
 from __future__ import annotations
@@ -27,13 +33,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from shared.levels import PROGRAM_ARRAYS
+from shared.levels import RAGGED_ARRAYS
 from shared.parsing import SentenceParses
 
 from .classifier import SNLIClassifier
 from .model import SPINN
 
-LEVEL_INPUTS = [tf.TensorSpec([None, None], tf.int32)] * (len(PROGRAM_ARRAYS) - 1) + [tf.TensorSpec([None], tf.int32)]
+LEVEL_INPUTS = [tf.TensorSpec([None], tf.int32)] * len(RAGGED_ARRAYS)
 
 
 def _halves(item, H):
@@ -41,67 +47,57 @@ def _halves(item, H):
 
 
 def level_inputs(arrays: dict) -> tuple[np.ndarray, ...]:
-    """shared.levels.program_arrays' dict -> the eight arrays in PROGRAM_ARRAYS'
-    order; without the tracker, its four [L, A] arrays and ``reducing`` as
-    [L, 1] and [L, W] zeros (never read)."""
-    L, W = arrays["left"].shape
-    spare = {"reducing": np.zeros((L, W), np.int32)}
-    return tuple(np.asarray(arrays.get(k, spare.get(k, np.zeros((L, 1), np.int32))), np.int32)
-                 for k in PROGRAM_ARRAYS)
+    """shared.levels.ragged_arrays' dict -> its ten arrays in RAGGED_ARRAYS' order."""
+    return tuple(np.asarray(arrays[k], np.int32) for k in RAGGED_ARRAYS)
 
 
 class LevelSPINN(SPINN):
     """model.SPINN's cells and variables, run on a level schedule."""
 
-    def encode_scheduled(self, leaves: tf.Tensor, sched: dict) -> tf.Tensor:
-        """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays ->
-        h of the roots <float>[S, H]."""
-        return self.encode_program(leaves, [tf.convert_to_tensor(a, tf.int32) for a in level_inputs(sched)])
-
     def encode_program(self, leaves: tf.Tensor, levels, head: bool = False):
-        """leaves <float>[S, N, 2H]; levels: the eight schedule tensors
-        (PROGRAM_ARRAYS' order) -> h of the roots <float>[S, H]; with ``head``
+        """leaves <float>[S, N, 2H]; levels: the ten schedule tensors
+        (RAGGED_ARRAYS' order) -> h of the roots <float>[S, H]; with ``head``
         also the head's logits <float>[S, L, 2] at level (= step) l of the
         sentences that step, zeros elsewhere."""
         H, D = self.hidden_dim, self.tracker_dim
-        left_all, right_all, active_all, top_all, below_all, front_all, reducing_all, roots = levels
+        left_all, right_all, offsets, active_all, top_all, below_all, front_all, reducing_all, active_offsets, \
+            roots = levels
         shape = tf.shape(leaves)
         S, N = shape[0], shape[1]
         dtype = leaves.dtype
-        L, W = tf.shape(left_all)[0], tf.shape(left_all)[1]
+        L, R = tf.shape(offsets)[0] - 1, tf.shape(left_all)[0]
         base = S * N + 1
-        n_rows = base + L * W
         leaf_rows = tf.concat([tf.reshape(leaves, [S * N, 2 * H]), tf.zeros([1, 2 * H], dtype)], axis=0)
-        block = tf.range(W, dtype=tf.int32)
         dense = self.memory == "dense"
         if dense:
-            table = tf.concat([leaf_rows, tf.zeros([L * W, 2 * H], dtype)], axis=0)
+            table = tf.concat([leaf_rows, tf.zeros([R, 2 * H], dtype)], axis=0)
         else:
-            table = tf.TensorArray(dtype, size=n_rows, element_shape=[2 * H], clear_after_read=False)
+            table = tf.TensorArray(dtype, size=base + R, element_shape=[2 * H], clear_after_read=False)
             table = table.scatter(tf.range(base), leaf_rows)
-        state = (tf.zeros([S + 1, D], dtype), tf.zeros([S + 1, D], dtype)) if D > 0 else ()  # row S: padding's
-        logits = tf.TensorArray(dtype, size=L, element_shape=[None, 2]) if head else ()
+        state = (tf.zeros([S + 1, D], dtype), tf.zeros([S + 1, D], dtype)) if D > 0 else ()
+        logits = tf.TensorArray(dtype, size=L, element_shape=[None, 2], infer_shape=False) if head else ()
 
         def read(table, rows):
             return tf.gather(table, rows) if dense else table.gather(rows)
 
         def body(l, table, state, logits):
+            lo, hi = offsets[l], offsets[l + 1]
             tracking = None
             if D > 0:
-                active, reducing = active_all[l], reducing_all[l]
-                h, c = self.tracker.step(_halves(read(table, front_all[l]), H)[0],
-                                         _halves(read(table, top_all[l]), H)[0],
-                                         _halves(read(table, below_all[l]), H)[0],
+                alo, ahi = active_offsets[l], active_offsets[l + 1]
+                active = active_all[alo:ahi]
+                h, c = self.tracker.step(_halves(read(table, front_all[alo:ahi]), H)[0],
+                                         _halves(read(table, top_all[alo:ahi]), H)[0],
+                                         _halves(read(table, below_all[alo:ahi]), H)[0],
                                          (tf.gather(state[0], active), tf.gather(state[1], active)))
-                # padding rows all write the spare row S; none of them is read
                 state = (tf.tensor_scatter_nd_update(state[0], active[:, None], h),
                          tf.tensor_scatter_nd_update(state[1], active[:, None], c))
-                tracking = tf.gather(h, reducing)
+                tracking = tf.gather(h, reducing_all[lo:hi])
                 if head:  # the head reads the state this step's tracker update just wrote
                     logits = logits.write(l, self.tracker.transition_logits(h))
-            composed = tf.concat(self.reduce.compose(_halves(read(table, left_all[l]), H),
-                                                     _halves(read(table, right_all[l]), H), tracking), axis=-1)
-            rows = base + l * W + block
+            composed = tf.concat(self.reduce.compose(_halves(read(table, left_all[lo:hi]), H),
+                                                     _halves(read(table, right_all[lo:hi]), H), tracking), axis=-1)
+            rows = base + tf.range(lo, hi)
             table = tf.tensor_scatter_nd_update(table, rows[:, None], composed) if dense else table.scatter(rows,
                                                                                                           composed)
             return l + 1, table, state, logits
@@ -110,14 +106,14 @@ class LevelSPINN(SPINN):
         encodings = _halves(read(table, roots), H)[0]
         if not head:
             return encodings
-        steps = tf.broadcast_to(tf.range(L)[:, None], tf.shape(active_all))
-        per_level = tf.scatter_nd(tf.stack([active_all, steps], axis=-1), logits.stack(), [S + 1, L, 2])
+        steps = tf.repeat(tf.range(L), active_offsets[1:] - active_offsets[:-1])
+        per_level = tf.scatter_nd(tf.stack([active_all, steps], axis=-1), logits.concat(), [S + 1, L, 2])
         return encodings, per_level[:S]
 
 
 class LevelClassifier(SNLIClassifier):
     """classifier.py's SNLIClassifier (same variables) with the level encoder:
-    both methods take the eight schedule tensors after the batch's four."""
+    both methods take the ten schedule tensors after the batch's four."""
 
     encoder_class = LevelSPINN
 

@@ -23,8 +23,9 @@ nothing is traced or compiled), or ``"levels"`` (the
 ``tensorflow-levels`` implementation: levels.py's LevelClassifier, SPINN on
 a level schedule made on the host for every batch, shared/levels.py; gold
 transitions only, so predicted and sampled parses and REINFORCE are
-refused, ``unsupported``). The schedule's eight index arrays are inputs
-after the batch's four, every size ``None``: still one trace for every batch.
+refused, ``unsupported``). The schedule's ten index arrays (ragged: each
+level its own width, nothing padded) are inputs after the batch's four,
+every size ``None``: still one trace for every batch.
 ``last_graph`` holds the last batch's ``levels`` and ``level_padding_pct``,
 ``last_phases`` its ``schedule`` (seconds on the host).
 
@@ -50,7 +51,7 @@ import tensorflow as tf
 from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
-from shared.levels import program_arrays
+from shared.levels import ragged_arrays
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
@@ -228,7 +229,7 @@ class Runner(RunnerBase):
         self.algorithm = algorithm
         if algorithm == "levels":
             self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
-        # The model's inputs: the batch's four arrays, and with the level schedule its eight.
+        # The model's inputs: the batch's four arrays, and with the level schedule its ten.
         self._signature = INPUTS + (LEVEL_INPUTS if algorithm == "levels" else [])
         # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).
         self.reads_decisions_on_host = algorithm == "lists"
@@ -273,17 +274,16 @@ class Runner(RunnerBase):
 
     def _inputs(self, batch: PairBatch) -> tuple[np.ndarray, ...]:
         """The model's input arrays: the batch's four, and with the level
-        schedule the eight arrays of shared.levels.program_arrays (made here, on the host)."""
+        schedule the ten arrays of shared.levels.ragged_arrays (made here, on the host)."""
         arrays = _model_inputs(batch)
         if self.algorithm != "levels":
             return arrays
         start = time.perf_counter()
         transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
-        # every size is None in the signature: the loop runs the batch's own levels, no more
-        levels, sched = program_arrays(transitions, np.shape(batch.premise_tokens)[1], self.config.tracker_dim > 0,
-                                       level_multiple=1)
+        # every size is None in the signature: the loop runs the batch's own levels, each its own width
+        levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], self.config.tracker_dim > 0)
         self.last_phases = {"schedule": time.perf_counter() - start}
-        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * sched.padded_share}
+        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 0.0}  # ragged: nothing padded
         return arrays + level_inputs(levels)
 
     def _tensors(self, arrays):

@@ -283,3 +283,88 @@ def program_arrays(transitions, N: int, tracker: bool, level_multiple: int = LEV
     if not tracker:
         out.pop("reducing", None)
     return out, sched
+
+
+def program_padding(sched: Schedule, runs: list[dict[str, np.ndarray]]) -> float:
+    """Share of the Reduce rows a program computes on ``runs`` that are padding."""
+    computed = sum(run["left"].size for run in runs)
+    return 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
+
+
+def doubling_runs(transitions, N: int, widths=DEFAULT_WIDTHS) -> tuple[list[dict[str, np.ndarray]], Schedule]:
+    """The schedule without the tracker as runs of 1, 2, 4, 8, ... levels, each
+    run padded to the width of its widest level: a tree's levels narrow fast
+    (level 0 holds most nodes), so each run pads little, and since the run
+    lengths are fixed only the widths (from ``widths``) and the number of runs
+    (the tallest tree's height, log2) shape the program. The last run is
+    padded to its full length with levels that read the zero row. Layout: the
+    leaves, the zero row, then run r's level j at ``base_r + j * W_r``, the
+    runs one after another. Returns ([{"left", "right"} <int32>[L_r, W_r] per
+    run, then {"roots"} <int32>[S] as the last entry], the schedule)."""
+    sched = schedule_by_height(transitions, N, widths)
+    zero = sched.n_leaves_rows
+    spans, start, length = [], 0, 1
+    while start < max(sched.n_levels, 1):
+        spans.append((start, length))
+        start, length = start + length, 2 * length
+    remap, base, shapes = {}, zero + 1, []
+    for start, length in spans:
+        run = sched.levels[start:start + length]
+        W = round_width(max([lv.used for lv in run] + [1]), widths)
+        for j, lv in enumerate(run):
+            for k in range(lv.used):
+                remap[lv.offset + k] = base + j * W + k
+        shapes.append((start, length, W))
+        base += length * W
+    runs = []
+    for start, length, W in shapes:
+        run = {"left": np.full((length, W), zero, np.int32), "right": np.full((length, W), zero, np.int32)}
+        for j, lv in enumerate(sched.levels[start:start + length]):
+            run["left"][j, :lv.used] = [remap.get(int(r), int(r)) for r in lv.left[:lv.used]]
+            run["right"][j, :lv.used] = [remap.get(int(r), int(r)) for r in lv.right[:lv.used]]
+        runs.append(run)
+    runs.append({"roots": np.array([remap.get(int(r), int(r)) for r in sched.roots], np.int32)})
+    return runs, sched
+
+
+RAGGED_ARRAYS = ("left", "right", "offsets", "active", "top", "below", "front", "reducing", "active_offsets",
+                 "roots")
+
+
+def ragged_arrays(transitions, N: int, tracker: bool) -> tuple[dict[str, np.ndarray], Schedule]:
+    """The schedule with no padding at all, for a loop whose shapes may change
+    from level to level (a tf.while_loop): every level exactly as wide as
+    its nodes, the levels' index arrays concatenated. Layout: the leaves, the
+    zero row, then level l's block at ``S * N + 1 + offsets[l]``.
+
+    Arrays (int32): left, right, reducing [R] (R nodes; level l's are
+    ``offsets[l]:offsets[l + 1]``), offsets [L + 1], roots [S]; with the
+    tracker active, top, below, front [Q] (level l's sentences
+    ``active_offsets[l]:active_offsets[l + 1]``; ``reducing`` indexes them
+    within the level) and active_offsets [L + 1]; without it those are empty
+    and active_offsets zeros."""
+    sched = schedule(transitions, N, tracker, widths=(1,))
+    levels, base = sched.levels, sched.n_leaves_rows + 1
+
+    def cat(parts):
+        return np.ascontiguousarray(np.concatenate([np.asarray(p, np.int32) for p in parts] or
+                                                   [np.zeros(0, np.int32)]), np.int32)
+
+    def bounds(sizes):
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+
+    out = {"left": cat([lv.left[:lv.used] for lv in levels]), "right": cat([lv.right[:lv.used] for lv in levels]),
+           "offsets": bounds([lv.used for lv in levels]), "roots": np.asarray(sched.roots, np.int32)}
+    assert all(lv.offset - base == o for lv, o in zip(levels, out["offsets"]))  # the schedule is packed already
+    if tracker:
+        out.update(active=cat([lv.active[:lv.active_used] for lv in levels]),
+                   top=cat([lv.stack_top[:lv.active_used] for lv in levels]),
+                   below=cat([lv.stack_below[:lv.active_used] for lv in levels]),
+                   front=cat([lv.buffer_front[:lv.active_used] for lv in levels]),
+                   reducing=cat([lv.reducing[:lv.used] for lv in levels]),
+                   active_offsets=bounds([lv.active_used for lv in levels]))
+    else:
+        empty = np.zeros(0, np.int32)
+        out.update(active=empty, top=empty, below=empty, front=empty, reducing=np.zeros(len(out["left"]), np.int32),
+                   active_offsets=np.zeros(len(levels) + 1, np.int32))
+    return {k: out[k] for k in RAGGED_ARRAYS}, sched

@@ -81,3 +81,23 @@ def test_tallest_tree_sets_levels_not_steps():
 def test_round_width():
     assert round_width(3, (4, 8)) == 4
     assert round_width(9, (4, 8)) == 16
+
+
+def test_doubling_runs_cover_the_schedule_with_its_own_widths():
+    """Runs of 1, 2, 4, ... levels: every real node kept, in a layout whose
+    rows never collide, each run as wide as its widest level (rounded)."""
+    from shared.levels import doubling_runs, program_padding, schedule_by_height
+    from shared.transitions import plain_transitions
+
+    rows = [plain_transitions(n, s) for n, s in ((9, "balanced"), (7, "left"), (3, "right"), (1, "left"))]
+    T = max(len(r) for r in rows)
+    tr = np.array([r + [PAD] * (T - len(r)) for r in rows], np.int32)
+    runs, sched = doubling_runs(tr, 9, (2, 4))
+    assert [run["left"].shape[0] for run in runs[:-1]] == [1, 2, 4, 8][:len(runs) - 1]
+    assert sum(run["left"].shape[0] for run in runs[:-1]) >= sched.n_levels
+    for run, start in zip(runs[:-1], (0, 1, 3, 7)):
+        used = [lv.used for lv in sched.levels[start:start + run["left"].shape[0]]]
+        assert run["left"].shape[1] == round_width(max(used), (2, 4))
+    assert len(set(runs[-1]["roots"])) == len(rows)
+    assert 0 <= program_padding(sched, runs[:-1]) < 1
+    assert schedule_by_height(tr, 9, (2, 4)).n_levels == sched.n_levels

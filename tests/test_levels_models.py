@@ -58,23 +58,25 @@ def test_jax_levels_match_masked_scan(tracker_dim):
         assert float(jnp.max(jnp.abs(a - b))) < F64_TOL
 
 
+@pytest.mark.parametrize("memory", ["tensor_array", "dense"])
 @pytest.mark.parametrize("tracker_dim", [0, 8])
-def test_tensorflow_levels_match_while_loop(tracker_dim):
+def test_tensorflow_levels_match_while_loop(tracker_dim, memory):
     tf = pytest.importorskip("tensorflow")
 
-    from impl_tensorflow.levels import LevelSPINN
+    from impl_tensorflow.levels import LevelSPINN, level_inputs
+    from shared.levels import ragged_arrays
 
     rng = np.random.default_rng(1)
     tr = _transitions()
     cfg = ModelConfig(vocab_size=10, hidden_dim=6, tracker_dim=tracker_dim)
     leaves = tf.constant(rng.standard_normal((len(SHAPES), N, 12)))
-    model = LevelSPINN(cfg, tf.float64)
+    model = LevelSPINN(cfg, tf.float64, memory)
     for v in model.trainable_variables:
         v.assign(0.3 * rng.standard_normal(v.shape))
-    sched = uniform(schedule(tr, N, tracker_dim > 0, (4,)), (4,))
+    levels = [tf.constant(a) for a in level_inputs(ragged_arrays(tr, N, tracker_dim > 0)[0])]
     with tf.GradientTape(persistent=True) as tape:
         want = model.encode(leaves, tf.constant(tr))
-        got = tf.function(lambda x: model.encode_scheduled(x, sched))(leaves)
+        got = tf.function(lambda x: model.encode_program(x, levels))(leaves)
         loss_want, loss_got = tf.reduce_sum(want ** 2), tf.reduce_sum(got ** 2)
     assert float(tf.reduce_max(tf.abs(got - want))) < F64_TOL
     for a, b in zip(tape.gradient(loss_want, model.trainable_variables),
