@@ -10,6 +10,13 @@ rows read the zero row and are never read back.
 Without the tracker a level is a tree height (a batch takes as many levels as
 its tallest tree). With the tracker a level is a transition step: the tracker
 runs on the sentences still active, Reduce only on the sentences that reduce.
+
+What the runners feed their programs: :func:`program_arrays` (one width for
+every level, the level count fixed or rounded: a JAX scan, with the
+tracker), :func:`doubling_runs` (runs of 1, 2, 4, ... levels, each its own
+width: a JAX scan per run, without the tracker) and :func:`ragged_arrays`
+(each level exactly its own width: a tf.while_loop, whose shapes may change
+per level).
 """
 
 from __future__ import annotations
