@@ -19,6 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from shared.levels import width_classes
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
@@ -75,6 +76,8 @@ class LevelSPINN(nn.Module):
         the roots), int32 arrays whose shapes give the table's layout ->
         encodings <float>[S, H] (and with ``head``, one uniform run, the
         head's logits <float>[S, L, 2])."""
+        if isinstance(arrays, dict) and "cls" in arrays:  # shared.levels.class_arrays
+            return self.encode_classes(leaves, arrays, head)
         S, N = leaves.shape[:2]
         runs, roots = ([arrays], arrays["roots"]) if isinstance(arrays, dict) else (arrays[:-1], arrays[-1]["roots"])
         segments, base = [], S * N + 1
@@ -115,6 +118,64 @@ class LevelSPINN(nn.Module):
         scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=xs[0].shape[0])
         (table, state, _), logits = scan(self, (table, state, jnp.int32(0)), xs)
         return table, state, logits
+
+
+    def encode_classes(self, leaves, arrays, head: bool = False):
+        """With the tracker: leaves <float>[S, N, 2H]; arrays:
+        shared.levels.class_arrays' -> encodings <float>[S, H] (and with
+        ``head`` the head's logits <float>[S, L, 2]). One scan over the steps:
+        the tracker on the step's A rows, then Reduce on the step's class
+        width (``nn.switch``: only the chosen branch runs), the block read
+        and written, the widest class's rows, at its offset; rows past the
+        step's own are overwritten by the steps after it before anything
+        reads them."""
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        S, N = leaves.shape[:2]
+        dtype = leaves.dtype
+        base = S * N + 1
+        classes = width_classes(S)
+        left_all, right_all, reducing_all = arrays["left"], arrays["right"], arrays["reducing"]
+        n_rows = base + left_all.shape[0]
+        table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
+        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype))  # row S: padding's
+
+        Wmax = classes[-1]
+
+        def branch(W):  # Reduce on the first W of Wmax gathered rows; the others come back zero
+            def run(module, left, right, tracking):
+                if W == 0:
+                    return jnp.zeros((Wmax, 2 * H), dtype)
+                composed = jnp.concatenate(module.reduce.compose(_halves(left[:W], H), _halves(right[:W], H),
+                                                                 tracking[:W]), axis=-1)
+                return jnp.concatenate([composed, jnp.zeros((Wmax - W, 2 * H), dtype)], axis=0)
+            return run
+
+        def level(module, carry, x):
+            table, state = carry
+            offset, cls, active, top, below, front = x
+            h, c = module.tracker.step(_halves(table[front], H)[0], _halves(table[top], H)[0],
+                                       _halves(table[below], H)[0], (state[0][active], state[1][active]))
+            state = (state[0].at[active].set(h), state[1].at[active].set(c))
+            # The gathers and the write stay outside the switch (the table is no operand of it): only the
+            # arithmetic's width depends on the class.
+            left = jnp.take(table, jax.lax.dynamic_slice(left_all, (offset,), (Wmax,)), axis=0)
+            right = jnp.take(table, jax.lax.dynamic_slice(right_all, (offset,), (Wmax,)), axis=0)
+            tracking = jnp.take(h, jax.lax.dynamic_slice(reducing_all, (offset,), (Wmax,)), axis=0)
+            composed = nn.switch(cls, [branch(W) for W in classes], module, left, right, tracking)
+            table = jax.lax.dynamic_update_slice(table, composed, (base + offset, jnp.int32(0)))
+            return (table, state), (module.tracker.transition_logits(h) if head else None)
+
+        names = ("offsets", "cls", "active", "top", "below", "front")
+        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False},
+                       length=arrays["cls"].shape[0])
+        (table, _), logits = scan(self, (table, state), tuple(arrays[k] for k in names))
+        encodings = _halves(table[arrays["roots"]], H)[0]
+        if not head:
+            return encodings
+        active = arrays["active"]
+        L = active.shape[0]
+        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
+        return encodings, jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)[:S]
 
 
 class LevelClassifier(SNLIClassifier):

@@ -28,11 +28,12 @@ Options beyond the common interface:
   schedule made on the host (shared/levels.py) for every batch, gold
   transitions only (predicted and sampled parses, and so REINFORCE, are
   refused: ``unsupported``). The schedule's index arrays are arguments of
-  the programs. With the tracker a level is a step: the uniform form, T
-  levels of one Reduce width W and the tracker's width A (2B rounded up:
-  every sentence steps at step 0), so a program compiles once per
-  (B, N, T, W), W from shared.levels' DEFAULT_WIDTHS (a handful per
-  bucket). Without it a level is a tree height, and the widest levels come
+  the programs. With the tracker a level is a step: T levels, the tracker
+  on A rows (2B rounded up: every sentence steps at step 0), and Reduce on
+  the smallest of a few fixed widths that holds the step's reducing
+  sentences (shared.levels.class_arrays, a ``nn.switch`` per step: only the
+  chosen width runs), the node arrays padded to the most a batch can hold,
+  so a program compiles once per (B, N, T, A): once per bucket. Without it a level is a tree height, and the widest levels come
   first: runs of 1, 2, 4, 8, ... levels (shared.levels.doubling_runs), each
   of its own width, one scan per run; a program compiles once per
   (B, N, T) and tuple of run widths, whose length is log2 of the tallest
@@ -64,7 +65,7 @@ import numpy as np
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
-from shared.levels import doubling_runs, program_arrays, program_padding
+from shared.levels import class_arrays, doubling_runs, program_padding, width_classes
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -309,8 +310,8 @@ class Runner(RunnerBase):
         """What a program compiles for: (B, N, T), and with the level schedule its (L, W, A)."""
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])
-        if self.algorithm == "levels" and isinstance(arrays[4], dict):  # the tracker's uniform run: L, W, A
-            shape += arrays[4]["left"].shape + arrays[4]["active"].shape[1:]
+        if self.algorithm == "levels" and isinstance(arrays[4], dict):  # the tracker's steps: A
+            shape += arrays[4]["active"].shape[1:]
         elif self.algorithm == "levels":  # doubling runs: their widths (their lengths are 1, 2, 4, ...)
             shape += tuple(run["left"].shape[1] for run in arrays[4][:-1])
         return shape
@@ -341,9 +342,12 @@ class Runner(RunnerBase):
         start = time.perf_counter()
         transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
         N = np.shape(batch.premise_tokens)[1]
-        if self.config.tracker_dim > 0:  # levels are steps: T of them, one uniform run
-            levels, sched = program_arrays(transitions, N, True, n_levels=transitions.shape[1])
-            padding = program_padding(sched, [levels])
+        if self.config.tracker_dim > 0:  # levels are steps: T of them, each Reduce on its width class
+            S, T = transitions.shape
+            levels, sched = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
+            classes = width_classes(S)
+            computed = sum(classes[k] for k in levels["cls"])
+            padding = 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
         else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
             levels, sched = doubling_runs(transitions, N)
             padding = program_padding(sched, levels[:-1])

@@ -101,3 +101,30 @@ def test_doubling_runs_cover_the_schedule_with_its_own_widths():
     assert len(set(runs[-1]["roots"])) == len(rows)
     assert 0 <= program_padding(sched, runs[:-1]) < 1
     assert schedule_by_height(tr, 9, (2, 4)).n_levels == sched.n_levels
+
+
+def test_class_arrays_pack_each_step_and_pick_its_width_class():
+    """With the tracker: each step's Reduce rows packed at its offset, the
+    smallest class that holds them, the step count and node count padded to
+    the given bounds (the program's shapes then depend on S, N, T and A alone)."""
+    from shared.levels import class_arrays, schedule_by_step, width_classes
+
+    rows = [plain_transitions(n, s) for n, s in ((9, "balanced"), (7, "left"), (3, "right"), (1, "left"))]
+    T = max(len(r) for r in rows)
+    tr = np.array([r + [PAD] * (T - len(r)) for r in rows], np.int32)
+    S, N = tr.shape[0], 9
+    arrays, sched = class_arrays(tr, N, n_levels=T + 3, n_nodes=S * (N - 1))
+    classes = width_classes(S)
+    assert classes == (0, 8)
+    assert arrays["cls"].shape == arrays["offsets"].shape == (T + 3,)
+    assert arrays["left"].shape == (S * (N - 1) + classes[-1],)
+    assert arrays["active"].shape[0] == T + 3
+    exact = schedule_by_step(tr, N, widths=(1,))
+    for l, lv in enumerate(exact.levels):
+        assert classes[arrays["cls"][l]] >= lv.used and (arrays["cls"][l] == 0 or classes[arrays["cls"][l] - 1] < lv.used)
+        o = arrays["offsets"][l]
+        assert list(arrays["left"][o:o + lv.used]) == list(lv.left[:lv.used])
+    assert np.all(arrays["cls"][exact.n_levels:] == 0)
+    assert width_classes(256) == (0, 8, 32, 128, 512) and width_classes(100000)[-1] >= 100000
+    with pytest.raises(ValueError, match="n_levels"):
+        class_arrays(tr, N, n_levels=2)

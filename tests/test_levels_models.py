@@ -103,9 +103,9 @@ def test_registered_as_opt_in_levels_variants():
 @pytest.mark.parametrize("name", ["jax-levels", "tensorflow-levels"])
 def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device, sample_pairs, vocab):
     """Decided parses are refused by the runner (the framework's own runner
-    keeps them); batches of one (B, N, T) meet few programs (JAX: one per
-    (L, W, A) of the rounded schedule; TensorFlow: one trace for all); the
-    last batch's level count and padding are in ``last_graph``."""
+    keeps them); batches of one (B, N, T) meet one program (JAX, with the
+    tracker; TensorFlow: one trace for all); the last batch's level count
+    and padding are in ``last_graph``."""
     from bench import frameworks
     from shared.batching import make_batches
     from shared.params import init_params
@@ -133,5 +133,44 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
         assert stats.traces == 1
     else:
         assert stats.traces == len(set(stats.shapes)) <= len(batches)
-        # with the tracker a level is a step: L = T, A = 2B, and only W varies
-        assert {shape[:5] + shape[6:] for shape in stats.shapes} == {("encode", 4, 16, 31, 31, 8)}, stats.shapes
+        # with the tracker a level is a step, its width a class chosen inside the program: one program per bucket
+        assert stats.shapes == [("encode", 4, 16, 31, 8)] and stats.traces == 1
+
+
+@pytest.mark.parametrize("head", [False, True])
+def test_jax_width_classes_match_masked_scan(head):
+    """The tracker's steps with Reduce on per-step width classes (nn.switch):
+    the masked scan's values, gradients and head logits, in float64."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from impl_jax.levels import LevelSPINN
+    from impl_jax.model import SPINN
+    from shared.levels import class_arrays
+
+    rng = np.random.default_rng(2)
+    tr = _transitions()
+    T = tr.shape[1]
+    cfg = ModelConfig(vocab_size=10, hidden_dim=6, tracker_dim=8, transition_head=head)
+    leaves = jnp.asarray(rng.standard_normal((len(SHAPES), N, 12)))
+    masked = SPINN(cfg, param_dtype=jnp.float64)
+    params = masked.init(jax.random.PRNGKey(0), leaves, jnp.asarray(tr), method=SPINN.encode)
+    params = jax.tree_util.tree_map(lambda a: a + 0.1 * jnp.asarray(rng.standard_normal(a.shape)), params)
+    arrays = {k: jnp.asarray(v) for k, v in class_arrays(tr, N, n_levels=T, n_nodes=len(SHAPES) * (N - 1))[0].items()}
+    levels = LevelSPINN(cfg, param_dtype=jnp.float64)
+
+    def want(p):
+        return masked.apply(p, leaves, jnp.asarray(tr), method=SPINN.encode)
+
+    def got(p):
+        return levels.apply(p, leaves, arrays, method=LevelSPINN.encode_program)
+
+    assert float(jnp.max(jnp.abs(jax.jit(got)(params) - want(params)))) < F64_TOL
+    g_want = jax.grad(lambda p: jnp.sum(want(p) ** 2))(params)
+    g_got = jax.grad(lambda p: jnp.sum(got(p) ** 2))(params)
+    for a, b in zip(jax.tree_util.tree_leaves(g_want), jax.tree_util.tree_leaves(g_got)):
+        assert float(jnp.max(jnp.abs(a - b))) < F64_TOL
+    if head:
+        parsed = masked.apply(params, leaves, jnp.asarray(tr), "gold", method=SPINN.parse)
+        _, logits = levels.apply(params, leaves, arrays, True, method=LevelSPINN.encode_program)
+        assert float(jnp.max(jnp.abs(logits - parsed.transition_logits))) < F64_TOL
