@@ -108,9 +108,10 @@ class LevelSPINN(nn.Module):
                     logits = module.tracker.transition_logits(h)
             else:
                 left, right = x
-            if W > 0:
-                lh, lc = _halves(jnp.take(table, left, axis=0), H)
-                rh, rc = _halves(jnp.take(table, right, axis=0), H)
+            if W > 0:  # one gather of both children (its transpose: one scatter into the table's cotangent)
+                children = jnp.take(table, jnp.concatenate([left, right]), axis=0)
+                lh, lc = _halves(children[:W], H)
+                rh, rc = _halves(children[W:], H)
                 composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
                 table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
             return (table, state, l + 1), logits
@@ -153,13 +154,17 @@ class LevelSPINN(nn.Module):
         def level(module, carry, x):
             table, state = carry
             offset, cls, active, top, below, front = x
-            h, c = module.tracker.step(_halves(table[front], H)[0], _halves(table[top], H)[0],
-                                       _halves(table[below], H)[0], (state[0][active], state[1][active]))
+            # One gather of every row the step reads (its transpose, in the gradient, is one scatter into
+            # the table's cotangent, not five). The gathers and the write stay outside the switch (the table
+            # is no operand of it): only the arithmetic's width depends on the class.
+            A = active.shape[0]
+            rows = jnp.take(table, jnp.concatenate([front, top, below,
+                                                    jax.lax.dynamic_slice(left_all, (offset,), (Wmax,)),
+                                                    jax.lax.dynamic_slice(right_all, (offset,), (Wmax,))]), axis=0)
+            buffer_h, top_h, below_h = (_halves(rows[k * A:(k + 1) * A], H)[0] for k in range(3))
+            left, right = rows[3 * A:3 * A + Wmax], rows[3 * A + Wmax:]
+            h, c = module.tracker.step(buffer_h, top_h, below_h, (state[0][active], state[1][active]))
             state = (state[0].at[active].set(h), state[1].at[active].set(c))
-            # The gathers and the write stay outside the switch (the table is no operand of it): only the
-            # arithmetic's width depends on the class.
-            left = jnp.take(table, jax.lax.dynamic_slice(left_all, (offset,), (Wmax,)), axis=0)
-            right = jnp.take(table, jax.lax.dynamic_slice(right_all, (offset,), (Wmax,)), axis=0)
             tracking = jnp.take(h, jax.lax.dynamic_slice(reducing_all, (offset,), (Wmax,)), axis=0)
             composed = nn.switch(cls, [branch(W) for W in classes], module, left, right, tracking)
             table = jax.lax.dynamic_update_slice(table, composed, (base + offset, jnp.int32(0)))
