@@ -35,7 +35,9 @@ LISTS = "per-example lists"  # Python lists as stacks, a Python loop: the graph 
 MASKED = "masked arrays"  # padded arrays, pointers and masks: one graph for every tree
 VMAP = "per-sentence code + vmap"  # the model for one sentence, batched at trace time
 AUTOBATCH = "per-sentence code + autobatching"  # the model for one sentence, batched at run time
-ALGORITHMS = (LISTS, MASKED, VMAP, AUTOBATCH)
+# The batch's trees scheduled on the host into levels (shared/levels.py): one batched Reduce per level, gold only.
+LEVELS = "host-scheduled levels"
+ALGORITHMS = (LISTS, MASKED, VMAP, AUTOBATCH, LEVELS)
 PADDING = ("arrays", "loop", "none")  # Implementation.padding
 
 
@@ -160,7 +162,9 @@ register(Framework(
                        {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"}, opt_in=True),
     ),
     not_built={VMAP: "not built: torch.func.vmap could batch a per-sentence loop only if it branched by masks, "
-                     "never by a Python if on the data"},
+                     "never by a Python if on the data",
+               LEVELS: "not built: the lists loop already runs each step on its active rows; a level schedule "
+                       "is built where a compiled program wants fixed index arrays"},
 ))
 
 register(Framework(
@@ -171,6 +175,10 @@ register(Framework(
         Implementation("tensorflow-xla", MASKED, {"xla": True}, padding="loop"),
         # The define-by-run loop of the lists algorithm, in eager TensorFlow.
         Implementation("tensorflow-eager", LISTS, {"algorithm": "lists"}, eager=True, opt_in=True, padding="none"),
+        # The trees scheduled on the host into levels, one tf.while_loop over them (impl_tensorflow/levels.py);
+        # gold transitions only. No PAD step is computed; its own padding is rows of a level (graph_per_batch).
+        Implementation("tensorflow-levels", LEVELS, {"algorithm": "levels"}, opt_in=True, one_trace=True,
+                       padding="none"),
     ),
     not_built={VMAP: "not built: tf.vectorized_map would have to convert a tf.while_loop over per-sentence "
                      "stacks"},
@@ -188,6 +196,9 @@ register(Framework(
                        train_padding="arrays"),
         # SPINN written for one sentence, batched by jax.vmap at trace time.
         Implementation("jax-vmap", VMAP, {"algorithm": "vmap"}, opt_in=True, explained=True),
+        # The trees scheduled on the host into levels, one lax.scan over them (impl_jax/levels.py); gold
+        # transitions only. No PAD step is computed; its own padding is rows of a level (graph_per_batch).
+        Implementation("jax-levels", LEVELS, {"algorithm": "levels"}, opt_in=True, padding="none"),
     ),
     not_built={LISTS: "not built: JAX would run such a loop op by op (no jit), or jit would unroll it into one "
                       "program per batch of trees"},
@@ -210,7 +221,8 @@ register(Framework(
     ),
     not_built={LISTS: "not built: DyNet batches a per-sentence loop itself; batching by hand is PyTorch's row",
                MASKED: "not built: padded arrays and masks are what automatic batching exists to avoid",
-               VMAP: "not built: DyNet has no trace-time vectorizing map"},
+               VMAP: "not built: DyNet has no trace-time vectorizing map",
+               LEVELS: "not built: autobatching by depth (dynet-depth) finds such levels at run time"},
 ))
 
 

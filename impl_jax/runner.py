@@ -24,6 +24,22 @@ Options beyond the common interface:
   batched by ``jax.vmap`` (the ``jax-vmap`` implementation). The weights, the
   programs and everything below are the same.
 * ``replicas=K``: data parallelism over a mesh of K devices (replicas.py).
+* ``algorithm="levels"``: levels.py's LevelClassifier, SPINN on a level
+  schedule made on the host (shared/levels.py) for every batch, gold
+  transitions only (predicted and sampled parses, and so REINFORCE, are
+  refused: ``unsupported``). The schedule's index arrays are arguments of
+  the programs. With the tracker a level is a step: T levels, the tracker
+  on A rows (2B rounded up: every sentence steps at step 0), and Reduce on
+  the smallest of a few fixed widths that holds the step's reducing
+  sentences (shared.levels.class_arrays, a ``nn.switch`` per step: only the
+  chosen width runs), the node arrays padded to the most a batch can hold,
+  so a program compiles once per (B, N, T, A): once per bucket. Without it a level is a tree height, and the widest levels come
+  first: runs of 1, 2, 4, 8, ... levels (shared.levels.doubling_runs), each
+  of its own width, one scan per run; a program compiles once per
+  (B, N, T) and tuple of run widths, whose length is log2 of the tallest
+  tree's height (a few per bucket; one uniform width would pad most rows). ``last_graph`` holds the last batch's ``levels`` and
+  ``level_padding_pct`` (the percentage of computed Reduce rows that are padding),
+  ``last_phases`` its ``schedule`` (seconds on the host).
 
 The optimizer methods of the interface are train.py's: optax with the shared
 names and hyperparameters (shared/optimizers.py), the learning rate an
@@ -49,6 +65,7 @@ import numpy as np
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
+from shared.levels import class_arrays, doubling_runs, program_padding, width_classes
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -57,6 +74,7 @@ from shared.runner import Runner as RunnerBase
 from . import reinforce, train
 from .classifier import SNLIClassifier
 from .convert import from_canonical, grads_to_canonical, name_map, resolve_dtype, to_canonical
+from .levels import LevelClassifier
 from .model import DEFAULT_LAYOUT, LAYOUTS
 from .replicas import _join_processes, replica_devices, replica_train_step
 from .train import _merge, _partition
@@ -70,7 +88,15 @@ PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS + REINFOR
 STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is part of
 # The model behind the programs, by its family in bench/frameworks.py: masked arrays batched by hand
 # (model.py), or per-sentence code batched by jax.vmap (vmap.py).
-ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier}
+ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier, "levels": LevelClassifier}
+# What the level schedule cannot do: it is made on the host, before the program runs, from gold transitions.
+LEVELS_UNSUPPORTED = {
+    "predicted parse": "the level schedule is made on the host from gold transitions; a decided parse is "
+                       "known only inside the loop",
+    "sampled parse": "the level schedule is made on the host from gold transitions; a sampled parse is "
+                     "known only inside the loop",
+    "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead",
+}
 
 
 # ---------------------------------------------------------------------------
@@ -145,8 +171,10 @@ class Runner(RunnerBase):
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
-        if algorithm == "vmap" and layout != "thin":
-            raise ValueError("algorithm 'vmap' has its own per-sentence thin stack; layout must be 'thin'")
+        if algorithm in ("vmap", "levels") and layout != "thin":
+            raise ValueError(f"algorithm {algorithm!r} has its own stack; layout must be 'thin'")
+        if algorithm == "levels" and replicas != 1:
+            raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
@@ -172,6 +200,8 @@ class Runner(RunnerBase):
             self.device, self._batch_sharding = replica_train_step(self.mesh)
         self.layout = layout
         self.algorithm = algorithm
+        if algorithm == "levels":
+            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
                                            param_dtype=jnp.dtype(self.dtype), unroll=unroll)
         # The same weights; its loop runs every step (impl_jax/model.py, SPINN.skip_tail): what jax.grad
@@ -273,9 +303,18 @@ class Runner(RunnerBase):
         """Run ``program`` on ``batch`` (compiling it first for a new batch
         shape); its outputs, and the arguments it was called with."""
         args = self._program_args(program, batch)
+        arrays = args[1] if program not in STEP_PROGRAMS else args[3]
+        return self._executable(program, args, self._shape(batch, arrays))(*args), args
+
+    def _shape(self, batch, arrays) -> tuple:
+        """What a program compiles for: (B, N, T), and with the level schedule its (L, W, A)."""
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])
-        return self._executable(program, args, shape)(*args), args
+        if self.algorithm == "levels" and isinstance(arrays[4], dict):  # the tracker's steps: A
+            shape += arrays[4]["active"].shape[1:]
+        elif self.algorithm == "levels":  # doubling runs: their widths (their lengths are 1, 2, 4, ...)
+            shape += tuple(run["left"].shape[1] for run in arrays[4][:-1])
+        return shape
 
     def _put_rows(self, array: np.ndarray, local: bool = False):
         """A per-pair array ([B, ...]) on the device; with replicas, split by
@@ -294,9 +333,28 @@ class Runner(RunnerBase):
         return self.params
 
     def _arrays(self, batch, local: bool = False) -> tuple:
-        """The four int32 batch arrays, on the device."""
+        """The four int32 batch arrays, on the device; with the level schedule
+        a fifth, the dict of its index arrays (made here, on the host)."""
         names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-        return tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names)
+        arrays = tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names)
+        if self.algorithm != "levels":
+            return arrays
+        start = time.perf_counter()
+        transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+        N = np.shape(batch.premise_tokens)[1]
+        if self.config.tracker_dim > 0:  # levels are steps: T of them, each Reduce on its width class
+            S, T = transitions.shape
+            levels, sched = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
+            classes = width_classes(S)
+            computed = sum(classes[k] for k in levels["cls"])
+            padding = 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
+        else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
+            levels, sched = doubling_runs(transitions, N)
+            padding = program_padding(sched, levels[:-1])
+        self.last_phases = {"schedule": time.perf_counter() - start}
+        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * padding}
+        device = self._local_device if local and self._local_device is not None else self.device
+        return arrays + (jax.tree.map(lambda a: jax.device_put(a, device), levels),)
 
     def _labels(self, batch, local: bool = False):
         """The labels (checked by the Runner: 0..2 on every row), on the device."""
@@ -313,13 +371,11 @@ class Runner(RunnerBase):
         decision is taken on the device inside the scan (model.py), nothing
         comes back to Python between steps."""
         arrays = self._arrays(batch, local=True)
-        B, N = np.shape(batch.premise_tokens)
-        T = np.shape(batch.premise_transitions)[1]
         u = None
         if mode == "sampled":
             u = tuple(self._put_rows(side_u.astype(self.dtype), local=True) for side_u in uniforms)
         args = (self._weights(local=True), arrays, u)
-        parses, logits = self._executable(f"parse:{mode}", args, (B, N, T))(*args)
+        parses, logits = self._executable(f"parse:{mode}", args, self._shape(batch, arrays))(*args)
         return split_pairs(parses, logits)
 
     def _loss_and_grads(self, batch):

@@ -19,7 +19,15 @@ but XLA compiles one program per distinct input shape: counted as
 (the ``tensorflow-eager`` implementation: eager.py's define-by-run SPINN on
 per-example lists, with no ``tf.function`` at all: the same variables,
 losses, optimizers and entry points, called eagerly (:class:`_Untraced`), so
-nothing is traced or compiled).
+nothing is traced or compiled), or ``"levels"`` (the
+``tensorflow-levels`` implementation: levels.py's LevelClassifier, SPINN on
+a level schedule made on the host for every batch, shared/levels.py; gold
+transitions only, so predicted and sampled parses and REINFORCE are
+refused, ``unsupported``). The schedule's ten index arrays (ragged: each
+level its own width, nothing padded) are inputs after the batch's four,
+every size ``None``: still one trace for every batch.
+``last_graph`` holds the last batch's ``levels`` and ``level_padding_pct``,
+``last_phases`` its ``schedule`` (seconds on the host).
 
 ``replicas=K`` (``bench train --replicas K``) trains data-parallel with
 ``tf.distribute.MirroredStrategy`` over K devices of this process (K logical
@@ -43,6 +51,7 @@ import tensorflow as tf
 from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
+from shared.levels import ragged_arrays
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
@@ -50,13 +59,22 @@ from shared.parsing import Parsed, check_mode, split_pairs
 
 from . import convert, reinforce, train
 from .eager import EagerClassifier
+from .levels import LEVEL_INPUTS, LevelClassifier, level_inputs
 from .classifier import SNLIClassifier
 from .model import MEMORIES
 from .replicas import _replica_strategy, replica_train_step
 
 # The model behind the entry points, by algorithm family (bench/frameworks.py): masked arrays in one static
 # graph (model.py), or per-example lists define-by-run (eager.py).
-ALGORITHMS = {"masked": SNLIClassifier, "lists": EagerClassifier}
+ALGORITHMS = {"masked": SNLIClassifier, "lists": EagerClassifier, "levels": LevelClassifier}
+# What the level schedule cannot do: it is made on the host, before the graph runs, from gold transitions.
+LEVELS_UNSUPPORTED = {
+    "predicted parse": "the level schedule is made on the host from gold transitions; a decided parse is "
+                       "known only inside the loop",
+    "sampled parse": "the level schedule is made on the host from gold transitions; a sampled parse is "
+                     "known only inside the loop",
+    "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead",
+}
 
 TOKENS = tf.TensorSpec([None, None], tf.int32)  # [B, N]
 TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]
@@ -182,6 +200,8 @@ class Runner(RunnerBase):
         if algorithm == "lists" and (xla or memory is not None):
             raise ValueError("algorithm 'lists' runs eagerly and builds no graph: xla and memory do not apply")
         self.replicas = check_replicas(replicas)
+        if self.replicas > 1 and algorithm == "levels":
+            raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
         if self.replicas > 1 and algorithm == "lists":
             raise ValueError("replicas need a traced step (MirroredStrategy runs the replicas of one tf.function); "
                              "algorithm 'lists' runs eagerly and has none")
@@ -207,6 +227,10 @@ class Runner(RunnerBase):
         self.xla = bool(xla)
         self.memory = memory
         self.algorithm = algorithm
+        if algorithm == "levels":
+            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
+        # The model's inputs: the batch's four arrays, and with the level schedule its ten.
+        self._signature = INPUTS + (LEVEL_INPUTS if algorithm == "levels" else [])
         # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).
         self.reads_decisions_on_host = algorithm == "lists"
         with self._placement():
@@ -234,8 +258,8 @@ class Runner(RunnerBase):
         self._reinforce_weights = weights
         self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
         self._wrap = wrap
-        self._traced_encode = wrap("encode", encode, INPUTS, self.xla, self._shapes)
-        self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, INPUTS + [LABELS], self.xla,
+        self._traced_encode = wrap("encode", encode, self._signature, self.xla, self._shapes)
+        self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, self._signature + [LABELS], self.xla,
                                            self._shapes)
         self._traced_train_step: _Traced | None = None
         self._traced_reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
@@ -248,13 +272,27 @@ class Runner(RunnerBase):
         """Where variables are made: on self.device, or mirrored on every replica's device."""
         return self.strategy.scope() if self.strategy is not None else tf.device(self.device)
 
+    def _inputs(self, batch: PairBatch) -> tuple[np.ndarray, ...]:
+        """The model's input arrays: the batch's four, and with the level
+        schedule the ten arrays of shared.levels.ragged_arrays (made here, on the host)."""
+        arrays = _model_inputs(batch)
+        if self.algorithm != "levels":
+            return arrays
+        start = time.perf_counter()
+        transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+        # every size is None in the signature: the loop runs the batch's own levels, each its own width
+        levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], self.config.tracker_dim > 0)
+        self.last_phases = {"schedule": time.perf_counter() - start}
+        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 0.0}  # ragged: nothing padded
+        return arrays + level_inputs(levels)
+
     def _tensors(self, arrays):
         with tf.device(self.device):
             return [tf.constant(a) for a in arrays]
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with tf.device(self.device):
-            out = self._traced_encode(*self._tensors(_model_inputs(batch)))
+            out = self._traced_encode(*self._tensors(self._inputs(batch)))
         if self.algorithm == "lists":
             self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.numpy() for t in out)
@@ -263,14 +301,14 @@ class Runner(RunnerBase):
         """One traced function per mode (its uniforms, sampled mode's two
         float64 [B, T], are inputs); the decisions are taken inside it, and
         the call returns once."""
-        arrays = _model_inputs(batch) + (uniforms or ())
+        arrays = self._inputs(batch) + (uniforms or ())
         if mode not in self._traced_parse:
-            model = self.model
+            model, n = self.model, len(self._signature)
 
-            def parse(*inputs):  # four int32 arrays, then in sampled mode two float64 [B, T]
-                return train.parse(model, inputs[:4], mode, inputs[4:] or None)
+            def parse(*inputs):  # the model's int32 arrays, then in sampled mode two float64 [B, T]
+                return train.parse(model, inputs[:n], mode, inputs[n:] or None)
 
-            signature = INPUTS + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
+            signature = self._signature + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
             self._traced_parse[mode] = self._wrap(f"parse_{mode}", parse, signature, self.xla, self._shapes)
         with tf.device(self.device):
             parses, logits = self._traced_parse[mode](*self._tensors(arrays))
@@ -279,7 +317,7 @@ class Runner(RunnerBase):
         return split_pairs(parses, logits, lambda t: t.numpy())
 
     def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
-        arrays = _model_inputs(batch) + (_labels_array(batch),)
+        arrays = self._inputs(batch) + (_labels_array(batch),)
         with tf.device(self.device):
             loss, grads = self._traced_loss_and_grads(*self._tensors(arrays))
         return float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads])
@@ -307,7 +345,7 @@ class Runner(RunnerBase):
 
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
-        self._traced_train_step = self._wrap("train_step", train_step, INPUTS + [LABELS, SEED], self.xla,
+        self._traced_train_step = self._wrap("train_step", train_step, self._signature + [LABELS, SEED], self.xla,
                                              self._shapes, xla_inside)
         weights = self._reinforce_weights
 
@@ -329,7 +367,7 @@ class Runner(RunnerBase):
         # With replicas, last_replica_seconds stays empty: the K replicas run
         # inside one program (one tf.function call), so how long each device
         # computed or waited at the all-reduce is not observable from Python.
-        arrays = _model_inputs(batch) + (_labels_array(batch),)
+        arrays = self._inputs(batch) + (_labels_array(batch),)
         with tf.device(self.device):
             loss = self._traced_train_step(*self._tensors(arrays + (self._step_seed(),)))
         self.steps += 1
@@ -364,7 +402,7 @@ class Runner(RunnerBase):
 
     def _reinforce_tensors(self, batch: PairBatch, uniforms, baseline: float) -> list[tf.Tensor]:
         """The inputs of the REINFORCE functions (checked by the Runner)."""
-        arrays = _model_inputs(batch) + (_labels_array(batch), *uniforms, np.float64(baseline))
+        arrays = self._inputs(batch) + (_labels_array(batch), *uniforms, np.float64(baseline))
         return self._tensors(arrays)
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
@@ -428,11 +466,11 @@ class Runner(RunnerBase):
         on the host first as the public methods check them."""
         if program.startswith("parse:"):
             contract.check_parse(self.config, batch, program.split(":", 1)[1], None)
-            return self._tensors(_model_inputs(batch))
+            return self._tensors(self._inputs(batch))
         if program not in ("encode", "loss_and_grads", "train_step"):
             raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
         contract.check_batch(batch, self.config)
-        arrays = _model_inputs(batch)
+        arrays = self._inputs(batch)
         if program != "encode":
             arrays += (contract.check_labels(batch),)
         if program == "train_step":

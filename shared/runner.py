@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import ClassVar, Mapping, Sequence
 
@@ -77,6 +78,17 @@ def check_replicas(replicas) -> int:
     return replicas
 
 
+class _class_or_instance:
+    """A method bound to the runner when called on one, else to the class (like a classmethod)."""
+
+    def __init__(self, function):
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance, owner):
+        return functools.partial(self.function, owner if instance is None else instance)
+
+
 class Runner(abc.ABC):
     """One implementation behind the shared interface.
 
@@ -96,8 +108,10 @@ class Runner(abc.ABC):
 
     framework: ClassVar[str]
     # What this implementation cannot do: capability -> the one-line reason
-    # (capabilities: "parse", "reinforce", "train", "float64", "gpu"). The
-    # harness asks supports() instead of probing for methods.
+    # (capabilities: "parse", "predicted parse", "sampled parse", "reinforce",
+    # "train", "float64", "gpu"). The harness asks supports() instead of
+    # probing for methods. A runner whose options change what it can do sets
+    # its own ``self.unsupported`` (the class's entries and more).
     unsupported: ClassVar[dict[str, str]] = {}
     # Whether a parse decided by the model reads decisions back to the host
     # (define-by-run code): last_host_syncs then counts those reads.
@@ -139,16 +153,19 @@ class Runner(abc.ABC):
         # benchmark's warm-up makes that many calls of every shape before it times any.
         self.warmup_calls = 1
 
-    @classmethod
-    def supports(cls, capability: str) -> bool:
-        """Whether this implementation can do ``capability`` (see ``unsupported``)."""
-        return capability not in cls.unsupported
+    @_class_or_instance
+    def supports(self_or_cls, capability: str) -> bool:
+        """Whether this implementation can do ``capability`` (see ``unsupported``).
+        Asked of the class, the framework's answer; asked of a runner, its
+        variant's (an algorithm option may add to ``unsupported``)."""
+        return capability not in self_or_cls.unsupported
 
-    @classmethod
-    def require(cls, capability: str) -> None:
+    @_class_or_instance
+    def require(self_or_cls, capability: str) -> None:
         """A NotImplementedError, in one line, where ``capability`` is unsupported."""
-        if capability in cls.unsupported:
-            raise NotImplementedError(f"{cls.framework}: no {capability}: {cls.unsupported[capability]}")
+        if capability in self_or_cls.unsupported:
+            raise NotImplementedError(f"{self_or_cls.framework}: no {capability}: "
+                                      f"{self_or_cls.unsupported[capability]}")
 
     # -- inference and gradients ------------------------------------------
 
@@ -172,6 +189,7 @@ class Runner(abc.ABC):
         in sampled mode and only there. Needs the transition head."""
         self.require("parse")
         uniforms = contract.check_parse(self.config, batch, mode, uniforms)
+        self.require(f"{mode} parse")  # a variant that can only follow given transitions refuses the others
         return self._parse(batch, mode, uniforms)
 
     def reinforce_loss_and_grads(self, batch, uniforms, baseline: float

@@ -463,6 +463,8 @@ def test_parse_matches_reference(name, dtype, mode, runners, config, headed, sma
     dtype = checked_dtype(name, dtype)
     runner = head_runner(runners, name, headed, config, dtype)
     u = uniforms(small_batch, seed=3) if mode == "sampled" else None
+    if refused(runner, f"{mode} parse", lambda: runner.parse(small_batch, mode, uniforms=u)):
+        return
     parsed = runner.parse(small_batch, mode, uniforms=u)
     ref = reference.parse(headed[dtype], config, small_batch, mode, uniforms=u)
     enc_tol, logit_tol, _, logprob_tol = tolerances(dtype)
@@ -491,6 +493,8 @@ def test_parse_alone_equals_inside_a_batch(name, mode, runners, config, headed, 
     pairs = sample_pairs[20:28]
     big = make_pair_batch(pairs, vocab, num_tokens=48)
     u_big = parsing.uniforms_for(big, rows=list(range(20, 28)), seed=2) if mode == "sampled" else None
+    if refused(runner, f"{mode} parse", lambda: runner.parse(big, mode, uniforms=u_big)):
+        return
     together = runner.parse(big, mode, uniforms=u_big)
     for i in (0, 5):
         alone = make_pair_batch([pairs[i]], vocab)
@@ -512,9 +516,13 @@ def test_parse_edge_cases_and_ties(name, device, vocab, edge_pairs):
     runner = make_runner(name, params, config, dtype=dtype, device=device)
     for mode in ("predicted", "sampled"):
         u = uniforms(batch, seed=4) if mode == "sampled" else None
+        if refused(runner, f"{mode} parse", lambda: runner.parse(batch, mode, uniforms=u)):
+            continue
         assert_parsed_close(runner.parse(batch, mode, uniforms=u),
                             reference.parse(params, config, batch, mode, uniforms=u),
                             tol=enc_tol, logit_tol=logit_tol, logprob_tol=logprob_tol)
+    if not runner.supports("predicted parse"):
+        return
     tied = dict(params)
     tied[HEAD_KERNEL] = np.zeros_like(params[HEAD_KERNEL])
     tied[HEAD_BIAS] = np.zeros_like(params[HEAD_BIAS])
@@ -533,6 +541,8 @@ def test_host_reads_of_decisions(name, mode, runners, config, headed, small_batc
     ``last_host_syncs``; code that keeps the decision on the device reads none."""
     runner = head_runner(runners, name, headed, config, checked_dtype(name))
     u = uniforms(small_batch) if mode == "sampled" else None
+    if refused(runner, f"{mode} parse", lambda: runner.parse(small_batch, mode, uniforms=u)):
+        return
     if runner.reads_decisions_on_host:
         followed, expected = assert_one_host_read_per_choice_step(runner, small_batch, mode, u)
         assert expected < int((followed != PAD).sum(axis=1).max()) - 2  # not simply one per step

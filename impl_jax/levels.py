@@ -1,0 +1,218 @@
+"""SPINN on a host-made level schedule (shared/levels.py), one jitted loop.
+
+The schedule turns the batch's trees into index arrays; the program is a
+``lax.scan`` over levels that gathers each level's children from the node
+table, runs the shared Reduce (and Tracker) cells on the dense block and
+writes the results as one contiguous block. Gold parses only: a predicted or
+sampled parse is decided inside the loop and cannot be scheduled ahead.
+
+``LevelClassifier`` is classifier.py's SNLIClassifier with this encoder: its
+``__call__`` and ``parse`` take the schedule's arrays
+(shared.levels.program_arrays) after the four batch arrays, so train.py's
+loss, gradient and training step run it unchanged (the runner's
+``algorithm="levels"``, the registry's ``jax-levels``).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from shared.levels import width_classes
+from shared.params import ModelConfig
+from shared.parsing import SentenceParses
+
+from .cells import Dtype, Reduce, Tracker, _halves
+from .classifier import SNLIClassifier
+
+
+class LevelSPINN(nn.Module):
+    """The encoder with model.SPINN's parameter names (same weights pytree)."""
+
+    config: ModelConfig
+    param_dtype: Dtype = jnp.float32
+    # The classifier's encoder fields (classifier.py): the level loop has no stack layout and no tail to skip.
+    layout: str = "thin"
+    unroll: int = 1
+    skip_tail: bool = True
+
+    def setup(self):
+        c = self.config
+        if c.tracker_dim > 0:
+            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, self.param_dtype, c.transition_head)
+        self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.param_dtype)
+
+    def encode_scheduled(self, leaves, sched):
+        """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays
+        (jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
+        return self.encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
+
+    def encode_segments(self, leaves, segments, n_rows: int, roots, head: bool = False):
+        """leaves <float>[S, N, 2H]; segments: shared.levels.segments' runs
+        (or one uniform run), one lax.scan each; n_rows the table's rows;
+        roots <int32>[S] -> h of the roots <float>[S, H]; with ``head`` also
+        the transition head's logits <float>[S, L, 2] at level (= step) l of
+        the sentences that step, zeros elsewhere (one uniform run only)."""
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        S, N = leaves.shape[:2]
+        dtype = leaves.dtype
+        table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
+        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype)) if D > 0 else ()  # row S: padding's
+        for seg in segments:
+            table, state, logits = self._run(table, state, seg, head)
+        encodings = _halves(table[roots], H)[0]
+        if not head:
+            return encodings
+        active = segments[-1]["active"]  # [L, A]
+        L = active.shape[0]
+        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
+        per_step = jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)  # row S: padding's
+        return encodings, per_step[:S]
+
+    def encode_program(self, leaves, arrays, head: bool = False):
+        """leaves <float>[S, N, 2H]; arrays: shared.levels.program_arrays' dict
+        (one uniform run) or shared.levels.doubling_runs' list (runs, then
+        the roots), int32 arrays whose shapes give the table's layout ->
+        encodings <float>[S, H] (and with ``head``, one uniform run, the
+        head's logits <float>[S, L, 2])."""
+        if isinstance(arrays, dict) and "cls" in arrays:  # shared.levels.class_arrays
+            return self.encode_classes(leaves, arrays, head)
+        S, N = leaves.shape[:2]
+        runs, roots = ([arrays], arrays["roots"]) if isinstance(arrays, dict) else (arrays[:-1], arrays[-1]["roots"])
+        segments, base = [], S * N + 1
+        for run in runs:
+            L, W = run["left"].shape
+            segments.append(dict(run, base=base, width=W))
+            base += L * W
+        return self.encode_segments(leaves, segments, base, roots, head)
+
+    def _run(self, table, state, seg, head: bool = False):
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        base, W = seg["base"], seg["width"]
+        names = ("left", "right") + (("active", "top", "below", "front", "reducing") if D > 0 else ())
+        xs = tuple(seg[k] for k in names)
+
+        def level(module, carry, x):
+            table, state, l = carry
+            tracking, logits = None, None
+            if D > 0:
+                left, right, active, top, below, front, reducing = x
+                h0, c0 = state[0][active], state[1][active]
+                h, c = module.tracker.step(_halves(table[front], H)[0], _halves(table[top], H)[0],
+                                           _halves(table[below], H)[0], (h0, c0))
+                # padding rows all write the spare row S; any of them may win, none is read
+                state = (state[0].at[active].set(h), state[1].at[active].set(c))
+                tracking = jnp.take(h, reducing, axis=0)
+                if head:  # the head reads the state this step's tracker update just wrote
+                    logits = module.tracker.transition_logits(h)
+            else:
+                left, right = x
+            if W > 0:  # one gather of both children (its transpose: one scatter into the table's cotangent)
+                children = jnp.take(table, jnp.concatenate([left, right]), axis=0)
+                lh, lc = _halves(children[:W], H)
+                rh, rc = _halves(children[W:], H)
+                composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
+                table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
+            return (table, state, l + 1), logits
+
+        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=xs[0].shape[0])
+        (table, state, _), logits = scan(self, (table, state, jnp.int32(0)), xs)
+        return table, state, logits
+
+
+    def encode_classes(self, leaves, arrays, head: bool = False):
+        """With the tracker: leaves <float>[S, N, 2H]; arrays:
+        shared.levels.class_arrays' -> encodings <float>[S, H] (and with
+        ``head`` the head's logits <float>[S, L, 2]). One scan over the steps:
+        the tracker on the step's A rows, then Reduce on the step's class
+        width (``nn.switch``: only the chosen branch runs), the block read
+        and written, the widest class's rows, at its offset; rows past the
+        step's own are overwritten by the steps after it before anything
+        reads them."""
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        S, N = leaves.shape[:2]
+        dtype = leaves.dtype
+        base = S * N + 1
+        classes = width_classes(S)
+        left_all, right_all, reducing_all = arrays["left"], arrays["right"], arrays["reducing"]
+        n_rows = base + left_all.shape[0]
+        table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
+        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype))  # row S: padding's
+
+        Wmax = classes[-1]
+
+        def branch(W):  # Reduce on the first W of Wmax gathered rows; the others come back zero
+            def run(module, left, right, tracking):
+                if W == 0:
+                    return jnp.zeros((Wmax, 2 * H), dtype)
+                composed = jnp.concatenate(module.reduce.compose(_halves(left[:W], H), _halves(right[:W], H),
+                                                                 tracking[:W]), axis=-1)
+                return jnp.concatenate([composed, jnp.zeros((Wmax - W, 2 * H), dtype)], axis=0)
+            return run
+
+        def level(module, carry, x):
+            table, state = carry
+            offset, cls, active, top, below, front = x
+            # One gather of every row the step reads (its transpose, in the gradient, is one scatter into
+            # the table's cotangent, not five). The gathers and the write stay outside the switch (the table
+            # is no operand of it): only the arithmetic's width depends on the class.
+            A = active.shape[0]
+            rows = jnp.take(table, jnp.concatenate([front, top, below,
+                                                    jax.lax.dynamic_slice(left_all, (offset,), (Wmax,)),
+                                                    jax.lax.dynamic_slice(right_all, (offset,), (Wmax,))]), axis=0)
+            buffer_h, top_h, below_h = (_halves(rows[k * A:(k + 1) * A], H)[0] for k in range(3))
+            left, right = rows[3 * A:3 * A + Wmax], rows[3 * A + Wmax:]
+            h, c = module.tracker.step(buffer_h, top_h, below_h, (state[0][active], state[1][active]))
+            state = (state[0].at[active].set(h), state[1].at[active].set(c))
+            tracking = jnp.take(h, jax.lax.dynamic_slice(reducing_all, (offset,), (Wmax,)), axis=0)
+            composed = nn.switch(cls, [branch(W) for W in classes], module, left, right, tracking)
+            table = jax.lax.dynamic_update_slice(table, composed, (base + offset, jnp.int32(0)))
+            return (table, state), (module.tracker.transition_logits(h) if head else None)
+
+        names = ("offsets", "cls", "active", "top", "below", "front")
+        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False},
+                       length=arrays["cls"].shape[0])
+        (table, _), logits = scan(self, (table, state), tuple(arrays[k] for k in names))
+        encodings = _halves(table[arrays["roots"]], H)[0]
+        if not head:
+            return encodings
+        active = arrays["active"]
+        L = active.shape[0]
+        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
+        return encodings, jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)[:S]
+
+
+class LevelClassifier(SNLIClassifier):
+    """classifier.py's SNLIClassifier (same weights) with the level encoder:
+    both methods take the schedule's arrays after the batch's four."""
+
+    encoder_class = LevelSPINN
+
+    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, levels,
+                 train: bool = False):
+        """The batch's arrays and ``levels`` (shared.levels.program_arrays of
+        its 2B sentences, premises first) -> (premise, hypothesis, logits)."""
+        B = premise_tokens.shape[0]
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
+        encodings = self.spinn.encode_program(self._leaves(tokens, train), levels)
+        premise, hypothesis = encodings[:B], encodings[B:]
+        return premise, hypothesis, self.classify(premise, hypothesis, train)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, levels,
+              mode: str = "gold", uniforms=None, train: bool = False) -> tuple[SentenceParses, jnp.ndarray]:
+        """Gold mode only (the runner refuses the others): the gold parse with
+        the head's logits at every step, as SNLIClassifier.parse returns it."""
+        if mode != "gold":
+            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+        B = premise_tokens.shape[0]
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0).astype(jnp.int32)
+        S, T = transitions.shape
+        encodings, per_level = self.spinn.encode_program(self._leaves(tokens, train), levels, head=True)
+        L = per_level.shape[1]  # levels are steps; rounded up, so L may differ from T either way
+        per_step = per_level[:, :T] if L >= T else jnp.pad(per_level, ((0, 0), (0, T - L), (0, 0)))
+        zeros = jnp.zeros((S,), encodings.dtype)
+        parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
+                                logprob=zeros, entropy=zeros)
+        return parses, self.classify(encodings[:B], encodings[B:], train)

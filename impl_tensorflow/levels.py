@@ -1,0 +1,146 @@
+"""SPINN on a host-made level schedule (shared/levels.py), one tf.while_loop.
+
+The schedule turns the batch's trees into index arrays; the loop runs over
+levels, gathers each level's children from the node table, runs the shared
+Reduce (and Tracker) cells on the dense block and writes the block's rows
+at the level's place in the table. Gold parses only: a predicted or sampled
+parse is decided inside the loop and cannot be scheduled ahead.
+
+A tf.while_loop lets a level's shapes differ from the last one's, so the
+schedule is ragged (shared.levels.ragged_arrays): each level exactly as wide
+as its nodes (and, with the tracker, its stepping sentences), the levels'
+index arrays concatenated with their offsets. Nothing is padded; a JAX scan
+needs one shape per run instead (impl_jax/levels.py).
+
+The table is the model's ``memory`` (model.py's choice, made by the
+runner): a TensorArray of rows (``"tensor_array"``, the CPU default), which a
+level reads with a gather and writes with a scatter of its own rows, or a
+dense tensor (``"dense"``, under XLA and on a GPU) written with
+``tensor_scatter_nd_update``, which rewrites the whole table each level
+unless the executor updates it in place (twice as slow on a CPU).
+
+The schedule's ten arrays are inputs of the traced functions, every size
+``None``: the layout follows from them (leaves at rows ``s * N + i``, the
+zero row ``S * N``, level l's block at ``S * N + 1 + offsets[l]``), so one
+trace serves every batch. ``LevelClassifier`` is classifier.py's
+SNLIClassifier with this encoder; its ``__call__`` and ``parse`` take the ten
+schedule arrays after the batch's four (the runner's ``algorithm="levels"``,
+the registry's ``tensorflow-levels``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from shared.levels import RAGGED_ARRAYS
+from shared.parsing import SentenceParses
+
+from .classifier import SNLIClassifier
+from .model import SPINN
+
+LEVEL_INPUTS = [tf.TensorSpec([None], tf.int32)] * len(RAGGED_ARRAYS)
+
+
+def _halves(item, H):
+    return item[:, :H], item[:, H:]
+
+
+def level_inputs(arrays: dict) -> tuple[np.ndarray, ...]:
+    """shared.levels.ragged_arrays' dict -> its ten arrays in RAGGED_ARRAYS' order."""
+    return tuple(np.asarray(arrays[k], np.int32) for k in RAGGED_ARRAYS)
+
+
+class LevelSPINN(SPINN):
+    """model.SPINN's cells and variables, run on a level schedule."""
+
+    def encode_program(self, leaves: tf.Tensor, levels, head: bool = False):
+        """leaves <float>[S, N, 2H]; levels: the ten schedule tensors
+        (RAGGED_ARRAYS' order) -> h of the roots <float>[S, H]; with ``head``
+        also the head's logits <float>[S, L, 2] at level (= step) l of the
+        sentences that step, zeros elsewhere."""
+        H, D = self.hidden_dim, self.tracker_dim
+        left_all, right_all, offsets, active_all, top_all, below_all, front_all, reducing_all, active_offsets, \
+            roots = levels
+        shape = tf.shape(leaves)
+        S, N = shape[0], shape[1]
+        dtype = leaves.dtype
+        L, R = tf.shape(offsets)[0] - 1, tf.shape(left_all)[0]
+        base = S * N + 1
+        leaf_rows = tf.concat([tf.reshape(leaves, [S * N, 2 * H]), tf.zeros([1, 2 * H], dtype)], axis=0)
+        dense = self.memory == "dense"
+        if dense:
+            table = tf.concat([leaf_rows, tf.zeros([R, 2 * H], dtype)], axis=0)
+        else:
+            table = tf.TensorArray(dtype, size=base + R, element_shape=[2 * H], clear_after_read=False)
+            table = table.scatter(tf.range(base), leaf_rows)
+        state = (tf.zeros([S + 1, D], dtype), tf.zeros([S + 1, D], dtype)) if D > 0 else ()
+        logits = tf.TensorArray(dtype, size=L, element_shape=[None, 2], infer_shape=False) if head else ()
+
+        def read(table, rows):
+            return tf.gather(table, rows) if dense else table.gather(rows)
+
+        def body(l, table, state, logits):
+            lo, hi = offsets[l], offsets[l + 1]
+            tracking = None
+            if D > 0:
+                alo, ahi = active_offsets[l], active_offsets[l + 1]
+                active = active_all[alo:ahi]
+                h, c = self.tracker.step(_halves(read(table, front_all[alo:ahi]), H)[0],
+                                         _halves(read(table, top_all[alo:ahi]), H)[0],
+                                         _halves(read(table, below_all[alo:ahi]), H)[0],
+                                         (tf.gather(state[0], active), tf.gather(state[1], active)))
+                state = (tf.tensor_scatter_nd_update(state[0], active[:, None], h),
+                         tf.tensor_scatter_nd_update(state[1], active[:, None], c))
+                tracking = tf.gather(h, reducing_all[lo:hi])
+                if head:  # the head reads the state this step's tracker update just wrote
+                    logits = logits.write(l, self.tracker.transition_logits(h))
+            composed = tf.concat(self.reduce.compose(_halves(read(table, left_all[lo:hi]), H),
+                                                     _halves(read(table, right_all[lo:hi]), H), tracking), axis=-1)
+            rows = base + tf.range(lo, hi)
+            table = tf.tensor_scatter_nd_update(table, rows[:, None], composed) if dense else table.scatter(rows,
+                                                                                                          composed)
+            return l + 1, table, state, logits
+
+        _, table, _, logits = tf.while_loop(lambda l, *_: l < L, body, (tf.constant(0), table, state, logits))
+        encodings = _halves(read(table, roots), H)[0]
+        if not head:
+            return encodings
+        steps = tf.repeat(tf.range(L), active_offsets[1:] - active_offsets[:-1])
+        per_level = tf.scatter_nd(tf.stack([active_all, steps], axis=-1), logits.concat(), [S + 1, L, 2])
+        return encodings, per_level[:S]
+
+
+class LevelClassifier(SNLIClassifier):
+    """classifier.py's SNLIClassifier (same variables) with the level encoder:
+    both methods take the ten schedule tensors after the batch's four."""
+
+    encoder_class = LevelSPINN
+
+    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *levels,
+                 training: bool = False, seed=None, shard=None):
+        B = tf.shape(premise_tokens)[0]
+        tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
+        leaves = self._dropout(self.projection(self.embed(tokens)), training, seed, 0, shard)
+        encodings = self.spinn.encode_program(leaves, levels)
+        premise, hypothesis = encodings[:B], encodings[B:]
+        return premise, hypothesis, self.classify(premise, hypothesis, training, seed, shard)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *levels,
+              mode: str = "gold", uniforms=None, training: bool = False, seed=None, shard=None):
+        """Gold mode only (the runner refuses the others): the gold parse with
+        the head's logits at every step, as SNLIClassifier.parse returns it."""
+        if mode != "gold":
+            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+        B = tf.shape(premise_tokens)[0]
+        tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)
+        transitions = tf.concat([premise_transitions, hypothesis_transitions], axis=0)
+        leaves = self._dropout(self.projection(self.embed(tokens)), training, seed, 0, shard)
+        encodings, per_level = self.spinn.encode_program(leaves, levels, head=True)
+        # levels are steps, rounded up: cut or pad the level axis to T
+        T, L = tf.shape(transitions)[1], tf.shape(per_level)[1]
+        per_step = tf.pad(per_level, [[0, 0], [0, tf.maximum(T - L, 0)], [0, 0]])[:, :T]
+        zeros = tf.zeros([tf.shape(transitions)[0]], encodings.dtype)
+        parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
+                                logprob=zeros, entropy=zeros)
+        return parses, self.classify(encodings[:B], encodings[B:], training, seed, shard)
