@@ -27,7 +27,9 @@ from shared.vocab import Vocabulary
 TOLERANCE = 1e-5  # float32 arithmetic against float64: rounding, not a bug
 
 
-def _premises_and_hypotheses():
+def lesson_batches():
+    """(config, float32 weights, two batches): the premises and the hypotheses of the same eight pairs, each
+    (tokens [B, N], transitions [B, T], reference encodings [B, H]): the same weights, other trees."""
     pairs, _ = read_snli(SAMPLE_PATH)
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     config = ModelConfig(vocab_size=len(vocab), embed_dim=16, hidden_dim=16, tracker_dim=8, mlp_dim=16,
@@ -41,14 +43,8 @@ def _premises_and_hypotheses():
 
 def lesson_inputs():
     """(config, float32 weights, premise tokens [B, N], premise transitions [B, T], reference encodings [B, H])."""
-    config, params, ((tokens, transitions, expected), _) = _premises_and_hypotheses()
+    config, params, ((tokens, transitions, expected), _) = lesson_batches()
     return config, params, tokens, transitions, expected
-
-
-def lesson_batches():
-    """(config, float32 weights, two batches): the premises and the hypotheses of the same eight pairs, each
-    (tokens [B, N], transitions [B, T], reference encodings [B, H]): the same weights, other trees."""
-    return _premises_and_hypotheses()
 
 
 def report(name: str, encodings, expected, what: str = "premises") -> float:

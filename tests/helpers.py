@@ -7,6 +7,8 @@ no test module imports another. Runners are made with the registry's
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,10 @@ def assert_one_host_read_per_choice_step(runner, batch, mode: str, uniforms=None
     runner.encode(batch)
     assert runner.last_host_syncs == 0
     return followed, expected
+
+
+def guide_prose(text: str) -> str:
+    """What a reader reads of a guide page: fenced code, HTML comments (the render blocks' markers, <!-- not
+    measured -->) and link targets (a quoted number's folder and query) left out; a link reads as its text."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return re.sub(r"<!--.*?-->", "", re.sub(r"\]\([^)]*\)", "]", text), flags=re.S)

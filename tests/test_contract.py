@@ -54,9 +54,13 @@ def built_as_tested(name: str) -> tuple:
 # A name whose tested build is an earlier name's runs the same runner with the same options: its contract
 # tests would run the other's again under another name. The first of each build is tested; the others are
 # named in ALIKE, and test_alike_implementations_differ_only_where_a_test_cannot_reach checks why.
-_FIRST: dict[tuple, str] = {}
-ALIKE = {name: _FIRST.setdefault(built_as_tested(name), name) for name in REGISTERED
-         if _FIRST.setdefault(built_as_tested(name), name) != name}
+def alike(names: list[str]) -> dict[str, str]:
+    """Each name whose tested build an earlier name has, mapped to that first name."""
+    first: dict[tuple, str] = {}
+    return {name: same for name in names if (same := first.setdefault(built_as_tested(name), name)) != name}
+
+
+ALIKE = alike(REGISTERED)
 NAMES = [name for name in REGISTERED if name not in ALIKE] + [TOY]
 # One pytest-xdist work unit per implementation (conftest.py): its runners are built once.
 implementation = pytest.mark.parametrize(
@@ -77,12 +81,6 @@ OPTIMIZERS = {"sgd": {"momentum": 0.5, "weight_decay": 0.01}, "adam": {"beta1": 
 FAMILY_FIRST = {fw.implementations[0].name for fw in frameworks.FRAMEWORKS_BY_NAME.values()} | {TOY}
 TRAINING = [pytest.param(name, optimizer, id=f"{optimizer}-{name}", marks=pytest.mark.xdist_group(f"contract-{name}"))
             for name in NAMES for optimizer in OPTIMIZERS if optimizer == "adam" or name in FAMILY_FIRST]
-# The REINFORCE step in float64 everywhere, and in float32 too with each
-# framework's first implementation: the variants' float32 REINFORCE arithmetic
-# is checked by the loss-and-gradient test, and a step builds (for a compiled
-# variant: compiles) programs of its own.
-REINFORCE_STEPS = [pytest.param(name, dtype, id=f"{dtype}-{name}", marks=pytest.mark.xdist_group(f"contract-{name}"))
-                   for name in NAMES for dtype in ("float64", "float32") if dtype == "float64" or name in FAMILY_FIRST]
 
 
 def family_float32(*cases):
@@ -94,6 +92,13 @@ def family_float32(*cases):
     full-size agreement check."""
     return [pytest.param(name, *case, id="-".join([*case, name]), marks=pytest.mark.xdist_group(f"contract-{name}"))
             for name in NAMES for case in cases if case[0] == "float64" or name in FAMILY_FIRST]
+
+
+# The REINFORCE step in float64 everywhere, and in float32 too with each
+# framework's first implementation: the variants' float32 REINFORCE arithmetic
+# is checked by the loss-and-gradient test, and a step builds (for a compiled
+# variant: compiles) programs of its own.
+REINFORCE_STEPS = family_float32(("float64",), ("float32",))
 
 
 def test_alike_implementations_differ_only_where_a_test_cannot_reach():

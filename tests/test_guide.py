@@ -19,6 +19,7 @@ import pytest
 from bench import frameworks
 from bench import guide_sync as gs
 from bench.explain.report import format_text
+from tests.helpers import guide_prose
 
 TEXT = gs.GUIDE.read_text()
 TEXTS = {path.name: path.read_text() for path in gs.GUIDES}
@@ -159,11 +160,7 @@ def test_values_quoted_as_code_come_from_a_figure():
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
 def test_each_guide_reads_in_about_fifteen_minutes(name):
-    prose = re.sub(r"```.*?```", "", TEXTS[name], flags=re.S)
-    # What a reader reads of a link is its text: a quoted number's target and query, and the comments that
-    # mark render blocks, are for the renderer (bench/render).
-    prose = re.sub(r"<!--.*?-->", "", re.sub(r"\]\([^)]*\)", "]", prose), flags=re.S)
-    assert len(prose.split()) < 4000  # ~230 words a minute, code and figures skimmed
+    assert len(guide_prose(TEXTS[name]).split()) < 4000  # ~230 words a minute, code and figures skimmed
 
 
 def test_the_first_guide_opens_with_the_side_by_side_table():

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import guide_prose
+
 ROOT = Path(__file__).resolve().parent.parent
 # The learner's path (tests/test_glossary.py keeps its order) and the pages that send a reader along it.
 PAGES = ("README.md", "docs/overview.md", "docs/static-vs-dynamic.md", "docs/algorithm-or-framework.md",
@@ -27,9 +29,7 @@ READING_RE = re.compile(r"\b(read|reads|reading)\b", re.I)
 
 
 def prose(text: str) -> str:
-    text = re.sub(r"<!-- render:.*?<!-- /render -->", " ", text, flags=re.S)
-    text = re.sub(r"```.*?```", " ", text, flags=re.S)
-    return re.sub(r"<!--.*?-->", " ", re.sub(r"\]\([^)]*\)", "]", text), flags=re.S)
+    return guide_prose(re.sub(r"<!-- render:.*?<!-- /render -->", " ", text, flags=re.S))
 
 
 def words(text: str) -> int:

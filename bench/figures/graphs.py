@@ -32,7 +32,6 @@ from bench.figures.sources import Block, Sources
 
 OTHER_TREES = "other_trees"  # the same words in other tree shapes: an implementation's graph size for each
 MAIN_BLOCK = "fig-main"  # the guide's first figure: its batch is also drawn as the same words in other trees
-UNITS = {"pytorch": "autograd nodes", "dynet": "nodes", "tensorflow": "ops", "jax": "equations"}  # by framework
 
 
 def _model(config: dict) -> str:
@@ -48,11 +47,11 @@ def _traced(value: dict) -> dict | None:
     if "eqns_total" in program:  # a jaxpr: eqns_total already counts the nested scan bodies
         bodies = list(program.get("scan_body_eqns") or [])
         return {"loop": "scan", "size": program["eqns_total"], "outside": program["eqns_total"] - sum(bodies),
-                "bodies": bodies}
+                "bodies": bodies, "unit": "equations"}
     if "ops" in program:  # a GraphDef: the while bodies and conditions live in its function library
         bodies, conds = list(program.get("while_body_ops") or []), list(program.get("while_cond_ops") or [])
         return {"loop": "while", "size": program["ops"] + sum(bodies) + sum(conds), "outside": program["ops"],
-                "bodies": bodies, "conditions": conds}
+                "bodies": bodies, "conditions": conds, "unit": "ops"}
     return None
 
 
@@ -64,7 +63,7 @@ def read_block(block: Block) -> dict | None:
     batch = r.get("batch") or {}
     if "num_steps" not in batch or "model" not in r:
         return None
-    recorded, traced, other = {}, {}, {}
+    recorded, traced, other, units = {}, {}, {}, {}
     for name, value in r.items():
         graph = value.get("graph") if isinstance(value, dict) else None
         if not isinstance(graph, dict):
@@ -72,14 +71,17 @@ def read_block(block: Block) -> dict | None:
         if "recorded" in graph:
             recorded[name] = graph["recorded"]
             other[name] = dict(value.get(OTHER_TREES) or {})
+            # What the count is of, as the implementation's own record names it (PyTorch's autograd_nodes).
+            units[name] = "autograd nodes" if "autograd_nodes" in value else "nodes"
         elif "body" in graph and _traced(value) is not None:
             traced[name] = _traced(value)
+            units[name] = traced[name]["unit"]
     if not recorded and not traced:
         return None
     return {"id": block.id, "command": block.command, "source": block.source(), "model": _model(r["model"]),
             "pairs": batch["pairs"], "sentences": batch["sentences"], "what": batch["source"],
             "trees": trees(batch["source"]), "N": batch["num_tokens"], "T": batch["num_steps"],
-            "recorded": recorded, "other_trees": other, "traced": traced}
+            "recorded": recorded, "other_trees": other, "traced": traced, "units": units}
 
 
 def trees(what: str) -> str:
@@ -110,14 +112,10 @@ def graph_blocks(src: Sources) -> tuple[list[dict], list[str]]:
     return drawn, [r["id"] for r in read if r["model"] != main["model"]]
 
 
-def _unit(name: str) -> str:
-    return next((unit for framework, unit in UNITS.items() if name.startswith(framework)), "nodes")
-
-
 def _traced_label(name: str, t: dict) -> str:
     bodies = ", ".join(map(str, t["bodies"]))
     what = "while bodies" if t["loop"] == "while" else "scan bodies"
-    return f"{name}: traced once, {t['size']} {_unit(name)} ({what} {bodies}, each once)"
+    return f"{name}: traced once, {t['size']} {t['unit']} ({what} {bodies}, each once)"
 
 
 def graph_size(src: Sources, plt):
@@ -126,12 +124,13 @@ def graph_size(src: Sources, plt):
     drawn, left_out = graph_blocks(src)
     main = next((r for r in drawn if r["id"] == MAIN_BLOCK), drawn[0])
     fig, (ax, bars) = plt.subplots(1, 2, figsize=(12.5, 5.0), gridspec_kw={"width_ratios": [1.35, 1]})
+    units = {name: unit for r in drawn for name, unit in r["units"].items()}
     recorders = style.registry_order(name for r in drawn for name in r["recorded"])
     tracers = style.registry_order(name for r in drawn for name in r["traced"])
     for side, name in enumerate(recorders):
         mine = sorted((r for r in drawn if name in r["recorded"]), key=lambda r: (r["T"], r["sentences"]))
         ax.plot([r["T"] for r in mine], [r["recorded"][name] for r in mine], style.marker(name), ls="none",
-                color=style.colour(name), ms=6, label=f"{name}: recorded for every batch ({_unit(name)})")
+                color=style.colour(name), ms=6, label=f"{name}: recorded for every batch ({units[name]})")
         at = {}  # batches that landed on the same point share one label
         for r in mine:
             at.setdefault((r["T"], r["recorded"][name]), []).append(r)
@@ -195,7 +194,7 @@ def graph_size(src: Sources, plt):
         "caption": ("The size of what computes one batch's loss and its gradients, against the loop steps T "
                     f"(left) and for one batch of {main['what']}, its words arranged as other trees (right). "
                     + " ".join(
-                        [f"{name}: the {_unit(name)} the forward pass recorded for the loss, every step's "
+                        [f"{name}: the {units[name]} the forward pass recorded for the loss, every step's "
                          "operations anew for each batch (the backward pass walks them)." for name in recorders]
                         + [f"{name}: {traced_words[loop]}, one program for every batch." for loop, name in
                            sorted(loops.items(), key=lambda kv: tracers.index(kv[1]))])
