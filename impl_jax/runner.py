@@ -39,6 +39,7 @@ Options beyond the common interface:
   (B, N, T) and tuple of run widths, whose length is log2 of the tallest
   tree's height (a few per bucket; one uniform width would pad most rows). ``last_graph`` holds the last batch's ``levels`` and
   ``level_padding_pct`` (the percentage of computed Reduce rows that are padding),
+  ``reduce_rows`` and ``tracker_rows`` (the rows each cell computed, padding included),
   ``last_phases`` its ``schedule`` (seconds on the host).
 
 The optimizer methods of the interface are train.py's: optax with the shared
@@ -348,11 +349,14 @@ class Runner(RunnerBase):
             classes = width_classes(S)
             computed = sum(classes[k] for k in levels["cls"])
             padding = 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
+            tracker_rows = levels["active"].size  # the tracker on A rows at each of the T steps
         else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
             levels, sched = doubling_runs(transitions, N)
             padding = program_padding(sched, levels[:-1])
+            computed, tracker_rows = sum(run["left"].size for run in levels[:-1]), 0
         self.last_phases = {"schedule": time.perf_counter() - start}
-        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * padding}
+        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * padding,
+                           "reduce_rows": computed, "tracker_rows": tracker_rows}
         device = self._local_device if local and self._local_device is not None else self.device
         return arrays + (jax.tree.map(lambda a: jax.device_put(a, device), levels),)
 

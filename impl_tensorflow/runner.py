@@ -26,7 +26,8 @@ transitions only, so predicted and sampled parses and REINFORCE are
 refused, ``unsupported``). The schedule's ten index arrays (ragged: each
 level its own width, nothing padded) are inputs after the batch's four,
 every size ``None``: still one trace for every batch.
-``last_graph`` holds the last batch's ``levels`` and ``level_padding_pct``,
+``last_graph`` holds the last batch's ``levels``, ``level_padding_pct``,
+``reduce_rows`` and ``tracker_rows`` (the rows each cell computed),
 ``last_phases`` its ``schedule`` (seconds on the host).
 
 ``replicas=K`` (``bench train --replicas K``) trains data-parallel with
@@ -283,7 +284,8 @@ class Runner(RunnerBase):
         # every size is None in the signature: the loop runs the batch's own levels, each its own width
         levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], self.config.tracker_dim > 0)
         self.last_phases = {"schedule": time.perf_counter() - start}
-        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 0.0}  # ragged: nothing padded
+        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 0.0,  # ragged: nothing padded
+                           "reduce_rows": len(levels["left"]), "tracker_rows": len(levels["active"])}
         return arrays + level_inputs(levels)
 
     def _tensors(self, arrays):

@@ -7,6 +7,7 @@ Real subprocesses, kept small: one PyTorch worker, the quick model.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,3 +118,30 @@ def test_gpu_asked_for_without_one_is_refused_before_measuring(tmp_path, capsys)
     lines = [line for line in err.splitlines() if "sees no GPU" in line]
     assert len(lines) == 2 and any("pytorch" in l for l in lines) and any("jax" in l for l in lines)
     assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_an_interrupted_run_keeps_what_finished_reports_it_and_says_how_to_finish(tmp_path):
+    out = tmp_path / "run"
+    first = subprocess.run([sys.executable, *RUN[:-2], "--rounds", "2", "--out", str(out)], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    shutil.rmtree(out / "agreement")  # made again as the second run starts measuring: the event waited on below
+    # The same run asked for one more batch size, measured for ever, and stopped as a terminal's Ctrl-C stops a
+    # command: SIGINT to its whole process group, the workers included.
+    words = ["run", "--quick", "--implementations", "pytorch", "--modes", "infer", "--transitions", "gold",
+             "--batch-sizes", "1,2", "--rounds", "100000", "--out", str(out), "--resume"]
+    parent = subprocess.Popen([sys.executable, "-m", "bench", *words], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + HANG
+    while not (out / "agreement").is_dir():
+        assert parent.poll() is None and time.monotonic() < deadline, parent.stderr.read()
+        time.sleep(0.2)
+    os.killpg(parent.pid, signal.SIGINT)
+    err = parent.communicate(timeout=HANG)[1]
+    assert parent.returncode == 130
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    said = [line for line in err.splitlines() if line.startswith("interrupted")]
+    assert len(said) == 1 and "1 of 2 measurements finished" in said[0] and "--resume" in said[0]
+    report = (out / "report.md").read_text()
+    assert "Partial: interrupted" in report
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1

@@ -13,6 +13,7 @@ its report.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -54,8 +55,11 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
           f"-> {results}", file=sys.stderr)
     failures: dict[str, str] = {}
     if todo:
-        with WorkerPool(specs, out_dir, args.timeout) as pool:
-            failures = _measure(pool, todo, done, run, args, results)
+        try:
+            with WorkerPool(specs, out_dir, args.timeout) as pool:
+                failures = _measure(pool, todo, done, run, args, results)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(_interrupted(args, plan, names, results)) from None
     records = [r for r in load([results]) if r.implementation in names]
     agreement = pairwise_agreement(out_dir, names)
     write_json(out_dir / "agreement.json", agreement)
@@ -85,6 +89,20 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
     for name, why in failures.items():
         print(f"error: {name} {why}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _interrupted(args, plan, names: list[str], results: Path) -> str:
+    """After an interrupt: the report of what finished, marked partial, and the words that say how to finish."""
+    measured = results.exists() and results.stat().st_size
+    records = [r for r in load([results]) if r.implementation in names] if measured else []
+    words = [w for w in getattr(args, "argv", []) or ["run", "--out", str(args.out)]]
+    again = "python -m bench " + shlex.join(words + ([] if "--resume" in words else ["--resume"]))
+    said = (f"{len(records)} of {len(plan.keys) * len(names)} measurements finished and are kept in {results}; "
+            f"`{again}` measures the rest")
+    if records:
+        _, written = write_report(records, [args.out], Path(args.out), note=f"Partial: interrupted. {said}.")
+        said += f"; partial report: {written[0]}"
+    return said
 
 
 def _report(out: str) -> None:

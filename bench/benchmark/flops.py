@@ -67,6 +67,21 @@ def classifier_flops(config: ModelConfig, batch_size: int) -> int:
     return batch_size * total
 
 
+def scheduled_flops(config: ModelConfig, batch, graph: dict, mode: str = "infer") -> int:
+    """Matmul FLOPs that a host-scheduled level program computes for a pair
+    batch, padding included: the leaf projection of every token slot, the
+    tracker on ``graph["tracker_rows"]`` rows and Reduce on
+    ``graph["reduce_rows"]`` rows (the runner's ``last_graph``, counted from the
+    schedule it ran), and the classifier. Over :func:`batch_flops` it is the
+    schedule's computed share of useful work."""
+    E, H = config.embed_dim, config.hidden_dim
+    S, N = 2 * batch.size, np.shape(batch.premise_tokens)[1]
+    tracker, reduce = _step_flops(config)
+    forward = (S * N * 2 * E * 2 * H + int(graph["tracker_rows"]) * tracker + int(graph["reduce_rows"]) * reduce
+               + classifier_flops(config, batch.size))
+    return TRAIN_FACTOR * forward if mode == "train" else forward
+
+
 def batch_flops(config: ModelConfig, batch, mode: str = "infer") -> int:
     """Useful FLOPs of one pair batch in ``infer`` or ``train`` mode."""
     forward = (sentence_flops(config, batch.premise_transitions)

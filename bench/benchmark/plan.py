@@ -64,6 +64,14 @@ PRESETS = {
                             "tensorflow-xla", "jax"],
         "model": "treelstm", "size": "table2", "batch_sizes": [64], "modes": ["train"], "transitions": ["gold"],
     },
+    # Host-scheduled levels (TensorFlow Fold's dynamic batching) against the baseline, the masked static graphs
+    # and DyNet's autobatching, at the batch sizes its targets name (results/cpu-levels; with --model treelstm,
+    # results/cpu-levels-treelstm; docs/host-scheduled-levels.md).
+    "levels": {
+        "implementations": ["pytorch", "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax", "jax-levels",
+                            "dynet", "dynet-depth"],
+        "batch_sizes": [1, 128], "modes": ["infer", "train"], "transitions": ["gold"],
+    },
 }
 # The flags' own defaults, where a preset may set them (None elsewhere marks "not given").
 FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted"], "device": "auto",

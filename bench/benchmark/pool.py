@@ -86,7 +86,12 @@ class WorkerPool:
     def __enter__(self) -> "WorkerPool":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, *exc) -> None:
+        if kind is KeyboardInterrupt:  # nothing a worker holds is worth waiting for
+            for worker in self.workers:
+                if worker.process.poll() is None:
+                    worker.process.kill()
+                    worker.process.wait()
         self.close()
 
     def start(self) -> list[str]:

@@ -28,7 +28,7 @@ def register(sub) -> None:
 
 
 def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool = True,
-                 over: tuple[str, ...] = ()) -> tuple[str, list[Path]]:
+                 over: tuple[str, ...] = (), note: str = "") -> tuple[str, list[Path]]:
     """Write report.md and its plots into ``out_dir``; the Markdown and the files written.
 
     One writer for ``bench report`` and the end of ``bench run``, so the two
@@ -38,6 +38,9 @@ def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(records, sources, over)
+    if note:  # a line under the title (a run's partial report says so there)
+        title, _, rest = markdown.partition("\n")
+        markdown = f"{title}\n\n**{note}**\n{rest}"
     written = []
     if plots:
         try:

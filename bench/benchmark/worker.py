@@ -49,7 +49,7 @@ import numpy as np
 from bench import frameworks
 from bench.benchmark import devices
 from bench.benchmark.measure import RssSampler, check_agreement, warm_up
-from bench.benchmark.flops import batch_flops
+from bench.benchmark.flops import batch_flops, scheduled_flops
 from bench.config import filter_native_noise, quiet_frameworks
 from bench.datasets import load_dataset
 from shared.batching import (length_buckets, make_batches, make_sentence_batches, pair_length, padding_report,
@@ -119,6 +119,8 @@ class Task:
     host_syncs: list = field(default_factory=list)  # define-by-run code in a model-decided mode: reads per batch
     phases: list = field(default_factory=list)  # the runner's last_phases of every timed batch (where it splits)
     graphs: list = field(default_factory=list)  # the runner's last_graph of every timed batch (where it says)
+    graph_batches: list = field(default_factory=list)  # the plan index of each of those batches
+    mode: str = "infer"
 
 
 class Worker:
@@ -209,7 +211,7 @@ class Worker:
         if self.spec.measure_cache and mode == "train":
             reply["cached_compile"] = self._compile_from_cache(batches, mode, transitions, pairs)
         self.tasks[key] = Task(runner, step, plan, [batch_flops(self.config, b, mode) for b in plan], rss,
-                               runner.compile_stats(), syncs)
+                               runner.compile_stats(), syncs, mode=mode)
         return reply
 
     def time(self, key: str, start: int, count: int) -> dict:
@@ -230,6 +232,7 @@ class Worker:
                 task.phases.append(dict(task.runner.last_phases))
             if task.runner.last_graph:
                 task.graphs.append(dict(task.runner.last_graph))
+                task.graph_batches.append(k % len(task.plan))
             pairs += batch.size
             flops += task.flops[k % len(task.plan)]
         cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
@@ -251,6 +254,10 @@ class Worker:
         if task.phases:  # seconds per timed batch of each phase the runner reports
             out["phase_s_per_batch"] = _means(task.phases)
         if task.graphs:
+            if "reduce_rows" in task.graphs[0]:  # a level schedule: what it computed over the useful work
+                for graph, i in zip(task.graphs, task.graph_batches):
+                    graph["computed_over_useful"] = (scheduled_flops(self.config, task.plan[i], graph, task.mode)
+                                                     / task.flops[i])
             out["graph_per_batch"] = _means(task.graphs)
         return out
 
@@ -326,6 +333,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m bench.benchmark.worker SPEC.json", file=sys.stderr)
         return 2
     die_with_parent()
+    # Ctrl-C reaches every process of the terminal's group: the parent keeps what finished and ends this worker,
+    # so a worker has nothing to say about it (no traceback from each of them).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Replies go to a private copy of stdout; fd 1 becomes stderr, so whatever
     # a framework prints can never be mistaken for a reply.
     channel = os.fdopen(os.dup(1), "w", buffering=1)
