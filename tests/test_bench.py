@@ -326,6 +326,28 @@ def test_targets_say_pass_or_miss_from_the_records():
     assert rows["jax train compile per shape, persistent cache, batch 1"]["met"] is False  # 0.6 s per shape
 
 
+def test_levels_targets_read_speed_computed_flops_and_peak_at_batch_128():
+    """The host-scheduled levels' goals: >= 2x the baseline in inference, >= 1.5x in training, computed FLOPs
+    within 1.25x of the useful ones, half the device peak; rows only for the levels' implementations."""
+    graph = {"levels": 30.0, "computed_over_useful": 1.1}
+    records = [_record("pytorch", [100.0, 100.0, 100.0], batch_size=128),
+               _record("jax-levels", [210.0, 190.0, 230.0], batch_size=128, useful_flops_per_s=2.2,
+                       graph_per_batch=graph),
+               _record("jax", [150.0, 150.0, 150.0], batch_size=128),
+               _record("pytorch", [10.0, 10.0], batch_size=128, mode="train"),
+               _record("tensorflow-levels", [14.0, 15.0], batch_size=128, mode="train",
+                       graph_per_batch={**graph, "computed_over_useful": 1.3})]
+    rows = {row["target"]: row for row in targets(records)}
+    assert rows["jax-levels / pytorch infer, batch 128"]["met"] is True  # median 2.1x
+    assert "30 levels a batch" in rows["jax-levels / pytorch infer, batch 128"]["measured"]
+    assert rows["tensorflow-levels / pytorch train, batch 128"]["met"] is False  # median 1.45x
+    assert rows["jax-levels computed / useful FLOPs, infer batch 128"]["measured"] == "1.10x"
+    assert rows["tensorflow-levels computed / useful FLOPs, train batch 128"]["met"] is False
+    assert rows["jax-levels useful FLOP/s, infer batch 128"]["measured"] == "55.0%"
+    assert rows["jax-levels useful FLOP/s, infer batch 128"]["met"] is True
+    assert not any(name.startswith("jax ") or name.startswith("jax /") for name in rows)
+
+
 def test_matrix_has_one_table_per_mode_measured():
     """Variants measured for training only get a training matrix (not "no
     variant was measured"); inference and training together give both, in

@@ -7,7 +7,10 @@ Compile goals: the train step per shape of a framework with a persistent
 compilation cache, cold and loaded from the cache; one trace per function
 whatever the lengths for the implementations the registry marks ``one_trace``.
 Agreement: the worst encoding and logit against the float64 reference,
-within the tests' tolerances.
+within the tests' tolerances. Host-scheduled levels, at batch 128 on gold
+parses: over the define-by-run baseline in inference and in training, the
+FLOPs its schedule computed over the useful ones, and its useful FLOP/s
+against the device peak.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 SAMPLE = "snli-dev-sample"  # the workload the speed goals are set for
 SPEED_GOALS = [(1, 3.0), (128, 1.5)]  # (batch size, best static / define-by-run), CPU inference
 PEAK_GOAL = 0.35  # useful FLOP/s over the device's matmul peak, batch 128
+LEVELS_SPEED_GOALS = {"infer": 2.0, "train": 1.5}  # host-scheduled levels / define-by-run, batch 128
+LEVELS_COMPUTED_GOAL = 1.25  # FLOPs the level schedule computed, padding included, over the useful ones
+LEVELS_PEAK_GOAL = 0.5  # host-scheduled levels' useful FLOP/s over the device's matmul peak, batch 128
 COLD_COMPILE_GOAL = 3.0  # seconds per shape, the train step of a framework with a persistent compilation cache
 CACHED_COMPILE_GOAL = 0.5  # the same, loaded from the persistent compilation cache
 
@@ -50,6 +56,7 @@ def targets(records: list[Measurement]) -> list[dict]:
         rows.append({"target": f"best useful FLOP/s, inference batch 128 ({best.implementation})",
                      "goal": f">= {100 * PEAK_GOAL:g}% of device peak", "measured": f"{100 * fraction:.1f}%",
                      "met": fraction >= PEAK_GOAL})
+    rows += _levels_targets(records, round_ratios(gold_cpu) if gold_cpu else [])
     with_cache = {name for name in frameworks.FRAMEWORKS if frameworks.platform(name).has_compilation_cache}
     one_trace = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.one_trace}
     for r in records:
@@ -79,6 +86,48 @@ def targets(records: list[Measurement]) -> list[dict]:
                      "goal": f"<= {LOGITS_TOL_F32:g}", "measured": f"{worst_log.max_abs_err_logits:.1e}",
                      "met": worst_log.max_abs_err_logits <= LOGITS_TOL_F32})
     return rows
+
+
+def _levels_targets(records: list[Measurement], ratios: list[dict]) -> list[dict]:
+    """The goals of the host-scheduled levels' implementations, batch 128, gold parses."""
+    levels = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.algorithm == frameworks.LEVELS}
+    rows = []
+    own = {(r.implementation, r.mode, r.batch_size, r.transitions): r for r in records}
+    for row in ratios:
+        goal = LEVELS_SPEED_GOALS.get(row["mode"])
+        if row["implementation"] in levels and row["batch_size"] == 128 and goal:
+            busy = f", {busy_count(row)} on a busy machine" if busy_count(row) else ""
+            spread = f" (IQR {row['q1']:.2f}-{row['q3']:.2f}, {row['rounds']} rounds{busy})" if row["rounds"] else ""
+            rows.append({"target": f"{row['implementation']} / {frameworks.BASELINE} {row['mode']}, batch 128",
+                         "goal": f">= {goal:g}x", "measured": f"{row['median']:.2f}x{spread}" + _where_the_time_went(
+                             own.get((row["implementation"], row["mode"], 128, row["transitions"]))),
+                         "met": row["median"] >= goal})
+    for r in records:
+        if r.implementation not in levels or r.batch_size != 128 or r.transitions != "gold":
+            continue
+        computed = (r.graph_per_batch or {}).get("computed_over_useful")
+        if computed is not None:
+            rows.append({"target": f"{r.implementation} computed / useful FLOPs, {r.mode} batch 128",
+                         "goal": f"<= {LEVELS_COMPUTED_GOAL:g}x", "measured": f"{computed:.2f}x",
+                         "met": computed <= LEVELS_COMPUTED_GOAL})
+        fraction = device_fraction(r)
+        rows.append({"target": f"{r.implementation} useful FLOP/s, {r.mode} batch 128",
+                     "goal": f">= {100 * LEVELS_PEAK_GOAL:g}% of device peak", "measured": f"{100 * fraction:.1f}%",
+                     "met": fraction >= LEVELS_PEAK_GOAL})
+    return rows
+
+
+def _where_the_time_went(r: Measurement | None) -> str:
+    """What a levels record says of its step: levels per batch, the host's schedule time, the padded rows."""
+    if r is None or not r.graph_per_batch:
+        return ""
+    graph, phases = r.graph_per_batch, r.phase_s_per_batch or {}
+    said = [f"{graph['levels']:.0f} levels a batch"] if "levels" in graph else []
+    if "schedule" in phases and r.step_s_median:
+        said.append(f"the host's schedule {100 * phases['schedule'] / r.step_s_median:.0f}% of the step")
+    if "level_padding_pct" in graph:
+        said.append(f"{graph['level_padding_pct']:.0f}% of Reduce rows padding")
+    return f"; {', '.join(said)}" if said else ""
 
 
 def format_targets(records: list[Measurement]) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from shared.files import written_aside
 
-from bench.figures import graphs, parsing, runs, style
+from bench.figures import graphs, levels, parsing, runs, style
 from bench.figures.sources import FIGURES_DIR, RESULTS, Sources
 
 # name -> builder(sources, pyplot) -> (figure, figures.json entry); the file is NAME.svg. Names are fixed:
@@ -35,6 +35,7 @@ FIGURES = {
     "host-reads": runs.host_reads,
     "padding": runs.padding,
     "compile-shapes": runs.compile_shapes,
+    "levels": levels.levels_figure,
 }
 INDEX = "figures.json"
 
