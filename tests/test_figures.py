@@ -264,3 +264,39 @@ def test_no_figure_names_an_internal_anchor():
     for name in command.FIGURES:
         svg = (FIGURES_DIR / f"{name}.svg").read_text()
         assert "fig-" not in svg, name
+
+
+def _height(tree) -> int:
+    return 0 if isinstance(tree, str) else 1 + max(_height(tree[0]), _height(tree[1]))
+
+
+def test_the_levels_figure_computes_each_phrase_once_at_its_height_from_ready_rows():
+    """Read against the data's own parses, not the scheduler: every phrase of every tree appears once, at the
+    level of its height, and reads rows written by an earlier level (or the leaves)."""
+    data = INDEX["levels"]["data"]
+    rows = read_jsonl(ROOT / INDEX["levels"]["sources"][0]["file"])
+    N = data["N"]
+    phrase = {k * N + i: w for k, s in enumerate(data["sentences"]) for i, w in enumerate(s["tokens"])}
+    ready = set(phrase)
+    seen = []
+    for level in data["levels"]:
+        for node in level["nodes"]:
+            assert node["left"] in ready and node["right"] in ready, (level["level"], node)
+            phrase[node["row"]] = (phrase[node["left"]], phrase[node["right"]])
+            assert _height(phrase[node["row"]]) == level["level"]
+            seen.append((node["sentence"], _bracket(phrase[node["row"]])))
+        ready |= {node["row"] for node in level["nodes"]}  # only after the level: a level reads none of its own
+    for k, sentence in enumerate(data["sentences"]):
+        parsed = parse(rows[sentence["row"]]["sentence1_binary_parse"])
+        tree = build_tree(list(parsed.tokens), list(parsed.transitions))
+        phrases = []
+
+        def walk(t):
+            if not isinstance(t, str):
+                walk(t[0]), walk(t[1])
+                phrases.append(_bracket(t))
+
+        walk(tree)
+        assert sorted(p for s, p in seen if s == k) == sorted(phrases)
+        assert _bracket(phrase[data["roots"][k]]) == _bracket(tree)
+    assert len(data["levels"]) == max(_height(phrase[r]) for r in data["roots"])

@@ -1,7 +1,7 @@
 """The figure of one small batch scheduled into levels (shared/levels.py), as the host-scheduled implementations run it.
 
 The batch is chosen by a rule, not by hand: the first :data:`SENTENCES`
-premises of the embedded SNLI sample with :data:`WORDS` words or fewer. Their
+different premises of the embedded SNLI sample with :data:`WORDS` words or fewer. Their
 gold transitions go through ``shared.levels.schedule_by_height`` (the
 schedule without the tracker: a node's level is its height) with every level
 exactly as wide as its nodes, as tensorflow-levels runs it. No framework
@@ -26,9 +26,14 @@ PHRASE_CHARS = 26  # a longer phrase is shortened in the table (the tree beside 
 
 
 def choose_batch(path=snli.SAMPLE_PATH) -> list:
-    """The first SENTENCES premises of the data file with at most WORDS words: (row, pair_id, sentence)."""
+    """The first SENTENCES different premises of the data file with at most WORDS words (a premise comes with
+    several hypotheses, so it repeats): (row, pair_id, sentence)."""
     pairs, _ = snli.read_snli(path)
-    chosen = [(p.row, p.pair_id, p.premise) for p in pairs if len(p.premise) <= WORDS][:SENTENCES]
+    chosen, seen = [], set()
+    for p in pairs:
+        if len(p.premise) <= WORDS and p.premise.tokens not in seen and len(chosen) < SENTENCES:
+            seen.add(p.premise.tokens)
+            chosen.append((p.row, p.pair_id, p.premise))
     if len(chosen) < SENTENCES:
         raise ValueError(f"{path}: fewer than {SENTENCES} premises of at most {WORDS} words")
     return chosen
@@ -107,7 +112,7 @@ def levels_figure(src: Sources, plt):
               ("", f"row {plan['zero_row']}: zero (an absent child reads it)", None)])
     for lv in plan["levels"]:
         lines.append((f"level {lv['level']}", f"rows {lv['first_row']}-{lv['first_row'] + lv['width'] - 1}: "
-                                             f"one Reduce on {lv['width']} rows", lv["level"]))
+                                             f"one Reduce on {lv['width']} row{'s' if lv['width'] != 1 else ''}", lv["level"]))
         for node in lv["nodes"]:
             lines.append(("", f"  {node['row']:>3} = Reduce({node['left']:>3}, {node['right']:>3})  "
                               f"s{node['sentence']} {_short(node['phrase'])}", None))
@@ -125,7 +130,7 @@ def levels_figure(src: Sources, plt):
                  f"longest, {L} levels of Reduce, each level one batched call", fontsize=10)
     entry = {
         "title": "One batch scheduled into levels",
-        "caption": (f"The first {SENTENCES} premises of at most {WORDS} words of data/snli_1.0_dev_sample.jsonl, "
+        "caption": (f"The first {SENTENCES} different premises of at most {WORDS} words of data/snli_1.0_dev_sample.jsonl, "
                     "their gold transitions scheduled by shared.levels.schedule_by_height (no tracker: a node's "
                     "level is its height), every level exactly as wide as its nodes: the trees with each phrase's "
                     "level, and the node table each level's one Reduce fills."),
