@@ -15,7 +15,9 @@ transformation costs (or saves) in the program XLA is given.
 
 ``--parse``: the equations of the jaxpr and of the scan body, gold against
 predicted, and the body's ``select_n`` equations. ``--bad-input``: no error
-at all, numbers come back.
+at all, numbers come back. ``--levels``: jax-levels' schedule as its Runner
+feeds it (each level's padded Reduce width) and the equations of the scan
+bodies over the levels.
 
 Everything runs with x64 off: the same jaxprs whatever the process set (the
 tests turn x64 on).
@@ -29,9 +31,11 @@ from typing import Iterator
 
 import flax
 import jax
+import numpy as np
 
 from impl_jax.runner import Runner
 from shared.explaining import best_of, compare_row, encode_outcome, listing, numbers, row, secs, timer
+from shared.levels import width_classes
 from shared.params import ModelConfig
 
 VERSION = f"{jax.__version__} (flax {flax.__version__})"
@@ -253,3 +257,45 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     same way in every framework: what is shown is what XLA does by itself."""
     with jax.enable_x64(False):
         return encode_outcome(Runner(params, config, dtype="float32", device="cpu")._encode, bad, where)
+
+
+# -- explain --levels: the host-scheduled levels (impl_jax/levels.py) ------------------
+
+
+def explain_levels(batch, variants: dict, options: dict) -> dict:
+    """jax-levels on ``batch``, once per model of ``variants`` (key -> (config,
+    params)), with its registry ``options``: the schedule as the Runner feeds
+    it (the Reduce width each level runs, padded, and the tracker's rows per
+    level) and the scans of the encode program over the levels."""
+    out: dict = {"framework_version": VERSION}
+    with jax.enable_x64(False):
+        for key, (config, params) in variants.items():
+            runner = Runner(params, config, dtype="float32", device="cpu", **options)
+            levels = runner._arrays(batch)[4]  # the level arrays, made on the host by the Runner
+            graph = dict(runner.last_graph)
+            stats = _jaxpr_stats(runner._trace("encode", batch).jaxpr)
+            if isinstance(levels, dict):  # the tracker: one level per step, Reduce on its width class
+                classes = width_classes(len(levels["roots"]))
+                widths = [classes[int(k)] for k in np.asarray(levels["cls"])]
+                tracker_rows = [int(levels["active"].shape[1])] * len(widths)
+            else:  # runs of 1, 2, 4, ... levels, each run at its widest level's width; the roots last
+                widths = [int(run["left"].shape[1]) for run in levels[:-1] for _ in range(run["left"].shape[0])]
+                tracker_rows = []
+            out[key] = {
+                "levels_run": len(widths), "levels_scheduled": int(graph["levels"]),
+                "reduce_widths": widths, "tracker_rows": tracker_rows,
+                "padded_pct": float(graph["level_padding_pct"]),
+                "eqns": stats["eqns"], "scans": stats["scans"], "scan_lengths": stats["scan_lengths"],
+                "scan_body_eqns": stats["scan_body_eqns"],
+            }
+    return out
+
+
+def format_explain_levels(result: dict) -> list[str]:
+    lines = ["jax: jit, lax.scan over the levels (padded widths; the tracker: a switch per level)"]
+    for key, label in (("tracker", "with the tracker"), ("no_tracker", "without the tracker")):
+        if key in result:
+            r = result[key]
+            lines.append(row(f"{label}: scans", r["scans"], f"(of {numbers(r['scan_lengths'])} levels; "
+                             f"bodies {numbers(r['scan_body_eqns'])} equations, nested counted; jaxpr {r['eqns']})"))
+    return lines

@@ -12,7 +12,9 @@ function library).
 against predicted, and how many of the body's ops are selects (``SelectV2``:
 a mask keeps one of two computed results). ``--bad-input``: the Runner checks
 the batch on the host before its graph runs; the bare traced function, called
-without the check, runs or fails inside the runtime.
+without the check, runs or fails inside the runtime. ``--levels``:
+tensorflow-levels' schedule as its Runner feeds it (each level exactly as
+wide as its nodes) and the ops of the while body over the levels.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import collections
 import re
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 
 from impl_tensorflow.runner import Runner
 from shared.explaining import (batch_arrays, best_of, compare_row, error_text, finite_outcome, listing, numbers,
                                row, secs, timer)
+from shared.levels import RAGGED_ARRAYS
 from shared.params import ModelConfig
 
 MODES = ("gold", "predicted")
@@ -180,3 +184,38 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     except Exception as err:  # noqa: BLE001 - showing the error is the point
         out["graph"] = {"outcome": "raised", "error": _error(err), "where": where(err)}
     return out
+
+
+# -- explain --levels: the host-scheduled levels (impl_tensorflow/levels.py) ------------
+
+
+def explain_levels(batch, variants: dict, options: dict) -> dict:
+    """tensorflow-levels on ``batch``, once per model of ``variants`` (key ->
+    (config, params)), with its registry ``options``: the schedule as the
+    Runner feeds it (ragged: each level's Reduce and tracker exactly as wide
+    as its rows) and the while loop of the encode graph over the levels."""
+    out: dict = {"framework_version": tf.__version__}
+    for key, (config, params) in variants.items():
+        runner = Runner(params, config, dtype="float32", device="cpu", **options)
+        inputs = runner._inputs(batch)  # the model's arrays, then the schedule's, made on the host
+        levels = dict(zip(RAGGED_ARRAYS, inputs[-len(RAGGED_ARRAYS):]))
+        widths = np.diff(levels["offsets"]).tolist()
+        stats = _graph_stats(runner._trace("encode", batch).concrete_function())
+        out[key] = {
+            "levels_run": len(widths), "levels_scheduled": int(runner.last_graph["levels"]),
+            "reduce_widths": [int(w) for w in widths],
+            "tracker_rows": [int(n) for n in np.diff(levels["active_offsets"])] if config.tracker_dim else [],
+            "padded_pct": float(runner.last_graph["level_padding_pct"]),
+            "ops": stats["ops"], "while_loops": stats["while_loops"], "while_body_ops": stats["while_body_ops"],
+        }
+    return out
+
+
+def format_explain_levels(result: dict) -> list[str]:
+    lines = ["tensorflow: one tf.function, a tf.while_loop over the levels (shapes change per level)"]
+    for key, label in (("tracker", "with the tracker"), ("no_tracker", "without the tracker")):
+        if key in result:
+            r = result[key]
+            lines.append(row(f"{label}: while loops", r["while_loops"],
+                             f"(body {numbers(r['while_body_ops'])} ops; graph {r['ops']})"))
+    return lines

@@ -179,3 +179,55 @@ def test_own_code_is_the_registered_packages_less_explain_itself():
     assert _own_code(str(ROOT / "shared" / "contract.py")) and not _own_code(str(ROOT / "shared" / "explaining.py"))
     assert not _own_code(str(ROOT / "bench" / "explain" / "report.py"))
     assert not _own_code(np.__file__)  # a library, even one installed under the project's folder
+
+
+def test_levels_view_shows_the_schedule_each_runner_feeds_and_its_loop_body(capsys):
+    """--levels: the batch's schedule (shared.levels, recomputed here), the
+    widths each levels Runner runs per level, and positive loop-body counts."""
+    from bench.explain.batches import make_batches
+    from bench.explain.report import run as run_view
+    from shared.explaining import sentences_transitions
+    from shared.levels import class_arrays, doubling_runs, schedule_by_height, schedule_by_step, width_classes
+
+    args = parse_args(["--levels", "--batch-size", "3", "--shape", "random", "--length", "6"] + TINY)
+    result = run_view(args)
+    transitions = sentences_transitions(make_batches(args).main)
+    S, T = transitions.shape
+    N = result["batch"]["num_tokens"]
+    by_step, by_height = schedule_by_step(transitions, N, widths=(1,)), schedule_by_height(transitions, N, widths=(1,))
+    nodes = {"tracker": [lv.used for lv in by_step.levels], "no_tracker": [lv.used for lv in by_height.levels]}
+    assert result["schedules"]["tracker"]["levels"] == by_step.n_levels == T  # 6 words each: every step a level
+    assert result["schedules"]["no_tracker"]["levels"] == by_height.n_levels < T
+    for key in nodes:
+        assert result["schedules"][key]["nodes"] == nodes[key] and sum(nodes[key]) == result["batch"]["reduce"]
+    # What JAX runs: with the tracker a width class per step, without it runs of 1, 2, 4, ... levels.
+    arrays, _ = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
+    jax_widths = {"tracker": [width_classes(S)[k] for k in arrays["cls"]],
+                  "no_tracker": [run["left"].shape[1] for run in doubling_runs(transitions, N)[0][:-1]
+                                 for _ in range(run["left"].shape[0])]}
+    checked = []
+    for name in ("tensorflow", "jax"):
+        if not frameworks.installed(name):
+            assert result[name]["installed"] is False
+            continue
+        checked.append(name)
+        for key in nodes:
+            r = result[name][key]
+            if name == "tensorflow":  # ragged: every level exactly its own width
+                assert r["reduce_widths"] == nodes[key] and r["padded_pct"] == 0.0
+                assert r["tracker_rows"] == ([lv.active_used for lv in by_step.levels] if key == "tracker" else [])
+                bodies = r["while_body_ops"]
+            else:
+                assert r["reduce_widths"] == jax_widths[key]
+                padded = 1 - sum(nodes[key]) / sum(jax_widths[key])
+                assert r["padded_pct"] == pytest.approx(100 * padded) and padded > 0
+                bodies = r["scan_body_eqns"]
+                assert sum(r["scan_lengths"]) == r["levels_run"] == len(jax_widths[key])
+            assert r["levels_scheduled"] == len(nodes[key])
+            assert bodies and all(isinstance(n, int) and n > 0 for n in bodies)
+    assert checked, "neither levels framework is installed"
+    text = format_text(result)
+    assert f"schedule with the tracker: {T} levels for T={T} steps" in text
+    assert f"schedule without the tracker: {by_height.n_levels} levels" in text
+    assert main(["explain", "--levels", "--json", "--framework", checked[0]] + TINY) == 0
+    assert set(json.loads(capsys.readouterr().out)) >= {"schedules", checked[0]}

@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--parse", action="store_true",
                    help="the batch in gold and in predicted mode with a transition head (docs/spec.md §7): "
                         "what deciding at run time costs each framework (host reads of decisions, loop-body ops)")
+    p.add_argument("--levels", action="store_true",
+                   help="the batch's host-scheduled levels (shared/levels.py), with and without the tracker, as "
+                        "each levels implementation's Runner feeds them, and the loop body it runs over them")
     p.add_argument("--check-guide", action="store_true",
                    help="compare the guide's excerpts and figures with the code and fresh runs; exit 1 on drift")
     p.add_argument("--sync-guide", action="store_true",
@@ -76,7 +79,7 @@ def command_line(args: argparse.Namespace) -> str:
     defaults = parse_args([])
     flags = []
     for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", "embed_dim",
-                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "transition_head", "parse"):
+                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "transition_head", "parse", "levels"):
         value = getattr(args, flag)
         if value is True:
             flags.append(f"--{flag.replace('_', '-')}")

@@ -16,7 +16,8 @@ the models. ``--out DIR`` writes the graphs (Graphviz text, program text,
 graph protos, as each framework has them). ``--json`` prints the figures as
 JSON. ``--bad-input`` shows what each framework does with an invalid
 transition sequence or token id; ``--parse``, what deciding the parse at run
-time costs it.
+time costs it; ``--levels``, the batch's host-scheduled levels and the loop
+each levels implementation runs over them.
 
 The guide's code excerpts and figure blocks are kept in step with the code by
 ``--check-guide`` (exit 1 and a diff on drift) and ``--sync-guide`` (rewrite

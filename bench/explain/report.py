@@ -10,6 +10,7 @@ from bench import frameworks
 from bench.explain.arguments import chosen, format_header, result_header
 from bench.explain.bad_input import explain_bad_input, format_bad_input
 from bench.explain.batches import make_batches, model_config, summary
+from bench.explain.levels_view import explain_levels, format_levels
 from bench.explain.parse_view import explain_parse, format_parse
 from shared.params import init_params
 
@@ -36,9 +37,11 @@ def explain(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> dict:
-    """``explain`` or, with ``--bad-input``, the debugging demonstration."""
+    """``explain``; with ``--bad-input`` the debugging demonstration, with ``--levels`` the level schedule."""
     if args.bad_input:
         return explain_bad_input(args)
+    if args.levels:
+        return explain_levels(args)
     return explain_parse(args) if args.parse else explain(args)
 
 
@@ -51,6 +54,8 @@ def format_text(result: dict) -> str:
     """The figures as the text that ``explain`` prints (and the guide quotes)."""
     if "bad_input" in result:
         return format_bad_input(result)
+    if "schedules" in result:
+        return format_levels(result)
     if "choice_steps_gold" in result["batch"]:
         return format_parse(result)
     b = result["batch"]
