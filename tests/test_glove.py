@@ -93,3 +93,27 @@ def test_embedding_must_fit_vocabulary(tmp_path, vocab):
 def test_missing_file(tmp_path, vocab):
     with pytest.raises(FileNotFoundError, match="no GloVe file"):
         load_glove(tmp_path / "nope.txt", vocab, np.zeros((len(vocab), 3)))
+
+
+def test_documented_glove_commands_run(tmp_path):
+    """Each ``bench init ... --glove`` line of docs/benchmark.md runs as written, given a GloVe
+    file of the dimension its name says (300): the embedding it asks for must be that wide."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from bench.cli import main
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "benchmark.md"
+    lines = [line.split("#")[0] for line in page.read_text().splitlines()
+             if line.startswith("python -m bench init") and "--glove" in line]
+    assert lines, "docs/benchmark.md shows no `bench init --glove` command"
+    for i, line in enumerate(lines):
+        words = shlex.split(line)[3:]
+        glove_name = words[words.index("--glove") + 1]
+        dim = int(re.search(r"(\d+)d\b", glove_name).group(1))
+        glove = _write(tmp_path / glove_name, [f"{w} " + " ".join(["0.5"] * dim) for w in ("the", "a", "man")])
+        words[words.index("--glove") + 1] = str(glove)
+        words[words.index("--out") + 1] = str(tmp_path / f"model{i}.npz")
+        assert main(words) == 0, line
+        assert (tmp_path / f"model{i}.npz").exists()
