@@ -255,3 +255,16 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
 
 if __name__ == "__main__":
     _profiled_forward(sys.argv[1])
+
+
+# No host-scheduled levels implementation here (the registry's matrix says why); the names are the surface's.
+NO_LEVELS = "dynet has no host-scheduled levels implementation: autobatching by depth (dynet-depth) finds the levels at run time, from the graph"
+
+
+def explain_levels(batch, variants: dict, options: dict) -> dict:
+    """Refused: dynet has no levels implementation (``bench explain --levels`` asks only those that have one)."""
+    raise NotImplementedError(NO_LEVELS)
+
+
+def format_explain_levels(result: dict) -> list[str]:
+    raise NotImplementedError(NO_LEVELS)

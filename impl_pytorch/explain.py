@@ -162,3 +162,16 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     host check (shared/contract.py), which refuses a bad batch the same way in
     every framework: what is shown is what define-by-run code does by itself."""
     return encode_outcome(Runner(params, config, dtype="float32", device="cpu")._encode, bad, where)
+
+
+# No host-scheduled levels implementation here (the registry's matrix says why); the names are the surface's.
+NO_LEVELS = "pytorch has no host-scheduled levels implementation: the lists loop already runs each step on the rows that act; a level schedule is built for a compiled program that wants fixed index arrays"
+
+
+def explain_levels(batch, variants: dict, options: dict) -> dict:
+    """Refused: pytorch has no levels implementation (``bench explain --levels`` asks only those that have one)."""
+    raise NotImplementedError(NO_LEVELS)
+
+
+def format_explain_levels(result: dict) -> list[str]:
+    raise NotImplementedError(NO_LEVELS)
