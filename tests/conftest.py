@@ -114,6 +114,22 @@ def jax_compilation_cache(tmp_path_factory):
     _disable_compilation_cache()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def tensorflow_graph_optimizer_off():
+    """TensorFlow runs each new graph as traced, without Grappler's rewrites.
+
+    Grappler optimises every graph a ``tf.function`` traces, on the first call
+    of each trace, and the tests trace hundreds of small graphs that run a few
+    times each: the TensorFlow graph implementation's contract tests take 30 s
+    without it where they took 48 s with it. The tests compare TensorFlow's
+    numbers with the float64 reference, never its speed; the benchmark and
+    every command leave Grappler on."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    yield
+
+
 @pytest.fixture(scope="session")
 def device() -> str:
     return TEST_DEVICE
