@@ -1,4 +1,6 @@
-"""The level-scheduled encoders' paths that their runners do not take on a CPU, held to the float64 reference.
+"""The level-scheduled encoders: their paths that the runners do not take on a CPU, held to the float64
+reference, and the registry's levels runners' own bookkeeping (what they refuse, how many programs, the schedule
+in ``last_graph``).
 
 The runners' own paths are in the contract (tests/test_contract.py, jax-levels and tensorflow-levels: values,
 gradients and head logits in gold mode, with and without the tracker). What is left is checked here, in float64,
@@ -106,3 +108,55 @@ def test_tensorflow_levels_with_the_dense_memory_match_reference(tracker_dim, de
     ref_loss, ref_grads = reference.loss_and_grads(params, config, small_batch)
     assert abs(loss - ref_loss) <= F64_TOL
     _assert_grads_close(grads, ref_grads)
+
+# --------------------------------------------------------------------------
+# Through the runner: the registry's jax-levels and tensorflow-levels
+# --------------------------------------------------------------------------
+
+
+def test_registered_as_opt_in_levels_variants():
+    from bench import frameworks
+
+    assert frameworks.resolve("jax-levels") == ("jax", {"algorithm": "levels"})
+    assert frameworks.resolve("tensorflow-levels") == ("tensorflow", {"algorithm": "levels"})
+    assert {"jax-levels", "tensorflow-levels"} <= frameworks.OPT_IN
+    assert frameworks.matrix()[frameworks.LEVELS, "jax"] == ["jax-levels"]
+    assert frameworks.matrix()[frameworks.LEVELS, "tensorflow"] == ["tensorflow-levels"]
+    assert frameworks.matrix()[frameworks.LEVELS, "dynet"].startswith("not built")
+
+
+@pytest.mark.parametrize("name", ["jax-levels", "tensorflow-levels"])
+def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device, sample_pairs, vocab):
+    """Decided parses are refused by the runner (the framework's own runner
+    keeps them); batches of one (B, N, T) meet one program (JAX, with the
+    tracker; TensorFlow: one trace for all); the last batch's level count
+    and padding are in ``last_graph``."""
+    from bench import frameworks
+    from shared.batching import make_batches
+    from shared.params import init_params
+
+    from .helpers import head_config
+
+    config = head_config(len(vocab))
+    params = init_params(config, seed=3, dtype=np.float32)
+    runner = frameworks.make_runner(name, params, config, dtype="float32", device=device)
+    family = frameworks.make_runner(name.split("-")[0], params, config, dtype="float32", device=device)
+    assert family.supports("predicted parse") and not runner.supports("predicted parse")
+    assert type(runner).supports("sampled parse")  # the class answers for the framework, the runner for its variant
+    batches = [b for b in make_batches(sample_pairs, vocab, batch_size=4) if b.num_tokens == 16 and b.size == 4]
+    assert len(batches) >= 3
+    with pytest.raises(NotImplementedError, match="no predicted parse: .*gold"):
+        runner.parse(batches[0], "predicted")
+    with pytest.raises(NotImplementedError, match="no reinforce: "):
+        runner.reinforce_loss_and_grads(batches[0], None, 0.0)
+    for batch in batches:
+        runner.encode(batch)
+        assert runner.last_graph["levels"] > 0 and 0 <= runner.last_graph["level_padding_pct"] < 100
+        assert runner.last_phases["schedule"] > 0
+    stats = runner.compile_stats()
+    if name == "tensorflow-levels":
+        assert stats.traces == 1
+    else:
+        assert stats.traces == len(set(stats.shapes)) <= len(batches)
+        # with the tracker a level is a step, its width a class chosen inside the program: one program per bucket
+        assert stats.shapes == [("encode", 4, 16, 31, 8)] and stats.traces == 1
