@@ -64,7 +64,7 @@ def pytest_itemcollected(item) -> None:
     Tests that share a module- or class-scoped fixture run on one worker, so
     it is built once; so do the full-size checks (marked slow), which share
     the session's float64 reference outputs. A module may name its own groups
-    (test_contract.py: one per implementation, whose runners it shares).
+    (test_contract.py: one per framework, whose runners and compiled programs its tests share).
     Every other test is a unit of its own, and xdist hands the largest units
     out first, so the workers stay busy to the end.
     """
