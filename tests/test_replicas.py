@@ -49,6 +49,10 @@ ARGV = ["train", "--data", "synthetic", "--num-pairs", "64", "--dev", "none", "-
         "--dropout", "0.1", "--batch-size", "8", "--buckets", "16", "--steps", str(STEPS), "--log-every", "1",
         "--train-eval-pairs", "0", "--quiet"]
 TOL = 1e-5
+# One worker runs the whole module, one job after another. A job's processes wait for each other at every step,
+# and while they wait they keep a core busy; two jobs at once on two cores (one from each worker) starve each
+# other and the rest of the suite.
+pytestmark = pytest.mark.xdist_group("replicas")
 # SGD, dropout on, float32: the processes' check (docs: Training past one device).
 SGD_SETTINGS = {**SETTINGS, "optimizer": "sgd", "lr": 0.5}
 SGD_ARGV = [a if a != "adam" else "sgd" for a in ARGV]
