@@ -128,9 +128,9 @@ def tensorflow_graph_optimizer_off():
     try:
         import tensorflow as tf
     except ImportError:
-        yield
-        return
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+        tf = None
+    if tf is not None:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     yield
 
 

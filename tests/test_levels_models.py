@@ -70,8 +70,11 @@ def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
 
     model = LevelClassifier(config, param_dtype=jnp.float64)
     weights = from_canonical(params, config, "float64")["params"]
-    sched = {k: (jnp.asarray(v) if hasattr(v, "shape") else v)
-             for k, v in uniform(schedule(tr, N, tracker_dim > 0, (4,)), (4,)).items()}
+
+    def as_jax(arrays: dict) -> dict:  # a schedule's arrays as JAX arrays, its sizes as they are
+        return {k: (jnp.asarray(v) if hasattr(v, "shape") else v) for k, v in arrays.items()}
+
+    sched = as_jax(uniform(schedule(tr, N, tracker_dim > 0, (4,)), (4,)))
 
     def encode(w):
         return model.apply({"params": w}, jnp.asarray(tokens),
@@ -82,7 +85,7 @@ def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
     _assert_grads_close(grads_to_canonical(grads, config), want_grads)
 
     cut = schedule(tr, N, tracker_dim > 0, (2, 4))
-    segs = [{k: (jnp.asarray(v) if hasattr(v, "shape") else v) for k, v in seg.items()} for seg in segments(cut)]
+    segs = [as_jax(seg) for seg in segments(cut)]
     assert len(segs) > 1  # the schedule is really cut
 
     def by_segments(w):
