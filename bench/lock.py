@@ -11,6 +11,13 @@ left by a dead process is never "stale" in a way that needs guessing: the
 next command simply gets it. The file also records who holds it (process id,
 command, start time), which is what the refusal message quotes; that text is
 information only, never what decides.
+
+A command that is refused after taking the lock leaves the folder as it
+found it: ``release`` removes the lock file it created when nothing else was
+written beside it, and the folders ``acquire`` created once they are empty.
+A lock file is only ever removed by its holder, before it lets go, and
+``acquire`` holds a lock only on the file its path still names, so a
+removal never lets two commands hold the same folder.
 """
 
 from __future__ import annotations
@@ -55,17 +62,27 @@ class FolderLock:
         self.command = command
         self._fd: int | None = None
         self.took_over: dict | None = None  # what a dead holder had written, if anything
+        self._created: list[Path] = []  # the folders acquire made, deepest first
+        self._created_file = False  # whether acquire made the lock file
+        self._announced = False
 
     def acquire(self) -> "FolderLock":
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by workers
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = self._read(fd)
-            os.close(fd)
-            raise FolderLocked(f"{self.folder} is in use by {_describe(holder)}: wait for it to finish, "
-                               f"or give another --out") from None
+        while True:
+            self._created = _missing_folders(self.folder) or self._created  # kept if a retry finds them made
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, self._created_file = _open_lock_file(self.path)
+            if fd is None:  # the folder went between mkdir and open (its last holder removed it): again
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = self._read(fd)
+                os.close(fd)
+                raise FolderLocked(f"{self.folder} is in use by {_describe(holder)}: wait for it to finish, "
+                                   f"or give another --out") from None
+            if _names(self.path, fd):
+                break
+            os.close(fd)  # a holder removed this file before letting go of it: lock the path's file instead
         previous = self._read(fd)
         if previous.get("pid") and previous.get("pid") != os.getpid():
             # The lock was free, so its last holder has exited; the file only
@@ -90,9 +107,26 @@ class FolderLock:
     def release(self) -> None:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)  # nobody holds it now
+            if self._created_file and _holds_only_the_lock(self.folder):
+                _remove(self.path)  # still held: nobody can lock this file meanwhile
+                for folder in self._created:  # deepest first; one that holds anything stays
+                    try:
+                        folder.rmdir()
+                    except OSError:
+                        break
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+    def announce(self) -> None:
+        """Say on stderr (once) that this lock was taken over from a process
+        that died holding it: a command calls it once it is going to run."""
+        if self.took_over and not self._announced:
+            self._announced = True
+            pid = self.took_over.get("pid")
+            state = "still running, but no longer holding it" if isinstance(pid, int) and _pid_alive(pid) else "gone"
+            print(f"note: {self.folder} was last locked by {_describe(self.took_over)}, {state}; taking over",
+                  file=sys.stderr)
 
     def __enter__(self) -> "FolderLock":
         return self.acquire()
@@ -101,13 +135,62 @@ class FolderLock:
         self.release()
 
 
-def lock_output(folder: str | os.PathLike, command: str) -> FolderLock:
+def lock_output(folder: str | os.PathLike, command: str, *, announce: bool = True) -> FolderLock:
     """Take the folder's lock for the rest of this process (or until released),
-    saying so on stderr when it takes over from a process that died holding it."""
+    saying so on stderr when it takes over from a process that died holding it
+    (``announce=False``: the caller calls ``announce`` once it is sure to run,
+    so a refused command says only why)."""
     lock = FolderLock(folder, command).acquire()
-    if lock.took_over:
-        pid = lock.took_over.get("pid")
-        state = "still running, but no longer holding it" if isinstance(pid, int) and _pid_alive(pid) else "gone"
-        print(f"note: {folder} was last locked by {_describe(lock.took_over)}, {state}; taking over",
-              file=sys.stderr)
+    if announce:
+        lock.announce()
     return lock
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and those of its parents that do not exist yet, deepest first."""
+    missing = []
+    for path in (folder, *folder.parents):
+        if path.exists():
+            break
+        missing.append(path)
+    return missing
+
+
+def _open_lock_file(path: Path) -> tuple[int | None, bool]:
+    """The lock file's descriptor (not inherited by workers) and whether this
+    call created it; (None, False) when its folder is gone."""
+    while True:
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            return None, False
+        try:
+            return os.open(path, os.O_RDWR), False
+        except FileNotFoundError:  # removed in between by its holder: create it
+            continue
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _holds_only_the_lock(folder: Path) -> bool:
+    try:
+        return [entry.name for entry in os.scandir(folder)] == [LOCK_NAME]
+    except OSError:
+        return False
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

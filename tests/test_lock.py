@@ -91,3 +91,66 @@ def test_workers_do_not_inherit_the_lock(tmp_path):
             os.kill(worker_pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_a_folder_the_lock_made_goes_with_it_when_nothing_else_was_written(tmp_path):
+    """A command refused after taking the lock leaves no folder (parents it made included) and no lock file."""
+    with FolderLock(tmp_path / "a" / "b" / "run", "refused"):
+        assert (tmp_path / "a" / "b" / "run" / ".lock").is_file()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_existing_folder_stays_and_loses_only_the_lock_file_it_was_given(tmp_path):
+    with FolderLock(tmp_path, "refused"):
+        pass
+    assert list(tmp_path.iterdir()) == []  # as it was: empty, still there
+    (tmp_path / ".lock").write_text("")  # a lock file from before this command is not its to remove
+    with FolderLock(tmp_path, "refused"):
+        pass
+    assert [p.name for p in tmp_path.iterdir()] == [".lock"]
+
+
+def test_a_folder_that_was_written_keeps_its_files_and_the_lock(tmp_path):
+    out = tmp_path / "run"
+    with FolderLock(out, "ran"):
+        (out / "results.jsonl").write_text("{}\n")
+    assert sorted(p.name for p in out.iterdir()) == [".lock", "results.jsonl"]
+
+
+def test_the_lock_file_removed_by_its_holder_is_never_held_twice(tmp_path, monkeypatch):
+    """A command that opened the lock file just before its holder removed it
+    locks the file the path names now, which the next command is refused."""
+    import bench.lock as lock_module
+
+    first = FolderLock(tmp_path / "run", "first").acquire()
+    late = FolderLock(tmp_path / "run", "late")
+    stale = lock_module._open_lock_file(late.path)  # opened while the first holds it...
+    first.release()  # ...which removes it (and the folder) as it lets go
+    real_open, calls = lock_module._open_lock_file, []
+
+    def stale_first(path):
+        calls.append(path)
+        return stale if len(calls) == 1 else real_open(path)
+
+    monkeypatch.setattr(lock_module, "_open_lock_file", stale_first)
+    late.acquire()
+    try:
+        assert len(calls) == 2  # the stale file was let go, the path's own file locked
+        with pytest.raises(FolderLocked):
+            FolderLock(tmp_path / "run", "next").acquire()
+    finally:
+        late.release()
+
+
+def test_taking_over_is_said_only_when_the_command_says_it_runs(tmp_path, capsys):
+    holder = start_holder(tmp_path)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    lock = lock_output(tmp_path, "bench train --out X", announce=False)
+    try:
+        assert capsys.readouterr().err == ""
+        lock.announce()
+        lock.announce()
+        assert capsys.readouterr().err.count(f"process {holder.pid}") == 1
+    finally:
+        lock.release()

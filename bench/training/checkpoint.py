@@ -120,6 +120,21 @@ def list_checkpoints(out_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.name)
 
 
+def check_folder(out_dir: str | os.PathLike, resume: bool) -> None:
+    """Whether a training run may start in ``out_dir``, judged from the folder
+    alone, so that a command can refuse before it reads any data or locks the
+    folder: ``resume`` needs a run to continue (its run.json); a new run needs
+    a folder that holds none (nothing is overwritten). One-line errors; a
+    folder that does not exist yet is fine for a new run."""
+    out_dir = Path(out_dir)
+    if resume:
+        if not (out_dir / "run.json").exists():
+            raise FileNotFoundError(f"--resume: no run to resume in {out_dir} (no run.json)")
+    elif (out_dir / "run.json").exists() or (out_dir / "metrics.jsonl").exists() or list_checkpoints(out_dir):
+        raise ValueError(f"{out_dir} already holds a run: add --resume to continue it, or choose another "
+                         "--out (nothing is overwritten)")
+
+
 def latest_checkpoint(out_dir: Path) -> Path | None:
     found = list_checkpoints(out_dir)
     return found[-1] if found else None

@@ -23,10 +23,11 @@ from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, format_confusion
+from bench.training.checkpoint import check_folder
 from bench.training.launch import launch_processes
 from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
 from bench.training.settings import EMBEDDING, TrainConfig
-from bench.training.trainer import train
+from bench.training.trainer import Trainer
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, init_params, load_params
@@ -263,14 +264,20 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise NotImplementedError(f"--replicas: {platform.data_parallel_missing}")
         processes = check_processes(platform, cfg.replicas, args.processes)
         rank = platform.replica_rank()
+    elif args.processes not in (None, 1):
+        raise ValueError(f"--processes {args.processes} needs --replicas K > 1 (the processes share K replicas)")
+    # The folder, before any data is read or the folder locked: a run refused for it refuses at once and
+    # leaves nothing behind (the trainer checks again under the lock). A replica that does not write may
+    # find the writer's new run there already.
+    if not rank or args.resume:
+        check_folder(args.out, args.resume)
+    if cfg.replicas > 1:
         if platform.data_parallel == "processes" and rank is None:
             quiet_frameworks(cfg.dtype, [cfg.framework])
             return platform.launch(cfg.replicas, args.argv)
         if processes > 1 and rank is None:  # one host: bench starts the job's processes itself
             return launch_processes(platform, processes, args.argv)
         os.environ.update(platform.replica_env(cfg.replicas))  # before the framework is imported
-    elif args.processes not in (None, 1):
-        raise ValueError(f"--processes {args.processes} needs --replicas K > 1 (the processes share K replicas)")
     quiet_frameworks(cfg.dtype, [cfg.framework])  # before the framework is imported (float64 may need a switch)
     loaded = load_init(args)
     dataset = load_dataset(args)
@@ -290,14 +297,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
                    writer=writer, stop_on_signal=rank is None)  # a job of processes stops together, by a launcher
     settings = reinforce.settings_from_args(args)
-    lock = lock_output(args.out, f"bench train --out {args.out}") if writer else None  # one command per folder
+    # One command per folder. A run refused under the lock (settings that differ from the run to resume, no
+    # device) says only why: the note that the lock was taken over from a dead process waits for the trainer.
+    lock = lock_output(args.out, f"bench train --out {args.out}", announce=False) if writer else None
     try:
         if settings is None:
-            result = train(cfg, args.out, dataset.pairs, init=init, **options)
+            trainer = Trainer(cfg, args.out, dataset.pairs, init=init, **options)
         else:  # parses learned by reward: the model needs a transition head
             seed = args.seed if args.init_seed is None else args.init_seed
-            result = reinforce.train_reinforce(cfg, args.out, dataset.pairs, settings=settings,
-                                               init=lambda: reinforce.with_head(init(), seed), **options)
+            trainer = reinforce.ReinforceTrainer(cfg, args.out, dataset.pairs, settings=settings,
+                                                 init=lambda: reinforce.with_head(init(), seed), **options)
+        if lock is not None:
+            lock.announce()
+        result = trainer.run()
     finally:
         if lock is not None:
             lock.release()

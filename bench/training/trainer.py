@@ -43,7 +43,7 @@ from bench import frameworks
 from bench.progress import Progress
 from bench.provenance import machine, provenance
 from bench.records import write_json
-from bench.training.checkpoint import (clean_temporaries, latest_checkpoint, list_checkpoints, newest_loadable,
+from bench.training.checkpoint import (check_folder, clean_temporaries, latest_checkpoint, newest_loadable,
                                        save_checkpoint)
 from bench.training.evaluate import evaluate_pairs
 from bench.training.metrics import Metrics
@@ -124,8 +124,6 @@ class Trainer:
         if cfg.transition_weight > 0 and not self.model.config.transition_head:
             raise ValueError(f"--transition-weight {cfg.transition_weight} needs a model with a transition head "
                              "('tracker.transition.kernel'): add --transition-head, or --init a file that has one")
-        if writer:
-            write_json(self.out_dir / "run.json", self.run_info)
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
         runner_options = dict(runner_options or {})
@@ -142,6 +140,8 @@ class Trainer:
         self.optimizer_description = optimizers.describe(cfg.optimizer, cfg.hyper, cfg.lr, cfg.frozen)
         if self.checkpoint is not None:
             self.runner.load_optimizer_state(self.checkpoint.optimizer_state)
+        if writer:  # once nothing can refuse the run: a refused one leaves no run.json behind
+            write_json(self.out_dir / "run.json", self.run_info)
 
         self.lengths = np.array([pair_length(p) for p in self.train_pairs])
         self.steps_per_epoch = len(epoch_plan(self.lengths, cfg, 0))
@@ -165,9 +165,9 @@ class Trainer:
         if self.writer:
             clean_temporaries(self.out_dir)
         run_file = self.out_dir / "run.json"
+        if resume or self.writer:  # a replica that does not write may find the writer's new run already there
+            check_folder(self.out_dir, resume)
         if resume:
-            if not run_file.exists():
-                raise FileNotFoundError(f"--resume: no run to resume in {self.out_dir} (no run.json)")
             check_resume(json.loads(run_file.read_text()), self.run_info)
             found, self.skipped = newest_loadable(self.out_dir)
             for path, reason in self.skipped if self.writer else ():  # shown even with --quiet
@@ -179,9 +179,6 @@ class Trainer:
                 print(f"note: --resume: {self.out_dir} holds no checkpoint yet (the run stopped before its first): "
                       "starting again from step 0", file=sys.stderr)
             return found
-        if self.writer and (run_file.exists() or self.metrics_file.exists() or list_checkpoints(self.out_dir)):
-            raise ValueError(f"{self.out_dir} already holds a run: add --resume to continue it, or choose another "
-                             "--out (nothing is overwritten)")
         return None
 
     def _restore(self, init) -> None:
