@@ -148,6 +148,26 @@ class EmptyDataError(ValueError):
     """A data file, or the rows selected of it, with no data row at all."""
 
 
+class UnlabelledDataError(EmptyDataError):
+    """Data rows, but none with a gold label (every one ``-``): nothing to
+    train, evaluate or count labels of. Every command that needs labels says so
+    in these words (encode, which needs none, encodes such a file)."""
+
+    def __init__(self, source: PathLike, rows: int):
+        read = "the row read has" if rows == 1 else f"the {rows:,} rows read all have"
+        super().__init__(f"{source}: no labelled rows ({read} gold label {UNLABELED!r})")
+
+
+def labelled_pairs(pairs: Iterable[Pair], source: PathLike = "the data") -> list[Pair]:
+    """The pairs with a gold label, in order; UnlabelledDataError, naming
+    ``source``, if there are pairs and none has one."""
+    pairs = list(pairs)
+    labelled = [p for p in pairs if p.label != NO_LABEL]
+    if pairs and not labelled:
+        raise UnlabelledDataError(source, len(pairs))
+    return labelled
+
+
 class _RowError(Exception):
     """Internal: why one row is malformed (turned into SNLIFormatError or counted)."""
 

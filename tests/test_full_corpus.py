@@ -161,6 +161,27 @@ def test_an_empty_data_file_is_refused_alike_by_every_command(command, model_fil
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl"]
 
 
+UNLABELLED_COMMANDS = {
+    **{name: EMPTY_COMMANDS[name] for name in ("data", "train", "init")},
+    "evaluate": lambda data, tmp: ["evaluate", "--framework", "reference", "--params", "MODEL", "--data", str(data),
+                                   "--out", str(tmp / "eval.json")],
+}
+
+
+@pytest.mark.parametrize("command", list(UNLABELLED_COMMANDS))
+def test_a_file_of_unlabelled_rows_is_refused_alike_by_every_command_that_needs_labels(command, model_file, tmp_path,
+                                                                                       capsys):
+    """Gold label '-' on every row: no statistics of nothing, no vocabulary of
+    no words, the same line as train and evaluate (encode encodes such rows)."""
+    data = _write_jsonl(tmp_path / "unlabelled.jsonl", [_row(label="-", pair_id=f"p{i}") for i in range(3)])
+    argv = [str(model_file) if word == "MODEL" else word for word in UNLABELLED_COMMANDS[command](data, tmp_path)]
+    code = main(argv)
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: {data}: no labelled rows (the 3 rows read all have gold label '-')"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["unlabelled.jsonl"]
+
+
 def test_a_header_alone_is_an_empty_file(tmp_path, capsys):
     data = tmp_path / "pairs.txt"
     data.write_text("gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tpairID\n")

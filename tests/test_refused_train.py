@@ -88,8 +88,8 @@ def test_an_unlabelled_data_file_leaves_no_folder(tmp_path, capsys):
     data = _unlabelled(tmp_path)
     code = main([*TRAIN, "--data", str(data), "--out", str(tmp_path / "run")])
     assert code == 2
-    lines = _error_lines(capsys.readouterr().err)
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert capsys.readouterr().err.strip().splitlines() == [  # refused as it is read, before the folder is made
+        f"error: {data}: no labelled rows (the 3 rows read all have gold label '-')"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["unlabelled.jsonl"]
 
 

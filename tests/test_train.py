@@ -511,4 +511,4 @@ def test_evaluate_errors_are_clear(tmp_path, capsys):
     row = json.loads(SAMPLE_PATH.read_text().splitlines()[0])
     data.write_text(json.dumps(dict(row, gold_label="-")) + "\n")
     assert main(["evaluate", "--framework", "pytorch", "--params", str(model), "--data", str(data)]) == 2
-    assert "none of the 1 rows has a gold label" in capsys.readouterr().err
+    assert f"error: {data}: no labelled rows (the row read has gold label '-')" in capsys.readouterr().err

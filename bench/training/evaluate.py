@@ -9,7 +9,8 @@ import numpy as np
 
 from shared.batching import DEFAULT_BUCKETS, make_batches
 from shared.reference import cross_entropies
-from shared.snli import LABELS, NO_LABEL, Pair
+from shared import snli
+from shared.snli import LABELS, Pair
 from shared.vocab import Vocabulary
 
 
@@ -42,10 +43,11 @@ class Evaluation:
 
 def labelled_pairs(pairs: Sequence[Pair]) -> list[Pair]:
     """The pairs with a gold label (the rest are left out and counted by the
-    caller); ValueError if none has one."""
-    labelled = [p for p in pairs if p.label != NO_LABEL]
+    caller); ValueError if none has one, in the words every command uses for
+    a file of unlabelled rows (shared.snli.labelled_pairs)."""
+    labelled = snli.labelled_pairs(pairs, "nothing to evaluate")
     if not labelled:
-        raise ValueError(f"nothing to evaluate: none of the {len(pairs)} rows has a gold label")
+        raise ValueError("nothing to evaluate: no pairs")
     return labelled
 
 

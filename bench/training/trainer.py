@@ -52,7 +52,7 @@ from bench.training.settings import TrainConfig, check_resume, data_fingerprint,
 from shared import optimizers
 from shared.batching import make_pair_batch, pair_length
 from shared.params import ParamFile, save_params
-from shared.snli import NO_LABEL, Pair
+from shared.snli import NO_LABEL, Pair, labelled_pairs
 from shared.vocab import Vocabulary
 
 
@@ -112,9 +112,9 @@ class Trainer:
         self.writer = writer
         if writer:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.train_pairs = [p for p in train_pairs if p.label != NO_LABEL]
+        self.train_pairs = labelled_pairs(train_pairs, "the training pairs")  # as every command words it
         if not self.train_pairs:
-            raise ValueError("no labelled training pairs")
+            raise ValueError("no training pairs")
         self.dev_pairs = [p for p in dev_pairs if p.label != NO_LABEL] if dev_pairs else []
         self.metrics_file = self.out_dir / "metrics.jsonl"
         self.run_info = {"train": cfg.to_dict(), "data": dict(data_info or {}), "train_pairs": len(self.train_pairs),
