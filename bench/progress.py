@@ -34,13 +34,25 @@ def duration(seconds: float) -> str:
     return f"{seconds}s"
 
 
+# An ETA extrapolates a rate to the rest of the work, so none is shown until
+# that rate rests on enough: ETA_MIN_SECONDS of work timed from the first
+# update on (what came before it, such as opening a file, sorting or a
+# compilation, counted nothing) and ETA_MIN_FRACTION of the total done since.
+# A first line timed over one update and a setup of 20 s would otherwise
+# promise hours for a stage of seconds. Once the work is done, its ETA (0s) is
+# no extrapolation and is shown.
+ETA_MIN_SECONDS = 5.0
+ETA_MIN_FRACTION = 0.01
+
+
 class Progress:
     """``total`` units of work (steps, pairs, measurements), done a few at a time.
 
     ``update(n, status)`` counts n more done; ``status`` is shown after the
     bar (or in the plain line). The ETA of the plain lines uses the rate
     since the previous line only, so one slow stretch (a compilation) does
-    not distort it for long.
+    not distort it for long; the bar's, the rate since the first update. Either
+    shows only once ETA_MIN_SECONDS and ETA_MIN_FRACTION allow.
     """
 
     def __init__(self, label: str, total: int | None, *, unit: str = "it", stream=None, enabled: bool = True,
@@ -60,24 +72,29 @@ class Progress:
         self.delay = delay
         self._lines = 0
         self._start = time.perf_counter()
+        self._first: tuple[float, int] | None = None  # (time, count) at the first update: where rates start
         self._bar = None
         if self.tty:
             # A terminal that reports no size (some pseudo-terminals) would get no bar at all.
             sized = shutil.get_terminal_size(fallback=(0, 0)).columns > 0
-            self._bar = tqdm(total=total, desc=f"[{label}]", unit=f" {unit}", file=self.stream, leave=False,
+            self._bar = _Bar(total=total, desc=f"[{label}]", unit=f" {unit}", file=self.stream, leave=False,
                              smoothing=0.1, dynamic_ncols=sized, ncols=None if sized else 100,
-                             nrows=None if sized else 24)
+                             nrows=None if sized else 24, bar_format=None if total is None else _BAR_FORMAT)
         self._last_line = time.perf_counter()
         self._last_done = 0
 
     def update(self, n: int = 1, status: str = "") -> None:
         self.done += n
+        now = time.perf_counter()
+        if self._first is None:
+            self._first = (now, self.done)
         if self._bar is not None:
             if status:
                 self._bar.set_postfix_str(status, refresh=False)
+            eta = self.eta(now, since=self._first)
+            self._bar.eta = "" if eta is None else "<" + self._bar.format_interval(eta)
             self._bar.update(n)
             return
-        now = time.perf_counter()
         if not self.enabled or self.interval is None:
             return
         finished = self.total is not None and self.done >= self.total
@@ -99,13 +116,32 @@ class Progress:
             text += f", {rate:,.0f} {self.unit}/s"
         if end:
             text += f", done in {duration(now - self._start)}"
-        elif self.total is not None:
-            per_unit = (now - self._last_line) / max(self.done - self._last_done, 1)
-            text += f" ETA {duration((self.total - self.done) * per_unit)}"
+        else:
+            eta = self.eta(now, since=(self._last_line, self._last_done))
+            if eta is not None:
+                text += f" ETA {duration(eta)}"
         self.stream.write(text + "\n")
         self.stream.flush()
         self._last_line, self._last_done = now, self.done
         self._lines += 1
+
+    def eta(self, now: float, since: tuple[float, int]) -> float | None:
+        """Seconds left at the rate since ``since`` (time, count), never from
+        before the first update; None where the total is unknown, and until the
+        rate rests on enough (ETA_MIN_SECONDS, ETA_MIN_FRACTION)."""
+        if self.total is None:
+            return None
+        if self.done >= self.total:
+            return 0.0
+        if self._first is None:
+            return None
+        first_time, first_done = self._first
+        if now - first_time < ETA_MIN_SECONDS or self.done - first_done < ETA_MIN_FRACTION * self.total:
+            return None
+        start, start_done = max(since, self._first)
+        if self.done <= start_done or now <= start:
+            return None
+        return (self.total - self.done) * (now - start) / (self.done - start_done)
 
     def status(self, text: str) -> None:
         """What is happening now (shown on the bar; plain lines wait for the next update)."""
@@ -134,6 +170,18 @@ class Progress:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# The bar tqdm draws by default, with the ETA of ``Progress.eta`` where tqdm puts its own.
+_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{eta}, {rate_fmt}{postfix}]"
+
+
+class _Bar(tqdm):
+    eta = ""  # "<2m05s", or nothing until Progress.eta gives one
+
+    @property
+    def format_dict(self):
+        return {**super().format_dict, "eta": self.eta}
 
 
 STAGE_DELAY_S = 2.0  # loading stages quicker than this say nothing (off a terminal)
