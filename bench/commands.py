@@ -187,7 +187,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 def cmd_data(args: argparse.Namespace) -> int:
     from bench.benchmark.flops import batch_flops, masked_flops
     from bench.config import preset
-    from shared.batching import make_batches, make_sentence_batches, padding_report
+    from shared.batching import make_batches, make_sentence_batches, padding_report, sentence_order
     from shared.params import ModelConfig
     from shared.stats import dataset_stats, format_stats
     from shared.vocab import Vocabulary
@@ -205,9 +205,11 @@ def cmd_data(args: argparse.Namespace) -> int:
     # The benchmark's batches (docs/spec.md §2), and what the masked algorithm computes of them.
     sentences = []
     if len(dataset.pairs) >= args.batch_size:
-        with stage("sentence batches", len(dataset.pairs) // args.batch_size * args.batch_size,
-                   unit="pairs") as progress:
-            sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size, progress=progress.update)
+        with stage("sorting sentences", 2 * len(dataset.pairs), unit="sentences") as progress:
+            order = sentence_order(dataset.pairs, args.batch_size, progress=progress.update)
+        with stage("sentence batches", len(order) // 2, unit="pairs") as progress:
+            sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size, progress=progress.update,
+                                              order=order)
     source = stats.get("source")
     if source and Path(source).resolve().is_relative_to(ROOT):  # a record names the repository's files relatively
         stats = {**stats, "source": Path(source).resolve().relative_to(ROOT).as_posix()}

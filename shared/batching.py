@@ -298,46 +298,56 @@ def make_batches(
     return batches
 
 
-def sentence_pairs(pairs: Sequence[Pair], batch_size: int, *, seed: int = 0) -> list[Pair]:
-    """The sentences of ``pairs`` sorted by length and paired in that order:
-    the rows of :func:`make_sentence_batches`, each run of ``batch_size``
-    one batch.
+SORT_PROGRESS_PAIRS = 10_000  # sentence_order's progress callback: the pairs a call reports (two sentences each)
 
-    Every premise and hypothesis is one sentence; the 2P sentences are sorted
-    by token count (ties in an order drawn from ``seed``) and taken two by
-    two, the first of each two as the premise. A row's label and data row
-    (``Pair.row``, which seeds sampled parses) are those of its premise's
-    pair, and its pair id names both sources (``"id7/p+id3/h"``). The
-    2P mod 2B longest sentences fill no batch and are left out (logged), as
-    ``make_batches(drop_last=True)`` leaves out each bucket's short last
-    batch: a batch across the long tail of lengths would be mostly padding.
-    """
+
+def sentence_order(pairs: Sequence[Pair], batch_size: int, *, seed: int = 0,
+                   progress: Callable[[int], None] | None = None) -> np.ndarray:
+    """The sentences of ``pairs`` (2i: pair i's premise, 2i+1: its hypothesis) sorted by token count, ties in
+    an order drawn from ``seed``. The 2P mod 2B longest fill no batch and are left out (logged), as
+    ``make_batches(drop_last=True)`` leaves out each bucket's short last batch: a batch across the long tail
+    of lengths would be mostly padding. ``progress``: called with the sentences measured (seconds, at 550k pairs)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    sentences = [(pair, side) for pair in pairs for side in ("p", "h")]
-    order = np.random.default_rng(seed).permutation(len(sentences))
-    lengths = np.array([len(_side(*sentences[i])) for i in order], dtype=np.int64)
-    order = order[np.argsort(lengths, kind="stable")]  # by length; ties in the seed's order
+    lengths = np.zeros(2 * len(pairs), dtype=np.int64)
+    for start in range(0, len(pairs), SORT_PROGRESS_PAIRS):
+        chunk = pairs[start:start + SORT_PROGRESS_PAIRS]
+        lengths[2 * start:2 * (start + len(chunk))] = [len(s) for p in chunk for s in (p.premise, p.hypothesis)]
+        if progress is not None:
+            progress(2 * len(chunk))
+    order = np.random.default_rng(seed).permutation(len(lengths))
+    order = order[np.argsort(lengths[order], kind="stable")]  # by length; ties in the seed's order
     leftover = len(order) % (2 * batch_size)
     if leftover:
-        order = order[:len(order) - leftover]
         logger.info("sentence batches: the %d longest of %d sentences left out (no full batch)",
-                    leftover, len(sentences))
-    chosen = [sentences[i] for i in order]
-    return [Pair(_side(*a), _side(*b), a[0].label, f"{a[0].pair_id}/{a[1]}+{b[0].pair_id}/{b[1]}", row=a[0].row)
-            for a, b in zip(chosen[0::2], chosen[1::2])]
+                    leftover, len(order))
+    return order[:len(order) - leftover]
 
 
-def make_sentence_batches(
-    pairs: Sequence[Pair],
-    vocab: Vocabulary,
-    batch_size: int,
-    *,
-    buckets: Sequence[int] | None = DEFAULT_BUCKETS,
-    shuffle: bool = False,
-    seed: int = 0,
-    progress: Callable[[int], None] | None = None,
-) -> list[PairBatch]:
+def sentence_rows(pairs: Sequence[Pair], order: np.ndarray) -> list[Pair]:
+    """The sentences ``order`` names (as :func:`sentence_order`) taken two by
+    two, the first of each two as the premise. A row's label and data row
+    (``Pair.row``, which seeds sampled parses) are those of its premise's pair,
+    and its pair id names both sources (``"id7/p+id3/h"``)."""
+    rows = []
+    for a, b in zip(order[0::2].tolist(), order[1::2].tolist()):
+        first, second = pairs[a // 2], pairs[b // 2]
+        rows.append(Pair((first.premise, first.hypothesis)[a % 2], (second.premise, second.hypothesis)[b % 2],
+                         first.label, f"{first.pair_id}/{'ph'[a % 2]}+{second.pair_id}/{'ph'[b % 2]}", row=first.row))
+    return rows
+
+
+def sentence_pairs(pairs: Sequence[Pair], batch_size: int, *, seed: int = 0) -> list[Pair]:
+    """The rows of :func:`make_sentence_batches`, each run of ``batch_size``
+    one batch: every premise and hypothesis is one sentence, sorted by length
+    (:func:`sentence_order`) and paired in that order (:func:`sentence_rows`)."""
+    return sentence_rows(pairs, sentence_order(pairs, batch_size, seed=seed))
+
+
+def make_sentence_batches(pairs: Sequence[Pair], vocab: Vocabulary, batch_size: int, *,
+                          buckets: Sequence[int] | None = DEFAULT_BUCKETS, shuffle: bool = False, seed: int = 0,
+                          progress: Callable[[int], None] | None = None,
+                          order: np.ndarray | None = None) -> list[PairBatch]:
     """Batches of length-adjacent sentences, for measuring speed (docs/spec.md §2).
 
     Each batch holds 2B neighbours in length order (:func:`sentence_pairs`),
@@ -352,12 +362,14 @@ def make_sentence_batches(
     N is the bucket of the batch's longest sentence (``buckets=None``: that
     length itself) and T = 2N-1, as in :func:`make_batches`;
     ``shuffle=True`` permutes the batches (from ``seed``). ``progress`` is
-    called with the rows (sentence pairs) of each batch made.
-    """
-    rows = sentence_pairs(pairs, batch_size, seed=seed)
+    called with the rows (sentence pairs) of each batch made. ``order``: the
+    :func:`sentence_order` of the same ``batch_size`` and ``seed``, if made
+    already (by a caller that shows the sorting's progress apart)."""
+    if order is None:
+        order = sentence_order(pairs, batch_size, seed=seed)
     batches = []
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start:start + batch_size]
+    for start in range(0, len(order), 2 * batch_size):
+        chunk = sentence_rows(pairs, order[start:start + 2 * batch_size])
         longest = max(len(s) for pair in chunk for s in (pair.premise, pair.hypothesis))
         size = longest if buckets is None else bucket_size(longest, buckets)
         batches.append(make_pair_batch(chunk, vocab, num_tokens=size))
@@ -367,10 +379,6 @@ def make_sentence_batches(
         order = np.random.default_rng(seed).permutation(len(batches))
         batches = [batches[i] for i in order]
     return batches
-
-
-def _side(pair: Pair, side: str) -> Sentence:
-    return pair.premise if side == "p" else pair.hypothesis
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Progress (bench/progress.py): an ETA only once the rate behind it rests on
-enough work. Time is a fake clock: nothing here sleeps."""
+enough work, and no loading step of ``bench data`` without a stage. Time is
+a fake clock: nothing here sleeps."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import io
 import pytest
 
 from bench import progress as progress_module
+from bench.cli import main
 
 
 class _Clock:
@@ -82,3 +84,24 @@ def test_the_bar_on_a_terminal_follows_the_same_rule(clock):
     progress.update(100)  # 100 rows in the 6 s since the first update: 890 left, 53 s
     assert "<00:53" in str(progress._bar)
     progress.close()
+
+
+def test_bench_data_shows_the_sorting_of_sentences_as_a_stage(monkeypatch, capsys):
+    """A full corpus spends seconds sorting its 1.1 million sentences before
+    the first sentence batch: that step is a stage of its own."""
+    monkeypatch.setattr(progress_module, "STAGE_DELAY_S", 0.0)  # every stage says something, however quick
+    assert main(["data", "--data", "sample"]) == 0
+    stages = [line.split("]")[0] + "]" for line in capsys.readouterr().err.splitlines() if line.startswith("[")]
+    assert "[sorting sentences]" in stages
+    assert stages.index("[sorting sentences]") < stages.index("[sentence batches]")
+
+
+def test_sorting_reports_every_sentence():
+    from shared.batching import sentence_order
+    from shared.snli import SAMPLE_PATH, read_snli
+
+    pairs, _ = read_snli(SAMPLE_PATH)
+    counts = []
+    order = sentence_order(pairs, 128, progress=counts.append)
+    assert sum(counts) == 2 * len(pairs)
+    assert len(order) == 2 * len(pairs) // 256 * 256
