@@ -262,7 +262,10 @@ def read_snli(
     # A file with no rows is refused here, so every command says so alike
     # (rather than statistics of nothing, or a model with an empty vocabulary).
     if seen == 0:
-        raise EmptyDataError(f"{file}: no data rows (the file is empty{' but for its header' if tsv else ''})")
+        after = " after its header" if tsv else ""
+        what = f"has only blank lines{after}" if _blank_lines(file, tsv) else \
+            f"is empty{' but for its header' if tsv else ''}"
+        raise EmptyDataError(f"{file}: no data rows (the file {what})")
     if report.rows_read == 0 and limit != 0:
         raise EmptyDataError(f"{file}: no data rows in rows {start}:{'' if end is None else end} "
                              f"(the file has {seen:,})")
@@ -273,6 +276,15 @@ def read_snli(
 # A row is (line number, fields by name), or (line number, _RowError) when the
 # line itself cannot be split into fields; the caller decides what to do.
 _Row = tuple[int, Union[dict, _RowError]]
+
+
+def _blank_lines(file: pathlib.Path, tsv: bool) -> bool:
+    """Whether a file with no data row has lines (after a txt file's header),
+    which can then only be blank: a file of blank lines is not an empty one."""
+    with open(file, encoding=_ENCODING, errors="surrogateescape", newline="" if tsv else None) as lines:
+        if tsv:
+            next(lines, "")
+        return next(lines, None) is not None
 
 
 def _undecodable(line: str) -> _RowError | None:

@@ -189,6 +189,19 @@ def test_a_header_alone_is_an_empty_file(tmp_path, capsys):
     assert _one_line_error(capsys.readouterr().err) == f"error: {data}: no data rows (the file is empty but for its header)"
 
 
+@pytest.mark.parametrize("name,text,said", [
+    ("blank.jsonl", "\n\n   \n", "the file has only blank lines"),
+    ("blank.txt", "gold_label\tsentence1_binary_parse\tsentence2_binary_parse\tpairID\n\n\t\n",
+     "the file has only blank lines after its header"),
+    ("bom.jsonl", "\ufeff", "the file is empty"),  # a byte-order mark alone is no line
+])
+def test_a_file_of_blank_lines_is_not_called_empty(name, text, said, tmp_path, capsys):
+    data = tmp_path / name
+    data.write_text(text, encoding="utf-8")
+    assert main(["data", "--data", str(data)]) == 2
+    assert _one_line_error(capsys.readouterr().err) == f"error: {data}: no data rows ({said})"
+
+
 def test_rows_past_the_end_of_the_file_are_refused(tmp_path, capsys):
     data = _write_jsonl(tmp_path / "pairs.jsonl", [_row(pair_id=f"p{i}") for i in range(3)])
     assert main(["data", "--data", str(data), "--rows", "10:"]) == 2

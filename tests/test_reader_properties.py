@@ -209,8 +209,15 @@ def check_read(path, *, fatal_header: bool = False) -> None:
         assert fatal_header and error.line_no == 1 and str(path) in str(error)
         return
     except EmptyDataError as error:
-        # Or a file with no data row at all, which both reads refuse alike.
-        assert str(error).startswith(f"{path}: no data rows (the file is empty")
+        # Or a file with no data row at all, which both reads refuse alike, saying
+        # whether it has any line (after a txt file's header), which can only be blank.
+        txt = path.suffix == ".txt"
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as text:
+            if txt:
+                text.readline()
+            said = f"has only blank lines{' after its header' if txt else ''}" if text.read() else \
+                f"is empty{' but for its header' if txt else ''}"
+        assert str(error) == f"{path}: no data rows (the file {said})"
         with pytest.raises(EmptyDataError):
             read_snli(path)
         return
