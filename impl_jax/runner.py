@@ -66,7 +66,7 @@ import numpy as np
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
-from shared.levels import class_arrays, doubling_runs, program_padding, width_classes
+from shared.levels import LEVELS_UNSUPPORTED, class_arrays, doubling_runs, program_padding, width_classes
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -90,14 +90,6 @@ STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is
 # The model behind the programs, by its family in bench/frameworks.py: masked arrays batched by hand
 # (model.py), or per-sentence code batched by jax.vmap (vmap.py).
 ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier, "levels": LevelClassifier}
-# What the level schedule cannot do: it is made on the host, before the program runs, from gold transitions.
-LEVELS_UNSUPPORTED = {
-    "predicted parse": "the level schedule is made on the host from gold transitions; a decided parse is "
-                       "known only inside the loop",
-    "sampled parse": "the level schedule is made on the host from gold transitions; a sampled parse is "
-                     "known only inside the loop",
-    "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead",
-}
 
 
 # ---------------------------------------------------------------------------

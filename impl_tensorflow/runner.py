@@ -52,7 +52,7 @@ import tensorflow as tf
 from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
-from shared.levels import ragged_arrays
+from shared.levels import LEVELS_UNSUPPORTED, ragged_arrays
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
@@ -68,14 +68,6 @@ from .replicas import _replica_strategy, replica_train_step
 # The model behind the entry points, by algorithm family (bench/frameworks.py): masked arrays in one static
 # graph (model.py), or per-example lists define-by-run (eager.py).
 ALGORITHMS = {"masked": SNLIClassifier, "lists": EagerClassifier, "levels": LevelClassifier}
-# What the level schedule cannot do: it is made on the host, before the graph runs, from gold transitions.
-LEVELS_UNSUPPORTED = {
-    "predicted parse": "the level schedule is made on the host from gold transitions; a decided parse is "
-                       "known only inside the loop",
-    "sampled parse": "the level schedule is made on the host from gold transitions; a sampled parse is "
-                     "known only inside the loop",
-    "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead",
-}
 
 TOKENS = tf.TensorSpec([None, None], tf.int32)  # [B, N]
 TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]

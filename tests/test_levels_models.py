@@ -136,6 +136,7 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
     and padding are in ``last_graph``."""
     from bench import frameworks
     from shared.batching import make_batches
+    from shared.levels import LEVELS_UNSUPPORTED  # the reasons both frameworks give, in one wording
     from shared.params import init_params
 
     from .helpers import head_config
@@ -145,6 +146,7 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
     runner = frameworks.make_runner(name, params, config, dtype="float32", device=device)
     family = frameworks.make_runner(name.split("-")[0], params, config, dtype="float32", device=device)
     assert family.supports("predicted parse") and not runner.supports("predicted parse")
+    assert {key: runner.unsupported[key] for key in LEVELS_UNSUPPORTED} == LEVELS_UNSUPPORTED
     assert type(runner).supports("sampled parse")  # the class answers for the framework, the runner for its variant
     batches = [b for b in make_batches(sample_pairs, vocab, batch_size=4) if b.num_tokens == 16 and b.size == 4]
     assert len(batches) >= 3
