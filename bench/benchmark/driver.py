@@ -95,7 +95,7 @@ def _interrupted(args, plan, names: list[str], results: Path) -> str:
     """After an interrupt: the report of what finished, marked partial, and the words that say how to finish."""
     measured = results.exists() and results.stat().st_size
     records = [r for r in load([results]) if r.implementation in names] if measured else []
-    words = [w for w in getattr(args, "argv", []) or ["run", "--out", str(args.out)]]
+    words = getattr(args, "argv", None) or ["run", "--out", str(args.out)]  # bench/cli.py's list; read, not changed
     again = "python -m bench " + shlex.join(words + ([] if "--resume" in words else ["--resume"]))
     said = (f"{len(records)} of {len(plan.keys) * len(names)} measurements finished and are kept in {results}; "
             f"`{again}` measures the rest")
