@@ -58,7 +58,7 @@ def encode(p, tokens, transitions):
     items = jnp.concatenate([leaves, jnp.zeros((B, T, 2 * H), leaves.dtype)], axis=1)  # [B, N+T, 2H]
     zero, state = jnp.zeros(B, jnp.int32), jnp.zeros((B, D), leaves.dtype)
     carry = (items, jnp.zeros((B, N + 1), jnp.int32), zero, zero, state, state)
-    (items, stack, *_), _ = lax.scan(step, carry, (transitions.T, jnp.arange(T)))
+    (items, stack, *_), _ = lax.scan(step, carry, (transitions.T, jnp.arange(T, dtype=jnp.int32)))
     return items[rows, stack[:, 0], :H]
 
 
