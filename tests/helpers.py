@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from bench import frameworks
-from shared import parsing
-from shared.compare import max_abs_err
-from shared.params import ModelConfig, init_params
+from shared import parsing, reference
+from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, LOGITS_TOL_F32,
+                            grad_rel_errs, max_abs_err)
+from shared.params import ModelConfig, init_params, param_shapes
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
 
 F64_TOL = 1e-12  # float64 against the float64 reference: rounding only
@@ -104,6 +105,38 @@ def assert_parsed_close(parsed: parsing.Parsed, ref: parsing.Parsed, *, tol: flo
         assert max_abs_err(getattr(parsed, f"{side}_logprob"), getattr(ref, f"{side}_logprob")) <= logprob_tol
         assert max_abs_err(getattr(parsed, f"{side}_entropy"), getattr(ref, f"{side}_entropy")) <= logprob_tol
     assert max_abs_err(parsed.logits, ref.logits) <= logit_tol
+
+
+def tolerances(dtype):
+    """(encodings, logits, gradients relative, logprob) for ``dtype`` against the float64 reference."""
+    if dtype == "float64":
+        return F64_TOL, F64_TOL, GRAD_REL_TOL_F64, F64_TOL
+    return ENCODING_TOL_F32, LOGITS_TOL_F32, GRAD_REL_TOL_F32, LOGPROB_TOL_F32
+
+
+def assert_encodes_like_reference(runner, params, config, batch, dtype):
+    enc_tol, logit_tol, _, _ = tolerances(dtype)
+    premise, hypothesis, logits = runner.encode(batch)
+    ref = reference.forward(params, config, batch)
+    assert premise.dtype == hypothesis.dtype == logits.dtype == np.dtype(dtype)
+    assert premise.shape == hypothesis.shape == (batch.size, config.hidden_dim) and logits.shape == (batch.size, 3)
+    assert max_abs_err(premise, ref.premise) <= enc_tol
+    assert max_abs_err(hypothesis, ref.hypothesis) <= enc_tol
+    assert max_abs_err(logits, ref.logits) <= logit_tol
+
+
+def assert_grads_like_reference(runner, params, config, batch, dtype, transition_weight=0.0):
+    tol = tolerances(dtype)[2]
+    loss, grads = runner.loss_and_grads(batch)
+    ref_loss, ref_grads = reference.loss_and_grads(params, config, batch, transition_weight=transition_weight)
+    assert isinstance(loss, float)
+    assert abs(loss - ref_loss) <= tol * max(1.0, abs(ref_loss))
+    assert {name: g.shape for name, g in grads.items()} == param_shapes(config)
+    assert all(g.dtype == np.dtype(dtype) for g in grads.values())
+    errors = grad_rel_errs(grads, ref_grads)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] <= tol, f"{worst}: relative error {errors[worst]:.2e}"
+    return grads
 
 
 def assert_alone_equals_inside(single, together, i: int, tol: float = F64_TOL) -> None:

@@ -27,15 +27,15 @@ import pytest
 from bench import frameworks
 from shared import optimizers, parse_metrics, parsing, reference
 from shared.batching import PairBatch, make_pair_batch
-from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, LOGITS_TOL_F32,
-                            grad_rel_errs, max_abs_err)
+from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs, max_abs_err
 from shared.params import init_params, param_shapes
 from shared.snli import Pair
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, check_transitions
 from tests import toy_framework
 from tests.helpers import (F64_TOL, HEAD_BIAS, HEAD_KERNEL, LOGPROB_TOL_F32, assert_alone_equals_inside,
+                           assert_encodes_like_reference, assert_grads_like_reference,
                            assert_one_host_read_per_choice_step, assert_parsed_close, checked_dtype, head_config,
-                           head_params, make_runner, small_config_for, options_as_tested, uniforms)
+                           head_params, make_runner, small_config_for, options_as_tested, tolerances, uniforms)
 
 TOY = toy_framework.NAME
 # The float64 reference runner too: the oracle keeps the contract it checks the others against.
@@ -185,40 +185,8 @@ def head_runner(runners, name, headed, config, dtype):
                    transition_weight=TRANSITION_WEIGHT, **WEIGHTS)
 
 
-def tolerances(dtype):
-    """(encodings, logits, gradients relative, logprob) for ``dtype`` against the float64 reference."""
-    if dtype == "float64":
-        return F64_TOL, F64_TOL, GRAD_REL_TOL_F64, F64_TOL
-    return ENCODING_TOL_F32, LOGITS_TOL_F32, GRAD_REL_TOL_F32, LOGPROB_TOL_F32
-
-
 # An optimizer step in float32 against the shared float64 rule: the rounding of the weights and the update.
 STEP_TOL_F32 = 1e-6
-
-
-def assert_encodes_like_reference(runner, params, config, batch, dtype):
-    enc_tol, logit_tol, _, _ = tolerances(dtype)
-    premise, hypothesis, logits = runner.encode(batch)
-    ref = reference.forward(params, config, batch)
-    assert premise.dtype == hypothesis.dtype == logits.dtype == np.dtype(dtype)
-    assert premise.shape == hypothesis.shape == (batch.size, config.hidden_dim) and logits.shape == (batch.size, 3)
-    assert max_abs_err(premise, ref.premise) <= enc_tol
-    assert max_abs_err(hypothesis, ref.hypothesis) <= enc_tol
-    assert max_abs_err(logits, ref.logits) <= logit_tol
-
-
-def assert_grads_like_reference(runner, params, config, batch, dtype, transition_weight=0.0):
-    tol = tolerances(dtype)[2]
-    loss, grads = runner.loss_and_grads(batch)
-    ref_loss, ref_grads = reference.loss_and_grads(params, config, batch, transition_weight=transition_weight)
-    assert isinstance(loss, float)
-    assert abs(loss - ref_loss) <= tol * max(1.0, abs(ref_loss))
-    assert {name: g.shape for name, g in grads.items()} == param_shapes(config)
-    assert all(g.dtype == np.dtype(dtype) for g in grads.values())
-    errors = grad_rel_errs(grads, ref_grads)
-    worst = max(errors, key=errors.get)
-    assert errors[worst] <= tol, f"{worst}: relative error {errors[worst]:.2e}"
-    return grads
 
 
 def refused(runner, capability: str, call) -> bool:

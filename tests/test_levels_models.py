@@ -15,14 +15,14 @@ values and gradients, against shared/reference.py (never against the framework's
 import numpy as np
 import pytest
 
-from shared import reference
 from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
 from shared.levels import schedule, segments, uniform
 from shared.params import ModelConfig, init_params
 from shared.reference_encoder import as_f64, encode_sentence, encoder_backward
 from shared.transitions import PAD, plain_transitions
 
-from .helpers import F64_TOL, make_runner, small_config_for
+from .helpers import (F64_TOL, assert_encodes_like_reference, assert_grads_like_reference, make_runner,
+                      small_config_for)
 
 N = 9
 SHAPES = [("left", 9), ("right", 5), ("balanced", 7), ("left", 1), ("balanced", 9), ("right", 2)]
@@ -102,15 +102,9 @@ def test_tensorflow_levels_with_the_dense_memory_match_reference(tracker_dim, de
     params = init_params(config, seed=9, dtype=np.float64)
     runner = make_runner("tensorflow-levels", params, config, dtype="float64", device=device, memory="dense")
     assert runner.memory == "dense"
-    premise, hypothesis, logits = runner.encode(small_batch)
-    ref = reference.forward(params, config, small_batch)
-    assert max_abs_err(premise, ref.premise) <= F64_TOL
-    assert max_abs_err(hypothesis, ref.hypothesis) <= F64_TOL
-    assert max_abs_err(logits, ref.logits) <= F64_TOL
-    loss, grads = runner.loss_and_grads(small_batch)
-    ref_loss, ref_grads = reference.loss_and_grads(params, config, small_batch)
-    assert abs(loss - ref_loss) <= F64_TOL
-    _assert_grads_close(grads, ref_grads)
+    assert_encodes_like_reference(runner, params, config, small_batch, "float64")
+    assert_grads_like_reference(runner, params, config, small_batch, "float64")
+
 
 # --------------------------------------------------------------------------
 # Through the runner: the registry's jax-levels and tensorflow-levels
