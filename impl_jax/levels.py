@@ -11,6 +11,18 @@ sampled parse is decided inside the loop and cannot be scheduled ahead.
 (shared.levels.program_arrays) after the four batch arrays, so train.py's
 loss, gradient and training step run it unchanged (the runner's
 ``algorithm="levels"``, the registry's ``jax-levels``).
+
+:func:`host_schedule` makes those arrays for a batch. With the tracker a
+level is a step: T levels, the tracker on A rows (2B rounded up: every
+sentence steps at step 0), and Reduce on the smallest of a few fixed widths
+that holds the step's reducing sentences (shared.levels.class_arrays, a
+``nn.switch`` per step: only the chosen width runs), the node arrays padded
+to the most a batch can hold, so a program compiles once per (B, N, T, A):
+once per bucket. Without it a level is a tree height, and the widest levels
+come first: runs of 1, 2, 4, 8, ... levels (shared.levels.doubling_runs),
+each of its own width, one scan per run; a program compiles once per
+(B, N, T) and tuple of run widths, whose length is log2 of the tallest
+tree's height (a few per bucket; one uniform width would pad most rows).
 """
 
 from __future__ import annotations
@@ -18,8 +30,9 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from shared.levels import width_classes
+from shared.levels import class_arrays, doubling_runs, program_padding, width_classes
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
@@ -216,3 +229,35 @@ class LevelClassifier(SNLIClassifier):
         parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
                                 logprob=zeros, entropy=zeros)
         return parses, self.classify(encodings[:B], encodings[B:], train)
+
+
+def host_schedule(batch, tracker: bool) -> tuple[dict | list, dict]:
+    """The level schedule of a batch's premises and hypotheses, as the
+    programs take it (a dict of arrays with the tracker, a list of doubling
+    runs and the root rows without), and what it computes: ``levels``,
+    ``level_padding_pct`` (the percentage of computed Reduce rows that are
+    padding), ``reduce_rows`` and ``tracker_rows`` (the rows each cell
+    computes, padding included)."""
+    transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+    N = np.shape(batch.premise_tokens)[1]
+    if tracker:  # levels are steps: T of them, each Reduce on its width class
+        S, T = transitions.shape
+        levels, sched = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
+        classes = width_classes(S)
+        computed = sum(classes[k] for k in levels["cls"])
+        padding = 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
+        tracker_rows = levels["active"].size  # the tracker on A rows at each of the T steps
+    else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
+        levels, sched = doubling_runs(transitions, N)
+        padding = program_padding(sched, levels[:-1])
+        computed, tracker_rows = sum(run["left"].size for run in levels[:-1]), 0
+    return levels, {"levels": sched.n_levels, "level_padding_pct": 100.0 * padding,
+                    "reduce_rows": computed, "tracker_rows": tracker_rows}
+
+
+def schedule_shape(levels: dict | list) -> tuple[int, ...]:
+    """What a schedule adds to a program's compiled shape: the tracker's A
+    (rows per step), or the doubling runs' widths (their lengths are 1, 2, 4, ...)."""
+    if isinstance(levels, dict):
+        return levels["active"].shape[1:]
+    return tuple(run["left"].shape[1] for run in levels[:-1])

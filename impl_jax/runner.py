@@ -25,22 +25,11 @@ Options beyond the common interface:
   programs and everything below are the same.
 * ``replicas=K``: data parallelism over a mesh of K devices (replicas.py).
 * ``algorithm="levels"``: levels.py's LevelClassifier, SPINN on a level
-  schedule made on the host (shared/levels.py) for every batch, gold
-  transitions only (predicted and sampled parses, and so REINFORCE, are
-  refused: ``unsupported``). The schedule's index arrays are arguments of
-  the programs. With the tracker a level is a step: T levels, the tracker
-  on A rows (2B rounded up: every sentence steps at step 0), and Reduce on
-  the smallest of a few fixed widths that holds the step's reducing
-  sentences (shared.levels.class_arrays, a ``nn.switch`` per step: only the
-  chosen width runs), the node arrays padded to the most a batch can hold,
-  so a program compiles once per (B, N, T, A): once per bucket. Without it a level is a tree height, and the widest levels come
-  first: runs of 1, 2, 4, 8, ... levels (shared.levels.doubling_runs), each
-  of its own width, one scan per run; a program compiles once per
-  (B, N, T) and tuple of run widths, whose length is log2 of the tallest
-  tree's height (a few per bucket; one uniform width would pad most rows). ``last_graph`` holds the last batch's ``levels`` and
-  ``level_padding_pct`` (the percentage of computed Reduce rows that are padding),
-  ``reduce_rows`` and ``tracker_rows`` (the rows each cell computed, padding included),
-  ``last_phases`` its ``schedule`` (seconds on the host).
+  schedule made on the host for every batch (levels.py's ``host_schedule``),
+  gold transitions only (the rest is refused: ``unsupported``). The
+  schedule's index arrays are the programs' fifth argument, and their widths
+  part of the compiled shape. ``last_graph`` holds the last batch's levels,
+  padding and rows (levels.py), ``last_phases`` its ``schedule`` (seconds on the host).
 
 The optimizer methods of the interface are train.py's: optax with the shared
 names and hyperparameters (shared/optimizers.py), the learning rate an
@@ -66,7 +55,7 @@ import numpy as np
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
-from shared.levels import LEVELS_UNSUPPORTED, class_arrays, doubling_runs, program_padding, width_classes
+from shared.levels import LEVELS_UNSUPPORTED
 from shared.params import ModelConfig, param_shapes
 from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -75,8 +64,9 @@ from shared.runner import Runner as RunnerBase
 from . import reinforce, train
 from .classifier import SNLIClassifier
 from .convert import from_canonical, grads_to_canonical, name_map, resolve_dtype, to_canonical
-from .levels import LevelClassifier
+from .levels import LevelClassifier, host_schedule, schedule_shape
 from .model import DEFAULT_LAYOUT, LAYOUTS
+from .platform import _CACHE_EVENTS, _enable_compilation_cache
 from .replicas import _join_processes, replica_devices, replica_train_step
 from .train import _merge, _partition
 from .vmap import VmapClassifier
@@ -93,7 +83,7 @@ ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier, "levels": LevelC
 
 
 # ---------------------------------------------------------------------------
-# Devices and the persistent compilation cache
+# Devices (the persistent compilation cache is platform.py's)
 # ---------------------------------------------------------------------------
 
 
@@ -105,43 +95,6 @@ def resolve_device(device: str) -> jax.Device:
         return jax.local_devices(backend=device)[0]
     except RuntimeError as err:
         raise ValueError(f"no JAX {device} device here ({err}); install jax[cuda12] for a GPU") from err
-
-
-_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
-_listening = False
-
-
-def _count_cache_event(event: str, **kwargs) -> None:
-    if event in _CACHE_EVENTS:
-        _CACHE_EVENTS[event] += 1
-
-
-def _enable_compilation_cache(path: str | os.PathLike) -> None:
-    """Turn on JAX's persistent compilation cache in ``path`` (process-wide).
-
-    Every executable is written, however quick its compilation was (JAX's
-    default skips those under a second). JAX decides once per process whether
-    the cache is in use, so the decision is reset to take the new directory.
-    """
-    global _listening
-    from jax.experimental.compilation_cache import compilation_cache
-
-    os.makedirs(path, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", os.fspath(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    compilation_cache.reset_cache()
-    if not _listening:
-        jax.monitoring.register_event_listener(_count_cache_event)
-        _listening = True
-
-
-def _disable_compilation_cache() -> None:
-    """Turn the persistent compilation cache off again (process-wide)."""
-    from jax.experimental.compilation_cache import compilation_cache
-
-    jax.config.update("jax_compilation_cache_dir", None)
-    compilation_cache.reset_cache()
 
 
 # ---------------------------------------------------------------------------
@@ -303,10 +256,8 @@ class Runner(RunnerBase):
         """What a program compiles for: (B, N, T), and with the level schedule its (L, W, A)."""
         B, N = np.shape(batch.premise_tokens)
         shape = (B, N, np.shape(batch.premise_transitions)[1])
-        if self.algorithm == "levels" and isinstance(arrays[4], dict):  # the tracker's steps: A
-            shape += arrays[4]["active"].shape[1:]
-        elif self.algorithm == "levels":  # doubling runs: their widths (their lengths are 1, 2, 4, ...)
-            shape += tuple(run["left"].shape[1] for run in arrays[4][:-1])
+        if self.algorithm == "levels":
+            shape += schedule_shape(arrays[4])
         return shape
 
     def _put_rows(self, array: np.ndarray, local: bool = False):
@@ -333,22 +284,8 @@ class Runner(RunnerBase):
         if self.algorithm != "levels":
             return arrays
         start = time.perf_counter()
-        transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
-        N = np.shape(batch.premise_tokens)[1]
-        if self.config.tracker_dim > 0:  # levels are steps: T of them, each Reduce on its width class
-            S, T = transitions.shape
-            levels, sched = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
-            classes = width_classes(S)
-            computed = sum(classes[k] for k in levels["cls"])
-            padding = 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
-            tracker_rows = levels["active"].size  # the tracker on A rows at each of the T steps
-        else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
-            levels, sched = doubling_runs(transitions, N)
-            padding = program_padding(sched, levels[:-1])
-            computed, tracker_rows = sum(run["left"].size for run in levels[:-1]), 0
+        levels, self.last_graph = host_schedule(batch, tracker=self.config.tracker_dim > 0)
         self.last_phases = {"schedule": time.perf_counter() - start}
-        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 100.0 * padding,
-                           "reduce_rows": computed, "tracker_rows": tracker_rows}
         device = self._local_device if local and self._local_device is not None else self.device
         return arrays + (jax.tree.map(lambda a: jax.device_put(a, device), levels),)
 

@@ -25,7 +25,7 @@ zero row ``S * N``, level l's block at ``S * N + 1 + offsets[l]``), so one
 trace serves every batch. ``LevelClassifier`` is classifier.py's
 SNLIClassifier with this encoder; its ``__call__`` and ``parse`` take the ten
 schedule arrays after the batch's four (the runner's ``algorithm="levels"``,
-the registry's ``tensorflow-levels``).
+the registry's ``tensorflow-levels``); :func:`host_schedule` makes them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from shared.levels import RAGGED_ARRAYS
+from shared.levels import RAGGED_ARRAYS, ragged_arrays
 from shared.parsing import SentenceParses
 
 from .classifier import SNLIClassifier
@@ -144,3 +144,15 @@ class LevelClassifier(SNLIClassifier):
         parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
                                 logprob=zeros, entropy=zeros)
         return parses, self.classify(encodings[:B], encodings[B:], training, seed, shard)
+
+
+def host_schedule(batch, tracker: bool) -> tuple[tuple[np.ndarray, ...], dict]:
+    """A batch's ten schedule arrays (its premises and hypotheses, ragged:
+    every size ``None`` in the signature, so the loop runs the batch's own
+    levels, each its own width), and what they compute: ``levels``,
+    ``level_padding_pct`` (0: nothing is padded), ``reduce_rows`` and
+    ``tracker_rows`` (the rows each cell computes)."""
+    transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+    levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], tracker)
+    return level_inputs(levels), {"levels": sched.n_levels, "level_padding_pct": 0.0,
+                                  "reduce_rows": len(levels["left"]), "tracker_rows": len(levels["active"])}

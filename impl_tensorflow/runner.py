@@ -3,9 +3,9 @@
 Each entry point (encode, loss_and_grads, train_step, the parse of each
 mode and the two REINFORCE programs of docs/spec.md §7) is one ``tf.function``
 with an input signature whose sizes are ``None``: traced once, it serves every
-batch size B, token count N and step count T. :class:`_Traced` counts traces
+batch size B, token count N and step count T. :class:`Traced` counts traces
 (Python runs only while TensorFlow traces) and times the trace
-(``get_concrete_function``) apart from the first call, which is where
+(``get_concrete_function``, traced.py) apart from the first call, which is where
 TensorFlow optimises the graph (Grappler) or XLA compiles it.
 
 Options: ``xla=True`` compiles the same functions with ``jit_compile=True``
@@ -18,16 +18,12 @@ but XLA compiles one program per distinct input shape: counted as
 (the default: model.py's masked arrays in one traced graph) or ``"lists"``
 (the ``tensorflow-eager`` implementation: eager.py's define-by-run SPINN on
 per-example lists, with no ``tf.function`` at all: the same variables,
-losses, optimizers and entry points, called eagerly (:class:`_Untraced`), so
+losses, optimizers and entry points, called eagerly (:class:`Untraced`), so
 nothing is traced or compiled), or ``"levels"`` (the
 ``tensorflow-levels`` implementation: levels.py's LevelClassifier, SPINN on
-a level schedule made on the host for every batch, shared/levels.py; gold
-transitions only, so predicted and sampled parses and REINFORCE are
-refused, ``unsupported``). The schedule's ten index arrays (ragged: each
-level its own width, nothing padded) are inputs after the batch's four,
-every size ``None``: still one trace for every batch.
-``last_graph`` holds the last batch's ``levels``, ``level_padding_pct``,
-``reduce_rows`` and ``tracker_rows`` (the rows each cell computed),
+a level schedule made on the host for every batch, levels.py's
+``host_schedule``; gold transitions only, the rest refused: ``unsupported``).
+``last_graph`` holds the last batch's levels and rows (levels.py),
 ``last_phases`` its ``schedule`` (seconds on the host).
 
 ``replicas=K`` (``bench train --replicas K``) trains data-parallel with
@@ -42,9 +38,8 @@ backward pass (a ``jit_compile`` function inside ``strategy.run``).
 
 from __future__ import annotations
 
-import functools
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -52,7 +47,7 @@ import tensorflow as tf
 from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import PairBatch
-from shared.levels import LEVELS_UNSUPPORTED, ragged_arrays
+from shared.levels import LEVELS_UNSUPPORTED
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
@@ -60,10 +55,11 @@ from shared.parsing import Parsed, check_mode, split_pairs
 
 from . import convert, reinforce, train
 from .eager import EagerClassifier
-from .levels import LEVEL_INPUTS, LevelClassifier, level_inputs
+from .levels import LEVEL_INPUTS, LevelClassifier, host_schedule
 from .classifier import SNLIClassifier
 from .model import MEMORIES
 from .replicas import _replica_strategy, replica_train_step
+from .traced import Traced, Untraced
 
 # The model behind the entry points, by algorithm family (bench/frameworks.py): masked arrays in one static
 # graph (model.py), or per-example lists define-by-run (eager.py).
@@ -101,81 +97,6 @@ def _model_inputs(batch: PairBatch) -> tuple[np.ndarray, ...]:
 def _labels_array(batch: PairBatch) -> np.ndarray:
     """The labels as int32 (checked on the host: 0..2 on every row)."""
     return np.asarray(batch.labels, dtype=np.int32)
-
-
-class _Traced:
-    """One tf.function with a fixed input signature, and what building it cost."""
-
-    def __init__(self, name: str, fn: Callable, input_signature: Sequence[tf.TensorSpec], jit_compile: bool,
-                 shape_log: list | None = None, xla_inside: bool = False):
-        self.name = name
-        # Whether XLA compiles the function once per input shape: the whole of
-        # it (jit_compile), or a part (xla_inside: the replicas' shard gradients
-        # of a data-parallel step, whose all-reduce runs outside XLA).
-        self.jit_compile = jit_compile or xla_inside
-        self.traces = 0
-        self.trace_s = 0.0  # Python -> graph (get_concrete_function)
-        self.compile_calls_s = 0.0  # calls that optimised/compiled first (their run time included)
-        self.shapes: list[tuple] = []  # (B, N, T) of the batches seen, in order; with XLA, one compilation each
-        self._shape_log = shape_log if shape_log is not None else []  # (name, B, N, T): the runner's, in order
-
-        @functools.wraps(fn)
-        def traced(*args):
-            self.traces += 1  # a Python side effect: runs when TensorFlow traces, never in the graph
-            return fn(*args)
-
-        # autograph=False: the loop is an explicit tf.while_loop; nothing is rewritten behind our back.
-        self.function = tf.function(traced, input_signature=input_signature,
-                                    jit_compile=jit_compile and not xla_inside, autograph=False)
-        self._concrete = None
-
-    def concrete_function(self):
-        """The traced graph (``.graph``), tracing it (timed) on first use."""
-        if self._concrete is None:
-            start = time.perf_counter()
-            self._concrete = self.function.get_concrete_function()
-            self.trace_s += time.perf_counter() - start
-        return self._concrete
-
-    def __call__(self, *args):
-        self.concrete_function()  # the trace, timed on its own
-        shape = (*args[0].shape, args[1].shape[1])  # (B, N, T): the pair's arrays share N and T
-        compiles = not self.shapes or (self.jit_compile and shape not in self.shapes)
-        if shape not in self.shapes:
-            self.shapes.append(shape)
-            self._shape_log.append((self.name, *shape))
-        start = time.perf_counter()
-        out = self.function(*args)  # (not the concrete function: a retrace would show in self.traces)
-        if compiles:
-            for t in tf.nest.flatten(out):
-                t.numpy()  # wait for the result
-            self.compile_calls_s += time.perf_counter() - start
-        return out
-
-    @property
-    def compilations(self) -> int:
-        """XLA programs built (one per distinct input shape); 0 without XLA."""
-        return len(self.shapes) if self.jit_compile else 0
-
-    def stats(self) -> CompileStats:
-        return CompileStats(traces=self.traces, compile_s=self.trace_s + self.compile_calls_s, trace_s=self.trace_s,
-                            first_calls_s=self.compile_calls_s, xla_compilations=self.compilations,
-                            shapes=[(self.name, *shape) for shape in self.shapes])
-
-
-class _Untraced:
-    """An entry point run eagerly (``algorithm="lists"``): called like _Traced,
-    it runs the Python function as it is, every call; nothing is traced or compiled."""
-
-    def __init__(self, name: str, fn: Callable, *_):
-        self.name = name
-        self.function = fn
-
-    def __call__(self, *args):
-        return self.function(*args)
-
-    def stats(self) -> CompileStats:
-        return CompileStats()
 
 
 class Runner(RunnerBase):
@@ -231,7 +152,7 @@ class Runner(RunnerBase):
                                                 model_class=ALGORITHMS[algorithm])
         # Every entry point below is wrapped once: traced into a tf.function
         # (the graph), or called as it is (eager).
-        wrap = _Untraced if algorithm == "lists" else _Traced
+        wrap = Untraced if algorithm == "lists" else Traced
         model = self.model
         transition_weight = self.transition_weight
 
@@ -254,12 +175,12 @@ class Runner(RunnerBase):
         self._traced_encode = wrap("encode", encode, self._signature, self.xla, self._shapes)
         self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, self._signature + [LABELS], self.xla,
                                            self._shapes)
-        self._traced_train_step: _Traced | None = None
+        self._traced_train_step: Traced | None = None
         self._traced_reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
                                               REINFORCE_INPUTS, self.xla, self._shapes)
-        self._traced_reinforce_step: _Traced | None = None
-        self._retired: list[_Traced] = []  # train steps of earlier optimizers (still counted)
-        self._traced_parse: dict[str, _Traced] = {}  # one traced parse per mode, made on first use
+        self._traced_reinforce_step: Traced | None = None
+        self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
+        self._traced_parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
 
     def _placement(self):
         """Where variables are made: on self.device, or mirrored on every replica's device."""
@@ -267,18 +188,14 @@ class Runner(RunnerBase):
 
     def _inputs(self, batch: PairBatch) -> tuple[np.ndarray, ...]:
         """The model's input arrays: the batch's four, and with the level
-        schedule the ten arrays of shared.levels.ragged_arrays (made here, on the host)."""
+        schedule its ten arrays (levels.py's host_schedule, on the host)."""
         arrays = _model_inputs(batch)
         if self.algorithm != "levels":
             return arrays
         start = time.perf_counter()
-        transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
-        # every size is None in the signature: the loop runs the batch's own levels, each its own width
-        levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], self.config.tracker_dim > 0)
+        levels, self.last_graph = host_schedule(batch, tracker=self.config.tracker_dim > 0)
         self.last_phases = {"schedule": time.perf_counter() - start}
-        self.last_graph = {"levels": sched.n_levels, "level_padding_pct": 0.0,  # ragged: nothing padded
-                           "reduce_rows": len(levels["left"]), "tracker_rows": len(levels["active"])}
-        return arrays + level_inputs(levels)
+        return arrays + levels
 
     def _tensors(self, arrays):
         with tf.device(self.device):
@@ -410,7 +327,7 @@ class Runner(RunnerBase):
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)
 
-    def _functions(self) -> list[_Traced]:
+    def _functions(self) -> list[Traced]:
         steps = [f for f in (self._traced_train_step, self._traced_reinforce_step) if f is not None]
         return ([self._traced_encode, self._traced_loss_and_grads, self._traced_reinforce_loss_and_grads]
                 + self._retired + steps + list(self._traced_parse.values()))
@@ -425,7 +342,7 @@ class Runner(RunnerBase):
 
     # -- what tf.function builds (bench explain) ----------------------------
 
-    def _trace(self, program: str, batch: PairBatch | None = None) -> _Traced:
+    def _trace(self, program: str, batch: PairBatch | None = None) -> Traced:
         """The traced entry point "encode", "loss_and_grads", "train_step" or
         "parse:MODE" (after a parse in that mode), traced (timed) if it was not:
         ``.concrete_function().graph`` is its graph, ``.function`` the bare

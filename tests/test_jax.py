@@ -18,7 +18,8 @@ from impl_jax import convert, train
 from impl_jax.classifier import SNLIClassifier
 from impl_jax.explain import _jaxpr_stats as jaxpr_stats
 from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS, _last_step
-from impl_jax.runner import Runner, _disable_compilation_cache
+from impl_jax.platform import _disable_compilation_cache
+from impl_jax.runner import Runner
 from shared import parsing, reference
 from shared.batching import make_batches, make_pair_batch
 from shared.compare import max_abs_err
