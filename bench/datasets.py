@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from bench.progress import stage
 from shared import synthetic
 from shared.arithmetic import arithmetic_pairs
-from shared.snli import (NO_LABEL, PARSES, SAMPLE_PATH, LoadReport, Pair, UnlabelledDataError, read_snli,
-                         with_parse)
+from shared.snli import PARSES, SAMPLE_PATH, LoadReport, Pair, labelled_pairs, read_snli, with_parse
 
 SHAPES = ("random", "left", "right", "balanced")
 
@@ -113,8 +112,7 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
     with stage("read", enabled=shows_progress(args)) as progress:
         pairs, report = read_snli(path, split=split or args.split, keep_unlabeled=keep_unlabeled,
                                   limit=args.num_pairs, rows=rows, progress=progress.update)
-    if report.rows_read and not any(p.label != NO_LABEL for p in pairs):
-        # Every row read unlabelled: refused alike by every command, before any of them builds on nothing.
-        raise UnlabelledDataError(report.path, report.rows_read)
+    # Every row read unlabelled: refused alike by every command, before any of them builds on nothing.
+    labelled_pairs(pairs, report.path, rows=report.rows_read)
     name = "snli-dev-sample" if data == "sample" else str(data)
     return Dataset(name + rows_label(rows), pairs, report)

@@ -158,13 +158,19 @@ class UnlabelledDataError(EmptyDataError):
         super().__init__(f"{source}: no labelled rows ({read} gold label {UNLABELED!r})")
 
 
-def labelled_pairs(pairs: Iterable[Pair], source: PathLike = "the data") -> list[Pair]:
-    """The pairs with a gold label, in order; UnlabelledDataError, naming
-    ``source``, if there are pairs and none has one."""
+def labelled_pairs(pairs: Iterable[Pair], source: PathLike = "the data", *, rows: int | None = None,
+                   empty: str | None = None) -> list[Pair]:
+    """The pairs with a gold label, in order. UnlabelledDataError, naming
+    ``source`` and ``rows`` (the rows the pairs were read from; by default
+    the pairs), if there were rows and none has a label; ValueError(``empty``)
+    if ``empty`` is given and there are no pairs at all."""
     pairs = list(pairs)
+    if empty is not None and not pairs:
+        raise ValueError(empty)
     labelled = [p for p in pairs if p.label != NO_LABEL]
-    if pairs and not labelled:
-        raise UnlabelledDataError(source, len(pairs))
+    rows = len(pairs) if rows is None else rows
+    if rows and not labelled:
+        raise UnlabelledDataError(source, rows)
     return labelled
 
 

@@ -43,12 +43,9 @@ class Evaluation:
 
 def labelled_pairs(pairs: Sequence[Pair]) -> list[Pair]:
     """The pairs with a gold label (the rest are left out and counted by the
-    caller); ValueError if none has one, in the words every command uses for
+    caller); ValueError if there are none, or none has one, in the words every command uses for
     a file of unlabelled rows (shared.snli.labelled_pairs)."""
-    labelled = snli.labelled_pairs(pairs, "nothing to evaluate")
-    if not labelled:
-        raise ValueError("nothing to evaluate: no pairs")
-    return labelled
+    return snli.labelled_pairs(pairs, "nothing to evaluate", empty="nothing to evaluate: no pairs")
 
 
 def scored(pairs: Sequence[Pair], labelled: Sequence[Pair], results: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:

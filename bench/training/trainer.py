@@ -112,9 +112,8 @@ class Trainer:
         self.writer = writer
         if writer:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.train_pairs = labelled_pairs(train_pairs, "the training pairs")  # as every command words it
-        if not self.train_pairs:
-            raise ValueError("no training pairs")
+        # as every command words it
+        self.train_pairs = labelled_pairs(train_pairs, "the training pairs", empty="no training pairs")
         self.dev_pairs = [p for p in dev_pairs if p.label != NO_LABEL] if dev_pairs else []
         self.metrics_file = self.out_dir / "metrics.jsonl"
         self.run_info = {"train": cfg.to_dict(), "data": dict(data_info or {}), "train_pairs": len(self.train_pairs),
