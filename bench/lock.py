@@ -108,7 +108,7 @@ class FolderLock:
         if self._fd is not None:
             os.ftruncate(self._fd, 0)  # nobody holds it now
             if self._created_file and _holds_only_the_lock(self.folder):
-                _remove(self.path)  # still held: nobody can lock this file meanwhile
+                self.path.unlink(missing_ok=True)  # still held: nobody can lock this file meanwhile
                 for folder in self._created:  # deepest first; one that holds anything stays
                     try:
                         folder.rmdir()
@@ -187,10 +187,3 @@ def _holds_only_the_lock(folder: Path) -> bool:
         return [entry.name for entry in os.scandir(folder)] == [LOCK_NAME]
     except OSError:
         return False
-
-
-def _remove(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
