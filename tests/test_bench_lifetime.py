@@ -66,12 +66,14 @@ def start_run(out: Path) -> tuple[subprocess.Popen, psutil.Process]:
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT], ids=["SIGKILL", "SIGTERM", "SIGINT"])
 def test_worker_dies_with_the_harness(tmp_path, how):
     parent, worker = start_run(tmp_path)
+    assert (tmp_path / ".scratch" / "pytorch" / "private").is_dir()  # the worker's caches: in the run's folder
     os.kill(parent.pid, how)
     parent.wait(timeout=HANG)
     worker.wait(timeout=HANG)  # returns as soon as the worker is gone; TimeoutExpired only if it outlives its parent
     assert not worker.is_running()
-    if how == signal.SIGINT:
+    if how == signal.SIGINT:  # the parent ends its workers, and removes their scratch folders
         assert parent.returncode == 130 and "interrupted" in parent.stderr.read()
+        assert not (tmp_path / ".scratch").exists()
 
 
 def test_worker_ends_with_a_finished_run(tmp_path):
@@ -88,6 +90,7 @@ def test_worker_ends_with_a_finished_run(tmp_path):
     assert proc.returncode == 0
     assert seen, "no worker was seen"
     assert not any(still_alive(pid) for pid in seen)
+    assert not (out / ".scratch").exists()
 
 
 def test_a_second_run_on_the_same_folder_is_refused(tmp_path, capsys):

@@ -3,7 +3,10 @@
 Each worker (bench/benchmark/worker.py) is a process of its own that answers
 one JSON line per request. The parent never imports a framework; it only
 talks to the workers. Every worker is ended when the pool closes, and dies by
-itself if the parent dies first (see the worker's module docstring).
+itself if the parent dies first (see the worker's module docstring). Each has
+a scratch folder for its caches, ``SCRATCH/<implementation>`` in the output
+folder: removed when the worker is closed, and, if a killed run left it
+behind, when the next run on the folder starts one.
 """
 
 from __future__ import annotations
@@ -11,12 +14,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import select
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from bench.benchmark.worker import WorkerSpec
 from bench.config import worker_env
+
+
+SCRATCH = ".scratch"
 
 
 class WorkerFailed(RuntimeError):
@@ -30,8 +37,11 @@ class WorkerHandle:
         spec_path = Path(out_dir) / "specs" / f"{spec.implementation}.json"
         spec_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
+        self.scratch = Path(out_dir) / SCRATCH / spec.implementation
+        shutil.rmtree(self.scratch, ignore_errors=True)  # what a killed run left
+        self.scratch.mkdir(parents=True)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.benchmark.worker", str(spec_path)],
+            [sys.executable, "-m", "bench.benchmark.worker", str(spec_path), str(self.scratch)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**worker_env(spec.dtype, [spec.framework]), **spec.env}, text=True,
             bufsize=1)
         self.ready: dict | None = None  # the worker's first reply: device, versions, workload
@@ -74,6 +84,11 @@ class WorkerHandle:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        try:
+            self.scratch.parent.rmdir()  # the last worker's
+        except OSError:
+            pass
 
 
 class WorkerPool:

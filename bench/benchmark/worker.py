@@ -1,6 +1,6 @@
 """One implementation's process: it stays alive for the whole run and measures on request.
 
-``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json``
+``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json SCRATCH``
 once per implementation, all at once, so frameworks cannot disturb each
 other's memory or threads and memory figures are the implementation's own.
 The parent then drives every worker through the same steps, so that timing
@@ -28,6 +28,8 @@ to stderr instead, so it cannot corrupt a reply). Requests:
 The worker dies with its parent, however the parent ends: on Linux it asks
 the kernel for SIGKILL when the parent dies (``PR_SET_PDEATHSIG``), and on any
 system it exits when its stdin closes, which happens when the parent exits.
+What it writes on the side (caches) goes in SCRATCH, a folder the parent made
+and removes (bench/benchmark/pool.py), so nothing is left behind when it is killed.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -124,7 +125,7 @@ class Task:
 
 
 class Worker:
-    def __init__(self, spec: WorkerSpec):
+    def __init__(self, spec: WorkerSpec, scratch: Path):
         self.spec = spec
         self.platform = frameworks.platform(spec.framework)
         self.platform.set_full_precision()
@@ -143,16 +144,14 @@ class Worker:
             count = int(spec.buckets.partition(":")[2])
             spec.buckets = list(length_buckets([pair_length(p) for p in self.dataset.pairs], count))
         self.tasks: dict[str, Task] = {}
-        self.cache_dir = None
         if spec.measure_cache:  # a private cache, removed with the worker: every compilation is written to it
-            self.cache_dir = tempfile.TemporaryDirectory(prefix=f"spinn-{spec.framework}-cache-")
-            self.platform.enable_compilation_cache(self.cache_dir.name)
+            self.platform.enable_compilation_cache(str(scratch / "cache"))
         elif spec.compilation_cache:
             self.platform.enable_compilation_cache(spec.compilation_cache)
         # Caches a framework keeps on disk unasked (torch.compile's) start empty in every run: its warm-up
         # then compiles cold, as JAX's does without --compilation-cache, and runs compare alike.
-        self.private_caches = tempfile.TemporaryDirectory(prefix=f"spinn-{spec.framework}-private-")
-        self.platform.use_private_caches(self.private_caches.name)
+        (scratch / "private").mkdir()
+        self.platform.use_private_caches(str(scratch / "private"))
 
     def new_runner(self):
         return self.runner_cls(self.params, self.config, dtype=self.spec.dtype, device=self.spec.device,
@@ -305,10 +304,10 @@ def _means(rows: list[dict]) -> dict[str, float]:
     return {key: float(np.mean([row[key] for row in rows if key in row])) for key in rows[0]}
 
 
-def serve(spec: WorkerSpec, requests, reply) -> int:
+def serve(spec: WorkerSpec, scratch: Path, requests, reply) -> int:
     """Answer requests until ``exit`` or the end of ``requests``."""
     try:
-        worker = Worker(spec)
+        worker = Worker(spec, scratch)
         reply({"ok": True, "result": worker.ready()})
     except Exception as err:  # reported to the parent as one line, then this worker ends
         reply({"ok": False, "error": f"{type(err).__name__}: {err}"})
@@ -329,8 +328,8 @@ def serve(spec: WorkerSpec, requests, reply) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m bench.benchmark.worker SPEC.json", file=sys.stderr)
+    if len(argv) != 2:
+        print("usage: python -m bench.benchmark.worker SPEC.json SCRATCH", file=sys.stderr)
         return 2
     die_with_parent()
     # Ctrl-C reaches every process of the terminal's group: the parent keeps what finished and ends this worker,
@@ -349,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
-    return serve(spec, sys.stdin, reply)
+    return serve(spec, Path(argv[1]), sys.stdin, reply)
 
 
 if __name__ == "__main__":
