@@ -154,3 +154,24 @@ def test_taking_over_is_said_only_when_the_command_says_it_runs(tmp_path, capsys
         assert capsys.readouterr().err.count(f"process {holder.pid}") == 1
     finally:
         lock.release()
+
+
+DEAD_HOLDER = '{"pid": 4194305, "command": "bench run --out X", "started": 1700000000}\n'
+
+
+@pytest.mark.parametrize("command", [
+    ["run", "--quick", "--implementations", "pytorch"],
+    ["scale", "--frameworks", "pytorch", "--replicas", "1"],
+], ids=["run", "scale"])
+def test_a_run_refused_for_its_results_says_only_why(command, tmp_path, capsys):
+    """A folder that already holds results, locked last by a process that died: the refusal is the one line
+    on stderr, with no note that the lock was taken over, and the folder is left as it was."""
+    from bench.cli import main
+
+    (tmp_path / "results.jsonl").write_text('{"implementation": "pytorch"}\n')
+    (tmp_path / ".lock").write_text(DEAD_HOLDER)
+    code = main([*command, "--out", str(tmp_path)])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "results.jsonl" in lines[0], lines
+    assert (tmp_path / "results.jsonl").read_text() == '{"implementation": "pytorch"}\n'

@@ -364,8 +364,13 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
 def cmd_run(args) -> int:
     plan = plan_run(args)  # refused here, before the folder is locked or a worker starts
     out_dir = Path(args.out)
-    lock = lock_output(out_dir, f"bench run --out {args.out}")
+    lock = lock_output(out_dir, f"bench run --out {args.out}", announce=False)
     try:
+        results = out_dir / "results.jsonl"
+        if results.exists() and results.stat().st_size and not args.resume:
+            raise ValueError(f"{results} already holds results: use --resume to complete it, "
+                             f"or another --out (nothing is overwritten)")
+        lock.announce()  # going to run: a refused run says only why
         from bench.benchmark.driver import run  # imported when a run starts: planning needs none of it
 
         note = busy_note()

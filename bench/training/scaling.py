@@ -144,10 +144,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
     out = Path(args.out)
     results = out / "results.jsonl"
     if not args.report_only:
-        lock = lock_output(out, f"bench scale --out {out}")
+        lock = lock_output(out, f"bench scale --out {out}", announce=False)
         try:
             if results.exists():
                 raise ValueError(f"{results} exists: choose another --out, or --report-only")
+            lock.announce()  # going to run: a refused run says only why
             configs = [(f, k) for f in chosen for k in replicas]
             provenances = {f: provenance("training", [frameworks.framework(f).package]) for f in chosen}
             for round_ in range(args.rounds):
