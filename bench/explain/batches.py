@@ -30,7 +30,8 @@ class Batches:
     padded: PairBatch  # the same pairs with EXTRA_PADDING more token slots
     other_trees: str  # the shape of the variant that the recompilation check uses
     vocab_size: int
-    source: str
+    source: str  # the batch in words, for the reader
+    trees: str  # the trees' shape: "left", "right", "balanced", "random", or "SNLI parse" (the sample's own)
 
 
 def _reshape(sentence: Sentence, shape: str, rng) -> Sentence:
@@ -51,10 +52,10 @@ def make_batches(args: argparse.Namespace) -> Batches:
         pairs = _sample_pairs()[:args.batch_size]  # labelled rows, in file order
         if len(pairs) < args.batch_size:
             raise ValueError(f"the sample has only {len(pairs)} labelled pairs")
-        source = "the SNLI sample (its own parse trees)"
+        source, trees = "the SNLI sample (its own parse trees)", "SNLI parse"
     else:
         pairs = shaped_pairs(args.batch_size, length=args.length, shape=args.shape, seed=args.data_seed)
-        source = f"random words, {args.shape} trees of {args.length} words"
+        source, trees = f"random words, {args.shape} trees of {args.length} words", args.shape
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     n = max(max(len(p.premise), len(p.hypothesis)) for p in pairs)
     reshaped = {}
@@ -66,7 +67,7 @@ def make_batches(args: argparse.Namespace) -> Batches:
     other_trees = "random" if args.shape in ("left", "right", "balanced") else "left"
     return Batches(main=make_pair_batch(pairs, vocab, num_tokens=n), reshaped=reshaped,
                    padded=make_pair_batch(pairs, vocab, num_tokens=n + EXTRA_PADDING),
-                   other_trees=other_trees, vocab_size=len(vocab), source=source)
+                   other_trees=other_trees, vocab_size=len(vocab), source=source, trees=trees)
 
 
 def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
@@ -79,6 +80,7 @@ def summary(batches: Batches) -> dict:
     transitions = sentences_transitions(b)
     return {
         "source": batches.source,
+        "trees": batches.trees,
         "pairs": b.size,
         "sentences": 2 * b.size,
         "num_tokens": b.num_tokens,

@@ -25,8 +25,6 @@ here and never parsed out of the blocks' text.
 
 from __future__ import annotations
 
-import re
-
 from bench.figures import style
 from bench.figures.sources import Block, Sources
 
@@ -80,16 +78,8 @@ def read_block(block: Block) -> dict | None:
         return None
     return {"id": block.id, "command": block.command, "source": block.source(), "model": _model(r["model"]),
             "pairs": batch["pairs"], "sentences": batch["sentences"], "what": batch["source"],
-            "trees": trees(batch["source"]), "N": batch["num_tokens"], "T": batch["num_steps"],
+            "trees": batch["trees"], "N": batch["num_tokens"], "T": batch["num_steps"],
             "recorded": recorded, "other_trees": other, "traced": traced, "units": units}
-
-
-def trees(what: str) -> str:
-    """The trees of a batch in a few words, from explain's description of it: ``left``, ``SNLI parse``."""
-    shape = re.search(r"\b(\w+) trees of \d+ words", what)
-    if shape:
-        return shape.group(1)
-    return "SNLI parse" if "SNLI" in what else what
 
 
 def describe(batches: list[dict]) -> str:
