@@ -7,6 +7,7 @@ no test module imports another. Runners are made with the registry's
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -202,3 +203,9 @@ def guide_prose(text: str) -> str:
     measured -->) and link targets (a quoted number's folder and query) left out; a link reads as its text."""
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     return re.sub(r"<!--.*?-->", "", re.sub(r"\]\([^)]*\)", "]", text), flags=re.S)
+
+
+def dead_holder(command: str) -> str:
+    """A lock file's text naming ``command`` in a process that died holding it (pid 2**22 + 1: above the
+    kernel's default pid_max, so no process has it)."""
+    return json.dumps({"pid": 2 ** 22 + 1, "command": command, "started": 1700000000}) + "\n"

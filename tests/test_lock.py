@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.lock import FolderLock, FolderLocked, lock_output
+from tests.helpers import dead_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -156,9 +157,6 @@ def test_taking_over_is_said_only_when_the_command_says_it_runs(tmp_path, capsys
         lock.release()
 
 
-DEAD_HOLDER = '{"pid": 4194305, "command": "bench run --out X", "started": 1700000000}\n'
-
-
 @pytest.mark.parametrize("command", [
     ["run", "--quick", "--implementations", "pytorch"],
     ["scale", "--frameworks", "pytorch", "--replicas", "1"],
@@ -169,7 +167,7 @@ def test_a_run_refused_for_its_results_says_only_why(command, tmp_path, capsys):
     from bench.cli import main
 
     (tmp_path / "results.jsonl").write_text('{"implementation": "pytorch"}\n')
-    (tmp_path / ".lock").write_text(DEAD_HOLDER)
+    (tmp_path / ".lock").write_text(dead_holder("bench run --out X"))
     code = main([*command, "--out", str(tmp_path)])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2

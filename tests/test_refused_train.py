@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from tests.helpers import dead_holder
 
 TRAIN = ["train", "--framework", "reference", "--size", "small", "--num-pairs", "16", "--batch-size", "8",
          "--steps", "2", "--quiet"]
-DEAD_HOLDER = json.dumps({"pid": 2 ** 22 + 1, "command": "bench train --out X", "started": 1700000000}) + "\n"
+DEAD_HOLDER = dead_holder("bench train --out X")
 
 
 def _error_lines(err: str) -> list[str]:
