@@ -1,5 +1,5 @@
+from bench import config
 from bench.cli import main
-from bench.config import filter_native_noise
 
-filter_native_noise()  # the frameworks' native start-up notices off the terminal
+config.ENTRY_POINT = True  # the frameworks' native start-up notices off the terminal (bench.config.quiet_frameworks)
 raise SystemExit(main())

@@ -2,48 +2,48 @@
 
 Argument parsing and dispatch only: each tool registers its subcommands and
 does its work in its own module (``bench/commands.py``, ``bench/benchmark/``,
-``bench/training/``, ``bench/explain/``), where the logic is tested.
+``bench/training/``, ``bench/explain/``), where the logic is tested. Only the
+module of the command asked for is imported, so a command loads what it
+needs and nothing else: a record names the source files its process loaded
+(bench/provenance.py), and ``bench run`` then does not count the renderer.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-from bench import commands, reproduce
-from bench.benchmark import compare, plan, report
 from bench.errors import WorkFailed
-from bench.explain import cli as explain_cli
-from bench.figures import command as figures_cli
-from bench.render import command as render_cli
 from bench.lock import FolderLocked
-from bench.training import cli as training_cli
-from bench.training import curves, scaling
+
+# Each command, and the module whose ``register(sub)`` adds it (a module may add several), in --help's order.
+COMMANDS = {
+    "init": "bench.commands", "encode": "bench.commands", "data": "bench.commands",
+    "run": "bench.benchmark.plan", "report": "bench.benchmark.report", "compare": "bench.benchmark.compare",
+    "curves": "bench.training.curves", "train": "bench.training.cli", "evaluate": "bench.training.cli",
+    "scale": "bench.training.scaling", "explain": "bench.explain.cli", "figures": "bench.figures.command",
+    "reproduce": "bench.reproduce", "render": "bench.render.command",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with the subcommand ``argv`` names (every one when it names none: ``--help``)."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.register(sub)  # init, encode, data
-    plan.register(sub)  # run
-    report.register(sub)  # report
-    compare.register(sub)  # compare
-    curves.register(sub)  # curves
-    training_cli.register(sub)  # train, evaluate
-    scaling.register(sub)  # scale
-    explain_cli.register(sub)  # explain
-    figures_cli.register(sub)  # figures
-    reproduce.register(sub)  # reproduce
-    render_cli.register(sub)  # render
+    first = next((word for word in argv or () if not word.startswith("-")), None)
+    modules = [COMMANDS[first]] if first in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module in modules:
+        importlib.import_module(module).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit code (docs/spec.md §5, "Exit codes"): 0 done,
     1 the work failed, 2 bad input or usage, 130 interrupted."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command's words, for a launcher to repeat
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(words).parse_args(words)
+    args.argv = words  # the command's words, for a launcher to repeat
     try:
         return args.func(args)
     except (FileNotFoundError, ValueError, ImportError, NotImplementedError, FolderLocked) as err:

@@ -234,7 +234,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         from bench.provenance import machine, provenance
         from bench.records import write_json
 
-        write_json(args.out, {**record, **provenance("data"), **machine(),
+        write_json(args.out, {**record, **provenance(), **machine(),
                               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         print(f"\nwrote {args.out}")
     return 0

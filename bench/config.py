@@ -96,8 +96,13 @@ def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None)
     for platform in frameworks.platforms(names):
         for name in platform.loggers:
             logging.getLogger(name).setLevel(logging.ERROR)
+    if ENTRY_POINT:
+        filter_native_noise(names)
 
 
+# Set by the entry points (``python -m bench``, the benchmark workers): the process's own, so quiet_frameworks
+# may rewire its stderr. A command that runs no framework in its process (``bench run``'s parent) loads none.
+ENTRY_POINT = False
 _noise_filter: threading.Thread | None = None
 
 
@@ -107,9 +112,10 @@ def filter_native_noise(names: Sequence[str] | None = None) -> None:
     of every framework, or of those of ``names``) and passes everything else on
     (tracebacks, errors, progress).
 
-    For the entry points (``python -m bench`` and the benchmark workers), not
-    for library use: it rewires the process's stderr. At exit the thread is
-    drained, so the last lines (a traceback) are never lost.
+    Called by quiet_frameworks in the entry points (``python -m bench`` and
+    the benchmark workers, which set ENTRY_POINT), not for library use: it
+    rewires the process's stderr. At exit the thread is drained, so the last
+    lines (a traceback) are never lost.
     """
     global _noise_filter
     if _noise_filter is not None or os.name != "posix":

@@ -14,8 +14,6 @@ import argparse
 from dataclasses import dataclass
 
 from bench.progress import stage
-from shared import synthetic
-from shared.arithmetic import arithmetic_pairs
 from shared.snli import PARSES, SAMPLE_PATH, LoadReport, Pair, labelled_pairs, read_snli, with_parse
 
 SHAPES = ("random", "left", "right", "balanced")
@@ -95,10 +93,15 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
     data = args.data
     if getattr(args, "rows", None) and data in ("synthetic", "arithmetic", "shaped"):
         raise ValueError(f"--rows selects rows of a file; --data {data} generates its pairs (use --num-pairs)")
+    # Each generator is imported where its data is asked for: a record names the modules that ran.
+    if data in ("synthetic", "shaped"):
+        from shared import synthetic
     if data == "synthetic":
         n = args.num_pairs or 2000
         return Dataset(f"synthetic-{n}", synthetic.synthetic_pairs(n, seed=args.data_seed), None)
     if data == "arithmetic":
+        from shared.arithmetic import arithmetic_pairs
+
         n = args.num_pairs or 2000
         low, high = number_range(args)
         return Dataset(f"arithmetic-{n}-seed{args.data_seed}-numbers{low}to{high}",

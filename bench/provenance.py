@@ -1,39 +1,40 @@
-"""What a record measured: the commit, and whether the measured code was that commit's.
+"""What a record measured: the source files that ran, and whether they are still today's.
 
-A record (a benchmark measurement, a training run's settings, a scaling run,
-``bench data``'s statistics) is only worth quoting if one can tell which
-code produced it. ``git status`` of the whole tree cannot: an edited README
-would mark a run dirty, an untracked scratch file too. So every record
-names the *measured files* of what it measured (docs/spec.md §6, "Provenance"):
+A record (a benchmark measurement, a training run, a scaling run, ``bench
+data``'s statistics, the lessons' probes) is only worth quoting if one can
+tell which code produced it. ``git status`` of the whole tree cannot: an
+edited README would mark a run dirty. A hand-kept list of folders cannot
+either: it is both too wide (every module of ``shared/`` counts for a run
+that imported a third of them) and easy to get wrong. So a record names the
+files that ran (docs/spec.md §6, "Provenance"):
 
-* the framework-free front end (``shared/``) and the harness's own modules
-  (``bench/*.py``), less what only reads, renders or checks records;
-* the harness of its kind: ``bench/benchmark/`` for a benchmark
-  measurement, ``bench/training/`` for a training or scaling run (their
-  report and curve modules excepted), neither for ``bench data``;
-* the package of each implementation it ran (``impl_jax/`` for ``jax`` and
-  ``jax-vmap``; none for the float64 reference, which lives in ``shared/``),
-  its ``explain.py`` excepted;
-* the pinned versions, ``constraints.txt``.
+* ``measured``: the repository's source files among the modules the
+  measuring processes had imported when the measurement ended
+  (:func:`loaded`), read from the interpreter itself (``sys.modules``), and
+  the pins (``constraints.txt``); for a benchmark, the worker's and the
+  parent's (which plans the batches and rounds and computes the record's
+  figures), so a module only one family or framework needs counts only
+  where it was imported;
+* ``measured_digest``: a SHA-256 over each of those files' *normalized*
+  form (:func:`normalized`): the syntax tree without docstrings or other bare
+  strings, so comments, docstrings and formatting do not count, and the
+  pins without their comments;
+* ``git_commit``: HEAD when it was made; ``measured_clean``: True when every
+  measured file, normalized, was as that commit has it (None outside a git
+  checkout).
 
-A record of the lessons (``python -m lessons.today``, kind ``lessons``)
-measures no harness: its set is ``shared/`` (the lessons' inputs and
-reference), ``lessons/`` and the pins, without ``bench/*.py``.
-
-Only ``*.py`` files count (and the pins). A record keeps ``git_commit``
-(HEAD when it was made), ``measured_clean`` (True when no measured file
-differed from that commit, None outside a git checkout), ``measured``
-(which set: ``"benchmark impl_jax"``) and ``measured_digest``, a SHA-256 over
-the set's paths and bytes. ``bench reproduce --check`` recomputes the digest
-of today's files for the same set: a record whose digest differs measured
-other code, and its folder is listed as stale.
+``bench reproduce --check`` recomputes the digest of today's files of the
+same list: a record whose digest differs measured other code, and it names
+the files that changed since its commit.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
@@ -41,99 +42,156 @@ from typing import Iterable
 ROOT = Path(__file__).resolve().parent.parent
 
 PINS = "constraints.txt"
-KINDS = {
-    # kind -> the folders of its own harness (walked for *.py, beside shared/ and bench/*.py)
-    "benchmark": ("bench/benchmark",),
-    "training": ("bench/training",),
-    "data": ("bench/benchmark/flops.py",),  # bench data counts the masked step's FLOPs with it
-    "lessons": ("lessons",),  # python -m lessons.today: the lessons and their answers, run as a learner runs them
-}
-# Kinds whose records the harness (bench/*.py) does not make: their set leaves bench/*.py out.
-WITHOUT_HARNESS = ("lessons",)
-# What measures nothing: dispatch, reports, figures, the guides' and the results' own checks, explain.
-NOT_MEASURED = (
-    "bench/cli.py", "bench/guide_sync.py", "bench/provenance.py", "bench/reproduce.py", "bench/render",
-    "bench/figures", "bench/explain", "bench/benchmark/report.py", "bench/benchmark/compare.py",
-    "bench/benchmark/stats.py", "bench/benchmark/targets.py", "bench/benchmark/markdown.py", "bench/benchmark/plots.py",
-    "bench/training/curves.py", "bench/training/reinforce_curves.py", "bench/training/parse_summary.py",
-    "shared/explaining.py",
-)
-NOT_MEASURED_IN_PACKAGES = ("explain.py",)
 KEYS = ("git_commit", "measured_clean", "measured", "measured_digest")
+_SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 
-def selector(kind: str, packages: Iterable[str] = ()) -> str:
-    """The name of a measured set, as records keep it: ``"benchmark impl_jax"``."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind of measurement {kind!r}; choose from {', '.join(KINDS)}")
-    chosen = sorted({p for p in packages if p and p != "shared"})
-    return " ".join([kind, *chosen])
+# ---------------------------------------------------------------------------
+# What ran
+# ---------------------------------------------------------------------------
 
-
-def parse_selector(text: str) -> tuple[str, tuple[str, ...]]:
-    kind, *packages = text.split()
-    if kind not in KINDS:
-        raise ValueError(f"unknown measured set {text!r}")
-    return kind, tuple(packages)
-
-
-def _skipped(rel: str, packages: tuple[str, ...]) -> bool:
-    if any(rel == p or rel.startswith(p + "/") for p in NOT_MEASURED):
-        return True
-    top, _, rest = rel.partition("/")
-    return top in packages and rest in NOT_MEASURED_IN_PACKAGES
-
-
-def _walk(root: Path, rel: str) -> Iterable[str]:
-    path = root / rel
-    if path.is_file():
-        yield rel
-        return
-    for folder, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                yield Path(folder, name).relative_to(root).as_posix()
-
-
-def measured_files(text: str, root: Path = ROOT) -> list[str]:
-    """The measured files of a set (``selector``'s text), relative to ``root``, sorted."""
-    kind, packages = parse_selector(text)
+def loaded(root: Path = ROOT) -> list[str]:
+    """The repository's source files among this interpreter's imported modules (relative paths, sorted).
+    This module, which only takes the inventory, is not part of it."""
     files = set()
-    for rel in ("shared", *KINDS[kind], *packages):
-        files.update(f for f in _walk(root, rel) if not _skipped(f, packages))
-    if kind not in WITHOUT_HARNESS:
-        files.update(f.relative_to(root).as_posix() for f in (root / "bench").glob("*.py"))
-    files = {f for f in files if not _skipped(f, packages)}
-    if (root / PINS).exists():
-        files.add(PINS)
+    for module in list(sys.modules.values()):
+        rel = _in_repository(getattr(module, "__file__", None), root)
+        if rel and rel != _SELF:
+            files.add(rel)
     return sorted(files)
 
 
-def digest(text: str, root: Path = ROOT) -> str:
-    """SHA-256 over the set's paths and contents: equal exactly when the measured files are."""
+def _in_repository(path: str | None, root: Path) -> str | None:
+    if not path or not path.endswith(".py"):
+        return None
+    try:
+        rel = Path(path).resolve().relative_to(root)
+    except ValueError:
+        return None
+    if any(part.startswith(".") or part == "site-packages" for part in rel.parts):  # a virtual environment inside
+        return None
+    return rel.as_posix()
+
+
+# ---------------------------------------------------------------------------
+# The normalized form, and digests
+# ---------------------------------------------------------------------------
+
+def normalized(data: bytes, rel: str) -> str:
+    """What of a file counts: for Python, its syntax tree without docstrings and other bare strings (no
+    comments, no formatting, no line numbers), written the same by Python 3.11 to 3.13; for the pins, their
+    lines without comments or blanks; any other file, its bytes."""
+    if rel.endswith(".py"):
+        try:
+            return _canonical(ast.parse(data))
+        except SyntaxError:  # not Python a process could have run: its bytes, so any edit counts
+            return data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace")
+    if rel == PINS:
+        lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+        return "\n".join(line for line in lines if line)
+    return text
+
+
+def _is_text(node) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _canonical(node) -> str:
+    if isinstance(node, ast.JoinedStr):  # an f-string: adjacent text merged, as 3.12 splits it differently
+        parts, text = [], ""
+        for value in node.values:
+            if _is_text(value):
+                text += value.value
+                continue
+            if text:
+                parts.append(repr(text))
+            text = ""
+            parts.append(_canonical(value))
+        if text:
+            parts.append(repr(text))
+        return "(JoinedStr [" + ",".join(parts) + "])"
+    if isinstance(node, ast.AST):
+        fields = [type(node).__name__]
+        for name, value in ast.iter_fields(node):
+            if value is None or (isinstance(value, list) and not value):  # fields newer Pythons add, left empty
+                continue
+            fields.append(f"{name}={_canonical(value)}")
+        return "(" + " ".join(fields) + ")"
+    if isinstance(node, list):  # a statement that is only a string (a docstring) does nothing: left out
+        return "[" + ",".join(_canonical(v) for v in node if not (isinstance(v, ast.Expr) and _is_text(v.value))) + "]"
+    return repr(node)
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@lru_cache(maxsize=4096)
+def _file_digest(path: str, mtime_ns: int, size: int, rel: str) -> str:
+    return _hash(normalized(Path(path).read_bytes(), rel))
+
+
+def file_digest(rel: str, root: Path = ROOT) -> str | None:
+    """The SHA-256 of one file's normalized form in the work tree (None where it does not exist)."""
+    path = root / rel
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _file_digest(str(path), stat.st_mtime_ns, stat.st_size, rel)
+
+
+def _combine(digests: dict[str, str | None]) -> str:
     h = hashlib.sha256()
-    for rel in measured_files(text, root):
-        data = (root / rel).read_bytes()
-        h.update(f"{rel}\0{len(data)}\0".encode())
-        h.update(data)
+    for rel in sorted(digests):
+        h.update(f"{rel}\0{digests[rel]}\n".encode())
     return h.hexdigest()
 
 
-def digest_at(text: str, commit: str, root: Path = ROOT) -> str:
-    """``digest`` of the set as ``commit`` has it, read from git's objects (not the work tree)."""
-    listed = _git(root, "ls-tree", "-r", "--name-only", "-z", commit)
-    if listed is None:
-        raise ValueError(f"git cannot list commit {commit!r} here")
-    kind, packages = parse_selector(text)
-    files = sorted(rel for rel in listed.split("\0") if rel and _counts(rel, kind, packages))
-    h = hashlib.sha256()
+def digest(files: Iterable[str], root: Path = ROOT) -> str:
+    """The digest of a measured list: equal exactly when every file's normalized form is."""
+    return _combine({rel: file_digest(rel, root) for rel in files})
+
+
+def digests_at(files: Iterable[str], commit: str, root: Path = ROOT) -> dict[str, str | None]:
+    """Each file's normalized digest as ``commit`` has it, read from git's objects (None: not in it)."""
+    files = list(files)
+    blobs = _blobs(root, commit, files)
+    return {rel: (None if blobs.get(rel) is None else _hash(normalized(blobs[rel], rel))) for rel in files}
+
+
+def digest_at(files: Iterable[str], commit: str, root: Path = ROOT) -> str:
+    """``digest`` of the files as ``commit`` has them (not the work tree)."""
+    return _combine(digests_at(files, commit, root))
+
+
+def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]:
+    """The contents of ``files`` at ``commit`` (None for a file it does not have), in one call of git."""
+    try:
+        done = subprocess.run(["git", "cat-file", "--batch"], input="".join(f"{commit}:{f}\n" for f in files).encode(),
+                              capture_output=True, cwd=root, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        raise ValueError("git cannot read its objects here") from None
+    if done.returncode != 0:
+        raise ValueError(f"git cannot read commit {commit!r} here")
+    out, at, blobs = done.stdout, 0, {}
     for rel in files:
-        data = subprocess.run(["git", "show", f"{commit}:{rel}"], capture_output=True, cwd=root, check=True).stdout
-        h.update(f"{rel}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) != 3:  # "<name> missing"
+            blobs[rel] = None
+            continue
+        size = int(header[2])
+        blobs[rel] = out[at:at + size]
+        at += size + 1
+    return blobs
 
+
+# ---------------------------------------------------------------------------
+# git
+# ---------------------------------------------------------------------------
 
 def resolve_commit(commit: str, root: Path = ROOT) -> str:
     """A commit's full hash; a ValueError in one line where git does not know it."""
@@ -178,34 +236,64 @@ def changed_files(root: Path = ROOT) -> set[str] | None:
     return changed
 
 
-def measured_clean(text: str, root: Path = ROOT) -> bool | None:
-    """Whether every measured file of the set is as HEAD has it (None outside a git checkout)."""
+def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
+    """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout): an
+    uncommitted edit of comments or docstrings leaves a measurement clean, any other leaves it dirty."""
     changed = changed_files(root)
-    if changed is None or _head(root) is None:
+    head = _head(root)
+    if changed is None or head is None:
         return None
-    kind, packages = parse_selector(text)
-    if not changed:
+    edited = [rel for rel in files if rel in changed]
+    if not edited:
         return True
-    files = set(measured_files(text, root))
-    # A measured file deleted from the work tree is no longer listed: look at the changed paths themselves.
-    return not any(path in files or _counts(path, kind, packages) for path in changed)
+    at_head = digests_at(edited, head, root)
+    return all(at_head[rel] is not None and at_head[rel] == file_digest(rel, root) for rel in edited)
 
 
-def _counts(rel: str, kind: str, packages: tuple[str, ...]) -> bool:
-    """Whether a path (existing or not) would belong to the set."""
-    if not (rel.endswith(".py") or rel == PINS) or _skipped(rel, packages):
-        return False
-    if rel == PINS or (kind not in WITHOUT_HARNESS and rel.startswith("bench/") and rel.count("/") == 1):
-        return True
-    return any(rel == p or rel.startswith(p + "/") for p in ("shared", *KINDS[kind], *packages))
+# ---------------------------------------------------------------------------
+# A record's keys, and whether it is current
+# ---------------------------------------------------------------------------
+
+def provenance(files: Iterable[str] | None = None, root: Path = ROOT) -> dict:
+    """The provenance keys of a record whose processes ran ``files`` (this process's :func:`loaded` without),
+    the pins added."""
+    measured = sorted(set(loaded(root) if files is None else files) | ({PINS} if (root / PINS).exists() else set()))
+    return {"git_commit": git_commit(root), "measured_clean": measured_clean(measured, root), "measured": measured,
+            "measured_digest": digest(measured, root)}
 
 
-def provenance(kind: str, packages: Iterable[str] = (), root: Path = ROOT) -> dict:
-    """The provenance keys of a record of ``kind`` that ran the implementation packages ``packages``."""
-    text = selector(kind, packages)
-    return {"git_commit": git_commit(root), "measured_clean": measured_clean(text, root), "measured": text,
-            "measured_digest": digest(text, root)}
+def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -> str | None:
+    """Why a record cannot be quoted as a measurement of today's code, or None when it can. ``digests``
+    (optional) keeps what was computed between calls: many records share a list."""
+    missing = [k for k in KEYS if k not in record]
+    if missing:
+        return f"no {', '.join(missing)} (recorded before provenance was)"
+    files, commit = record["measured"], str(record["git_commit"])
+    if not isinstance(files, list):
+        return "its measured set names folders, not the files that ran (recorded before provenance was read " \
+               "from what ran)"
+    if record["measured_clean"] is not True:
+        return f"measured files differed from commit {commit[:12]} when it ran"
+    digests = {} if digests is None else digests
+    key = tuple(files)
+    if key not in digests:
+        digests[key] = digest(files, root)
+    if digests[key] == record["measured_digest"]:
+        return None
+    gone = [rel for rel in files if not (root / rel).is_file()]
+    if gone:
+        return f"measured files gone since commit {commit[:12]}: {', '.join(gone)}"
+    try:
+        then = digests_at(files, commit, root)
+    except ValueError:
+        return f"the measured files changed since commit {commit[:12]} (a commit git does not have here)"
+    changed = [rel for rel in files if then[rel] != file_digest(rel, root)]
+    return f"measured files changed since commit {commit[:12]}: {', '.join(changed) or 'the list itself'}"
 
+
+# ---------------------------------------------------------------------------
+# The machine
+# ---------------------------------------------------------------------------
 
 def machine() -> dict:
     """The machine a record was made on, as every record keeps it: Python and NumPy versions, OS, CPU model,
@@ -228,19 +316,3 @@ def gpus() -> list[str]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
-
-
-def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -> str | None:
-    """Why a record cannot be quoted as a measurement of today's code, or None when it can."""
-    missing = [k for k in KEYS if k not in record]
-    if missing:
-        return f"no {', '.join(missing)} (recorded before provenance was)"
-    if record["measured_clean"] is not True:
-        return f"measured files differed from commit {record['git_commit'][:12]} when it ran"
-    digests = {} if digests is None else digests
-    text = record["measured"]
-    if text not in digests:
-        digests[text] = digest(text, root)
-    if digests[text] != record["measured_digest"]:
-        return f"the measured files ({text}) changed since commit {record['git_commit'][:12]}"
-    return None

@@ -15,8 +15,10 @@ that are stale: a record without provenance, or made from measured files that
 differed from its commit, or whose measured files have changed since
 (bench/provenance.py); a folder made by other commands than the manifest's,
 or never made by ``bench reproduce``. It starts no framework and takes a
-second, so the tests run it: a change to measured code shows at once which
-folders to re-run.
+second; CI runs it after the tests (.ci/run), so a change to measured code
+shows at once which folders to re-run, while the tests test only the code.
+``--stale`` re-runs those folders, and says first which, with how long each
+took last time.
 
 Folders kept only as history live under ``results/archive/``; each says in
 its README which commit it measured, and nothing renders numbers from them.
@@ -125,20 +127,16 @@ def entry(name: str, root: Path = ROOT) -> Entry:
 # The records of a folder, and whether they are current
 # ---------------------------------------------------------------------------
 
-# Training records that only report on a run, whose "run" and "resume" records carry its provenance.
-_PROGRESS_KINDS = {"train", "eval", "checkpoint"}
-
-
 def folder_records(folder: Path) -> dict[Path, list[dict]]:
     """Every record of a folder that must say what it measured: each benchmark or scaling record
-    (results.jsonl), each training run's "run" and "resume" records (metrics.jsonl, at any depth), and each
-    JSON file written with provenance (``bench data --out``)."""
+    (results.jsonl), the "end" record of each training run and of each resumed part of one (metrics.jsonl, at
+    any depth), and each JSON file written with provenance (``bench data --out``)."""
     found: dict[Path, list[dict]] = {}
     for path in sorted(folder.rglob("*.jsonl")):
         if path.name == "results.jsonl":
             found[path] = read_records(path)
         elif path.name == "metrics.jsonl":
-            found[path] = [r for r in read_records(path) if r.get("kind") not in _PROGRESS_KINDS]
+            found[path] = [r for r in read_records(path) if r.get("kind") == "end"]
     for path in sorted(folder.rglob("*.json")):
         if path.name == STAMP:
             continue
@@ -149,6 +147,16 @@ def folder_records(folder: Path) -> dict[Path, list[dict]]:
         if isinstance(value, dict) and any(key in value for key in provenance.KEYS):
             found[path] = [value]
     return found
+
+
+def _unended_parts(path: Path) -> int:
+    """The parts of a training run ("run", then each "resume") that wrote no "end" record: killed before they
+    could say what they ran."""
+    parts = ends = 0
+    for record in read_records(path):
+        parts += record.get("kind") in ("run", "resume")
+        ends += record.get("kind") == "end"
+    return max(0, parts - ends)
 
 
 def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> list[str]:
@@ -170,13 +178,16 @@ def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> l
         reasons.append("no records")
     digests = {} if digests is None else digests
     for path, records in files.items():
+        rel = path.relative_to(folder)
         why: dict[str, int] = {}
         for record in records:
             reason = provenance.stale_reason(record, root, digests)
             if reason:
                 why[reason] = why.get(reason, 0) + 1
-        rel = path.relative_to(folder)
         reasons += [f"{rel}: {count} of {len(records)} records: {reason}" for reason, count in why.items()]
+        if path.name == "metrics.jsonl" and _unended_parts(path):
+            reasons.append(f"{rel}: {_unended_parts(path)} part(s) of the run wrote no \"end\" record (killed "
+                           "before saying what it ran)")
     return reasons
 
 
@@ -198,7 +209,7 @@ def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
     said under ``attested``. A ValueError, and nothing written, where a record measured other files. The number
     of records attested."""
     full = provenance.resolve_commit(commit, root)
-    digests: dict[str, str] = {}
+    digests: dict[tuple, str] = {}
     rewritten: dict[Path, list[dict]] = {}
     count = 0
     for path, records in folder_records(e.folder(root)).items():
@@ -206,14 +217,14 @@ def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
             continue
         rows = read_records(path)
         for record in rows:
-            if record.get("measured_clean") is True or "measured_digest" not in record:
+            if record.get("measured_clean") is True or not isinstance(record.get("measured"), list):
                 continue
-            text = record["measured"]
-            if text not in digests:
-                digests[text] = provenance.digest_at(text, full, root)
-            if digests[text] != record["measured_digest"]:
+            files = tuple(record["measured"])
+            if files not in digests:
+                digests[files] = provenance.digest_at(files, full, root)
+            if digests[files] != record["measured_digest"]:
                 raise ValueError(f"{path.relative_to(root)}: a record of {record.get('implementation')} measured "
-                                 f"other files ({text}) than commit {full[:12]}: nothing attested")
+                                 f"other files than commit {full[:12]} has: nothing attested")
             record["attested"] = {"git_commit": record["git_commit"], "measured_clean": record["measured_clean"],
                                   "by": f"bench reproduce --attest {full[:12]}: the digest of its measured files "
                                         "equals that commit's"}
@@ -273,6 +284,25 @@ def _readme(e: Entry, stamp: dict) -> str:
             + ". `python -m bench reproduce --check` says whether the "
             "code it measured has changed since; `reproduced.json` holds the same facts, and every record says "
             "what it measured (docs/spec.md §6, \"Provenance\").\n")
+
+
+def last_wall(e: Entry, root: Path = ROOT) -> float | None:
+    """How long the folder took when it was last made (its stamp's wall time), or None if never."""
+    try:
+        return float(json.loads((e.folder(root) / STAMP).read_text())["wall_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def plan(chosen: list[Entry], root: Path = ROOT) -> str:
+    """What a reproduction is about to do: each folder with how long it took last time, and the sum."""
+    walls = [last_wall(e, root) for e in chosen]
+    lines = [f"reproduce: {len(chosen)} folder{'s' if len(chosen) != 1 else ''}, in this order (last time each took):"]
+    lines += [f"  results/{e.name}: {_wall(w) if w is not None else 'never made'}" for e, w in zip(chosen, walls)]
+    known = [w for w in walls if w is not None]
+    lines.append(f"  about {_wall(sum(known))} in all" + (f", and {len(walls) - len(known)} never made"
+                                                          if len(known) < len(walls) else ""))
+    return "\n".join(lines)
 
 
 def _wall(seconds: float) -> str:
@@ -368,7 +398,9 @@ def register(sub) -> None:
     p.add_argument("--all", action="store_true", help="every folder of the manifest, in its order")
     p.add_argument("--stale", action="store_true", help="every folder --check lists")
     p.add_argument("--check", action="store_true",
-                   help="list the stale folders (exit 1 if any): records without provenance, measured code changed")
+                   help="list the stale folders (records without provenance, measured code changed); exit 1 if "
+                        "one that this machine can make is stale (one that needs a GPU where there is none is "
+                        "listed, kept and quoted with its commit, and does not fail the check)")
     p.add_argument("--list", action="store_true", help="every folder of the manifest and its commands")
     p.add_argument("--resume", action="store_true",
                    help="complete an interrupted reproduction of FOLDER in place: bench run --resume measures only "
@@ -435,6 +467,7 @@ def cmd_reproduce(args) -> int:
             print("results: nothing is stale", file=sys.stderr)
             return 0
         raise ValueError("name a folder of the manifest, or --all, --stale, --check, --list")
+    print(plan(chosen), file=sys.stderr, flush=True)
     for e in chosen:
         try:
             folder = reproduce(e)

@@ -15,7 +15,7 @@ that, and this script tries them on the lessons' tiny model and inputs
   and `if` on tensors, and what autograph=False says.
 
 It writes DIR/today.json: counts, booleans, error names and seconds, with the
-provenance of kind "lessons" (bench/provenance.py), which docs/today.md quotes
+provenance of the files it ran (bench/provenance.py), which docs/today.md quotes
 (bench render's ``today`` quote). The seconds are one run's on this machine.
 The exercises' answers (lessons/answers/) are its probes, so the page and the
 answers cannot disagree.
@@ -241,7 +241,6 @@ def main(argv=None) -> int:
     from bench.provenance import machine, provenance
     from bench.records import write_json
 
-    stamp = provenance("lessons")  # the code as it was when the probes started
     # A cold Inductor: its compiled kernels go to a fresh cache, removed at the end, so its seconds include them.
     cache = tempfile.mkdtemp(prefix="today-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
@@ -258,7 +257,7 @@ def main(argv=None) -> int:
                   "jax": jax_control_flow(), "tensorflow": tensorflow_autograph()}
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    record.update({"wall_s": time.perf_counter() - start, **stamp, **machine(),
+    record.update({"wall_s": time.perf_counter() - start, **provenance(), **machine(),
                    "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

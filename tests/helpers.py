@@ -7,8 +7,14 @@ no test module imports another. Runners are made with the registry's
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -35,19 +41,17 @@ TEST_OPTIONS = {"pytorch-compiled": {"compile": "aot_eager"},
 
 def make_runner(name: str, params, config: ModelConfig, **kwargs):
     """The registry's runner of implementation ``name`` (bench.frameworks),
-    its options overridden by TEST_OPTIONS, then ``kwargs``. An implementation
-    the benchmark trains with its framework's own optimizer (a ``trainer``
-    option: DyNet's) is held to the contract with the shared update rules, as
-    ``bench train`` runs it; tests/test_dynet_native.py holds the native
-    trainer against those rules."""
+    its options overridden by TEST_OPTIONS, then ``kwargs``. What only the
+    benchmark's timed step adds (``timed_options``: DyNet's own trainers) is
+    not here: the contract holds the shared update rules, as ``bench train``
+    runs them; tests/test_dynet_native.py holds the native trainer to them."""
     return frameworks.make_runner(name, params, config, **{**options_as_tested(name), **kwargs})
 
 
 def options_as_tested(name: str) -> dict:
-    """The options make_runner gives implementation ``name`` over the registry's (TEST_OPTIONS, the shared
-    trainer), which tests/test_contract.py compares to find two names built alike."""
-    shared_rules = {"trainer": "shared"} if "trainer" in frameworks.resolve(name)[1] else {}
-    return {**shared_rules, **TEST_OPTIONS.get(name, {})}
+    """The options make_runner gives implementation ``name`` over the registry's (TEST_OPTIONS), which
+    tests/test_contract.py compares to find two names built alike."""
+    return dict(TEST_OPTIONS.get(name, {}))
 
 
 def checked_dtype(name: str, dtype: str = "float64") -> str:
@@ -209,3 +213,45 @@ def dead_holder(command: str) -> str:
     """A lock file's text naming ``command`` in a process that died holding it (pid 2**22 + 1: above the
     kernel's default pid_max, so no process has it)."""
     return json.dumps({"pid": 2 ** 22 + 1, "command": command, "started": 1700000000}) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Processes a test starts
+# ---------------------------------------------------------------------------
+
+# Not a time budget: every wait of a test is for an event (a file written, a process gone), and this only ends a
+# test that would otherwise hang for ever. A loaded machine may take minutes; that is no failure.
+HANG = 600
+
+
+# Starts a test's child: SIGINT's default disposition, then the child's own program in its place (exec keeps the
+# disposition). A test process started from a background job (``cmd &``, nohup, some CI runners) ignores SIGINT,
+# and its children would inherit that, so a test's Ctrl-C would never reach them. (Not preexec_fn: the test
+# process has threads, and Python code between fork and exec may deadlock there.)
+_SIGINT_DEFAULT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                   "os.execvp(sys.argv[1], sys.argv[1:])")
+
+
+@contextlib.contextmanager
+def started(argv: list[str], **popen) -> Iterator[subprocess.Popen]:
+    """A child process for the block: SIGINT as a terminal would deliver it, whatever this process inherited,
+    and a process group of its own (its pid), which is killed, with everything the child started, when the
+    block ends, however it ends (a failed assertion, a timeout)."""
+    process = subprocess.Popen([sys.executable, "-c", _SIGINT_DEFAULT, *argv], start_new_session=True, **popen)
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        process.wait()  # reaped
+
+
+def run(argv: list[str], timeout: float = HANG, **popen) -> subprocess.CompletedProcess:
+    """``subprocess.run`` with output captured as text, through :func:`started`: on a timeout, the child and
+    everything it started are ended before TimeoutExpired reaches the test."""
+    with started(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen) as process:
+        out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)

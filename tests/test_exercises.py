@@ -100,13 +100,3 @@ def test_exercise_5_autograph_turns_the_if_into_a_cond_and_autograph_off_refuses
     choose = tf.function(autograph_if.choose)
     for op in (1, 2):
         assert float(choose(tf.constant(op), 10.0, 20.0)) == float(tf.where(op == 1, 10.0, 20.0))
-
-
-@pytest.mark.parametrize("kind", ["lessons"])
-def test_the_lessons_record_measures_the_lessons_and_shared_not_the_harness(kind):
-    from bench import provenance
-
-    files = provenance.measured_files(kind)
-    assert "lessons/today.py" in files and "lessons/answers/compile_lists.py" in files
-    assert "shared/reference.py" in files and provenance.PINS in files
-    assert not [f for f in files if f.startswith("bench/")]

@@ -20,16 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import frameworks
-from bench.benchmark.markdown import (format_host_syncs, format_matrix, format_phases, format_ratios, format_table,
-                                      load_summary, variants_measured)
+from bench import provenance
 from bench.benchmark.measure import pairwise_agreement
 from bench.benchmark.pool import WorkerPool
 from bench.benchmark.record import Measurement, load
-from bench.benchmark.report import write_report
-from bench.benchmark.targets import format_targets
 from bench.progress import Progress
-from bench.provenance import provenance
 from bench.records import append_record, read_records, write_json
 
 
@@ -44,10 +39,7 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
     if args.resume and not todo:
         print(f"benchmark: {results} already holds every measurement asked for", file=sys.stderr)
     run = {"run_id": time.strftime("%Y%m%dT%H%M%S"), "rounds": plan.rounds, "round_time": plan.round_time,
-           "cpu_count": os.cpu_count(),
-           # What each implementation's records measured (bench/provenance.py), taken as the run starts.
-           "provenance": {name: provenance("benchmark", [frameworks.framework(frameworks.resolve(name)[0]).package])
-                          for name in names}}
+           "cpu_count": os.cpu_count()}
     print(f"benchmark: {', '.join(names)}; {len(todo)} measurements, {run['rounds']} interleaved rounds each "
           f"-> {results}", file=sys.stderr)
     failures: dict[str, str] = {}
@@ -57,6 +49,12 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
                 failures = _measure(pool, todo, done, run, args, results)
         except KeyboardInterrupt:
             raise KeyboardInterrupt(_interrupted(args, plan, names, results)) from None
+    # What reports on the records is imported only now, after the last record: it measured nothing, and a
+    # record names the modules its processes had loaded (bench/provenance.py).
+    from bench.benchmark.markdown import (format_host_syncs, format_matrix, format_phases, format_ratios,
+                                          format_table, load_summary, variants_measured)
+    from bench.benchmark.targets import format_targets
+
     records = [r for r in load([results]) if r.implementation in names]
     agreement = pairwise_agreement(out_dir, names)
     write_json(out_dir / "agreement.json", agreement)
@@ -90,6 +88,8 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
 
 def _interrupted(args, plan, names: list[str], results: Path) -> str:
     """After an interrupt: the report of what finished, marked partial, and the words that say how to finish."""
+    from bench.benchmark.report import write_report
+
     measured = results.exists() and results.stat().st_size
     records = [r for r in load([results]) if r.implementation in names] if measured else []
     words = getattr(args, "argv", None) or ["run", "--out", str(args.out)]  # bench/cli.py's list; read, not changed
@@ -105,6 +105,8 @@ def _interrupted(args, plan, names: list[str], results: Path) -> str:
 def _report(out: str) -> None:
     """What ``python -m bench report OUT`` writes (the same code: report.md and
     its plots in OUT), so a run ends with its report; and where it is."""
+    from bench.benchmark.report import write_report
+
     records = load([out])
     if not records:
         print(f"benchmark: nothing measured, so no report in {out}", file=sys.stderr)
@@ -255,7 +257,9 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         compilation_cache=spec.compilation_cache,
         **agreement,
         **{k: ready[k] for k in ("python", "numpy", "platform", "cpu", "threads", "precision_modes")},
-        **run["provenance"][worker.name], run_id=run["run_id"],
+        # The source files that ran (bench/provenance.py): the worker's, as it finished this measurement, and
+        # this process's, which planned the batches and rounds and computes the figures of the record.
+        **provenance.provenance(set(n["sources"]) | set(provenance.loaded())), run_id=run["run_id"],
         timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch")
            if k in n})

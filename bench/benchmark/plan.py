@@ -160,9 +160,9 @@ def register(sub) -> None:
                         "padding; pairs: the data's pairs, grouped by the bucket of their longer sentence "
                         "[default: %(default)s]")
     p.add_argument("--compilation-cache", default=None, metavar="DIR",
-                   help="turn on the persistent compilation cache of the frameworks that have one, in DIR "
-                        f"({', '.join(_cached_frameworks()) or 'none registered'}; off by default): a second run "
-                        "then loads compiled programs instead of compiling them")
+                   help="turn on, in DIR, the persistent compilation cache of each measured framework whose "
+                        "platform has one (off by default): a second run then loads compiled programs instead of "
+                        "compiling them")
     add_data_arguments(p)
     p.set_defaults(func=cmd_run)
 
@@ -188,11 +188,6 @@ def apply_preset(args) -> None:
     for key, value in FLAG_DEFAULTS.items():
         if getattr(args, key) is None:
             setattr(args, key, list(value) if isinstance(value, list) else value)
-
-
-def _cached_frameworks() -> list[str]:
-    """The frameworks whose platform has a persistent compilation cache."""
-    return [name for name in frameworks.FRAMEWORKS if frameworks.platform(name).has_compilation_cache]
 
 
 def plan_implementations(args) -> list[str]:
@@ -349,7 +344,8 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
         framework, options = frameworks.IMPLEMENTATIONS[name]
         cached = frameworks.platform(framework).has_compilation_cache
         specs.append(WorkerSpec(
-            implementation=name, framework=framework, options=options, out_dir=str(out_dir),
+            implementation=name, framework=framework, out_dir=str(out_dir),
+            options={**options, **frameworks.implementation(name).timed_options},  # as the framework's users run it
             device=args.device, dtype=args.dtype, data=data, sizes=sizes,
             agreement_pairs=defaults["agreement_pairs"],
             buckets=args.buckets if isinstance(args.buckets, str) else list(args.buckets or DEFAULT_BUCKETS),

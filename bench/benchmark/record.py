@@ -98,7 +98,7 @@ class Measurement:
     load_avg_1min: list = field(default_factory=list)
     git_commit: str | None = None
     measured_clean: bool | None = None
-    measured: str | None = None
+    measured: list | str | None = None  # the source files that ran (a list); a str in records made before
     measured_digest: str | None = None
     timestamp: str | None = None
 

@@ -47,11 +47,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import frameworks
+from bench import config, frameworks, provenance
 from bench.benchmark import devices
 from bench.benchmark.measure import RssSampler, check_agreement, warm_up
 from bench.benchmark.flops import batch_flops, scheduled_flops
-from bench.config import filter_native_noise, quiet_frameworks
 from bench.datasets import load_dataset
 from shared.batching import (length_buckets, make_batches, make_sentence_batches, pair_length, padding_report,
                              sentence_pairs)
@@ -247,6 +246,7 @@ class Worker:
             "retraces_while_timed": after.traces - task.compile_after_warmup.traces,
             "peak_rss_bytes": task.rss.peak,
             "peak_mem_bytes": self.platform.device_peak_bytes() if self.spec.device == "gpu" else task.rss.peak,
+            "sources": provenance.loaded(),  # what this process ran, as the measurement ends
         }
         if task.host_syncs:
             out["host_syncs_per_batch"] = float(np.mean(task.host_syncs))
@@ -341,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     spec = WorkerSpec(**json.loads(Path(argv[0]).read_text()))
-    quiet_frameworks(spec.dtype, [spec.framework])  # before the framework is imported
-    filter_native_noise([spec.framework])
+    config.ENTRY_POINT = True  # this process's own stderr: the framework's native notices filtered out
+    config.quiet_frameworks(spec.dtype, [spec.framework])  # before the framework is imported
 
     def reply(message: dict) -> None:
         channel.write(json.dumps(message) + "\n")

@@ -38,7 +38,7 @@ import numpy as np
 from bench import frameworks
 from bench.errors import WorkFailed
 from bench.lock import lock_output
-from bench.provenance import provenance
+from bench.provenance import loaded, provenance
 from bench.records import append_record, read_records
 from bench.training.metrics import read_metrics
 
@@ -93,9 +93,9 @@ def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
     return chosen, replicas
 
 
-def run_one(args, framework: str, k: int, round_: int, out: Path, provenances: dict) -> dict:
-    """One ``bench train`` run; its record (what the report reads). ``provenances``: each framework's
-    provenance keys, taken as the command started (bench/provenance.py)."""
+def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
+    """One ``bench train`` run; its record (what the report reads), with the source files that ran: the
+    training run's (its "end" record) and this process's, which summarizes it (bench/provenance.py)."""
     folder = out / "runs" / f"{framework}-k{k}-r{round_}"
     argv = [sys.executable, "-m", "bench", "train", "--framework", framework, "--replicas", str(k),
             "--data", args.data, "--size", args.size, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
@@ -108,7 +108,8 @@ def run_one(args, framework: str, k: int, round_: int, out: Path, provenances: d
         raise WorkFailed(f"bench train --framework {framework} --replicas {k} failed: {tail}")
     record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size,
               "size": args.size, "data": args.data, "wall_s": wall, "load": os.getloadavg()[0],
-              "cpu_count": os.cpu_count(), **summarize(folder, args.warmup), **provenances[framework],
+              "cpu_count": os.cpu_count(), **summarize(folder, args.warmup),
+              **provenance(set(ran(folder)) | set(loaded())),
               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     for heavy in ("checkpoints", "model.npz", "best.npz"):  # the weights are not what this measures
         path = folder / heavy
@@ -117,6 +118,11 @@ def run_one(args, framework: str, k: int, round_: int, out: Path, provenances: d
         elif path.exists():
             path.unlink()
     return record
+
+
+def ran(folder: Path) -> list[str]:
+    """The source files a training run's processes ran, as its "end" records name them."""
+    return sorted({f for r in read_metrics(folder) if r.get("kind") == "end" for f in r["measured"]})
 
 
 def summarize(folder: Path, warmup: int) -> dict:
@@ -150,12 +156,11 @@ def cmd_scale(args: argparse.Namespace) -> int:
                 raise ValueError(f"{results} exists: choose another --out, or --report-only")
             lock.announce()  # going to run: a refused run says only why
             configs = [(f, k) for f in chosen for k in replicas]
-            provenances = {f: provenance("training", [frameworks.framework(f).package]) for f in chosen}
             for round_ in range(args.rounds):
                 shift = round_ % len(configs)
                 for framework, k in configs[shift:] + configs[:shift]:
                     print(f"round {round_ + 1}/{args.rounds}: {framework} --replicas {k}", file=sys.stderr, flush=True)
-                    append_record(results, run_one(args, framework, k, round_, out, provenances))
+                    append_record(results, run_one(args, framework, k, round_, out))
         finally:
             lock.release()
     text = render(read_records(results))

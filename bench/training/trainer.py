@@ -126,10 +126,6 @@ class Trainer:
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
         runner_options = dict(runner_options or {})
-        if "trainer" in frameworks.resolve(cfg.framework)[1]:
-            # An implementation the benchmark times with its framework's own optimizer (DyNet's trainers, in C++)
-            # trains here with the shared rules, whose state a checkpoint keeps and any framework resumes.
-            runner_options.setdefault("trainer", "shared")
         if cfg.replicas > 1:
             runner_options["replicas"] = cfg.replicas
         self.runner = frameworks.make_runner(cfg.framework, self.model.params, self.model.config, dtype=cfg.dtype,
@@ -221,6 +217,11 @@ class Trainer:
                     epoch_float = self.epoch + self.position / len(plan)
                     self._log_window(epoch_float, self.cfg.learning_rate(self.step - 1))
                     self._end_of_period(epoch_float)
+        except TrainingInterrupted:  # stopped after a step, its checkpoint written: this part ends here
+            self._end()
+            raise
+        else:
+            self._end()
         finally:
             self.metrics.close()
             self.progress.close()
@@ -274,22 +275,23 @@ class Trainer:
                                 "train_pairs": len(self.train_pairs), "dev_pairs": len(self.dev_pairs),
                                 "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total,
                                 "weights": int(sum(np.size(v) for v in model.params.values())),
-                                **self._provenance(), "timestamp": _now()})
+                                **machine(), "timestamp": _now()})
             self.progress.write(f"{len(self.train_pairs):,} training pairs, {self.steps_per_epoch:,} steps per epoch, "
                                 f"{self.total:,} steps; dev {len(self.dev_pairs):,} pairs; metrics -> "
                                 f"{self.metrics_file}")
         else:
             self.metrics.write({"kind": "resume", "step": self.step, "framework": cfg.framework,
                                 "framework_version": _framework_version(cfg.framework),
-                                "from": str(self.checkpoint.path), **self._provenance(), "timestamp": _now(),
+                                "from": str(self.checkpoint.path), **machine(), "timestamp": _now(),
                                 "skipped": [{"path": str(path), "reason": reason} for path, reason in self.skipped]})
             self.progress.write(f"resumed from {self.checkpoint.path} at step {self.step:,} "
                                 f"(epoch {self.epoch}, batch {self.position})")
 
-    def _provenance(self) -> dict:
-        """What this run (or its resumed part) measured, and on what (bench/provenance.py)."""
-        package = frameworks.framework(frameworks.resolve(self.cfg.framework)[0]).package
-        return {**provenance("training", [package]), **machine()}
+    def _end(self) -> None:
+        """The "end" record of this run or of its resumed part: what it ran, read as it ends (the source files
+        this process loaded, bench/provenance.py), and when."""
+        if self.writer:
+            self.metrics.write({"kind": "end", "step": self.step, **provenance(), "timestamp": _now()})
 
     def _train_step(self, plan: list, size: int | None, indices: np.ndarray) -> None:
         t0 = time.perf_counter()
