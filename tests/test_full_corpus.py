@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from tests.helpers import started
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -232,31 +233,29 @@ def test_loading_a_large_file_shows_progress_before_it_ends(tmp_path):
     data = tmp_path / "big.jsonl"
     data.write_text(line * 50_000)
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "bench", "data", "--data", str(data)], cwd=ROOT,
-                            env={**_env(), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=slave)
-    os.close(slave)
     try:
-        try:
-            first = os.read(master, 4096)  # waits for the first output on stderr
-        except OSError:  # EIO: the command ended without writing to it
-            first = b""
-        results_yet = select.select([proc.stdout], [], [], 0)[0]
-        running = proc.poll() is None
-        rest = b""
-        while True:  # drain the terminal until the command closes it
+        with started([sys.executable, "-m", "bench", "data", "--data", str(data)], cwd=ROOT,
+                     env={**_env(), "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE, stderr=slave) as proc:
+            os.close(slave)
             try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: no process holds the terminal any more
-                break
-            if not chunk:
-                break
-            rest += chunk
-        out = proc.stdout.read()
-        assert proc.wait() == 0, (first + rest).decode(errors="replace")
+                first = os.read(master, 4096)  # waits for the first output on stderr
+            except OSError:  # EIO: the command ended without writing to it
+                first = b""
+            results_yet = select.select([proc.stdout], [], [], 0)[0]
+            running = proc.poll() is None
+            rest = b""
+            while True:  # drain the terminal until the command closes it
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: no process holds the terminal any more
+                    break
+                if not chunk:
+                    break
+                rest += chunk
+            out = proc.stdout.read()
+            assert proc.wait() == 0, (first + rest).decode(errors="replace")
     finally:
         os.close(master)
-        if proc.poll() is None:
-            proc.kill()
     assert b"[read]" in first and running and not results_yet
     assert b"rows" in first
     assert b"rows/s" in first + rest

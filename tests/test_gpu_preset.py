@@ -17,6 +17,7 @@ import sys
 
 from bench.benchmark.plan import PRESETS
 from bench.records import read_records
+from tests.helpers import run
 
 HIDE = "import sys\nfor name in ('tensorflow', 'dynet'):\n    sys.modules[name] = None\n"
 
@@ -30,10 +31,8 @@ def test_the_gpu_preset_runs_one_quick_round_without_tensorflow_and_dynet(tmp_pa
     out = tmp_path / "run"
     # The device is the one flag changed for the CPU (gpu-host would refuse a machine without a GPU); one round of
     # inference at batch 1 in one length bucket keeps the Inductor builds to one shape per compiled variant.
-    done = subprocess.run([sys.executable, "-m", "bench", "run", "--preset", "gpu", "--quick", "--device", "cpu",
-                           "--rounds", "1", "--batch-sizes", "1", "--modes", "infer", "--buckets", "64",
-                           "--out", str(out)],
-                          env=env, capture_output=True, text=True, timeout=1200)
+    done = run([sys.executable, "-m", "bench", "run", "--preset", "gpu", "--quick", "--device", "cpu", "--rounds", "1",
+                "--batch-sizes", "1", "--modes", "infer", "--buckets", "64", "--out", str(out)], env=env)
     assert done.returncode == 0, done.stderr[-4000:]
     missing = [n for n in PRESETS["gpu"]["implementations"] if n.split("-")[0] in ("tensorflow", "dynet")]
     notes = [line for line in done.stderr.splitlines() if line.startswith("note: not installed")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.lock import FolderLock, FolderLocked, lock_output
-from tests.helpers import dead_holder
+from tests.helpers import dead_holder, started
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,31 +25,28 @@ time.sleep(60)
 """
 
 
-def start_holder(folder: Path) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder)], cwd=ROOT, stdout=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout.readline().strip() == "locked"
-    return proc
+@contextlib.contextmanager
+def holder_of(folder: Path):
+    """A process holding the folder's lock, for the block (tests/helpers.py's ``started``)."""
+    with started([sys.executable, "-c", HOLDER, str(folder)], cwd=ROOT, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout.readline().strip() == "locked"
+        yield proc
 
 
 def test_second_command_is_refused_with_the_holders_pid(tmp_path):
-    holder = start_holder(tmp_path)
-    try:
+    with holder_of(tmp_path) as holder:
         with pytest.raises(FolderLocked) as err:
             lock_output(tmp_path, "bench train --out X")
-        message = str(err.value)
-        assert f"process {holder.pid}" in message
-        assert "bench run --out X" in message and "started 20" in message
-        assert "\n" not in message
-    finally:
-        holder.kill()
-        holder.wait()
+    message = str(err.value)
+    assert f"process {holder.pid}" in message
+    assert "bench run --out X" in message and "started 20" in message
+    assert "\n" not in message
 
 
 def test_lock_of_a_killed_process_is_taken_over(tmp_path, capsys):
-    holder = start_holder(tmp_path)
-    os.kill(holder.pid, signal.SIGKILL)
-    holder.wait()
+    with holder_of(tmp_path) as holder:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
     lock = lock_output(tmp_path, "bench run --out X")
     try:
         assert lock.took_over["pid"] == holder.pid
@@ -79,19 +77,13 @@ time.sleep(60)
 def test_workers_do_not_inherit_the_lock(tmp_path):
     """A worker started while the lock is held (even with close_fds=False) must
     not keep the folder locked once the command that took the lock is gone."""
-    parent = subprocess.Popen([sys.executable, "-c", PARENT_WITH_WORKER, str(tmp_path)], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True)
-    worker_pid = int(parent.stdout.readline())
-    try:
+    with started([sys.executable, "-c", PARENT_WITH_WORKER, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                 text=True) as parent:  # the block's end kills the worker too: it is in the parent's group
+        worker_pid = int(parent.stdout.readline())
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
-        os.kill(worker_pid, 0)  # the worker is still alive (this test kills it below)...
+        os.kill(worker_pid, 0)  # the worker is still alive...
         FolderLock(tmp_path, "next").acquire().release()  # ...and the folder is free
-    finally:
-        try:
-            os.kill(worker_pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_a_folder_the_lock_made_goes_with_it_when_nothing_else_was_written(tmp_path):
@@ -144,9 +136,9 @@ def test_the_lock_file_removed_by_its_holder_is_never_held_twice(tmp_path, monke
 
 
 def test_taking_over_is_said_only_when_the_command_says_it_runs(tmp_path, capsys):
-    holder = start_holder(tmp_path)
-    os.kill(holder.pid, signal.SIGKILL)
-    holder.wait()
+    with holder_of(tmp_path) as holder:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
     lock = lock_output(tmp_path, "bench train --out X", announce=False)
     try:
         assert capsys.readouterr().err == ""

@@ -23,17 +23,16 @@ from shared.batching import make_pair_batch
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32, max_abs_err
 from shared.params import init_params, save_params
 from shared.snli import write_jsonl
-from tests.helpers import small_config_for
+from tests.helpers import run, small_config_for
 from tests import toy_framework
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_bench(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+def run_bench(*args: str) -> subprocess.CompletedProcess:
     """``python -m bench ARGS`` from the repository root, with the toy plugin named."""
     env = {**os.environ, "SPINN_PLUGINS": toy_framework.PLUGIN, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=timeout)
+    result = run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
 
@@ -93,7 +92,7 @@ def test_benchmark_round(tmp_path):
     its worker process registering it from the inherited environment."""
     out = tmp_path / "run"
     run_bench("run", "--quick", "--implementations", f"{toy_framework.NAME},pytorch", "--modes", "infer",
-              "--batch-sizes", "1", "--rounds", "1", "--out", str(out), timeout=600)
+              "--batch-sizes", "1", "--rounds", "1", "--out", str(out))
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     measured = {r["implementation"] for r in records}
     assert {toy_framework.NAME, "pytorch"} <= measured, measured

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from shared.params import load_params
+from tests.helpers import HANG, run, started
 
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--framework", "pytorch", "--size", "small", "--num-pairs", "200", "--batch-size", "4", "--epochs", "2",
@@ -28,8 +29,7 @@ ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
 
 def _train(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", "train", *ARGS, "--out", str(out), *extra],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600)
+    return run([sys.executable, "-m", "bench", "train", *ARGS, "--out", str(out), *extra], cwd=ROOT, env=ENV)
 
 
 def _train_records(out: Path) -> list[dict]:
@@ -53,19 +53,15 @@ def straight(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("how", [signal.SIGINT], ids=["SIGINT"])  # SIGTERM takes the same handler
 def test_an_interrupted_run_checkpoints_and_resumes_to_the_same_weights(tmp_path, how, straight):
     out = tmp_path / "interrupted"
-    run = subprocess.Popen([sys.executable, "-m", "bench", "train", *ARGS, "--out", str(out)],
-                           cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with started([sys.executable, "-m", "bench", "train", *ARGS, "--out", str(out)], cwd=ROOT, env=ENV,
+                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as training:
         while not any(r.get("kind") == "train" for r in _train_records(out)):  # wait until it trains
-            assert run.poll() is None, run.communicate()
+            assert training.poll() is None, training.communicate()
             time.sleep(0.05)
-        run.send_signal(how)
-        _, err = run.communicate(timeout=300)
-    finally:
-        if run.poll() is None:
-            run.kill()
+        training.send_signal(how)
+        _, err = training.communicate(timeout=HANG)
     lines = [line for line in err.splitlines() if line.strip() and "rows read" not in line]  # loading's report aside
-    assert run.returncode == 130 and len(lines) == 1, err  # one line, no traceback
+    assert training.returncode == 130 and len(lines) == 1, err  # one line, no traceback
     assert lines[0].startswith(f"interrupted: {how.name} at step ") and "add --resume" in lines[0], err
     stopped = int(lines[0].split(" at step ")[1].split(";")[0].replace(",", ""))
     state = json.loads((out / "checkpoints" / f"step-{stopped:08d}" / "state.json").read_text())
