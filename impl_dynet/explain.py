@@ -32,9 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shared.batching import PairBatch
-from shared.explaining import (compare_row, encode_outcome, listing, row, secs, sentences_transitions,
-                               steps_with_work, timer)
+from shared.batching import PairBatch, sentences_transitions
+from shared.explaining import compare_row, encode_outcome, listing, row, secs, steps_with_work, timer
 from shared.params import ModelConfig
 
 MODES = ("gold", "predicted")

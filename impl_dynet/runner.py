@@ -82,7 +82,6 @@ class Runner(RunnerBase):
         self.device = resolve_device(device)
         self.autobatch = bool(autobatch)
         self.trainer = trainer
-        self._moved_in_dynet = False  # a native update moved DyNet's copy past self.params
         check_params(params, config)  # as given: an integer or non-finite array is named before any cast
         # The canonical weights, float32 copies: the optimizer's arrays and what get_params returns.
         self.params = {name: np.array(value, dtype=np.float32) for name, value in params.items()}
@@ -125,7 +124,6 @@ class Runner(RunnerBase):
             self.entropy_weight, autobatch=self.autobatch, dropout=self.dropout, seed=self.seed, step=self.steps)
         self.last_phases = timings
         self.steps += 1
-        self._moved_in_dynet = self.trainer == "native"
         return record
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
@@ -146,7 +144,6 @@ class Runner(RunnerBase):
         self.last_phases = timings
         self.last_host_syncs = 0  # gold mode
         self.steps += 1
-        self._moved_in_dynet = self.trainer == "native"
         return loss
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
@@ -165,7 +162,6 @@ class Runner(RunnerBase):
                              "an optimizer state (a checkpoint) needs trainer='shared'")
 
     def get_params(self) -> dict[str, np.ndarray]:
-        if self._moved_in_dynet:  # DyNet's copy, read back (a forget bias as (b - 1) + 1: convert.to_canonical)
-            self.params = convert.to_canonical(self.weights)
-            self._moved_in_dynet = False
+        if self.trainer == "native" and self.steps:  # DyNet's own updates moved its copy: read it back (a
+            self.params = convert.to_canonical(self.weights)  # forget bias as (b - 1) + 1: convert.to_canonical)
         return {name: value.copy() for name, value in self.params.items()}

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from shared.batching import sentences_transitions
 from shared.levels import class_arrays, doubling_runs, program_padding, width_classes
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
@@ -238,20 +239,18 @@ def host_schedule(batch, tracker: bool) -> tuple[dict | list, dict]:
     ``level_padding_pct`` (the percentage of computed Reduce rows that are
     padding), ``reduce_rows`` and ``tracker_rows`` (the rows each cell
     computes, padding included)."""
-    transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+    transitions = sentences_transitions(batch)
     N = np.shape(batch.premise_tokens)[1]
     if tracker:  # levels are steps: T of them, each Reduce on its width class
         S, T = transitions.shape
         levels, sched = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
         classes = width_classes(S)
         computed = sum(classes[k] for k in levels["cls"])
-        padding = 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
         tracker_rows = levels["active"].size  # the tracker on A rows at each of the T steps
     else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
         levels, sched = doubling_runs(transitions, N)
-        padding = program_padding(sched, levels[:-1])
         computed, tracker_rows = sum(run["left"].size for run in levels[:-1]), 0
-    return levels, {"levels": sched.n_levels, "level_padding_pct": 100.0 * padding,
+    return levels, {"levels": sched.n_levels, "level_padding_pct": 100.0 * program_padding(sched, computed),
                     "reduce_rows": computed, "tracker_rows": tracker_rows}
 
 

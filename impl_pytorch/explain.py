@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from impl_pytorch.runner import Runner
-from shared.explaining import (best_of, compare_row, encode_outcome, listing, row, secs, sentences_transitions,
-                               steps_with_work, timer)
+from shared.batching import sentences_transitions
+from shared.explaining import best_of, compare_row, encode_outcome, listing, row, secs, steps_with_work, timer
 from shared.params import ModelConfig
 
 MODES = ("gold", "predicted")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from shared.batching import sentences_transitions
 from shared.levels import RAGGED_ARRAYS, ragged_arrays
 from shared.parsing import SentenceParses
 
@@ -152,7 +153,7 @@ def host_schedule(batch, tracker: bool) -> tuple[tuple[np.ndarray, ...], dict]:
     levels, each its own width), and what they compute: ``levels``,
     ``level_padding_pct`` (0: nothing is padded), ``reduce_rows`` and
     ``tracker_rows`` (the rows each cell computes)."""
-    transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+    transitions = sentences_transitions(batch)
     levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], tracker)
     return level_inputs(levels), {"levels": sched.n_levels, "level_padding_pct": 0.0,
                                   "reduce_rows": len(levels["left"]), "tracker_rows": len(levels["active"])}

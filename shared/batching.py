@@ -91,13 +91,8 @@ class PairBatch:
 
     def to_dict(self) -> dict[str, np.ndarray]:
         """The five arrays by name (no pair ids), e.g. for ``np.savez``."""
-        return {
-            "premise_tokens": self.premise_tokens,
-            "premise_transitions": self.premise_transitions,
-            "hypothesis_tokens": self.hypothesis_tokens,
-            "hypothesis_transitions": self.hypothesis_transitions,
-            "labels": self.labels,
-        }
+        names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions", "labels")
+        return {name: getattr(self, name) for name in names}
 
     def select(self, idx: Sequence[int] | np.ndarray) -> "PairBatch":
         """The sub-batch of rows ``idx`` (indices or a boolean mask), same N and T."""
@@ -107,6 +102,12 @@ class PairBatch:
         idx = idx.astype(np.int64).reshape(-1)
         arrays = {name: array[idx] for name, array in self.to_dict().items()}
         return PairBatch(**arrays, pair_ids=tuple(self.pair_ids[i] for i in idx))
+
+
+def sentences_transitions(batch) -> np.ndarray:
+    """<int32>[2B, T]: premises then hypotheses, as every implementation runs them (of a batch, or of the
+    parses a runner followed: both name them alike)."""
+    return np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
 
 
 def sentence_arrays(
@@ -420,8 +421,7 @@ def padding_report(batches: Sequence[PairBatch]) -> PaddingReport:
     shapes: set[tuple[int, int]] = set()
     for batch in batches:
         # Premise and hypothesis together: an implementation may run both sides as one batch.
-        loop_steps += 2 * batch.size * loop_length(np.concatenate([batch.premise_transitions,
-                                                                   batch.hypothesis_transitions]))
+        loop_steps += 2 * batch.size * loop_length(sentences_transitions(batch))
         for transitions, tokens in (
             (batch.premise_transitions, batch.premise_tokens),
             (batch.hypothesis_transitions, batch.hypothesis_tokens),

@@ -46,12 +46,6 @@ def batch_arrays(batch: PairBatch) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(getattr(batch, name), dtype=np.int32) for name in names)
 
 
-def sentences_transitions(batch: PairBatch) -> np.ndarray:
-    """<int32>[2B, T]: premises then hypotheses, as every implementation runs them
-    (of a batch, or of the parses a runner followed: both name them alike)."""
-    return np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
-
-
 def steps_with_work(transitions: np.ndarray) -> int:
     """The steps of <int>[S, T] transitions where some sentence is not PAD:
     the steps a define-by-run loop does work in."""

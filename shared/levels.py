@@ -301,9 +301,8 @@ def program_arrays(transitions, N: int, tracker: bool, level_multiple: int = LEV
     return out, sched
 
 
-def program_padding(sched: Schedule, runs: list[dict[str, np.ndarray]]) -> float:
-    """Share of the Reduce rows a program computes on ``runs`` that are padding."""
-    computed = sum(run["left"].size for run in runs)
+def program_padding(sched: Schedule, computed: int) -> float:
+    """Share of the ``computed`` Reduce rows of a program running ``sched`` that are padding."""
     return 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
 
 

@@ -186,7 +186,7 @@ def test_levels_view_shows_the_schedule_each_runner_feeds_and_its_loop_body(caps
     widths each levels Runner runs per level, and positive loop-body counts."""
     from bench.explain.batches import make_batches
     from bench.explain.report import run as run_view
-    from shared.explaining import sentences_transitions
+    from shared.batching import sentences_transitions
     from shared.levels import class_arrays, doubling_runs, schedule_by_height, schedule_by_step, width_classes
 
     args = parse_args(["--levels", "--batch-size", "3", "--shape", "random", "--length", "6"] + TINY)

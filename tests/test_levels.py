@@ -99,7 +99,7 @@ def test_doubling_runs_cover_the_schedule_with_its_own_widths():
         used = [lv.used for lv in sched.levels[start:start + run["left"].shape[0]]]
         assert run["left"].shape[1] == round_width(max(used), (2, 4))
     assert len(set(runs[-1]["roots"])) == len(rows)
-    assert 0 <= program_padding(sched, runs[:-1]) < 1
+    assert 0 <= program_padding(sched, sum(run["left"].size for run in runs[:-1])) < 1
     assert schedule_by_height(tr, 9, (2, 4)).n_levels == sched.n_levels
 
 

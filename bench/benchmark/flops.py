@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.batching import loop_length
+from shared.batching import loop_length, sentences_transitions
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT
 
@@ -48,7 +48,7 @@ def masked_flops(config: ModelConfig, batch) -> int:
     sentence runs the tracker and a composition, used or not (its masks keep
     the results of the real ones only). Compare with :func:`batch_flops`,
     which counts only the steps that act."""
-    transitions = np.concatenate([batch.premise_transitions, batch.hypothesis_transitions])
+    transitions = sentences_transitions(batch)
     tracker, reduce = _step_flops(config)
     real = sentence_flops(config, transitions)
     real_loop = int(np.sum(transitions != PAD)) * tracker + int(np.sum(transitions == REDUCE)) * reduce

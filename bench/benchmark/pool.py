@@ -42,8 +42,8 @@ class WorkerHandle:
         self.scratch.mkdir(parents=True)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.benchmark.worker", str(spec_path), str(self.scratch)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**worker_env(spec.dtype, [spec.framework]), **spec.env}, text=True,
-            bufsize=1)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+            env={**worker_env(spec.dtype, [spec.framework]), **spec.env})
         self.ready: dict | None = None  # the worker's first reply: device, versions, workload
         self.failed: str | None = None  # why this worker is out of the run
 

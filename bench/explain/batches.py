@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.config import model_config as sized_config
-from shared.batching import PairBatch, make_pair_batch
-from shared.explaining import sentences_transitions
+from shared.batching import PairBatch, make_pair_batch, sentences_transitions
 from shared.params import ModelConfig
 from shared.snli import SAMPLE_PATH, Pair, read_snli
 from shared.synthetic import random_transitions, shaped_pairs

@@ -23,7 +23,7 @@ import importlib
 from bench import frameworks
 from bench.explain.arguments import format_header, result_header
 from bench.explain.batches import make_batches, model_config, summary
-from shared.explaining import sentences_transitions
+from shared.batching import sentences_transitions
 from shared.levels import schedule
 from shared.params import init_params
 

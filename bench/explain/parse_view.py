@@ -22,7 +22,7 @@ import numpy as np
 from bench import frameworks
 from bench.explain.arguments import chosen_frameworks, format_header, result_header
 from bench.explain.batches import make_batches, model_config, summary
-from shared.explaining import sentences_transitions
+from shared.batching import sentences_transitions
 from shared.params import init_params
 from shared.transitions import PAD, REDUCE, SHIFT
 
