@@ -187,7 +187,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
 def cmd_data(args: argparse.Namespace) -> int:
     from bench.benchmark.flops import batch_flops, masked_flops
     from bench.config import preset
-    from shared.batching import make_batches, make_sentence_batches, padding_report, sentence_order
+    from shared.batching import make_batches, make_sentence_batches, sentence_order
+    from shared.padding import padding_report
     from shared.params import ModelConfig
     from shared.stats import dataset_stats, format_stats
     from shared.vocab import Vocabulary

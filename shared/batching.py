@@ -25,12 +25,12 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from shared.snli import Pair
-from shared.transitions import PAD, SHIFT, Sentence
+from shared.transitions import PAD, Sentence
 from shared.vocab import PAD_ID, Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -38,6 +38,20 @@ logger = logging.getLogger(__name__)
 # Token-count boundaries N. A sentence longer than the last boundary gets N
 # rounded up to a multiple of it, so the number of shapes stays small.
 DEFAULT_BUCKETS = (8, 16, 32, 64)
+
+
+class BatchArrays(NamedTuple):
+    """A batch as a framework's training and inference functions take it (their ``batch`` argument): the five
+    arrays of a PairBatch by its names, NumPy int32 (PyTorch and DyNet read the transitions on the host) or
+    the framework's own device arrays (TensorFlow, JAX: a nest and a pytree), and ``levels``, the host's level
+    schedule of the batch for the families that run one (shared/levels.py), else ()."""
+
+    premise_tokens: object
+    premise_transitions: object
+    hypothesis_tokens: object
+    hypothesis_transitions: object
+    labels: object
+    levels: object = ()
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: arrays have no single truth value
@@ -89,10 +103,14 @@ class PairBatch:
         """T, the padded transition count (premise and hypothesis alike)."""
         return self.premise_transitions.shape[1]
 
+    def arrays(self) -> BatchArrays:
+        """The five arrays (no pair ids), as the frameworks' functions take them."""
+        return BatchArrays(self.premise_tokens, self.premise_transitions, self.hypothesis_tokens,
+                           self.hypothesis_transitions, self.labels)
+
     def to_dict(self) -> dict[str, np.ndarray]:
         """The five arrays by name (no pair ids), e.g. for ``np.savez``."""
-        names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions", "labels")
-        return {name: getattr(self, name) for name in names}
+        return dict(zip(BatchArrays._fields[:5], self.arrays()))
 
     def select(self, idx: Sequence[int] | np.ndarray) -> "PairBatch":
         """The sub-batch of rows ``idx`` (indices or a boolean mask), same N and T."""
@@ -380,69 +398,3 @@ def make_sentence_batches(pairs: Sequence[Pair], vocab: Vocabulary, batch_size: 
         order = np.random.default_rng(seed).permutation(len(batches))
         batches = [batches[i] for i in order]
     return batches
-
-
-@dataclass
-class PaddingReport:
-    """How much of a list of batches is padding (premise and hypothesis together)."""
-
-    real_steps: int  # SHIFT/REDUCE slots
-    padded_steps: int  # PAD slots
-    total_steps: int  # all transition slots, 2 * sum(B * T)
-    waste: float  # padded_steps / total_steps: the fraction of steps that do no work
-    loop_steps: int  # the slots of a loop that stops at each batch's last real step: 2 * sum(B * T_real)
-    loop_waste: float  # the PAD share of those: what a loop that stops early still runs for nothing
-    real_tokens: int  # tokens actually present (one SHIFT each)
-    token_slots: int  # 2 * sum(B * N)
-    num_batches: int
-    shapes: list[tuple[int, int]]  # sorted distinct (N, T): one trace each when compiled
-
-    def __str__(self) -> str:
-        shapes = " ".join(f"({n},{t})" for n, t in self.shapes)
-        return (
-            f"{self.num_batches:,} batches; transition slots {self.real_steps:,} real of "
-            f"{self.total_steps:,} ({self.waste:.1%} PAD; {self.loop_waste:.1%} in a loop that stops at each "
-            f"batch's last real step); token slots {self.real_tokens:,} real of "
-            f"{self.token_slots:,}; shapes (N,T): {shapes}"
-        )
-
-
-def loop_length(transitions: np.ndarray) -> int:
-    """T_real of ``transitions`` <int>[S, T]: one past the last step that is
-    not PAD in any row, the steps a loop that stops after the batch's last
-    real step runs (0 when every step is PAD)."""
-    acting = (np.asarray(transitions) != PAD).any(axis=0)
-    return int(np.flatnonzero(acting).max(initial=-1)) + 1
-
-
-def padding_report(batches: Sequence[PairBatch]) -> PaddingReport:
-    """Count real and padded slots over ``batches``."""
-    real_steps = total_steps = real_tokens = token_slots = loop_steps = 0
-    shapes: set[tuple[int, int]] = set()
-    for batch in batches:
-        # Premise and hypothesis together: an implementation may run both sides as one batch.
-        loop_steps += 2 * batch.size * loop_length(sentences_transitions(batch))
-        for transitions, tokens in (
-            (batch.premise_transitions, batch.premise_tokens),
-            (batch.hypothesis_transitions, batch.hypothesis_tokens),
-        ):
-            real_steps += int(np.count_nonzero(transitions != PAD))
-            total_steps += transitions.size
-            # Count tokens by SHIFTs, not by non-zero ids: a literal "<pad>"
-            # word in the text would also have id 0.
-            real_tokens += int(np.count_nonzero(transitions == SHIFT))
-            token_slots += tokens.size
-        shapes.add((batch.num_tokens, batch.num_steps))
-    padded_steps = total_steps - real_steps
-    return PaddingReport(
-        real_steps=real_steps,
-        padded_steps=padded_steps,
-        total_steps=total_steps,
-        waste=padded_steps / total_steps if total_steps else 0.0,
-        loop_steps=loop_steps,
-        loop_waste=(loop_steps - real_steps) / loop_steps if loop_steps else 0.0,
-        real_tokens=real_tokens,
-        token_slots=token_slots,
-        num_batches=len(batches),
-        shapes=sorted(shapes),
-    )

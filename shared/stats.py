@@ -12,7 +12,8 @@ import math
 from collections import Counter
 from typing import Callable, Sequence
 
-from shared.batching import PairBatch, padding_report
+from shared.batching import PairBatch
+from shared.padding import padding_report
 from shared.snli import LABELS, NO_LABEL, LoadReport, Pair
 from shared.transitions import build_tree, max_stack_depth, tree_depth
 

@@ -16,12 +16,12 @@ from shared.batching import (
     make_batches,
     make_pair_batch,
     make_sentence_batches,
-    padding_report,
     pair_length,
     plan_batches,
     sentence_arrays,
     sentence_pairs,
 )
+from shared.padding import padding_report
 from shared.snli import NO_LABEL, Pair
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, check_transitions, parse, plain_transitions
 from shared.vocab import PAD_ID, UNK_ID, Vocabulary

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.batching import loop_length, sentences_transitions
+from shared.batching import sentences_transitions
+from shared.padding import loop_length
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT
 

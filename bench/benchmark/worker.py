@@ -52,8 +52,8 @@ from bench.benchmark import devices
 from bench.benchmark.measure import RssSampler, check_agreement, warm_up
 from bench.benchmark.flops import batch_flops, scheduled_flops
 from bench.datasets import load_dataset
-from shared.batching import (length_buckets, make_batches, make_sentence_batches, pair_length, padding_report,
-                             sentence_pairs)
+from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
+from shared.padding import padding_report
 from shared.parsing import uniforms_for
 from shared.params import ModelConfig, init_params
 from shared.vocab import Vocabulary
