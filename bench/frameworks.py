@@ -38,6 +38,9 @@ AUTOBATCH = "per-sentence code + autobatching"  # the model for one sentence, ba
 # The batch's trees scheduled on the host into levels (shared/levels.py): one batched Reduce per level, gold only.
 LEVELS = "host-scheduled levels"
 ALGORITHMS = (LISTS, MASKED, VMAP, AUTOBATCH, LEVELS)
+# The module that holds a family in every package that implements it (impl_<framework>/<module>.py, its SPINN),
+# and the runner option that picks it (algorithm=<module>): diff two of them to see what a framework forces.
+FAMILY_MODULES = {LISTS: "lists", MASKED: "masked", VMAP: "vmap", AUTOBATCH: "autobatch", LEVELS: "levels"}
 PADDING = ("arrays", "loop", "none")  # Implementation.padding
 
 
@@ -163,11 +166,12 @@ register(Framework(
         # The same with Inductor's CUDA graphs: each compiled step one graph replay on a GPU (on a CPU, as above).
         Implementation("pytorch-cudagraphs", MASKED,
                        {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"}, opt_in=True),
+        # The trees scheduled on the host into levels (shared/levels.py), eager: one batched Reduce per level,
+        # gathers and appends (what TorchFold and DGL's Tree-LSTM do); gold transitions only.
+        Implementation("pytorch-levels", LEVELS, {"algorithm": "levels"}, eager=True, opt_in=True, padding="none"),
     ),
     not_built={VMAP: "not built: torch.func.vmap could batch a per-sentence loop only if it branched by masks, "
-                     "never by a Python if on the data",
-               LEVELS: "not built: the lists loop already runs each step on its active rows; a level schedule "
-                       "is built where a compiled program wants fixed index arrays"},
+                     "never by a Python if on the data"},
 ))
 
 register(Framework(

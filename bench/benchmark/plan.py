@@ -68,8 +68,8 @@ PRESETS = {
     # and DyNet's autobatching, at the batch sizes its targets name (results/cpu-levels; with --model treelstm,
     # results/cpu-levels-treelstm; docs/host-scheduled-levels.md).
     "levels": {
-        "implementations": ["pytorch", "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax", "jax-levels",
-                            "dynet", "dynet-depth"],
+        "implementations": ["pytorch", "pytorch-levels", "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax",
+                            "jax-levels", "dynet", "dynet-depth"],
         "batch_sizes": [1, 128], "modes": ["infer", "train"], "transitions": ["gold"],
     },
 }
