@@ -14,7 +14,7 @@ import tensorflow as tf
 from shared.params import ModelConfig
 
 from .cells import _Linear
-from .model import SPINN
+from .masked import SPINN
 
 
 class _Embedding(tf.Module):

@@ -38,7 +38,7 @@ from shared.levels import RAGGED_ARRAYS, ragged_arrays
 from shared.parsing import SentenceParses
 
 from .classifier import SNLIClassifier
-from .model import SPINN
+from .masked import SPINN
 
 LEVEL_INPUTS = [tf.TensorSpec([None], tf.int32)] * len(RAGGED_ARRAYS)
 

@@ -54,10 +54,10 @@ from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed, check_mode, split_pairs
 
 from . import convert, reinforce, train
-from .eager import EagerClassifier
+from .lists import EagerClassifier
 from .levels import LEVEL_INPUTS, LevelClassifier, host_schedule
 from .classifier import SNLIClassifier
-from .model import MEMORIES
+from .masked import MEMORIES
 from .replicas import _replica_strategy, replica_train_step
 from .traced import Traced, Untraced
 

@@ -41,7 +41,7 @@ from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .classifier import SNLIClassifier
-from .model import SPINN, _choice_scores
+from .masked import SPINN, _choice_scores
 
 
 @dataclass
