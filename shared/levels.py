@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.transitions import PAD, REDUCE, SHIFT
+from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
 
 DEFAULT_WIDTHS = (8, 16, 32, 64, 128, 256, 512)
 
@@ -106,13 +106,13 @@ def _simulate(transitions: np.ndarray, N: int):
             elif op == REDUCE:
                 right, left = stack.pop(), stack.pop()
                 node = ("node", s, len(reduces))
-                height[node] = 1 + max(height[left], height[right])
                 reduces.append((t, left, right, node))
                 stack.append(node)
             elif op != PAD:
                 raise ValueError(f"sentence {s}: unknown transition {op} at step {t}")
         if len(stack) != 1:
             raise ValueError(f"sentence {s}: ends with {len(stack)} items on the stack, not 1")
+        height.update((node, h) for (_, _, _, node), h in zip(reduces, reduce_heights([int(op) for op in row])))
         out.append((reduces, height, stack[0]))
     return out
 

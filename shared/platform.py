@@ -164,6 +164,20 @@ class Platform:
         waits for the result (the dense matmul peak is timed with it)."""
         return lambda: a @ b
 
+    def matmuls(self, pairs: list[tuple[np.ndarray, np.ndarray]], device: str) -> Callable[[], object] | None:
+        """A zero-argument function that multiplies every ``a @ b`` of ``pairs`` in order, with the
+        framework's eager routine on ``device``, the operands placed there first, and waits for the last (a
+        batch's limit is timed with it: bench/benchmark/limit.py); None where the framework has no eager
+        routine worth timing for it (its per-shape compilation would cost more than the products). This
+        default is NumPy's, on the host."""
+        if device != "cpu":
+            return None
+
+        def run():
+            for a, b in pairs:
+                a @ b
+        return run
+
     # -- compilation cache ----------------------------------------------------
 
     def enable_compilation_cache(self, path: str) -> None:

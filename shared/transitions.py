@@ -226,6 +226,21 @@ def tree_depth(tree: Tree) -> int:
     return best
 
 
+def reduce_heights(transitions: Sequence[int]) -> list[int]:
+    """The height of each REDUCE's node, in order (its leaves are height 0, a node 1 + its taller child): the
+    level at which a schedule by tree height can compute it, no earlier."""
+    stack: list[int] = []
+    heights = []
+    for op in transitions:
+        if op == SHIFT:
+            stack.append(0)
+        elif op == REDUCE:
+            right, left = stack.pop(), stack.pop()
+            heights.append(1 + max(left, right))
+            stack.append(heights[-1])
+    return heights
+
+
 def max_stack_depth(transitions: Sequence[int]) -> int:
     """The most items the stack ever holds while running these transitions."""
     depth = best = 0

@@ -212,13 +212,48 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
             numbers["round_load"].append(reply["load_avg_1min"])
             numbers["round_cpu_share"].append(reply["cpu_s"] / reply["wall_s"])
         progress.update(1)
+    limits = _limits(pool, prepared, name, run["rounds"] * per_round, progress, label)
     for worker in list(prepared):
+        prepared[worker]["limit"] = limits.get(worker.ready["device"])
         reply = pool.ask(worker, "finish", key=name)
         if reply is None:
             del prepared[worker]
             continue
         prepared[worker].update(reply, batches_per_round=per_round)
     return prepared
+
+
+def _limits(pool: WorkerPool, prepared: dict, name: str, stop: int, progress: Progress, label: str) -> dict:
+    """device -> the limit of the batches the rounds timed (bench/benchmark/limit.py): per batch the fastest
+    time over the routines of one worker per framework on that device, and which routine each was."""
+    asked = {}
+    for worker in prepared:
+        asked.setdefault((worker.spec.framework, worker.ready["device"]), worker)
+    limits: dict[str, dict] = {}
+    for (_, device), worker in asked.items():
+        progress.status(f"{label}: {worker.name} times the limit (the batches' useful products alone)")
+        reply = pool.ask(worker, "limit", key=name, stop=stop)
+        if reply is None:
+            continue
+        best = limits.setdefault(device, {"s": list(reply["s_per_batch"]), "by": list(reply["by"])})
+        for k, (seconds, by) in enumerate(zip(reply["s_per_batch"], reply["by"])):
+            if seconds < best["s"][k]:
+                best["s"][k], best["by"][k] = seconds, by
+    return limits
+
+
+def _limit_fields(n: dict, total: float) -> dict:
+    """The record's limit keys (docs/spec.md §6): the limit's pairs/s over the same timed batches, this
+    implementation's share of it, and the routine that took most of the limit's time."""
+    limit = n.get("limit")
+    if not limit:
+        return {}
+    seconds = float(np.sum(limit["s"]))
+    share: dict[str, float] = {}
+    for s, by in zip(limit["s"], limit["by"]):
+        share[by] = share.get(by, 0.0) + s
+    return {"limit_pairs_per_s": n["pairs"] / seconds, "limit_matmul": max(share, key=share.get),
+            "fraction_of_limit": seconds / total}
 
 
 def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device_peak, interleaved, args) -> dict:
@@ -249,6 +284,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         device_peak_flops_per_s=device_peak[1]["matmul_peak_flops_per_s"],
         device_peak_implementation=device_peak[0],
         useful_fraction_of_device_peak=useful / device_peak[1]["matmul_peak_flops_per_s"],
+        **_limit_fields(n, total),
         peak_mem_bytes=n["peak_mem_bytes"], peak_rss_bytes=n["peak_rss_bytes"],
         padding_waste=n["padding_waste"], padding_waste_arrays=n["padding_waste_arrays"],
         padding_waste_loop=n["padding_waste_loop"], batching=spec.batching, buckets=ready["buckets"],

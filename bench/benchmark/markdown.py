@@ -21,20 +21,25 @@ def _fmt_bytes(n) -> str:
 
 def format_table(records: list[Measurement]) -> str:
     """One Markdown row per record, grouped by device, mode, transitions and batch size."""
-    header = ("| device | mode | transitions | batch | implementation | pairs/s | step median (ms) | p10-p90 (ms) "
-              "| compile (s) | traces | useful GFLOP/s | % of device peak | peak memory | enc. err | logit err "
-              "| PAD % |")
+    header = ("| device | mode | transitions | batch | implementation | pairs/s | % of limit | step median (ms) "
+              "| p10-p90 (ms) | compile (s) | traces | useful GFLOP/s | % of device peak | peak memory | enc. err "
+              "| logit err | PAD % |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in sorted(records, key=Measurement.key):
         lines.append(
             f"| {r.device} | {r.mode} | {r.transitions} | {r.batch_size} | {r.implementation} "
-            f"| {r.pairs_per_s:,.1f} | {r.step_s_median * 1e3:,.1f} "
+            f"| {r.pairs_per_s:,.1f} | {_limit_cell(r)} | {r.step_s_median * 1e3:,.1f} "
             f"| {r.step_s_p10 * 1e3:,.1f}-{r.step_s_p90 * 1e3:,.1f} "
             f"| {r.compile_s:.2f} | {r.traces} | {r.useful_flops_per_s / 1e9:,.2f} "
             f"| {100 * device_fraction(r):.1f} "
             f"| {_fmt_bytes(r.peak_mem_bytes)} | {r.max_abs_err_encoding:.1e} "
             f"| {r.max_abs_err_logits:.1e} | {_padding_cell(r)} |")
     return "\n".join(lines)
+
+
+def _limit_cell(record: Measurement) -> str:
+    """Pairs/s as a share of the limit of the same batches (bench/benchmark/limit.py); "-" in runs made before."""
+    return "-" if record.fraction_of_limit is None else f"{100 * record.fraction_of_limit:.1f}"
 
 
 def _padding_cell(record: Measurement) -> str:

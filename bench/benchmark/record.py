@@ -71,6 +71,11 @@ class Measurement:
     device_peak_flops_per_s: float | None = None
     device_peak_implementation: str | None = None
     useful_fraction_of_device_peak: float | None = None
+    # The limit (bench/benchmark/limit.py): the same timed batches' useful products alone, on the run's fastest
+    # routine for the device; and this implementation's pairs/s as a share of it.
+    limit_pairs_per_s: float | None = None
+    limit_matmul: str | None = None
+    fraction_of_limit: float | None = None
     peak_mem_bytes: int | None = None
     peak_rss_bytes: int | None = None
     padding_waste: float | None = None  # the PAD share of the slots this implementation computes
@@ -135,7 +140,8 @@ class Measurement:
 
 
 _REQUIRED = ("implementation", "framework", "mode", "batch_size")
-_OPTIONAL = ("cached_compile", "host_syncs_per_batch", "phase_s_per_batch", "graph_per_batch")
+_OPTIONAL = ("cached_compile", "host_syncs_per_batch", "phase_s_per_batch", "graph_per_batch", "limit_pairs_per_s",
+             "limit_matmul", "fraction_of_limit")
 
 
 def load(paths: Iterable[str | os.PathLike]) -> list[Measurement]:

@@ -22,6 +22,8 @@ to stderr instead, so it cannot corrupt a reply). Requests:
   and return the per-batch seconds, with the CPU time the process got over
   the slice and the machine's load average; every worker gets the same
   slices, so a round compares the same work;
+* ``limit`` (key, stop): the limit of the batches the rounds timed (bench/benchmark/limit.py): their useful
+  products alone on the fastest routine of this process;
 * ``finish`` (key): retraces while timed, memory peak; the runner is dropped;
 * ``exit``.
 
@@ -48,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import config, frameworks, provenance
-from bench.benchmark import devices
+from bench.benchmark import devices, limit
 from bench.benchmark.measure import RssSampler, check_agreement, warm_up
 from bench.benchmark.flops import batch_flops, scheduled_flops
 from bench.datasets import load_dataset
@@ -236,6 +238,22 @@ class Worker:
         cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
         return {"times": times, "pairs": pairs, "flops": flops, "cpu_s": cpu_s, "wall_s": wall_s,
                 "load_avg_1min": os.getloadavg()[0]}
+
+    def limit(self, key: str, stop: int) -> dict:
+        """The limit of the batches the rounds timed under ``key`` (plan entries 0 .. stop - 1): for each, the
+        time of its useful products alone, back to back, on the fastest routine of this process (NumPy's,
+        and its framework's own where it has one: bench/benchmark/limit.py), and that routine's name."""
+        task = self.tasks[key]
+        distinct = list({id(batch): batch for batch in (task.plan[k % len(task.plan)] for k in range(stop))}.values())
+        routines = {"numpy": frameworks.platform(frameworks.REFERENCE.name)}
+        if type(self.platform).matmuls is not type(routines["numpy"]).matmuls:
+            routines[self.spec.framework] = self.platform
+        seconds, by = limit.time_batches({name: p for name, p in routines.items()
+                                          if p.matmuls([], self.spec.device) is not None},
+                                         self.spec.device, self.config, distinct, task.mode, self.spec.dtype)
+        index = {id(batch): k for k, batch in enumerate(distinct)}
+        ks = [index[id(task.plan[k % len(task.plan)])] for k in range(stop)]
+        return {"s_per_batch": [seconds[k] for k in ks], "by": [by[k] for k in ks]}
 
     def finish(self, key: str) -> dict:
         task = self.tasks.pop(key)
