@@ -46,3 +46,42 @@ def test_the_gpu_preset_runs_one_quick_round_without_tensorflow_and_dynet(tmp_pa
     compiled = [r for r in records if r["implementation"] in ("pytorch-compiled", "pytorch-cudagraphs")]
     assert len(compiled) == 2 and all(r["traces"] == 0 and r["compile_s"] == 0 for r in compiled)
     assert (out / "report.md").exists()
+
+
+def test_the_gpu_preset_fits_a_lent_machine_by_the_last_gpu_records(capsys):
+    """A lent GPU machine gives a command 10 minutes; the preset is planned to take under 8 by the estimate the
+    run makes from the last GPU run's records (bench/benchmark/estimate.py), its levels and limit included."""
+    from bench.cli import main
+
+    assert main(["run", "--preset", "gpu", "--estimate", "results/gpu-h100", "--out", "unused"]) == 0
+    said = capsys.readouterr().out
+    minutes, seconds = (int(word) for word in said.split()[2:5:2])  # "estimate: about M min S s, ..."
+    assert 60 * minutes + seconds < 8 * 60, said
+    assert {"pytorch-levels", "jax-levels"} <= set(PRESETS["gpu"]["implementations"])
+    assert "pytorch-levels: no record" in said  # estimated from its framework's records, and said so
+
+
+def test_the_estimate_counts_what_the_records_cost(tmp_path):
+    """Warm-up (the longer of compile and first calls, scaled to the planned shapes), timed rounds (scaled to the
+    planned rounds), the limit, the start-up and the time between measurements as the records' timestamps tell."""
+    from bench.benchmark.estimate import estimate
+    from bench.benchmark.plan import RunPlan
+    from bench.benchmark.record import Measurement
+
+    def record(name, mode, timestamp, **extra):
+        return Measurement.from_dict({"implementation": name, "framework": name.split("-")[0], "mode": mode,
+                                      "batch_size": 1, "transitions": "gold", "device": "gpu", "run_id":
+                                      "20261126T100000", "timestamp": timestamp, "rounds": 2, "batches_per_round": 3,
+                                      "round_step_s": [0.5, 0.5], "warmup_shapes": 2, **extra})
+
+    records = [record("pytorch", "infer", "2026-11-26T10:01:10+0000", compile_s=0.0, first_call_s=1.0),
+               record("jax", "infer", "2026-11-26T10:01:10+0000", compile_s=20.0, first_call_s=21.0),
+               record("pytorch", "train", "2026-11-26T10:01:45+0000", compile_s=0.0, first_call_s=2.0),
+               record("jax", "train", "2026-11-26T10:01:45+0000", compile_s=20.0, first_call_s=20.0)]
+    # infer: 1 + 3 + 21 + 3 = 28 s of the 70 s to its end: start-up 42; train: 2 + 3 + 20 + 3 = 28 of 35: 7 between.
+    plan = RunPlan(["pytorch", "jax"], [("infer", 1, "gold"), ("train", 1, "gold")], {}, rounds=4, round_time=0.4)
+    seconds, notes = estimate(plan, records, {("infer", 1): 1, ("train", 1): 2}, measure_cache=False)
+    warm = (1 + 21) / 2 + (2 + 20)  # the infer warm-ups for 1 of their 2 shapes
+    timed = 4 * 6  # 4 rounds of 3 batches of 0.5 s, each implementation, each measurement
+    limit = 2 * 2 * (4 * 6)  # each measurement: 1 routine per framework on a GPU, 4 passes of the fastest's 6 s
+    assert abs(seconds - (42 + warm + timed + limit + 7 + 7)) < 1e-6, (seconds, notes)

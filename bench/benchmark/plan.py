@@ -36,7 +36,7 @@ from bench.benchmark.worker import WorkerSpec
 from bench.config import preset
 from bench.datasets import add_data_arguments, load_dataset
 from bench.lock import lock_output
-from shared.batching import DEFAULT_BUCKETS, length_buckets, pair_length, plan_batches
+from shared.batching import DEFAULT_BUCKETS, length_buckets, make_batches, pair_length, plan_batches
 
 QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "decided_batch_sizes": [1, 8], "rounds": 3,
          "round_time": 0.05, "agreement_pairs": 8}
@@ -45,13 +45,16 @@ FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "decided_batch_sizes": [
 
 # Presets: what a run on a kind of machine should measure, as defaults of the flags (a flag given wins).
 PRESETS = {
-    # One call on a GPU machine, inside 10 minutes on an H100 (results/gpu-h100): the define-by-run baseline, the
-    # masked algorithm eager, compiled and compiled with CUDA graphs, the static graphs, and DyNet's CPU-only wheel
-    # on the host as the reference for automatic batching; large batches, where a GPU earns its keep.
+    # One call on a lent GPU machine (10 minutes a call, about 15 in all, start-up included), planned at under 8
+    # minutes on an H100 by the last GPU records (bench run --preset gpu --estimate results/gpu-h100): the
+    # define-by-run baseline, the masked algorithm eager, compiled and compiled with CUDA graphs, the host-scheduled
+    # levels, the static graphs where TensorFlow is installed, at batch 1 (launch-bound) and 1024 (where a GPU earns
+    # its keep), in two length buckets (four would double the compiled programs' warm-up at batch 1). DyNet's wheel
+    # has no CUDA: its automatic batching is measured in the CPU runs, and here when named.
     "gpu": {
-        "implementations": ["pytorch", "pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "tensorflow",
-                            "tensorflow-xla", "jax", "dynet"],
-        "device": "gpu-host", "batch_sizes": [1, 128, 1024], "modes": ["infer", "train"],
+        "implementations": ["pytorch", "pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "pytorch-levels",
+                            "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax", "jax-levels"],
+        "device": "gpu-host", "batch_sizes": [1, 1024], "buckets": [16, 64], "modes": ["infer", "train"],
         "transitions": ["gold"], "rounds": 5,
     },
     # The protocol of Table 2 of Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic
@@ -163,6 +166,9 @@ def register(sub) -> None:
                    help="turn on, in DIR, the persistent compilation cache of each measured framework whose "
                         "platform has one (off by default): a second run then loads compiled programs instead of "
                         "compiling them")
+    p.add_argument("--estimate", default=None, metavar="DIR",
+                   help="say how long the planned run would take, estimated from the records of an earlier run in "
+                        "DIR (its results.jsonl, e.g. results/gpu-h100), and exit without measuring")
     add_data_arguments(p)
     p.set_defaults(func=cmd_run)
 
@@ -313,6 +319,26 @@ def _check_batches(args, plan: RunPlan) -> None:
                              f"(fewer --buckets, or a smaller batch)")
 
 
+def planned_shapes(args, plan: RunPlan) -> dict[tuple[str, int], int]:
+    """(mode, batch size) -> how many batch shapes (N, T) its workers will warm up on, planned as they plan
+    their batches: what a compiling implementation compiles for."""
+    from shared.batching import make_sentence_batches
+    from shared.vocab import Vocabulary
+
+    dataset = load_dataset(argparse.Namespace(**_data(args, plan.defaults)))
+    vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True)
+    buckets = args.buckets or list(DEFAULT_BUCKETS)
+    if isinstance(buckets, str):
+        buckets = list(length_buckets([pair_length(p) for p in dataset.pairs], int(buckets.partition(":")[2])))
+    shapes = {}
+    for mode, batch_size in dict.fromkeys((mode, b) for mode, b, _ in plan.keys):
+        pairs = dataset.pairs if mode == "infer" else [p for p in dataset.pairs if p.label >= 0]
+        batches = make_sentence_batches(pairs, vocab, batch_size, buckets=buckets) if args.batching == "sentences" \
+            else make_batches(pairs, vocab, batch_size, buckets=buckets, drop_last=True)
+        shapes[mode, batch_size] = len({(b.num_tokens, b.num_steps) for b in batches})
+    return shapes
+
+
 def _data(args, defaults: dict) -> dict:
     """The bench.datasets arguments every worker loads its data with."""
     return {"data": args.data, "split": args.split,
@@ -359,6 +385,14 @@ def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[
 
 def cmd_run(args) -> int:
     plan = plan_run(args)  # refused here, before the folder is locked or a worker starts
+    if args.estimate:
+        from bench.benchmark.estimate import estimate, format_estimate
+        from bench.benchmark.record import load
+
+        seconds, notes = estimate(plan, load([args.estimate]), planned_shapes(args, plan),
+                                  measure_cache=not args.compilation_cache)
+        print(format_estimate(seconds, notes, args.estimate))
+        return 0
     out_dir = Path(args.out)
     lock = lock_output(out_dir, f"bench run --out {args.out}", announce=False)
     try:

@@ -1,0 +1,127 @@
+"""How long a planned run will take, estimated from an earlier run's records (``bench run --estimate DIR``).
+
+A lent GPU machine gives a command 10 minutes; a run that does not fit is cut
+off before its last measurements. The records of an earlier run on such a
+machine say what each measurement cost there, so a plan can be checked before
+it starts. For each planned measurement and implementation:
+
+* its warm-up: the longer of the record's ``compile_s`` and ``first_call_s``
+  (they overlap where compiling happens inside the first calls), plus the
+  train step compiled again from a persistent cache where the plan measures
+  that (``cached_compile``);
+* its timed rounds: the record's per-round step times times its batches per
+  round, scaled to the plan's rounds;
+* the limit (bench/benchmark/limit.py), timed by one worker per framework on
+  the same batches: at most its repeats, plus a warm-up, of the fastest
+  implementation's timed batches (the limit is faster than any of them);
+
+an implementation without a record there is estimated from the costliest
+record of its framework at the same measurement (and said so), one whose
+framework has none is left out (and said so); each measurement adds what the
+earlier run spent between its records beyond their costs (the parent's
+bookkeeping, its workers' finishing), and the run its start-up (workers,
+agreement checks, matmul peaks), read from the records where they tell it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import datetime
+
+from bench import frameworks
+from bench.benchmark import limit
+from bench.benchmark.record import Measurement
+
+START_UP_S = 60.0  # where the records cannot tell it: workers started, agreement checked, peaks measured
+BETWEEN_S = 5.0  # where they cannot tell it either: per measurement, beyond the implementations' own costs
+
+
+def _cost(r: Measurement, rounds: int, cached: bool, shapes: int | None = None) -> tuple[float, float]:
+    """(warm-up seconds, timed seconds at ``rounds`` rounds) of one record; its warm-up scaled to ``shapes``
+    batch shapes where the plan has another number of them."""
+    warm = max(r.compile_s, r.first_call_s) + ((r.cached_compile or {}).get("compile_s", 0.0) if cached else 0.0)
+    if shapes and r.warmup_shapes:
+        warm *= shapes / r.warmup_shapes
+    timed = sum(r.round_step_s) * r.batches_per_round * rounds / max(r.rounds or len(r.round_step_s), 1)
+    return warm, timed
+
+
+def _time(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
+
+
+def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
+    """(start-up, seconds between measurements) as the earlier run spent them, where its records tell: a
+    measurement's records are written when it ends, so from one measurement's end to the next the run spent the
+    next one's costs and its bookkeeping; from a run's start (its run_id) to its first end, the start-up too."""
+    said = []
+    groups: dict[tuple, list[Measurement]] = {}
+    for r in records:
+        if r.timestamp and r.run_id:
+            groups.setdefault((r.run_id, r.mode, r.batch_size, r.transitions), []).append(r)
+    ends = sorted(((max(_time(r.timestamp) for r in rs), rs) for rs in groups.values()), key=lambda e: e[0])
+    gaps = []
+    for (previous, before), (end, rs) in zip(ends[:-1], ends[1:]):
+        if before[0].run_id == rs[0].run_id:
+            gap = (end - previous).total_seconds() - sum(sum(_cost(r, r.rounds, True)) for r in rs)
+            if 0 <= gap < 600:
+                gaps.append(gap)
+    between = statistics.median(gaps) if gaps else BETWEEN_S
+    if not gaps:
+        said.append(f"between measurements: {BETWEEN_S:g} s each (the records do not say)")
+    start_up = -1.0
+    if ends:
+        end, first = ends[0]
+        try:
+            started = datetime.strptime(first[0].run_id + "+0000", "%Y%m%dT%H%M%S%z")
+            start_up = (end - started).total_seconds() - sum(sum(_cost(r, r.rounds, True)) for r in first)
+        except ValueError:
+            pass
+    if not 0 <= start_up < 1800:  # a resumed run's id is its second part's start, after its first records
+        start_up = START_UP_S
+        said.append(f"start-up: {START_UP_S:g} s (the records do not say)")
+    return start_up, between, said
+
+
+def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool) -> tuple[float, list[str]]:
+    """(seconds, notes): what the planned run (bench/benchmark/plan.py's RunPlan) would take, by ``records``;
+    ``shapes``: (mode, batch size) -> the planned batch shapes (plan.py's planned_shapes)."""
+    start_up, between, notes = _bookkeeping(records)
+    total, counted = 0.0, set()
+    missing: dict[str, str] = {}  # implementation -> how it was counted where it has no record
+    keyed = {(r.implementation, r.mode, r.batch_size, r.transitions): r for r in records}
+    for key in plan.keys:
+        mode, batch_size, transitions = key
+        timed_min = None
+        routines = {}
+        for name in plan.names:
+            framework = frameworks.resolve(name)[0]
+            r = keyed.get((name, *key))
+            if r is None:
+                kin = [rec for (other, *k), rec in keyed.items() if tuple(k) == key
+                       and frameworks.resolve(other)[0] == framework]
+                alike = [rec for rec in kin if (rec.implementation in frameworks.EAGER) == (name in frameworks.EAGER)]
+                kin = alike or kin  # an eager one costs as the eager ones do: nothing to compile
+                if not kin:
+                    missing[name] = f"no record of {framework} there: not counted"
+                    continue
+                r = max(kin, key=lambda rec: sum(_cost(rec, plan.rounds, measure_cache)))
+                missing.setdefault(name, f"no record: counted as the costliest {framework} implementation "
+                                         f"{'that compiles nothing' if name in frameworks.EAGER else 'that compiles'}")
+            counted.add(name)
+            warm, timed = _cost(r, plan.rounds, measure_cache and mode == "train" and transitions == "gold",
+                                shapes.get((mode, batch_size)))
+            total += warm + timed
+            timed_min = timed if timed_min is None else min(timed_min, timed)
+            routines[framework] = 1 if r.device == "gpu" else 2  # the framework's own routine, and NumPy's on a CPU
+        if timed_min is not None:
+            total += (limit.REPEATS + 1) * timed_min * sum(routines.values()) + between
+    # Each worker starts, checks its agreement and times its peak before the first measurement.
+    total += start_up * len(counted) / max(len({r.implementation for r in records}), 1)
+    return total, notes + [f"{name}: {how}" for name, how in missing.items()]
+
+
+def format_estimate(seconds: float, notes: list[str], folder: str) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    lines = [f"estimate: about {minutes} min {secs} s, by the records of {folder}"]
+    return "\n".join(lines + [f"  {note}" for note in notes])
