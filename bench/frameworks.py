@@ -16,10 +16,13 @@ names a framework: the benchmark, the report's algorithm × framework matrix,
 ``explain``'s order and the commands' choices are all read from here.
 
 Frameworks are imported lazily, only when asked for, so a user with one
-framework installed can use that one. A module named in the environment
-variable ``SPINN_PLUGINS`` (comma-separated) is imported when this registry
-is, so it can :func:`register` a framework of its own in every process,
-benchmark workers included (the tests register a throwaway one this way).
+framework installed can use that one. A framework of another package is a
+plugin: a module that calls :func:`register`, named in the environment
+variable ``SPINN_PLUGINS`` (comma-separated) or declared by an installed
+package in the entry-point group ``spinn_suite.frameworks``; every plugin is
+imported when this registry is, so its framework is measured, explained and
+checked (``bench conform``) like the built-in ones, in every process,
+benchmark workers included (docs/runner-interface.md walks through one).
 """
 
 from __future__ import annotations
@@ -339,5 +342,42 @@ def configure_process(names=None, dtype: str = "float32") -> dict[str, dict[str,
     return {"defaults": defaults, "forced": forced}
 
 
-for _plugin in filter(None, (m.strip() for m in os.environ.get("SPINN_PLUGINS", "").split(","))):
-    importlib.import_module(_plugin)
+# ---------------------------------------------------------------------------
+# Frameworks from other packages
+# ---------------------------------------------------------------------------
+
+ENTRY_POINTS = "spinn_suite.frameworks"  # the entry-point group a package declares its framework's module in
+
+
+class PluginError(ImportError):
+    """A plugin failed to import, or registered a name that exists (the message says which, in one line)."""
+
+
+def _load_plugins() -> None:
+    """Import every plugin module, each of which calls :func:`register`: the modules ``SPINN_PLUGINS`` names,
+    then those the installed packages declare in the ``spinn_suite.frameworks`` entry-point group (a package's
+    pyproject.toml: ``[project.entry-points."spinn_suite.frameworks"]``, ``name = "package.module"``). So every
+    process sees them, benchmark workers included. A plugin that fails to import, or registers a framework or
+    an implementation that exists, is refused in one line."""
+    from importlib import metadata
+
+    named = [(f"SPINN_PLUGINS module {m!r}", m) for m in os.environ.get("SPINN_PLUGINS", "").split(",") if m.strip()]
+    declared = [(f"entry point {e.name!r} of {ENTRY_POINTS} ({e.value})", e.value.partition(":")[0])
+                for e in metadata.entry_points(group=ENTRY_POINTS)]
+    for where, module in named + declared:
+        before = dict(FRAMEWORKS_BY_NAME)
+        try:
+            importlib.import_module(module.strip())
+        except Exception as err:  # whatever a plugin raises, said in one line
+            raise PluginError(f"plugin {where} failed to import: {type(err).__name__}: {err}") from None
+        replaced = [name for name, entry in before.items() if FRAMEWORKS_BY_NAME.get(name) is not entry]
+        if replaced:
+            FRAMEWORKS_BY_NAME.update(before)
+            for old in before.values():
+                IMPLEMENTATIONS_BY_NAME.update({impl.name: impl for impl in old.implementations})
+            _refresh()
+            raise PluginError(f"plugin {where} registers framework {replaced[0]!r}, which exists: choose another "
+                              "name")
+
+
+_load_plugins()

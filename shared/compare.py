@@ -11,6 +11,16 @@ ENCODING_TOL_F32 = 1e-5  # max abs error of sentence encodings, float32
 LOGITS_TOL_F32 = 1e-4  # max abs error of logits, float32
 GRAD_REL_TOL_F64 = 1e-8  # relative gradient error, float64 (small model)
 GRAD_REL_TOL_F32 = 1e-4  # relative gradient error, float32
+F64_TOL = 1e-12  # float64 against the float64 reference: rounding only
+LOGPROB_TOL_F32 = 1e-5  # a sampled parse's log-probability and entropy, float32
+
+
+def tolerances(dtype: str) -> tuple[float, float, float, float]:
+    """(encodings, logits, gradients relative, log-probability) for ``dtype`` against the float64 reference:
+    what the tests and ``bench conform`` hold every implementation to."""
+    if dtype == "float64":
+        return F64_TOL, F64_TOL, GRAD_REL_TOL_F64, F64_TOL
+    return ENCODING_TOL_F32, LOGITS_TOL_F32, GRAD_REL_TOL_F32, LOGPROB_TOL_F32
 
 
 def max_abs_err(a, b) -> float:

@@ -21,13 +21,10 @@ import pytest
 
 from bench import frameworks
 from shared import parsing, reference
-from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, LOGITS_TOL_F32,
-                            grad_rel_errs, max_abs_err)
+from shared.compare import F64_TOL, LOGPROB_TOL_F32, grad_rel_errs, max_abs_err, tolerances  # noqa: F401
 from shared.params import ModelConfig, init_params, param_shapes
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
 
-F64_TOL = 1e-12  # float64 against the float64 reference: rounding only
-LOGPROB_TOL_F32 = 1e-5  # logprob and entropy, float32 against float64
 HEAD_KERNEL, HEAD_BIAS = "tracker.transition.kernel", "tracker.transition.bias"
 
 # Runner options the tests use over the registry's, where the registry's
@@ -110,13 +107,6 @@ def assert_parsed_close(parsed: parsing.Parsed, ref: parsing.Parsed, *, tol: flo
         assert max_abs_err(getattr(parsed, f"{side}_logprob"), getattr(ref, f"{side}_logprob")) <= logprob_tol
         assert max_abs_err(getattr(parsed, f"{side}_entropy"), getattr(ref, f"{side}_entropy")) <= logprob_tol
     assert max_abs_err(parsed.logits, ref.logits) <= logit_tol
-
-
-def tolerances(dtype):
-    """(encodings, logits, gradients relative, logprob) for ``dtype`` against the float64 reference."""
-    if dtype == "float64":
-        return F64_TOL, F64_TOL, GRAD_REL_TOL_F64, F64_TOL
-    return ENCODING_TOL_F32, LOGITS_TOL_F32, GRAD_REL_TOL_F32, LOGPROB_TOL_F32
 
 
 def assert_encodes_like_reference(runner, params, config, batch, dtype):
