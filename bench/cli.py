@@ -29,13 +29,29 @@ COMMANDS = {
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser, with the subcommand ``argv`` names (every one when it names none: ``--help``)."""
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=_plain(__doc__.splitlines()[0]))
+    parser.add_argument("--version", action="version", version=f"spinn-suite {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     first = next((word for word in argv or () if not word.startswith("-")), None)
     modules = [COMMANDS[first]] if first in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     for module in modules:
         importlib.import_module(module).register(sub)
+    for command in sub.choices.values():  # the modules' docstrings mark code as ``code``: a terminal shows it plain
+        command.description = _plain(command.description)
     return parser
+
+
+def _plain(text: str | None) -> str | None:
+    return text.replace("``", "") if text else text
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("spinn-suite")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import frameworks
-from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
+from bench import ROOT, frameworks
+from bench.config import (add_device_argument, add_dtype_argument, add_size_arguments, default_dtype, model_config,
+                          quiet_frameworks)
 from bench.datasets import add_data_arguments, load_dataset
 from bench.progress import Progress, stage
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def register(sub) -> None:
@@ -38,9 +38,8 @@ def register(sub) -> None:
     p.add_argument("--data", required=True, help="SNLI-format pairs (.jsonl or .txt)")
     p.add_argument("--out", required=True, help="output .npz: premise, hypothesis, logits, pair_id")
     p.add_argument("--batch-size", type=int, default=128, help="pairs per batch [default: %(default)s]")
-    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
-    p.add_argument("--dtype", default=None, choices=("float32", "float64"),
-                   help="compute precision [default: float64 for reference, else float32]")
+    add_device_argument(p)
+    add_dtype_argument(p)
     p.add_argument("--transitions", default="gold", choices=("gold", "predicted", "sampled"),
                    help="the parse followed: the data's (gold) or the model's transition head "
                         "(docs/spec.md §7) [default: %(default)s]")

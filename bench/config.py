@@ -32,10 +32,16 @@ def preset(name: str) -> dict[str, int]:
     return dict(zip(SIZE_FIELDS, SIZES[name]))
 
 
-def add_size_arguments(parser: argparse.ArgumentParser, presets: Sequence[str] = ("full", "small")) -> None:
+def size_help() -> str:
+    """What --size offers, every command alike."""
+    return "model size: " + "; ".join(f"{name}: E={e}, H={h}, D={d}, M={m}, L={layers}"
+                                      for name, (e, h, d, m, layers) in SIZES.items())
+
+
+def add_size_arguments(parser: argparse.ArgumentParser, default: str = "full") -> None:
     group = parser.add_argument_group("model size")
-    group.add_argument("--size", choices=sorted(presets), default="full",
-                       help="preset sizes (full: E=H=300, D=64, M=1024, L=2) [default: %(default)s]")
+    group.add_argument("--size", choices=sorted(SIZES), default=default,
+                       help=f"{size_help()} [default: %(default)s]")
     for flag in SIZE_FIELDS:
         group.add_argument(f"--{flag.replace('_', '-')}", type=int, default=None, help="override the preset")
     group.add_argument("--transition-head", action="store_true",
@@ -76,6 +82,22 @@ FORCED_ENV = {
 # quiet machine, but on a busy one a spinning thread waits out a descheduled
 # partner's time slice at every small op. On a shared machine, run with
 # OMP_WAIT_POLICY=PASSIVE (each record's "threads" says which was in force).
+
+
+DTYPES = ("float32", "float64")
+
+
+def add_device_argument(parser, choices: Sequence[str] = ("cpu", "gpu"), default: str | None = "cpu",
+                        help: str = "[default: %(default)s]") -> None:
+    """--device, as every command declares it (bench run adds its own choices and their help)."""
+    parser.add_argument("--device", default=default, choices=choices, help=help)
+
+
+def add_dtype_argument(parser, default: str | None = None) -> None:
+    """--dtype, as every command declares it."""
+    parser.add_argument("--dtype", default=default, choices=DTYPES,
+                        help="compute precision " + ("[default: %(default)s]" if default else
+                                                     "[default: float64 for the reference, else float32]"))
 
 
 def default_dtype(name: str) -> str:

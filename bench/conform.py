@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import frameworks
+from bench.config import add_device_argument, quiet_frameworks
 from shared import parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import grad_rel_errs, max_abs_err, tolerances
@@ -166,13 +167,11 @@ def register(sub) -> None:
                        description=__doc__.splitlines()[0])
     p.add_argument("implementations", nargs="+", metavar="IMPLEMENTATION",
                    help=f"registered names ({', '.join(frameworks.IMPLEMENTATIONS)}, and any plugged in)")
-    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="[default: %(default)s]")
+    add_device_argument(p)
     p.set_defaults(func=cmd_conform)
 
 
 def cmd_conform(args) -> int:
-    from bench.config import quiet_frameworks
-
     for name in args.implementations:
         frameworks.implementation(name)  # a ValueError in one line for an unknown name, before anything runs
     quiet_frameworks("float64", [frameworks.resolve(n)[0] for n in args.implementations])

@@ -238,6 +238,48 @@ register(Framework(
 
 
 
+# ---------------------------------------------------------------------------
+# The benchmark's presets: which implementations a kind of run measures
+# ---------------------------------------------------------------------------
+
+# What a run on a kind of machine should measure, as defaults of bench run's flags (a flag given wins).
+PRESETS = {
+    # One call on a lent GPU machine (10 minutes a call, about 15 in all, start-up included), planned at under 8
+    # minutes on an H100 by the last GPU records (bench run --preset gpu --estimate results/gpu-h100): the
+    # define-by-run baseline, the masked algorithm eager, compiled and compiled with CUDA graphs, the host-scheduled
+    # levels, the static graphs where TensorFlow is installed, at batch 1 (launch-bound) and 1024 (where a GPU earns
+    # its keep), in two length buckets (four would double the compiled programs' warm-up at batch 1). DyNet's wheel
+    # has no CUDA: its automatic batching is measured in the CPU runs, and here when named.
+    "gpu": {
+        "implementations": ["pytorch", "pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "pytorch-levels",
+                            "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax", "jax-levels"],
+        "device": "gpu-host", "batch_sizes": [1, 1024], "buckets": [16, 64], "modes": ["infer", "train"],
+        "transitions": ["gold"], "rounds": 5,
+    },
+    # The protocol of Table 2 of Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic
+    # Computation Graphs": Tree-LSTM training (no tracker) at batch 64, embedding and hidden size 256 (the
+    # smallest size of neulab/dynet-benchmark's run-autobatch-tests.sh), DyNet without autobatching and with its
+    # two heuristics (by agenda, by depth) beside every other implementation, in the same rounds (results/
+    # cpu-table2; docs/autobatching.md §6).
+    "dynet-table2": {
+        "implementations": ["dynet-unbatched", "dynet", "dynet-depth", "pytorch", "pytorch-masked", "tensorflow",
+                            "tensorflow-xla", "jax"],
+        "model": "treelstm", "size": "table2", "batch_sizes": [64], "modes": ["train"], "transitions": ["gold"],
+    },
+    # Host-scheduled levels (TensorFlow Fold's dynamic batching) against the baseline, the masked static graphs
+    # and DyNet's autobatching, at the batch sizes its targets name (results/cpu-levels; with --model treelstm,
+    # results/cpu-levels-treelstm; docs/host-scheduled-levels.md).
+    "levels": {
+        "implementations": ["pytorch", "pytorch-levels", "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax",
+                            "jax-levels", "dynet", "dynet-depth"],
+        "batch_sizes": [1, 128], "modes": ["infer", "train"], "transitions": ["gold"],
+    },
+}
+# Table 2 of Neubig, Goldberg and Dyer (2017) compares DyNet without automatic batching and with its default
+# heuristic (by agenda): the implementations that stand for them in the dynet-table2 run's report.
+TABLE2 = {"unbatched": "dynet-unbatched", "autobatched": "dynet"}
+
+
 def framework(name: str) -> Framework:
     """The entry of a framework name, "reference" included."""
     if name == REFERENCE.name:

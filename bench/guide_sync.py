@@ -27,11 +27,11 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import ROOT
 from bench.explain.arguments import COMMAND, parse_args
 from bench.explain.arguments import GUIDES as GUIDE_NAMES
 from bench.explain.report import format_text, run
 
-ROOT = Path(__file__).resolve().parent.parent
 # The guides kept true this way: the first one and its sequels (named in bench/explain/arguments.py).
 GUIDES = tuple(ROOT / guide for guide in GUIDE_NAMES)
 GUIDE = GUIDES[0]

@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import ROOT
 
 PINS = "constraints.txt"
 KEYS = ("git_commit", "measured_clean", "measured", "measured_digest")

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 
-from bench.benchmark.plan import PRESETS
+from bench.frameworks import PRESETS
 from bench.records import read_records
 from tests.helpers import run
 

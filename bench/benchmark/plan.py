@@ -33,7 +33,7 @@ from pathlib import Path
 from bench import frameworks
 from bench.benchmark.stats import is_busy, other_work_limit
 from bench.benchmark.worker import WorkerSpec
-from bench.config import preset
+from bench.config import SIZES, add_device_argument, add_dtype_argument, preset, size_help
 from bench.datasets import add_data_arguments, load_dataset
 from bench.lock import lock_output
 from shared.batching import DEFAULT_BUCKETS, length_buckets, make_batches, pair_length, plan_batches
@@ -43,39 +43,6 @@ QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "decided_batch_sizes": [1, 8], 
 FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "decided_batch_sizes": [1, 128], "rounds": 7,
         "round_time": 0.4, "agreement_pairs": 32}
 
-# Presets: what a run on a kind of machine should measure, as defaults of the flags (a flag given wins).
-PRESETS = {
-    # One call on a lent GPU machine (10 minutes a call, about 15 in all, start-up included), planned at under 8
-    # minutes on an H100 by the last GPU records (bench run --preset gpu --estimate results/gpu-h100): the
-    # define-by-run baseline, the masked algorithm eager, compiled and compiled with CUDA graphs, the host-scheduled
-    # levels, the static graphs where TensorFlow is installed, at batch 1 (launch-bound) and 1024 (where a GPU earns
-    # its keep), in two length buckets (four would double the compiled programs' warm-up at batch 1). DyNet's wheel
-    # has no CUDA: its automatic batching is measured in the CPU runs, and here when named.
-    "gpu": {
-        "implementations": ["pytorch", "pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "pytorch-levels",
-                            "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax", "jax-levels"],
-        "device": "gpu-host", "batch_sizes": [1, 1024], "buckets": [16, 64], "modes": ["infer", "train"],
-        "transitions": ["gold"], "rounds": 5,
-    },
-    # The protocol of Table 2 of Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic
-    # Computation Graphs": Tree-LSTM training (no tracker) at batch 64, embedding and hidden size 256 (the
-    # smallest size of neulab/dynet-benchmark's run-autobatch-tests.sh), DyNet without autobatching and with its
-    # two heuristics (by agenda, by depth) beside every other implementation, in the same rounds (results/
-    # cpu-table2; docs/autobatching.md §6).
-    "dynet-table2": {
-        "implementations": ["dynet-unbatched", "dynet", "dynet-depth", "pytorch", "pytorch-masked", "tensorflow",
-                            "tensorflow-xla", "jax"],
-        "model": "treelstm", "size": "table2", "batch_sizes": [64], "modes": ["train"], "transitions": ["gold"],
-    },
-    # Host-scheduled levels (TensorFlow Fold's dynamic batching) against the baseline, the masked static graphs
-    # and DyNet's autobatching, at the batch sizes its targets name (results/cpu-levels; with --model treelstm,
-    # results/cpu-levels-treelstm; docs/host-scheduled-levels.md).
-    "levels": {
-        "implementations": ["pytorch", "pytorch-levels", "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax",
-                            "jax-levels", "dynet", "dynet-depth"],
-        "batch_sizes": [1, 128], "modes": ["infer", "train"], "transitions": ["gold"],
-    },
-}
 # The flags' own defaults, where a preset may set them (None elsewhere marks "not given").
 FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted"], "device": "auto",
                  "model": "spinn"}
@@ -121,9 +88,9 @@ def register(sub) -> None:
                         f"frameworks, except the opt-in {','.join(sorted(frameworks.OPT_IN))}]")
     p.add_argument("--batch-sizes", type=_int_list, default=None,
                    help="[default: 1,32,128, and 1,128 for model-decided transitions; quick: 1,8]")
-    p.add_argument("--preset", choices=sorted(PRESETS), default=None,
+    p.add_argument("--preset", choices=sorted(frameworks.PRESETS), default=None,
                    help="defaults for a kind of machine or a published protocol; flags given as well win. "
-                        + ". ".join(f"{name}: {_describe(values)}" for name, values in PRESETS.items()))
+                        + ". ".join(f"{name}: {_describe(values)}" for name, values in frameworks.PRESETS.items()))
     p.add_argument("--model", choices=MODELS, default=None,
                    help="spinn: SPINN with its tracker; treelstm: the same without a tracker (tracker_dim 0), the "
                         "binary Tree-LSTM of the DyNet and TensorFlow Fold papers, gold parses only [default: spinn]")
@@ -131,19 +98,18 @@ def register(sub) -> None:
     p.add_argument("--transitions", type=_name_list, default=None,
                    help="gold (the data's parse), predicted (inference follows the model's own parse), "
                         "sampled (the REINFORCE training step) [default: gold,predicted]")
-    p.add_argument("--device", default=None, choices=DEVICES,
-                   help="auto: the GPU if the framework sees one, else the CPU; gpu: every implementation on the "
-                        "GPU (refused where one cannot); gpu-host: the GPU for every framework built with one "
-                        "(refused where it sees none), the CPU for those built without, as a host-side reference "
-                        "(DyNet's wheel) [default: auto]")
-    p.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    add_device_argument(p, DEVICES, None, help="auto: the GPU if the framework sees one, else the CPU; gpu: every "
+                        "implementation on the GPU (refused where one cannot); gpu-host: the GPU for every framework "
+                        "built with one (refused where it sees none), the CPU for those built without, as a host-side "
+                        "reference (DyNet's wheel) [default: auto]")
+    add_dtype_argument(p, "float32")
     p.add_argument("--rounds", type=int, default=None,
                    help="interleaved timing rounds per measurement [default: 7; quick: 3]")
     p.add_argument("--round-time", type=float, default=None,
                    help="seconds the slowest implementation spends per round, roughly [default: 0.4; quick: 0.05]")
-    p.add_argument("--size", choices=("full", "quick", "table2"), default=None,
-                   help="model size: full (E=H=300, D=64, M=1024, L=2), quick (16-wide) or table2 (E=H=256, "
-                        "the classifier one softmax layer) [default: full; quick with --quick]")
+    p.add_argument("--size", choices=sorted(SIZES), default=None,
+                   help=f"{size_help()} (table2: the classifier one softmax layer, as Neubig et al.'s Tree-LSTM) "
+                        "[default: full; quick with --quick]")
     p.add_argument("--quick", action="store_true",
                    help="tiny model, 64 pairs, 3 short rounds: the harness end to end in about a minute")
     p.add_argument("--out", default="results/latest", help="output folder [default: %(default)s]")
@@ -183,7 +149,7 @@ def _describe(preset: dict) -> str:
 
 def apply_preset(args) -> None:
     """Fill the flags not given from ``--preset`` (if any), then from the flags' own defaults."""
-    preset = PRESETS[args.preset] if getattr(args, "preset", None) else {}
+    preset = frameworks.PRESETS[args.preset] if getattr(args, "preset", None) else {}
     for key, value in preset.items():
         if key == "implementations" and getattr(args, "frameworks", None):
             continue  # --frameworks given: its frameworks' default implementations, not the preset's list
@@ -201,9 +167,9 @@ def plan_implementations(args) -> list[str]:
     if args.implementations:
         unknown = [name for name in args.implementations if name not in implementations]
         if unknown:
-            raise ValueError(f"unknown implementation(s) {unknown}; choose from {list(implementations)}")
+            raise ValueError(f"unknown implementation(s) {', '.join(unknown)}; choose from {', '.join(implementations)}")
         chosen = list(dict.fromkeys(args.implementations))
-        if args.preset and args.implementations == PRESETS[args.preset].get("implementations"):
+        if args.preset and args.implementations == frameworks.PRESETS[args.preset].get("implementations"):
             # A preset's list is what to measure where it can be: the frameworks not installed drop out, said once.
             missing = [n for n in chosen if not frameworks.installed(implementations[n][0])]
             if missing:
@@ -219,7 +185,7 @@ def plan_implementations(args) -> list[str]:
             print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
     unknown = [f for f in chosen if f not in frameworks.FRAMEWORKS]
     if unknown:
-        raise ValueError(f"unknown framework(s) {unknown}; choose from {list(frameworks.FRAMEWORKS)}")
+        raise ValueError(f"unknown framework(s) {', '.join(unknown)}; choose from {', '.join(frameworks.FRAMEWORKS)}")
     return [name for name, (framework, _) in implementations.items()
             if framework in chosen and name not in frameworks.OPT_IN]
 

@@ -31,8 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length", type=int, default=8, help="words per generated sentence [default: %(default)s]")
     p.add_argument("--data-seed", type=int, default=0, help="seed of generated words and trees [default: %(default)s]")
     p.add_argument("--seed", type=int, default=0, help="weight initialisation seed [default: %(default)s]")
-    add_size_arguments(p)
-    p.set_defaults(size="small")
+    add_size_arguments(p, default="small")
     p.add_argument("--no-timing", action="store_true",
                    help="counts only: trace, but do not compile or run the compiled programs")
     p.add_argument("--out", default=None, help="folder to write the graphs to (.dot, .jaxpr.txt, .pbtxt)")

@@ -14,14 +14,13 @@ import argparse
 import traceback
 from pathlib import Path
 
-from bench import frameworks
+from bench import ROOT, frameworks
 from bench.explain.arguments import chosen_frameworks
 from bench.explain.batches import make_batches, model_config
 from shared.batching import PairBatch
 from shared.params import init_params
 from shared.transitions import PAD, REDUCE, TRANSITION_NAMES
 
-ROOT = Path(__file__).resolve().parents[2]
 
 BAD_INPUTS = {
     "transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
@@ -42,7 +41,7 @@ def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
     elif kind == "token":
         arrays["premise_tokens"][0, 0] = vocab_size
     else:
-        raise ValueError(f"unknown bad input {kind!r}; choose from {sorted(BAD_INPUTS)}")
+        raise ValueError(f"unknown bad input {kind!r}; choose from {', '.join(sorted(BAD_INPUTS))}")
     return PairBatch(**arrays, pair_ids=batch.pair_ids)
 
 

@@ -16,7 +16,8 @@ from typing import Sequence
 import numpy as np
 
 from bench import frameworks
-from bench.config import add_size_arguments, default_dtype, model_config, quiet_frameworks
+from bench.config import (add_device_argument, add_dtype_argument, add_size_arguments, default_dtype, model_config,
+                          quiet_frameworks)
 from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label, shows_progress
 from bench.lock import lock_output
 from bench.progress import stage
@@ -98,9 +99,8 @@ def register(sub) -> None:
     group = p.add_argument_group("run")
     group.add_argument("--out", required=True, help="run folder: metrics, checkpoints, model.npz, best.npz")
     group.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    group.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
-    group.add_argument("--dtype", default=None, choices=("float32", "float64"),
-                       help="[default: float64 for reference, else float32]")
+    add_device_argument(group)
+    add_dtype_argument(group)
     group.add_argument("--eval-batch-size", type=int, default=128, help="[default: %(default)s]")
     group.add_argument("--train-eval-pairs", type=int, default=2000,
                        help="training pairs whose accuracy is measured at each epoch end [default: %(default)s]")
@@ -127,8 +127,8 @@ def register(sub) -> None:
     add_data_arguments(p)
     p.set_defaults(split="dev")
     p.add_argument("--batch-size", type=int, default=128, help="[default: %(default)s]")
-    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
-    p.add_argument("--dtype", default=None, choices=("float32", "float64"))
+    add_device_argument(p)
+    add_dtype_argument(p)
     p.add_argument("--out", default=None, help="also write the result as JSON here")
     p.set_defaults(func=cmd_evaluate)
 

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import frameworks
+from bench.config import SIZES, size_help
 from bench.errors import WorkFailed
 from bench.lock import lock_output
 from bench.provenance import loaded, provenance
@@ -56,7 +57,7 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=int, default=4, help="first steps of each run left out [default: %(default)s]")
     p.add_argument("--batch-size", type=int, default=64, help="global batch, split over the replicas "
                                                               "[default: %(default)s]")
-    p.add_argument("--size", default="full", choices=("full", "small"), help="model size [default: %(default)s]")
+    p.add_argument("--size", default="full", choices=sorted(SIZES), help=f"{size_help()} [default: %(default)s]")
     p.add_argument("--data", default="sample", help="as bench train's --data [default: %(default)s]")
     p.add_argument("--report-only", action="store_true", help="write report.md from OUT/results.jsonl and stop")
     p.set_defaults(func=cmd_scale)
