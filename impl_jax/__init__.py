@@ -19,14 +19,22 @@ What this package shows about JAX:
   converted from the canonical ``.npz`` (``convert.py``), which ``jax.grad``
   differentiates and optax updates.
 
-Modules: ``cells`` (Tracker, Reduce), ``model`` (SPINN: the scan, both stack
-layouts, the parse), ``classifier`` (SNLIClassifier: embedding, one SPINN pass
-over premises and hypotheses, the MLP), ``convert`` (canonical <-> Flax
-weights), ``train`` (loss, gradients, optax, the training step),
+Modules. The surface every package shares (docs/surface.md): ``cells``
+(Tracker, Reduce), ``classifier`` (SNLIClassifier: embedding, one SPINN pass
+over premises and hypotheses, the MLP; the family's SPINN class is its
+``encoder``), ``convert`` (canonical <-> Flax weights), ``train`` (the Model
+and Optimizer values, loss, gradients, optax, the training step),
 ``reinforce`` (the REINFORCE loss and step), ``replicas`` (data parallelism:
 the batch sharded over a mesh of devices), ``runner`` (the adapter of
 docs/runner-interface.md), ``platform`` and ``explain`` (what the harness asks
-of the framework), ``vmap`` (SPINN written for one sentence and batched by
-``jax.vmap``, the same weights: the ``jax-vmap`` implementation,
-``algorithm="vmap"``). The surface the four packages share: docs/surface.md.
+of the framework). The families (bench/frameworks.py), one SPINN each, the
+runner's ``algorithm=``: ``masked`` (the scan over the batch by hand, both
+stack layouts; the default), ``vmap`` (SPINN written for one sentence and
+batched by ``jax.vmap``: ``jax-vmap``), ``levels`` (a level schedule made on
+the host: ``jax-levels``). What they share is ``shift_reduce``; what the
+other modules share: ``params`` (the parameter tree: its shapes, its split
+into trained and frozen parts), ``forward`` (the classifier applied to a
+batch, dropout's key), ``compilation_cache`` (the persistent cache's
+switch), ``distributed`` (a job of several processes), ``jaxprs`` (what a
+traced program holds).
 """

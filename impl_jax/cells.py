@@ -3,10 +3,14 @@ Reduce's TreeLSTM, as Flax modules whose parameters keep the canonical names
 (convert.py's mapping is a rename).
 
 ``Tracker.step`` and ``Reduce.compose`` hold the arithmetic on rows already
-batched (docs/surface.md). model.py's scan calls them once per step on every
+batched (docs/surface.md). masked.py's scan calls them once per step on every
 row of the batch (the masks decide which rows keep the result); vmap.py calls
-them on one sentence's rows. On the stacks an item is one array ``[h; c]``,
-<float>[2H]; the cells take and return its halves (h, c).
+them on one sentence's rows; levels.py on the rows of one level. On the stacks
+an item is one array ``[h; c]``, <float>[2H]; the cells take and return its
+halves (h, c) (shift_reduce.halves splits an item).
+
+``dtype`` is the parameters' dtype (Flax's layers inside take it as their
+``param_dtype``).
 
 Shapes: K rows (every sentence of the batch, S; no such axis under vmap), H
 hidden, D tracker.
@@ -23,11 +27,6 @@ import jax.numpy as jnp
 Dtype = Any
 
 
-def _halves(item: jax.Array, hidden_dim: int) -> tuple[jax.Array, jax.Array]:
-    """Split stack items <float>[..., 2H] into h and c, <float>[..., H] each."""
-    return item[..., :hidden_dim], item[..., hidden_dim:]
-
-
 class Tracker(nn.Module):
     """The tracker LSTM: reads the buffer front and the two top stack items.
 
@@ -39,17 +38,17 @@ class Tracker(nn.Module):
 
     hidden_dim: int  # H
     tracker_dim: int  # D > 0
-    param_dtype: Dtype = jnp.float32
     transition_head: bool = False
+    dtype: Dtype = jnp.float32  # the parameters'
 
     def setup(self):
         H, D = self.hidden_dim, self.tracker_dim
         init = nn.initializers.lecun_normal()  # shapes only: real values come from the canonical dict
-        self.kernel_input = self.param("kernel_input", init, (3 * H, 4 * D), self.param_dtype)
-        self.kernel_hidden = self.param("kernel_hidden", init, (D, 4 * D), self.param_dtype)
-        self.bias = self.param("bias", nn.initializers.zeros, (4 * D,), self.param_dtype)
+        self.kernel_input = self.param("kernel_input", init, (3 * H, 4 * D), self.dtype)
+        self.kernel_hidden = self.param("kernel_hidden", init, (D, 4 * D), self.dtype)
+        self.bias = self.param("bias", nn.initializers.zeros, (4 * D,), self.dtype)
         if self.transition_head:
-            self.transition = nn.Dense(2, param_dtype=self.param_dtype)
+            self.transition = nn.Dense(2, param_dtype=self.dtype)
 
     def step(self, buffer_h, top_h, below_h, state):
         """One LSTM step on rows already batched: buffer_h, top_h, below_h
@@ -73,14 +72,14 @@ class Reduce(nn.Module):
 
     hidden_dim: int  # H
     tracker_dim: int  # D (0: no tracking input)
-    param_dtype: Dtype = jnp.float32
+    dtype: Dtype = jnp.float32  # the parameters'
 
     def setup(self):
         H = self.hidden_dim
-        self.left = nn.Dense(5 * H, param_dtype=self.param_dtype)
-        self.right = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
+        self.left = nn.Dense(5 * H, param_dtype=self.dtype)
+        self.right = nn.Dense(5 * H, use_bias=False, param_dtype=self.dtype)
         if self.tracker_dim > 0:
-            self.track = nn.Dense(5 * H, use_bias=False, param_dtype=self.param_dtype)
+            self.track = nn.Dense(5 * H, use_bias=False, param_dtype=self.dtype)
 
     def compose(self, left, right, tracking=None):
         """The TreeLSTM on rows already batched: left and right (h, c)

@@ -20,26 +20,24 @@ canonical names, so the conversion is a rename and nothing else:
 Transposed: none. Split or fused: none. (PyTorch, which stores [out, in],
 transposes every kernel; see impl_pytorch/convert.py.)
 
-Both directions check the names and shapes against ``shared.params`` and
-against the tree ``SNLIClassifier.init`` would build, so a renamed module or a
-changed shape fails loudly here instead of training the wrong weights.
+The model is train.Model, the Flax module and its parameters: ``from_canonical``
+fills a model's parameters (placed where the model's tree says, params.abstract's
+for a model not yet filled), ``to_canonical`` and ``grads_to_canonical`` read
+a tree out. Both directions check the names and shapes against ``shared.params``
+and against the tree the model's module makes (params.abstract), so a renamed
+module or a changed shape fails loudly here instead of training the wrong weights.
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Mapping
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from shared.params import ModelConfig, ParamError, check_params, param_shapes
-from shared.transitions import SHIFT
 
-from .classifier import SNLIClassifier
-
-Variables = dict[str, Any]  # {"params": nested dict of arrays}, what model.apply takes
+from .params import abstract
 
 
 def name_map(config: ModelConfig) -> dict[str, tuple[str, ...]]:
@@ -82,46 +80,39 @@ def resolve_dtype(dtype) -> np.dtype:
     return dtype
 
 
-@functools.lru_cache(maxsize=None)
-def _flax_shapes(config: ModelConfig, dtype_name: str) -> dict[tuple[str, ...], tuple[tuple[int, ...], str]]:
-    """Path -> (shape, dtype) of every weight SNLIClassifier.init creates (traced, not run)."""
-    model = SNLIClassifier(config, param_dtype=jnp.dtype(dtype_name))
-    tokens = jnp.zeros((1, 1), jnp.int32)
-    transitions = jnp.full((1, 1), SHIFT, jnp.int32)
-    shapes = jax.eval_shape(model.init, jax.random.key(0), tokens, transitions, tokens, transitions)
-    flat = jax.tree_util.tree_flatten_with_path(shapes["params"])[0]
-    return {tuple(k.key for k in path): (tuple(leaf.shape), str(leaf.dtype)) for path, leaf in flat}
-
-
-def _flatten(variables: Mapping) -> dict[tuple[str, ...], Any]:
-    if set(variables) != {"params"}:
-        raise ParamError(f"expected variables with one collection 'params', got {sorted(variables)}")
-    flat = jax.tree_util.tree_flatten_with_path(variables["params"])[0]
+def _flatten(tree: Mapping) -> dict[tuple[str, ...], Any]:
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
     return {tuple(k.key for k in path): leaf for path, leaf in flat}
 
 
-def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, dtype="float32",
-                   device: jax.Device | None = None) -> Variables:
-    """Canonical dict -> ``{"params": ...}`` on ``device`` (default: JAX's default device)."""
-    dtype = resolve_dtype(dtype)
+def from_canonical(params: Mapping[str, np.ndarray], model):
+    """Canonical dict -> ``model`` (a train.Model) with those parameters, of its module's dtype, each
+    where ``model.params`` has it (a jax.Array or a jax.ShapeDtypeStruct with a sharding, as
+    params.abstract(module, device) makes them), or, where that says nothing, on JAX's default device.
+    Returns the new model."""
+    module = model.module
+    config = module.config
+    dtype = resolve_dtype(module.dtype)
     check_params(params, config)  # names and shapes, with a message naming the entry
     paths = name_map(config)
-    expected = _flax_shapes(config, dtype.name)
+    expected = _flatten(abstract(module))
+    where = _flatten(model.params) if model.params is not None else {}
     assert len(expected) == len(paths) == len(params), (len(expected), len(paths), len(params))
     tree: dict[str, Any] = {}
     for name, path in paths.items():
         value = np.asarray(params[name], dtype=dtype)  # no copy when the dtype already matches
-        assert expected[path] == (value.shape, dtype.name), (name, path, expected[path], value.shape)
+        want = expected[path]
+        assert (tuple(want.shape), np.dtype(want.dtype)) == (value.shape, dtype), (name, path, want, value.shape)
         node = tree
         for key in path[:-1]:
             node = node.setdefault(key, {})
-        node[path[-1]] = jax.device_put(value, device)
-    return {"params": tree}
+        node[path[-1]] = jax.device_put(value, getattr(where.get(path), "sharding", None))
+    return model.replace(params=tree)
 
 
-def to_canonical(variables: Mapping, config: ModelConfig) -> dict[str, np.ndarray]:
-    """``{"params": ...}`` -> canonical name -> NumPy array (docs/spec.md §4 names and shapes)."""
-    flat = _flatten(variables)
+def _canonical(tree: Mapping, config: ModelConfig) -> dict[str, np.ndarray]:
+    """A tree shaped like the parameters -> canonical name -> NumPy array, checked."""
+    flat = _flatten(tree)
     paths = name_map(config)
     unknown = set(flat) - set(paths.values())
     if unknown:
@@ -137,8 +128,13 @@ def to_canonical(variables: Mapping, config: ModelConfig) -> dict[str, np.ndarra
     return out
 
 
-def grads_to_canonical(grads: Mapping, config: ModelConfig) -> dict[str, np.ndarray]:
+def to_canonical(model) -> dict[str, np.ndarray]:
+    """``model`` (a train.Model) -> its parameters, canonical name -> NumPy array (docs/spec.md §4 names
+    and shapes)."""
+    return _canonical(model.params, model.module.config)
+
+
+def grads_to_canonical(model, grads: Mapping) -> dict[str, np.ndarray]:
     """Gradients -> canonical name -> NumPy array. ``jax.grad`` returns a pytree
-    shaped like the parameters (the tree under ``variables["params"]``), so this
-    is ``to_canonical`` of that tree."""
-    return to_canonical({"params": grads}, config)
+    shaped like ``model.params``, so this reads it as ``to_canonical`` reads the parameters."""
+    return _canonical(grads, model.module.config)

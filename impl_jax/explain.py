@@ -8,7 +8,7 @@ wider needed (one per input shape). ``--out`` writes the jaxprs as text.
 
 ``jax-vmap`` beside ``jax``: the program ``jax.vmap`` generates from SPINN for
 one sentence (impl_jax/vmap.py), against the one written batched by hand
-(model.py). Both are traced by the Runner for the same batch
+(masked.py). Both are traced by the Runner for the same batch
 (``Runner._trace``, counted like every trace) and measured the same way. The
 two compute the same numbers; the difference in size is what batching by
 transformation costs (or saves) in the program XLA is given.
@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
-from typing import Iterator
 
 import flax
 import jax
 import numpy as np
 
+from impl_jax.jaxprs import jaxpr_stats, nested_eqns
 from impl_jax.runner import Runner
 from shared.explaining import best_of, compare_row, encode_outcome, listing, numbers, row, secs, timer
 from shared.levels import width_classes
@@ -76,52 +76,15 @@ def format_explain(implementation: str, r: dict) -> list[str]:
     ]
 
 
-def _sub_jaxprs(eqn) -> Iterator:
-    """The jaxprs inside one equation's parameters (scan bodies, nested jits, ...)."""
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if hasattr(item, "eqns"):
-                yield item
-            elif hasattr(item, "jaxpr") and hasattr(item.jaxpr, "eqns"):
-                yield item.jaxpr
-
-
-def _jaxpr_stats(closed) -> dict:
-    """Equations of a (closed) jaxpr: at the top level, counting nested jaxprs,
-    and of every scan body (nested ones counted: the model's step sits inside
-    a cond), in the order the scans appear."""
-    jaxpr = closed.jaxpr
-    nested = list(_nested_eqns(jaxpr))
-    scans = [eqn for eqn in nested if eqn.primitive.name == "scan"]
-    stats = {
-        "eqns": len(jaxpr.eqns),
-        "eqns_total": len(nested),
-        "primitives": dict(collections.Counter(e.primitive.name for e in jaxpr.eqns).most_common(6)),
-        "scans": len(scans),
-        "scan_body_eqns": [sum(1 for _ in _nested_eqns(eqn.params["jaxpr"].jaxpr)) for eqn in scans],
-        "scan_lengths": [int(eqn.params["length"]) for eqn in scans],
-    }
-    if scans:
-        first = scans[0]
-        body = first.params["jaxpr"].jaxpr
-        n_consts, n_carry = first.params["num_consts"], first.params["num_carry"]
-        stats["loop_state"] = {
-            "carry": [v.aval.str_short() for v in body.invars[n_consts:n_consts + n_carry]],
-            "xs": [v.aval.str_short() for v in body.invars[n_consts + n_carry:]],
-            "consts": n_consts,
-        }
-    return stats
-
-
 def _program_figures(runner, name: str, batch, *, timing: bool, jaxpr_file: Path | None = None) -> dict:
     """A JAX Runner's program ``name`` for ``batch``: the jaxpr's figures
-    (``_jaxpr_stats``), the seconds to trace it and, with ``timing``, to lower,
+    (jaxprs.jaxpr_stats), the seconds to trace it and, with ``timing``, to lower,
     compile and call it (best of a few calls). ``jaxpr_file``: where to write
     the jaxpr's text."""
     elapsed = timer()
     traced = runner._trace(name, batch)
     trace_s = elapsed()
-    stats = _jaxpr_stats(traced.jaxpr)
+    stats = jaxpr_stats(traced.jaxpr)
     stats["trace_s"] = trace_s
     stats["lower_s"] = stats["compile_s"] = stats["call_s"] = None
     if timing:
@@ -217,18 +180,10 @@ def _body_stats(closed) -> dict:
     equations, nested ones counted (the step sits inside a cond)."""
     jaxpr = closed.jaxpr
     scans = [eqn for eqn in jaxpr.eqns if eqn.primitive.name == "scan"]
-    body = list(_nested_eqns(scans[0].params["jaxpr"].jaxpr))
+    body = list(nested_eqns(scans[0].params["jaxpr"].jaxpr))
     types = collections.Counter(eqn.primitive.name for eqn in body)
     return {"eqns": len(jaxpr.eqns), "scans": len(scans), "body_eqns": len(body),
             "body_selects": types.get("select_n", 0)}
-
-
-def _nested_eqns(jaxpr):
-    """Every equation of ``jaxpr`` and of the jaxprs nested in it."""
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in _sub_jaxprs(eqn):
-            yield from _nested_eqns(sub)
 
 
 def explain_parse(batches, config: ModelConfig, params) -> dict:
@@ -271,9 +226,9 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
     with jax.enable_x64(False):
         for key, (config, params) in variants.items():
             runner = Runner(params, config, dtype="float32", device="cpu", **options)
-            levels = runner._arrays(batch)[4]  # the level arrays, made on the host by the Runner
+            levels = runner._arrays(batch).levels  # the level arrays, made on the host by the Runner
             graph = dict(runner.last_graph)
-            stats = _jaxpr_stats(runner._trace("encode", batch).jaxpr)
+            stats = jaxpr_stats(runner._trace("encode", batch).jaxpr)
             if isinstance(levels, dict):  # the tracker: one level per step, Reduce on its width class
                 classes = width_classes(len(levels["roots"]))
                 widths = [classes[int(k)] for k in np.asarray(levels["cls"])]

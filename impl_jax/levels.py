@@ -6,11 +6,15 @@ table, runs the shared Reduce (and Tracker) cells on the dense block and
 writes the results as one contiguous block. Gold parses only: a predicted or
 sampled parse is decided inside the loop and cannot be scheduled ahead.
 
-``LevelClassifier`` is classifier.py's SNLIClassifier with this encoder: its
-``__call__`` and ``parse`` take the schedule's arrays
-(shared.levels.program_arrays) after the four batch arrays, so train.py's
-loss, gradient and training step run it unchanged (the runner's
-``algorithm="levels"``, the registry's ``jax-levels``).
+``SPINN`` here has the same submodules and weights as masked.py's; its
+``encode`` and ``parse`` take the schedule's arrays (``levels=``) besides the
+leaves and transitions. ``LevelClassifier`` is classifier.py's
+SNLIClassifier with this encoder, whose ``__call__``, ``encode`` and
+``parse`` take the schedule too: the one family whose programs have an
+input besides tokens and transitions (the batch's ``levels``, which
+train.py passes on), so train.py's loss, gradient and training step run it
+unchanged (the runner's ``algorithm="levels"``, the registry's
+``jax-levels``).
 
 :func:`host_schedule` makes those arrays for a batch. With the tracker a
 level is a step: T levels, the tracker on A rows (2B rounded up: every
@@ -37,32 +41,56 @@ from shared.levels import class_arrays, doubling_runs, program_padding, width_cl
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
-from .cells import Dtype, Reduce, Tracker, _halves
+from .cells import Dtype, Reduce, Tracker
 from .classifier import SNLIClassifier
+from .shift_reduce import DEFAULT_LAYOUT, halves
 
 
-class LevelSPINN(nn.Module):
-    """The encoder with model.SPINN's parameter names (same weights pytree)."""
+class SPINN(nn.Module):
+    """The encoder on a level schedule, with masked.py's submodules and weights."""
 
     config: ModelConfig
-    param_dtype: Dtype = jnp.float32
     # The classifier's encoder fields (classifier.py): the level loop has no stack layout and no tail to skip.
-    layout: str = "thin"
+    layout: str = DEFAULT_LAYOUT
+    dtype: Dtype = jnp.float32  # the parameters'
     unroll: int = 1
     skip_tail: bool = True
 
     def setup(self):
         c = self.config
         if c.tracker_dim > 0:
-            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, self.param_dtype, c.transition_head)
-        self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.param_dtype)
+            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, c.transition_head, self.dtype)
+        self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.dtype)
 
-    def encode_scheduled(self, leaves, sched):
+    def encode(self, leaves, transitions, *, levels):
+        """leaves <float>[S, N, 2H], transitions <int32>[S, T] (gold; the
+        schedule was made from them on the host), levels: the schedule's
+        arrays (host_schedule) -> encodings <float>[S, H], the roots' h."""
+        return self._encode_program(leaves, levels)
+
+    def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None, *, levels) -> SentenceParses:
+        """Gold mode only (the runner refuses the others, shared.levels.LEVELS_UNSUPPORTED): the gold parse
+        with the head's logits at every step, as masked.py's SPINN.parse returns it (SentenceParses of the
+        S sentences; logprob and entropy zeros). ``uniforms`` is never read."""
+        if mode != "gold":
+            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+        transitions = transitions.astype(jnp.int32)
+        S, T = transitions.shape
+        encodings, per_level = self._encode_program(leaves, levels, head=True)
+        L = per_level.shape[1]  # levels are steps; rounded up, so L may differ from T either way
+        per_step = per_level[:, :T] if L >= T else jnp.pad(per_level, ((0, 0), (0, T - L), (0, 0)))
+        zeros = jnp.zeros((S,), encodings.dtype)
+        return SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
+                              logprob=zeros, entropy=zeros)
+
+    # ---- the loops over levels --------------------------------------------
+
+    def _encode_scheduled(self, leaves, sched):
         """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays
         (jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
-        return self.encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
+        return self._encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
 
-    def encode_segments(self, leaves, segments, n_rows: int, roots, head: bool = False):
+    def _encode_segments(self, leaves, segments, n_rows: int, roots, head: bool = False):
         """leaves <float>[S, N, 2H]; segments: shared.levels.segments' runs
         (or one uniform run), one lax.scan each; n_rows the table's rows;
         roots <int32>[S] -> h of the roots <float>[S, H]; with ``head`` also
@@ -75,7 +103,7 @@ class LevelSPINN(nn.Module):
         state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype)) if D > 0 else ()  # row S: padding's
         for seg in segments:
             table, state, logits = self._run(table, state, seg, head)
-        encodings = _halves(table[roots], H)[0]
+        encodings = halves(table[roots], H)[0]
         if not head:
             return encodings
         active = segments[-1]["active"]  # [L, A]
@@ -84,14 +112,14 @@ class LevelSPINN(nn.Module):
         per_step = jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)  # row S: padding's
         return encodings, per_step[:S]
 
-    def encode_program(self, leaves, arrays, head: bool = False):
+    def _encode_program(self, leaves, arrays, head: bool = False):
         """leaves <float>[S, N, 2H]; arrays: shared.levels.program_arrays' dict
         (one uniform run) or shared.levels.doubling_runs' list (runs, then
         the roots), int32 arrays whose shapes give the table's layout ->
         encodings <float>[S, H] (and with ``head``, one uniform run, the
         head's logits <float>[S, L, 2])."""
         if isinstance(arrays, dict) and "cls" in arrays:  # shared.levels.class_arrays
-            return self.encode_classes(leaves, arrays, head)
+            return self._encode_classes(leaves, arrays, head)
         S, N = leaves.shape[:2]
         runs, roots = ([arrays], arrays["roots"]) if isinstance(arrays, dict) else (arrays[:-1], arrays[-1]["roots"])
         segments, base = [], S * N + 1
@@ -99,7 +127,7 @@ class LevelSPINN(nn.Module):
             L, W = run["left"].shape
             segments.append(dict(run, base=base, width=W))
             base += L * W
-        return self.encode_segments(leaves, segments, base, roots, head)
+        return self._encode_segments(leaves, segments, base, roots, head)
 
     def _run(self, table, state, seg, head: bool = False):
         H, D = self.config.hidden_dim, self.config.tracker_dim
@@ -113,8 +141,8 @@ class LevelSPINN(nn.Module):
             if D > 0:
                 left, right, active, top, below, front, reducing = x
                 h0, c0 = state[0][active], state[1][active]
-                h, c = module.tracker.step(_halves(table[front], H)[0], _halves(table[top], H)[0],
-                                           _halves(table[below], H)[0], (h0, c0))
+                h, c = module.tracker.step(halves(table[front], H)[0], halves(table[top], H)[0],
+                                           halves(table[below], H)[0], (h0, c0))
                 # padding rows all write the spare row S; any of them may win, none is read
                 state = (state[0].at[active].set(h), state[1].at[active].set(c))
                 tracking = jnp.take(h, reducing, axis=0)
@@ -124,8 +152,8 @@ class LevelSPINN(nn.Module):
                 left, right = x
             if W > 0:  # one gather of both children (its transpose: one scatter into the table's cotangent)
                 children = jnp.take(table, jnp.concatenate([left, right]), axis=0)
-                lh, lc = _halves(children[:W], H)
-                rh, rc = _halves(children[W:], H)
+                lh, lc = halves(children[:W], H)
+                rh, rc = halves(children[W:], H)
                 composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
                 table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
             return (table, state, l + 1), logits
@@ -134,8 +162,7 @@ class LevelSPINN(nn.Module):
         (table, state, _), logits = scan(self, (table, state, jnp.int32(0)), xs)
         return table, state, logits
 
-
-    def encode_classes(self, leaves, arrays, head: bool = False):
+    def _encode_classes(self, leaves, arrays, head: bool = False):
         """With the tracker: leaves <float>[S, N, 2H]; arrays:
         shared.levels.class_arrays' -> encodings <float>[S, H] (and with
         ``head`` the head's logits <float>[S, L, 2]). One scan over the steps:
@@ -160,7 +187,7 @@ class LevelSPINN(nn.Module):
             def run(module, left, right, tracking):
                 if W == 0:
                     return jnp.zeros((Wmax, 2 * H), dtype)
-                composed = jnp.concatenate(module.reduce.compose(_halves(left[:W], H), _halves(right[:W], H),
+                composed = jnp.concatenate(module.reduce.compose(halves(left[:W], H), halves(right[:W], H),
                                                                  tracking[:W]), axis=-1)
                 return jnp.concatenate([composed, jnp.zeros((Wmax - W, 2 * H), dtype)], axis=0)
             return run
@@ -175,7 +202,7 @@ class LevelSPINN(nn.Module):
             rows = jnp.take(table, jnp.concatenate([front, top, below,
                                                     jax.lax.dynamic_slice(left_all, (offset,), (Wmax,)),
                                                     jax.lax.dynamic_slice(right_all, (offset,), (Wmax,))]), axis=0)
-            buffer_h, top_h, below_h = (_halves(rows[k * A:(k + 1) * A], H)[0] for k in range(3))
+            buffer_h, top_h, below_h = (halves(rows[k * A:(k + 1) * A], H)[0] for k in range(3))
             left, right = rows[3 * A:3 * A + Wmax], rows[3 * A + Wmax:]
             h, c = module.tracker.step(buffer_h, top_h, below_h, (state[0][active], state[1][active]))
             state = (state[0].at[active].set(h), state[1].at[active].set(c))
@@ -188,7 +215,7 @@ class LevelSPINN(nn.Module):
         scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False},
                        length=arrays["cls"].shape[0])
         (table, _), logits = scan(self, (table, state), tuple(arrays[k] for k in names))
-        encodings = _halves(table[arrays["roots"]], H)[0]
+        encodings = halves(table[arrays["roots"]], H)[0]
         if not head:
             return encodings
         active = arrays["active"]
@@ -198,38 +225,36 @@ class LevelSPINN(nn.Module):
 
 
 class LevelClassifier(SNLIClassifier):
-    """classifier.py's SNLIClassifier (same weights) with the level encoder:
-    both methods take the schedule's arrays after the batch's four."""
+    """classifier.py's SNLIClassifier (same weights) with this module's SPINN
+    (``encoder=SPINN``): its ``__call__``, ``encode`` and ``parse`` take the
+    schedule's arrays (``levels=``: host_schedule of the batch's 2B
+    sentences, premises first) besides the batch's arrays."""
 
-    encoder_class = LevelSPINN
+    encoder: type = SPINN  # the only encoder that reads a schedule
 
-    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, levels,
-                 train: bool = False):
-        """The batch's arrays and ``levels`` (shared.levels.program_arrays of
-        its 2B sentences, premises first) -> (premise, hypothesis, logits)."""
+    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *,
+                 levels):
+        """The batch's arrays and ``levels`` -> (premise, hypothesis, logits), as SNLIClassifier.__call__."""
         B = premise_tokens.shape[0]
         tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
-        encodings = self.spinn.encode_program(self._leaves(tokens, train), levels)
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
+        encodings = self.encode(tokens, transitions, levels=levels)
         premise, hypothesis = encodings[:B], encodings[B:]
-        return premise, hypothesis, self.classify(premise, hypothesis, train)
+        return premise, hypothesis, self.classify(premise, hypothesis)
 
-    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, levels,
-              mode: str = "gold", uniforms=None, train: bool = False) -> tuple[SentenceParses, jnp.ndarray]:
-        """Gold mode only (the runner refuses the others): the gold parse with
-        the head's logits at every step, as SNLIClassifier.parse returns it."""
-        if mode != "gold":
-            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+    def encode(self, tokens, transitions, *, levels):
+        """tokens <int32>[S, N], transitions <int32>[S, T], levels (their
+        schedule) -> encodings <float>[S, H], as SNLIClassifier.encode."""
+        return self.spinn.encode(self._leaves(tokens), transitions, levels=levels)
+
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+              mode: str = "predicted", uniforms=None, *, levels) -> tuple[SentenceParses, jnp.ndarray]:
+        """Gold mode only (SPINN.parse): SNLIClassifier.parse with the schedule."""
         B = premise_tokens.shape[0]
         tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
-        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0).astype(jnp.int32)
-        S, T = transitions.shape
-        encodings, per_level = self.spinn.encode_program(self._leaves(tokens, train), levels, head=True)
-        L = per_level.shape[1]  # levels are steps; rounded up, so L may differ from T either way
-        per_step = per_level[:, :T] if L >= T else jnp.pad(per_level, ((0, 0), (0, T - L), (0, 0)))
-        zeros = jnp.zeros((S,), encodings.dtype)
-        parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
-                                logprob=zeros, entropy=zeros)
-        return parses, self.classify(encodings[:B], encodings[B:], train)
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
+        parses = self.spinn.parse(self._leaves(tokens), transitions, mode, uniforms, levels=levels)
+        return parses, self.classify(parses.encodings[:B], parses.encodings[B:])
 
 
 def host_schedule(batch, tracker: bool) -> tuple[dict | list, dict]:

@@ -1,11 +1,13 @@
-"""SPINN as Flax linen modules, run as one fixed-shape loop (docs/spec.md §3, §7).
+"""SPINN on masked arrays: the whole batch in padded arrays, one fixed-shape loop (docs/spec.md §3, §7).
 
-``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
-reads the transition head and may decide the transitions itself. Both run
-one ``nn.scan`` (``lax.scan`` lifted over Flax variables) of T steps, T the
-padded length of the batch, in which nothing depends on a value: what an
-example's transition means is decided by masks and pointers
-(docs/static-vs-dynamic.md; the decision, docs/decided-graphs.md):
+The masked family (bench/frameworks.py): every sentence's stack and buffer
+are rows of fixed-size arrays, moved by integer pointers, and what an
+example's transition means is decided by masks. ``SPINN.encode`` follows the
+given (gold) transitions; ``SPINN.parse`` also reads the transition head and
+may decide the transitions itself. Both run one ``nn.scan`` (``lax.scan``
+lifted over Flax variables) of T steps, T the padded length of the batch, in
+which nothing depends on a value (docs/static-vs-dynamic.md; the decision,
+docs/decided-graphs.md):
 
     leaves       <float>[S, N, 2H]   [h; c] of every word: the buffer, made by
                                      classifier.py (S sentences: premises and hypotheses, 2B)
@@ -25,6 +27,9 @@ batch's last real one (``SPINN._step_until``); the differentiated programs run
 every step (``skip_tail=False``). The parse mode ("gold", "predicted",
 "sampled") is a Python argument: each mode is its own traced program.
 
+What the JAX families share (the halves of an item, the leaf count, the
+decision of §7) is shift_reduce.py's; the cells are cells.py's.
+
 Linen, not nnx: a linen module holds no state, so the weights are the plain
 pytree passed to ``apply`` that ``jax.jit``, ``jax.grad`` and optax work on (train.py).
 """
@@ -32,17 +37,14 @@ pytree passed to ``apply`` that ``jax.jit``, ``jax.grad`` and optax work on (tra
 from __future__ import annotations
 
 import flax.linen as nn
-import jax
 import jax.numpy as jnp
 
 from shared.params import ModelConfig
-from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, SentenceParses
+from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .cells import Dtype, Reduce, Tracker, _halves
-
-LAYOUTS = ("thin", "padded")
-DEFAULT_LAYOUT = "thin"  # Bowman et al.'s layout
+from .cells import Dtype, Reduce, Tracker
+from .shift_reduce import DEFAULT_LAYOUT, LAYOUTS, count_leaves, decide, halves, last_step
 
 
 class SPINN(nn.Module):
@@ -50,7 +52,7 @@ class SPINN(nn.Module):
 
     config: ModelConfig
     layout: str = DEFAULT_LAYOUT  # "thin" or "padded"
-    param_dtype: Dtype = jnp.float32
+    dtype: Dtype = jnp.float32  # the parameters'
     unroll: int = 1  # lax.scan unroll factor (a speed knob; the numbers do not change)
     # Skip the steps past the batch's last real one (_step_until). A speed knob: the numbers do not change.
     # Under jax.grad the cond can cost more than the steps it skips (the runner's training programs turn it off).
@@ -61,8 +63,8 @@ class SPINN(nn.Module):
         if self.layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {self.layout!r}; choose from {LAYOUTS}")
         if c.tracker_dim > 0:
-            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, self.param_dtype, c.transition_head)
-        self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.param_dtype)
+            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, c.transition_head, self.dtype)
+        self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.dtype)
 
     def encode(self, leaves, transitions):
         """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]:
@@ -71,7 +73,7 @@ class SPINN(nn.Module):
         Gold mode only, and the transition head is never evaluated here
         (``parse`` is the path that reads it)."""
         T = transitions.shape[1]
-        n_leaves = _count_leaves(transitions)
+        n_leaves = count_leaves(transitions)
         carry = self._initial_carry(leaves, T)
         if self.is_initializing() and self.config.transition_head:
             # init() creates the weights a call touches; this path never reads
@@ -98,7 +100,7 @@ class SPINN(nn.Module):
             check_constancy_invariants=self.is_initializing(),
         )
         xs = (jnp.swapaxes(transitions, 0, 1), jnp.arange(T, dtype=jnp.int32))
-        (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves, _last_step(transitions))
+        (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves, last_step(transitions))
         return self._root(stack, pointers)
 
     def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
@@ -116,7 +118,7 @@ class SPINN(nn.Module):
           logprob, entropy <float>[S] (sums over choice steps; sampled mode, else 0).
         """
         S, T = transitions.shape
-        n_leaves = _count_leaves(transitions)
+        n_leaves = count_leaves(transitions)
         carry = self._initial_carry(leaves, T)
 
         # The same scan as encode, over the same step, which now also
@@ -138,7 +140,7 @@ class SPINN(nn.Module):
         xs = (jnp.swapaxes(transitions, 0, 1) if mode == "gold" else None, jnp.arange(T, dtype=jnp.int32),
               jnp.swapaxes(uniforms, 0, 1) if mode == "sampled" else None)
         # A decided sentence of n words runs exactly 2n - 1 steps (docs/spec.md §7).
-        stop = _last_step(transitions) if mode == "gold" else 2 * jnp.max(n_leaves) - 1
+        stop = last_step(transitions) if mode == "gold" else 2 * jnp.max(n_leaves) - 1
         (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves, stop)
         followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)
         zeros = jnp.zeros((S,), leaves.dtype)
@@ -178,7 +180,7 @@ class SPINN(nn.Module):
             root = stack[:, 0]
         else:
             root = stack[pointers[:, 0], rows]
-        return _halves(root, self.config.hidden_dim)[0]
+        return halves(root, self.config.hidden_dim)[0]
 
     def _step_until(self, carry, xs, leaves, n_leaves, stop, mode: str = "gold", head: bool = False):
         """``_step`` while t < ``stop``, the batch's real length; after it, nothing.
@@ -205,7 +207,7 @@ class SPINN(nn.Module):
             if head:
                 ys = {"logits": logits}
                 if mode != "gold":
-                    ys.update(_decide(logits, xs[2], jnp.zeros_like(sp, bool), jnp.zeros_like(sp, bool), mode)[2])
+                    ys.update(decide(logits, xs[2], jnp.zeros_like(sp, bool), jnp.zeros_like(sp, bool), mode)[2])
                     ys["op"] = jnp.full_like(sp, PAD)
             return carry, ys
 
@@ -254,16 +256,16 @@ class SPINN(nn.Module):
             if mode != "gold":
                 # ---- the decision. Define-by-run code stops here at every
                 # step, brings t back to Python and branches on it. Here it
-                # never leaves the device: _decide turns t into the masks
-                # is_shift / is_reduce, which take the place of the gold op's
-                # masks, and the rest of the step is the same in every mode.
-                is_shift, is_reduce, choice_ys = _decide(logits, xs[2], can_shift, can_reduce, mode)
+                # never leaves the device: decide (shift_reduce.py) turns t
+                # into the masks is_shift / is_reduce, which take the place of
+                # the gold op's masks, and the rest of the step is the same in every mode.
+                is_shift, is_reduce, choice_ys = decide(logits, xs[2], can_shift, can_reduce, mode)
                 ys.update(choice_ys)
                 ys["op"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
 
         # ---- compose the two top items (used only where the step is REDUCE), back into one item [S, 2H]
         H = self.config.hidden_dim
-        composed = jnp.concatenate(self.reduce.compose(_halves(below, H), _halves(top, H), tracking), axis=-1)
+        composed = jnp.concatenate(self.reduce.compose(halves(below, H), halves(top, H), tracking), axis=-1)
         carry = self._write(stack, pointers, sp, bp, t, is_shift, is_reduce, front, composed, rows, N)
         return carry + (tracker_state,), ys
 
@@ -299,7 +301,7 @@ class SPINN(nn.Module):
         H = self.config.hidden_dim
         tracking = None
         if self.config.tracker_dim > 0:
-            h_t, c_t = self.tracker.step(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0],
+            h_t, c_t = self.tracker.step(halves(front, H)[0], halves(top, H)[0], halves(below, H)[0],
                                          tracker_state)
             keep = active[:, None]
             tracker_state = (jnp.where(keep, h_t, tracker_state[0]), jnp.where(keep, c_t, tracker_state[1]))
@@ -333,52 +335,3 @@ class SPINN(nn.Module):
         bp = bp + is_shift.astype(jnp.int32)
         return stack, pointers, sp, bp
 
-
-def _count_leaves(transitions):
-    """n_leaves <int32>[S]: the words in each buffer, one per SHIFT. The leaves
-    array is padded to N; the transitions say how many of its rows are words.
-    (Also for one sentence, without the S axis: impl_jax/vmap.py.)"""
-    return jnp.sum(transitions == SHIFT, axis=-1, dtype=jnp.int32)
-
-
-def _last_step(transitions):
-    """<int32>[]: one past the last step that is not PAD in any row of
-    transitions <int32>[S, T], the number of steps the batch really needs
-    (T, its padded length, or less)."""
-    used = jnp.any(transitions != PAD, axis=0)
-    return jnp.max(jnp.where(used, jnp.arange(1, transitions.shape[1] + 1, dtype=jnp.int32), 0))
-
-
-def _decide(logits, uniform, can_shift, can_reduce, mode: str):
-    """The decision of docs/spec.md §7, for every sentence at once, on the device.
-
-    logits <float>[S, 2] = (t_S, t_R); uniform <float>[S] (sampled mode);
-    can_shift (the buffer is not empty), can_reduce (two items or more on the
-    stack) <bool>[S]. Returns the masks is_shift, is_reduce <bool>[S] (both
-    false: the sentence is finished, a PAD step) and, in sampled mode, the
-    step's log-probability and entropy <float>[S], zero unless it was a choice.
-    The S axis may be absent (one sentence: impl_jax/vmap.py).
-    """
-    # Define-by-run code writes this as `if t_R > t_S: reduce() else: shift()`,
-    # which needs the value of t in Python at every step. In a traced loop t
-    # has no value yet, so the branch becomes a mask: both actions' results
-    # are computed anyway (the step always composes AND shifts), and the
-    # decision only chooses which one is kept, like the gold op does.
-    choice = can_shift & can_reduce  # both actions possible: the head decides
-    diff = logits[..., REDUCE_COLUMN] - logits[..., SHIFT_COLUMN]  # t_R - t_S
-    ys = {}
-    if mode == "predicted":
-        wants_reduce = diff > 0  # t_R > t_S; a tie SHIFTs
-    else:
-        # Stable logs: log σ(x) = -softplus(-x), never log 0; p_R = exp(log σ(d)).
-        log_p_reduce, log_p_shift = jax.nn.log_sigmoid(diff), jax.nn.log_sigmoid(-diff)
-        wants_reduce = uniform < jnp.exp(log_p_reduce)  # REDUCE with probability p_R
-        taken = jnp.where(wants_reduce, log_p_reduce, log_p_shift)
-        entropy = -(jnp.exp(log_p_reduce) * log_p_reduce + jnp.exp(log_p_shift) * log_p_shift)
-        # A step with one possible action is no choice and adds nothing.
-        ys["logprob"] = jnp.where(choice, taken, 0)
-        ys["entropy"] = jnp.where(choice, entropy, 0)
-    # Where only one action is possible it is taken, whatever t says.
-    is_reduce = can_reduce & (~can_shift | wants_reduce)
-    is_shift = can_shift & ~is_reduce
-    return is_shift, is_reduce, ys

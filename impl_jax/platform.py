@@ -2,6 +2,7 @@
 
 The library is imported inside the methods only: the process settings are
 read before it is imported (64-bit mode, in particular, is decided at import).
+The persistent compilation cache's switch is compilation_cache.py's.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 
 from shared.platform import Platform as PlatformBase
+
+from . import compilation_cache
 
 
 class Platform(PlatformBase):
@@ -90,48 +93,9 @@ class Platform(PlatformBase):
         return lambda: product(ja, jb).block_until_ready()
 
     def enable_compilation_cache(self, path: str) -> None:
-        _enable_compilation_cache(path)
+        compilation_cache.enable_compilation_cache(path)
 
     def clear_caches(self) -> None:
         import jax
         jax.clear_caches()
 
-
-# The persistent compilation cache: the runner counts its hits and misses (compile_stats).
-_CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
-_listening = False
-
-
-def _count_cache_event(event: str, **kwargs) -> None:
-    if event in _CACHE_EVENTS:
-        _CACHE_EVENTS[event] += 1
-
-
-def _enable_compilation_cache(path: str | os.PathLike) -> None:
-    """Turn on JAX's persistent compilation cache in ``path`` (process-wide).
-
-    Every executable is written, however quick its compilation was (JAX's
-    default skips those under a second). JAX decides once per process whether
-    the cache is in use, so the decision is reset to take the new directory.
-    """
-    global _listening
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache
-
-    os.makedirs(path, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", os.fspath(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    compilation_cache.reset_cache()
-    if not _listening:
-        jax.monitoring.register_event_listener(_count_cache_event)
-        _listening = True
-
-
-def _disable_compilation_cache() -> None:
-    """Turn the persistent compilation cache off again (process-wide)."""
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache
-
-    jax.config.update("jax_compilation_cache_dir", None)
-    compilation_cache.reset_cache()

@@ -11,39 +11,20 @@ the scan over its rows, and the gradient's sum over the batch becomes an
 all-reduce the compiler inserts. The loss is still the mean over the global
 batch, and the dropout masks are drawn for the global arrays, as on one device.
 
-Several processes (``--processes P``, on one host or several): :func:`_join_processes`
-joins the job the environment describes (``jax.distributed.initialize``; on a
-CPU the all-reduce goes over Gloo) before JAX touches a device, and the mesh
-is then made of every process's devices. Each process places the same global
-batch (every process reads the same data in the same order); jit runs the
-same program in all of them, each on its own rows.
+Several processes (``--processes P``, on one host or several):
+distributed.join_processes joins the job the environment describes
+(``jax.distributed.initialize``; on a CPU the all-reduce goes over Gloo)
+before JAX touches a device, and the mesh is then made of every process's
+devices. Each process places the same global batch (every process reads the
+same data in the same order); jit runs the same program in all of them, each
+on its own rows.
 """
 
 from __future__ import annotations
 
-import os
-
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-
-def _join_processes() -> int:
-    """Join the job of several processes that the environment describes
-    (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID: what
-    impl_jax/platform.py's process_env writes), once per process, before any
-    device is touched; the job's process count (1: no job)."""
-    processes = int(os.environ.get("JAX_NUM_PROCESSES", "1"))
-    if processes > 1 and not _JOINED:
-        # The CPU's collectives between processes (the GPU's go over NCCL whatever this says).
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(os.environ["JAX_COORDINATOR_ADDRESS"], processes,
-                                   int(os.environ["JAX_PROCESS_ID"]))
-        _JOINED.append(processes)
-    return processes
-
-
-_JOINED: list[int] = []
 
 
 def replica_devices(device: str, replicas: int) -> Mesh:

@@ -6,30 +6,40 @@ input shape. Here each program is compiled explicitly,
 a dict keyed by the batch shape (B, N, T). So a compilation happens exactly
 once per bucket shape and program (encode, loss_and_grads, train_step,
 one parse program per transitions mode, and the two REINFORCE programs,
-docs/spec.md §7), and
-the time each stage takes (tracing, lowering, XLA) is measured apart from
-running: ``compile_stats()``.
+docs/spec.md §7), and the time each stage takes (tracing, lowering, XLA) is
+measured apart from running: ``compile_stats()``.
+
+The programs are train.py's and reinforce.py's functions of values: the model
+(train.Model: the Flax module, static, and its parameters), the optimizer
+(train.Optimizer: optax's state and the learning rate), the batch
+(shared.batching.BatchArrays of device arrays) and the step; the runner
+keeps the current values and installs what a training step gives back.
 
 Options beyond the common interface:
 
-* ``layout="thin" | "padded"``: the stack layout (model.py); ``thin`` is the default.
+* ``algorithm="masked" | "vmap" | "levels"``: the model, named by its family
+  in bench/frameworks.py, whose module (``masked.py``, ``vmap.py``,
+  ``levels.py``) is imported when the runner is built, and only that one.
+  ``masked`` (the default) is batched by hand with masked arrays; ``vmap`` is
+  SPINN written for one sentence and batched by ``jax.vmap`` (the
+  ``jax-vmap`` implementation). The weights, the programs and everything
+  below are the same. ``levels``: levels.py's LevelClassifier, SPINN on a
+  level schedule made on the host for every batch (levels.py's
+  ``host_schedule``), gold transitions only (the rest is refused:
+  ``unsupported``). The schedule's index arrays are the batch's ``levels``,
+  an input of every program, and their widths part of the compiled shape.
+  ``last_graph`` holds the last batch's levels, padding and rows (levels.py),
+  ``last_phases`` its ``schedule`` (seconds on the host).
+* ``layout="thin" | "padded"``: masked.py's stack layout; ``thin`` is the default (and the only
+  layout of the other families).
 * ``compilation_cache_dir=PATH``: turn on JAX's persistent compilation cache
   (off by default). Executables are written to PATH and reused by later
   processes; ``compile_stats()`` then counts cache hits. Note that this cache is
   a process-wide JAX setting: it stays on for every later compilation.
 * ``unroll=k``: unroll factor of the scan (speed only).
-* ``algorithm="masked" | "vmap"``: the model, named by its family in
-  bench/frameworks.py. ``masked`` (the default) is model.py, batched by hand
-  with masked arrays; ``vmap`` is vmap.py, SPINN written for one sentence and
-  batched by ``jax.vmap`` (the ``jax-vmap`` implementation). The weights, the
-  programs and everything below are the same.
-* ``replicas=K``: data parallelism over a mesh of K devices (replicas.py).
-* ``algorithm="levels"``: levels.py's LevelClassifier, SPINN on a level
-  schedule made on the host for every batch (levels.py's ``host_schedule``),
-  gold transitions only (the rest is refused: ``unsupported``). The
-  schedule's index arrays are the programs' fifth argument, and their widths
-  part of the compiled shape. ``last_graph`` holds the last batch's levels,
-  padding and rows (levels.py), ``last_phases`` its ``schedule`` (seconds on the host).
+* ``replicas=K``: data parallelism over a mesh of K devices (replicas.py, imported only then).
+* ``train_skip_tail``: keep masked.py's cond that skips the padded tail in
+  the differentiated programs too (the registry's ``jax-tail-cond``).
 
 The optimizer methods of the interface are train.py's: optax with the shared
 names and hyperparameters (shared/optimizers.py), the learning rate an
@@ -45,6 +55,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import os
 import time
 from typing import Callable, Mapping, Sequence
@@ -55,21 +66,19 @@ import numpy as np
 
 from shared import optimizers
 from shared import reinforce as shared_reinforce
-from shared.levels import LEVELS_UNSUPPORTED
-from shared.params import ModelConfig, param_shapes
+from shared.batching import BatchArrays
+from shared.params import ModelConfig
 from shared.parsing import MODES, Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
 
 from . import reinforce, train
 from .classifier import SNLIClassifier
-from .convert import from_canonical, grads_to_canonical, name_map, resolve_dtype, to_canonical
-from .levels import LevelClassifier, host_schedule, schedule_shape
-from .model import DEFAULT_LAYOUT, LAYOUTS
-from .platform import _CACHE_EVENTS, _enable_compilation_cache
-from .replicas import _join_processes, replica_devices, replica_train_step
-from .train import _merge, _partition
-from .vmap import VmapClassifier
+from .compilation_cache import CACHE_EVENTS, enable_compilation_cache
+from .convert import from_canonical, grads_to_canonical, resolve_dtype, to_canonical
+from .forward import forward
+from .params import abstract
+from .shift_reduce import DEFAULT_LAYOUT, LAYOUTS
 
 # One parse program per transitions mode: the mode is a Python constant of the trace.
 PARSE_PROGRAMS = tuple(f"parse:{mode}" for mode in MODES)
@@ -77,13 +86,14 @@ PARSE_PROGRAMS = tuple(f"parse:{mode}" for mode in MODES)
 REINFORCE_PROGRAMS = ("reinforce_loss_and_grads", "reinforce_step")
 PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS + REINFORCE_PROGRAMS
 STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is part of
-# The model behind the programs, by its family in bench/frameworks.py: masked arrays batched by hand
-# (model.py), or per-sentence code batched by jax.vmap (vmap.py).
-ALGORITHMS = {"masked": SNLIClassifier, "vmap": VmapClassifier, "levels": LevelClassifier}
+# The model behind the programs, by its family in bench/frameworks.py: the module impl_jax/<family>.py,
+# imported by the runner that runs it.
+ALGORITHMS = ("masked", "vmap", "levels")
+CACHE_HITS, CACHE_MISSES = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 
 
 # ---------------------------------------------------------------------------
-# Devices (the persistent compilation cache is platform.py's)
+# Devices (the persistent compilation cache is compilation_cache.py's)
 # ---------------------------------------------------------------------------
 
 
@@ -95,6 +105,22 @@ def resolve_device(device: str) -> jax.Device:
         return jax.local_devices(backend=device)[0]
     except RuntimeError as err:
         raise ValueError(f"no JAX {device} device here ({err}); install jax[cuda12] for a GPU") from err
+
+
+# ---------------------------------------------------------------------------
+# The programs, as the runner compiles them
+# ---------------------------------------------------------------------------
+
+
+def _parse_program(model, batch, uniforms, *, mode: str):
+    """train.parse with the mode bound: one program per mode."""
+    return train.parse(model, batch, mode, uniforms)
+
+
+def _step_last(step_function: Callable) -> Callable:
+    """``step_function`` (train.train_step, reinforce.train_step, settings bound) taking its ``step`` as
+    its last positional argument: the order the runner's programs take their arguments in."""
+    return lambda *args: step_function(*args[:-1], step=args[-1])
 
 
 # ---------------------------------------------------------------------------
@@ -116,7 +142,7 @@ class Runner(RunnerBase):
         if layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
         if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
+            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
         if algorithm in ("vmap", "levels") and layout != "thin":
             raise ValueError(f"algorithm {algorithm!r} has its own stack; layout must be 'thin'")
         if algorithm == "levels" and replicas != 1:
@@ -125,10 +151,14 @@ class Runner(RunnerBase):
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
         if compilation_cache_dir is not None:
-            _enable_compilation_cache(compilation_cache_dir)
+            enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
         self.replicas = check_replicas(replicas)
-        processes = _join_processes() if self.replicas > 1 else 1  # before JAX touches a device
+        processes = 1
+        if self.replicas > 1:
+            from .distributed import join_processes
+
+            processes = join_processes()  # before JAX touches a device
         self.device = resolve_device(device)
         # In a job of several processes, only the training steps run on the job's mesh: everything else
         # (encode, parse, gradients without a step) runs on this process's own device, on its own, so that one
@@ -142,46 +172,44 @@ class Runner(RunnerBase):
         # the gradient's sum over pairs becomes an all-reduce across devices (replicas.py).
         self._batch_sharding = self.device
         if self.replicas > 1:
+            from .replicas import replica_devices, replica_train_step
+
             self.mesh = replica_devices(device, self.replicas)
             self.device, self._batch_sharding = replica_train_step(self.mesh)
         self.layout = layout
         self.algorithm = algorithm
+        # The family's module, and only it: impl_jax/<algorithm>.py.
+        self._family = importlib.import_module(f"{__package__}.{algorithm}")
         if algorithm == "levels":
+            from shared.levels import LEVELS_UNSUPPORTED
+
             self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
-        self.model = ALGORITHMS[algorithm](config, layout=layout, dropout_rate=dropout,
-                                           param_dtype=jnp.dtype(self.dtype), unroll=unroll)
-        # The same weights; its loop runs every step (impl_jax/model.py, SPINN.skip_tail): what jax.grad
-        # differentiates. train_skip_tail keeps the cond that skips the padded tail there too (the registry's
-        # jax-tail-cond, which measures what that choice costs).
-        self.train_model = self.model.clone(skip_tail=train_skip_tail)
-        self.params = from_canonical(params, config, self.dtype, self.device)["params"]
-        self._frozen_paths: set = set()
-        self.opt_state = None
-        self._lr = None
+        classifier = self._family.LevelClassifier if algorithm == "levels" else SNLIClassifier
+        module = classifier(config, encoder=self._family.SPINN, layout=layout, dropout_rate=dropout,
+                            dtype=jnp.dtype(self.dtype), unroll=unroll)
+        self.model = from_canonical(params, train.Model(module, abstract(module, self.device)))
+        # The module of the programs that differentiate: training mode (train.py's functions run it in eval
+        # mode where they are asked to), and its loop runs every step (impl_jax/masked.py, SPINN.skip_tail).
+        # train_skip_tail keeps the cond that skips the padded tail there too (the registry's jax-tail-cond,
+        # which measures what that choice costs).
+        self._train_module = module.clone(training=True, skip_tail=train_skip_tail)
         # program -> its Python function, its jax.jit (whose trace cache is
         # keyed on shapes), and what tracing and compiling it has cost.
         self._functions = {
-            "encode": lambda params, arrays: self._forward(params, arrays),
-            # train.py's pure functions, the model and the settings bound: each program is a function of arrays.
-            "loss_and_grads": functools.partial(train.loss_and_grads, self.train_model,
-                                                transition_weight=self.transition_weight),
-            "reinforce_loss_and_grads": functools.partial(reinforce.loss_and_grads, self.train_model,
+            "encode": forward,
+            # train.py's pure functions, the settings bound: each program is a function of values.
+            "loss_and_grads": functools.partial(train.loss_and_grads, transition_weight=self.transition_weight),
+            "reinforce_loss_and_grads": functools.partial(reinforce.loss_and_grads,
                                                           reinforce_weight=self.reinforce_weight,
                                                           entropy_weight=self.entropy_weight),
         }
         for mode in MODES:  # the mode is bound before jit: one program per mode
-            self._functions[f"parse:{mode}"] = functools.partial(self._parse_forward, mode=mode)
+            self._functions[f"parse:{mode}"] = functools.partial(_parse_program, mode=mode)
         self._jitted: dict[str, Callable] = {}
         self._stats = {program: CompileStats() for program in PROGRAMS}
         self._compiled_shapes: list[tuple] = []  # (program, B, N, T) of every compilation, in order
         # (program, batch shape) -> compiled executable
         self._executables: dict[tuple, jax.stages.Compiled] = {}
-
-    def _forward(self, params, arrays):
-        return self.model.apply({"params": params}, *arrays, train=False)
-
-    def _parse_forward(self, params, arrays, uniforms, *, mode):
-        return train.parse(self.model, params, arrays, mode, uniforms)
 
     # -- tracing and compilation -----------------------------------------
 
@@ -195,8 +223,8 @@ class Runner(RunnerBase):
                 stats.traces += 1
                 return function(*args)
 
-            # Donating the trainable weights and the optimizer state lets XLA update them in place.
-            self._jitted[program] = jax.jit(traced, donate_argnums=(0, 2) if program in STEP_PROGRAMS else ())
+            # Donating the model and the optimizer lets XLA update the weights and the state in place.
+            self._jitted[program] = jax.jit(traced, donate_argnums=(0, 1) if program in STEP_PROGRAMS else ())
         return self._jitted[program]
 
     def _executable(self, program: str, args: tuple, shape: tuple):
@@ -204,8 +232,7 @@ class Runner(RunnerBase):
         key = (program, shape)
         compiled = self._executables.get(key)
         if compiled is None:
-            hits0 = _CACHE_EVENTS["/jax/compilation_cache/cache_hits"]
-            misses0 = _CACHE_EVENTS["/jax/compilation_cache/cache_misses"]
+            hits0, misses0 = CACHE_EVENTS[CACHE_HITS], CACHE_EVENTS[CACHE_MISSES]
             start = time.perf_counter()
             traced = self._jit(program).trace(*args)
             traced_at = time.perf_counter()
@@ -220,44 +247,45 @@ class Runner(RunnerBase):
             s.xla_compile_s += done - lowered_at
             s.compile_s += done - start
             s.xla_compilations += 1
-            s.cache_hits += _CACHE_EVENTS["/jax/compilation_cache/cache_hits"] - hits0
-            s.cache_misses += _CACHE_EVENTS["/jax/compilation_cache/cache_misses"] - misses0
+            s.cache_hits += CACHE_EVENTS[CACHE_HITS] - hits0
+            s.cache_misses += CACHE_EVENTS[CACHE_MISSES] - misses0
             s.shapes.append((program,) + shape)
             self._compiled_shapes.append((program,) + shape)
         return compiled
 
     def _program_args(self, program: str, batch) -> tuple:
-        """The arguments ``program`` ("encode", "loss_and_grads", "train_step")
-        takes for ``batch``, on the device: what its executable is called with."""
+        """The arguments ``program`` ("encode", "loss_and_grads", "train_step", "parse:gold",
+        "parse:predicted") takes for ``batch``, on the device: what its executable is called with."""
         if program == "train_step":
             self._need_optimizer()
         elif program not in PROGRAMS:
             raise ValueError(f"unknown program {program!r}; choose from {PROGRAMS}")
-        local = program not in STEP_PROGRAMS
-        arrays = self._arrays(batch, local)
         if program == "encode":
-            return (self._weights(local), arrays)
+            return (self._model(local=True), self._arrays(batch, local=True, labels=False))
         if program in ("parse:gold", "parse:predicted"):  # no uniforms (bench explain traces these)
-            return (self._weights(local), arrays, None)
+            return (self._model(local=True), self._arrays(batch, local=True, labels=False), None)
         if program == "parse:sampled":
             raise ValueError("parse:sampled takes uniform numbers: call parse(batch, 'sampled', uniforms)")
         if program == "loss_and_grads":
-            return (self._weights(local), arrays, self._labels(batch, local))
-        return self._train_args(arrays, self._labels(batch))
+            return (self._model(local=True, training=True), self._arrays(batch, local=True))
+        if program == "train_step":
+            return (self._model(training=True), self.optimizer, self._arrays(batch), self._step())
+        raise ValueError(f"{program} takes uniform numbers and a baseline: call reinforce_loss_and_grads or "
+                         "reinforce_step")
 
     def _run(self, program: str, batch) -> tuple:
         """Run ``program`` on ``batch`` (compiling it first for a new batch
         shape); its outputs, and the arguments it was called with."""
         args = self._program_args(program, batch)
-        arrays = args[1] if program not in STEP_PROGRAMS else args[3]
-        return self._executable(program, args, self._shape(batch, arrays))(*args), args
+        arrays = args[2] if program in STEP_PROGRAMS else args[1]
+        return self._executable(program, args, self._shape(arrays))(*args), args
 
-    def _shape(self, batch, arrays) -> tuple:
+    def _shape(self, arrays: BatchArrays) -> tuple:
         """What a program compiles for: (B, N, T), and with the level schedule its (L, W, A)."""
-        B, N = np.shape(batch.premise_tokens)
-        shape = (B, N, np.shape(batch.premise_transitions)[1])
+        (B, N), T = arrays.premise_tokens.shape, arrays.premise_transitions.shape[1]
+        shape = (B, N, T)
         if self.algorithm == "levels":
-            shape += schedule_shape(arrays[4])
+            shape += self._family.schedule_shape(arrays.levels)
         return shape
 
     def _put_rows(self, array: np.ndarray, local: bool = False):
@@ -269,29 +297,34 @@ class Runner(RunnerBase):
         sharding = self._batch_sharding if len(array) % self.replicas == 0 else self.device
         return jax.device_put(array, sharding)
 
-    def _weights(self, local: bool = False):
-        """The weights as a program takes them: on the mesh, or (``local``, in a job of several processes)
-        this process's own copy of them, on its device."""
+    def _model(self, local: bool = False, training: bool = False) -> train.Model:
+        """The model as a program takes it: its weights on the mesh, or (``local``, in a job of several
+        processes) this process's own copy of them, on its device; ``training``: with the module of the
+        programs that differentiate."""
+        model = self.model.replace(module=self._train_module) if training else self.model
         if local and self._local_device is not None:
-            return jax.tree.map(lambda a: a.addressable_data(0), self.params)
-        return self.params
+            return model.replace(params=jax.tree.map(lambda a: a.addressable_data(0), model.params))
+        return model
 
-    def _arrays(self, batch, local: bool = False) -> tuple:
-        """The four int32 batch arrays, on the device; with the level schedule
-        a fifth, the dict of its index arrays (made here, on the host)."""
+    def _arrays(self, batch, local: bool = False, labels: bool = True) -> BatchArrays:
+        """The batch's int32 arrays on the device (``labels=False``: without the labels, for the programs
+        that read none); with the level schedule its index arrays too (made here, on the host)."""
         names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-        arrays = tuple(self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names)
-        if self.algorithm != "levels":
-            return arrays
-        start = time.perf_counter()
-        levels, self.last_graph = host_schedule(batch, tracker=self.config.tracker_dim > 0)
-        self.last_phases = {"schedule": time.perf_counter() - start}
-        device = self._local_device if local and self._local_device is not None else self.device
-        return arrays + (jax.tree.map(lambda a: jax.device_put(a, device), levels),)
+        if labels:
+            names += ("labels",)
+        arrays = {n: self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names}
+        arrays.setdefault("labels", None)
+        if self.algorithm == "levels":
+            start = time.perf_counter()
+            levels, self.last_graph = self._family.host_schedule(batch, tracker=self.config.tracker_dim > 0)
+            self.last_phases = {"schedule": time.perf_counter() - start}
+            device = self._local_device if local and self._local_device is not None else self.device
+            arrays["levels"] = jax.tree.map(lambda a: jax.device_put(a, device), levels)
+        return BatchArrays(**arrays)
 
-    def _labels(self, batch, local: bool = False):
-        """The labels (checked by the Runner: 0..2 on every row), on the device."""
-        return self._put_rows(np.asarray(batch.labels, dtype=np.int32), local)
+    def _step(self) -> jax.Array:
+        """The step count as the training programs take it: an array, so a new step never recompiles."""
+        return jax.device_put(np.int32(self.steps), self.device)
 
     # -- the interface ----------------------------------------------------
 
@@ -301,35 +334,30 @@ class Runner(RunnerBase):
 
     def _parse(self, batch, mode: str, uniforms) -> Parsed:
         """One compiled call per batch: in predicted and sampled mode every
-        decision is taken on the device inside the scan (model.py), nothing
+        decision is taken on the device inside the scan (masked.py), nothing
         comes back to Python between steps."""
-        arrays = self._arrays(batch, local=True)
+        arrays = self._arrays(batch, local=True, labels=False)
         u = None
         if mode == "sampled":
             u = tuple(self._put_rows(side_u.astype(self.dtype), local=True) for side_u in uniforms)
-        args = (self._weights(local=True), arrays, u)
-        parses, logits = self._executable(f"parse:{mode}", args, self._shape(batch, arrays))(*args)
+        args = (self._model(local=True), arrays, u)
+        parses, logits = self._executable(f"parse:{mode}", args, self._shape(arrays))(*args)
         return split_pairs(parses, logits)
 
     def _loss_and_grads(self, batch):
         (loss, grads), _ = self._run("loss_and_grads", batch)
-        return float(loss), grads_to_canonical(grads, self.config)
+        return float(loss), grads_to_canonical(self.model, grads)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         """optax's "sgd", "adam" or "rmsprop" with the shared hyperparameters
         (shared/optimizers.py); ``frozen`` canonical names are not trained."""
-        self._optimizer_spec = (name, optimizers.resolve(name, hyper),
-                                optimizers.check_frozen(frozen, name_map(self.config)))
-        self.optimizer = train.make_optimizer(name, self.dtype, **hyper)
-        self._frozen_paths = {name_map(self.config)[n] for n in self._optimizer_spec[2]}
-        trainable, _ = _partition(self.params, self._frozen_paths)
-        self.opt_state = jax.device_put(self.optimizer.init(trainable), self.device)
-        self.set_learning_rate(lr)
-        self._functions["train_step"] = functools.partial(train.train_step, self.train_model, self.optimizer,
-                                                          seed=self.seed, transition_weight=self.transition_weight)
-        self._functions["reinforce_step"] = functools.partial(
-            reinforce.train_step, self.train_model, self.optimizer, seed=self.seed,
-            reinforce_weight=self.reinforce_weight, entropy_weight=self.entropy_weight)
+        self.optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
+        train_step = functools.partial(train.train_step, seed=self.seed, transition_weight=self.transition_weight)
+        reinforce_step = functools.partial(reinforce.train_step, seed=self.seed,
+                                           reinforce_weight=self.reinforce_weight,
+                                           entropy_weight=self.entropy_weight)
+        self._functions["train_step"] = _step_last(train_step)
+        self._functions["reinforce_step"] = _step_last(reinforce_step)
         # A new optimizer is a new program: forget the old training steps (their costs stay counted).
         for program in STEP_PROGRAMS:
             self._jitted.pop(program, None)
@@ -338,66 +366,53 @@ class Runner(RunnerBase):
     def set_learning_rate(self, lr: float) -> None:
         """The rate is an argument of the compiled step: changing it recompiles nothing."""
         self._need_optimizer()
-        self._lr = train.set_learning_rate(lr, self.dtype, self.device)
+        self.optimizer = train.set_learning_rate(self.optimizer, lr)
 
     def _train_step(self, batch) -> float:
-        (trainable, self.opt_state, loss), args = self._run("train_step", batch)
-        self.params = _merge(trainable, args[1])
+        (model, self.optimizer, loss), _ = self._run("train_step", batch)
+        self.model = self.model.replace(params=model.params)
         self.steps += 1
         return float(loss)
 
     def _reinforce_loss_and_grads(self, batch, uniforms, baseline):
         """Eval mode: (REINFORCE loss, canonical gradients, rewards <float>[B]);
         one compiled program per batch shape, the baseline an argument of it."""
-        args, shape = self._reinforce_args(batch, uniforms, baseline)
-        (loss, numbers), grads = self._executable("reinforce_loss_and_grads", args, shape)(*args)
-        return float(loss), grads_to_canonical(grads, self.config), np.asarray(numbers["rewards"])
+        arrays = self._arrays(batch, local=True)
+        args = (self._model(local=True, training=True), arrays) + self._reinforce_inputs(uniforms, baseline, True)
+        loss, grads, rewards = self._executable("reinforce_loss_and_grads", args, self._shape(arrays))(*args)
+        return float(loss), grads_to_canonical(self.model, grads), np.asarray(rewards)
 
     def _reinforce_step(self, batch, uniforms, baseline) -> dict:
         """One compiled optimizer step on the REINFORCE loss (dropout as train_step);
         shared.reinforce.step_record of the numbers computed before the update."""
-        (u, b), shape = self._reinforce_args(batch, uniforms, baseline, inputs_only=True)
-        trainable, frozen, opt_state, arrays, labels, step, lr = self._train_args(self._arrays(batch),
-                                                                                   self._labels(batch))
-        args = (trainable, frozen, opt_state, arrays, labels, u, b, step, lr)
-        trainable, self.opt_state, loss, numbers = self._executable("reinforce_step", args, shape)(*args)
-        self.params = _merge(trainable, frozen)
+        arrays = self._arrays(batch)
+        args = ((self._model(training=True), self.optimizer, arrays) + self._reinforce_inputs(uniforms, baseline)
+                + (self._step(),))
+        model, self.optimizer, loss, numbers = self._executable("reinforce_step", args, self._shape(arrays))(*args)
+        self.model = self.model.replace(params=model.params)
         self.steps += 1
         return shared_reinforce.step_record(float(loss), **{k: np.asarray(v) for k, v in numbers.items()})
 
-    def _reinforce_args(self, batch, uniforms, baseline, inputs_only: bool = False):
-        """(params, arrays, labels, uniforms, baseline) on the device, or only the
-        last two; and the batch shape (B, N, T). The Runner has checked them."""
-        local = not inputs_only  # the gradients alone (no step): on this process's device in a job of several
+    def _reinforce_inputs(self, uniforms, baseline, local: bool = False) -> tuple:
+        """(uniforms, baseline) on the device, as the Runner checked them (``local``: the gradients alone,
+        with no step, on this process's device in a job of several)."""
         u = tuple(self._put_rows(side.astype(self.dtype), local) for side in uniforms)
         b = jax.device_put(np.asarray(baseline, dtype=self.dtype),
                            self._local_device if local and self._local_device is not None else self.device)
-        B, N = np.shape(batch.premise_tokens)
-        shape = (B, N, np.shape(batch.premise_transitions)[1])
-        if inputs_only:
-            return (u, b), shape
-        return (self._weights(local), self._arrays(batch, local), self._labels(batch, local), u, b), shape
-
-    def _train_args(self, arrays, labels) -> tuple:
-        trainable, frozen = _partition(self.params, self._frozen_paths)
-        step = jax.device_put(np.int32(self.steps), self.device)
-        return (trainable, frozen, self.opt_state, arrays, labels, step, self._lr)
+        return u, b
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
         """The optimizer state in the shared layout (``step``, ``{slot}/{param}``)."""
         self._need_optimizer()
-        name, hyper, frozen = self._optimizer_spec
-        return train.optimizer_state(self.opt_state, name, hyper, self.config, self.steps, frozen)
+        return train.optimizer_state(self.model, self.optimizer, self.steps)
 
     def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._need_optimizer()
-        name, hyper, frozen = self._optimizer_spec
-        optimizers.check_state(state, optimizers.state_shapes(name, hyper, param_shapes(self.config), frozen))
-        self.opt_state = train.load_optimizer_state(self.opt_state, state, name, hyper, self.config, frozen)
+        self.optimizer = train.load_optimizer_state(self.model, self.optimizer, state)
         self.steps = int(state[optimizers.STEP])
 
     def get_params(self) -> dict[str, np.ndarray]:
-        return to_canonical({"params": self.params}, self.config)
+        return to_canonical(self.model)
 
     def compile_stats(self, program: str | None = None) -> CompileStats:
         """traces (Python traces: one per program and shape), compile_s =
@@ -410,8 +425,8 @@ class Runner(RunnerBase):
     # -- what jit builds (bench explain) ------------------------------------
 
     def _trace(self, program: str, batch) -> jax.stages.Traced:
-        """``program`` ("encode", "loss_and_grads", "train_step") traced for
-        ``batch``'s shape, not compiled: ``.jaxpr`` is what XLA will be given,
+        """``program`` ("encode", "loss_and_grads", "train_step", "parse:gold", "parse:predicted")
+        traced for ``batch``'s shape, not compiled: ``.jaxpr`` is what XLA will be given,
         ``.lower().compile()`` compiles it. A shape traced before is not
         traced again (jit's cache), exactly as when it is compiled."""
         return self._jit(program).trace(*self._program_args(program, batch))

@@ -1,27 +1,39 @@
-"""Loss, gradients, optax optimizers and the training step, as pure functions.
+"""Loss, gradients, optax optimizers and the training step, as pure functions of values.
 
-Nothing here runs eagerly and nothing holds state: a Flax linen model holds no
-weights, so every function takes the model and its parameters (a pytree) as
-arguments, and ``runner.py`` compiles them with ``jax.jit`` (explicitly:
-``lower`` then ``compile``) once per batch shape, the model, the optimizer and
-the training settings bound first (``functools.partial``). The training step
-is one function
+Nothing here runs eagerly and nothing holds state. A Flax linen module holds
+no weights, so the model is a value, :class:`Model`: the module (static) and
+its parameters (a pytree), which ``jax.jit`` and ``jax.grad`` take whole; the
+optimizer is another, :class:`Optimizer`: optax's transformation with the
+shared name, hyperparameters and frozen parameters (static), its state and
+the learning rate (arrays). ``runner.py`` compiles the functions with
+``jax.jit`` (explicitly: ``trace``, ``lower``, ``compile``) once per batch
+shape, the training settings bound first (``functools.partial``). The
+training step is one function
 
-    train_step(model, optimizer, trainable, frozen, opt_state, arrays, labels, step, lr)
-        -> (trainable, opt_state, loss)
+    train_step(model, optimizer, batch, *, seed, step, transition_weight)
+        -> (model, optimizer, loss)
 
-whose compiled program is a function of the arguments after ``optimizer``.
+whose compiled program takes the model, the optimizer, the batch and the
+step, and gives the new model and optimizer back (the runner donates the old
+ones, so XLA updates their buffers in place).
 
+* ``batch`` is a ``shared.batching.BatchArrays`` of device arrays (a
+  pytree), its ``levels`` the level schedule's arrays for levels.py's
+  classifier, else ``()``; forward.py applies the classifier to it.
 * Optimizers are optax's own transformations, composed the way ``optax.sgd``
   and ``optax.adam`` compose them, with the hyperparameters and defaults of
-  shared/optimizers.py; the learning rate is applied last, as an argument of
-  the compiled step (``set_learning_rate``), so a new rate never recompiles.
-* Frozen parameters are a separate argument that is not differentiated, so
-  XLA drops their gradient (e.g. the V x E embedding gradient) altogether.
+  shared/optimizers.py; the learning rate is applied last, from the
+  optimizer's ``lr`` array, an argument of the compiled step
+  (``set_learning_rate``), so a new rate never recompiles.
+* Frozen parameters: the step splits the tree (params.partition, by the
+  optimizer's static ``frozen`` names) and differentiates the trained part
+  only, so XLA drops the frozen part's gradient (e.g. the V x E embedding
+  gradient) altogether.
 * Dropout: on the projected leaves and on the input of every classifier layer
   (``classifier.py``), in training only. Its randomness is
-  ``fold_in(key(seed), step)``: a function of (seed, step) only, so a resumed
-  run draws the same masks, and the step, an array argument, never recompiles.
+  ``fold_in(key(seed), step)`` (forward.dropout_key): a function of (seed,
+  step) only, so a resumed run draws the same masks, and the step, an array
+  argument, never recompiles.
 * The supervised loss of docs/spec.md §7: with ``transition_weight`` > 0 the
   forward pass is ``SNLIClassifier.parse`` in gold mode, which also returns
   the head's teacher-forced logits, and their two-way cross-entropy against
@@ -33,24 +45,46 @@ whose compiled program is a function of the arguments after ``optimizer``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import traverse_util
+from flax import struct, traverse_util
+from flax.core import FrozenDict
 
 from shared import optimizers
-from shared.params import ModelConfig
+from shared.params import param_shapes
 from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, SentenceParses
 from shared.transitions import PAD, REDUCE
 
 from .convert import name_map
+from .forward import forward, forward_parse
+from .params import Params, merge, partition
 
-Params = Any  # the nested dict under variables["params"]
-Arrays = tuple  # (premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions)
+
+class Model(struct.PyTreeNode):
+    """The model as JAX's transformations take it: the Flax module (an SNLIClassifier of a family, static:
+    part of what a program is compiled for) and its parameters (the pytree ``apply`` takes under
+    "params", JAX arrays). A value: the training step returns a new one."""
+
+    module: nn.Module = struct.field(pytree_node=False)
+    params: Params = None
+
+
+class Optimizer(struct.PyTreeNode):
+    """optax with the shared rules' name, hyperparameters and frozen parameters (static: a new optimizer
+    is a new program), its state and the learning rate (arrays: arguments of the compiled step). A
+    value: the training step and the functions below return a new one."""
+
+    name: str = struct.field(pytree_node=False)  # "sgd", "adam" or "rmsprop"
+    hyper: FrozenDict = struct.field(pytree_node=False)  # shared.optimizers.resolve's, hashable
+    frozen: tuple[str, ...] = struct.field(pytree_node=False)  # canonical names, not trained
+    transformation: optax.GradientTransformation = struct.field(pytree_node=False)  # before the rate
+    state: Any = None  # the transformation's state, for the trained parameters
+    lr: jax.Array = None  # <float>[], the parameters' dtype
 
 
 # ---------------------------------------------------------------------------
@@ -58,22 +92,14 @@ Arrays = tuple  # (premise_tokens, premise_transitions, hypothesis_tokens, hypot
 # ---------------------------------------------------------------------------
 
 
-def _forward(model: nn.Module, params: Params, arrays: Arrays, *, train: bool = False, rng=None):
-    """(premise <float>[B, H], hypothesis <float>[B, H], logits <float>[B, 3])."""
-    rngs = {"dropout": rng} if train and rng is not None else None
-    return model.apply({"params": params}, *arrays, train=train, rngs=rngs)
-
-
-def parse(model: nn.Module, params: Params, arrays: Arrays, mode: str, uniforms=None, *,
-          train: bool = False, rng=None) -> tuple[SentenceParses, jax.Array]:
-    """A batch parsed in ``mode``: ``SNLIClassifier.parse`` with the batch's
-    arrays -> (SentenceParses of the 2B sentences, logits <float>[B, 3]).
+def parse(model: Model, batch, mode: str = "predicted", uniforms=None) -> tuple[SentenceParses, jax.Array]:
+    """A batch parsed in ``mode``, eval mode: ``SNLIClassifier.parse`` with the batch's
+    arrays -> (SentenceParses of the 2B sentences, premises first; logits <float>[B, 3]).
 
     ``mode`` is a Python string (each mode is its own program); ``uniforms``
     is sampled mode's (premise_u, hypothesis_u) <float>[B, T] each, else None.
     """
-    rngs = {"dropout": rng} if train and rng is not None else None
-    return model.apply({"params": params}, *arrays, mode, uniforms, train=train, rngs=rngs, method="parse")
+    return forward_parse(model, batch, mode, uniforms)
 
 
 def _cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
@@ -81,43 +107,45 @@ def _cross_entropy(logits: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-def transition_loss(parses: SentenceParses, arrays: Arrays) -> jax.Array:
+def transition_loss(parses: SentenceParses) -> jax.Array:
     """The supervised transition term of docs/spec.md §7, before its weight.
 
-    The mean, over every non-PAD gold step of every premise and hypothesis,
-    of the two-way cross-entropy of softmax(t) against the gold action, t
-    being gold mode's teacher-forced logits. No validity mask: the head is
-    trained at every step, forced or not.
+    The mean, over every non-PAD step of every premise and hypothesis, of the
+    two-way cross-entropy of softmax(t) against the action followed
+    (``parses.transitions``, the gold ones in gold mode), t being gold mode's
+    teacher-forced logits. No validity mask: the head is trained at every
+    step, forced or not.
     """
-    gold = jnp.concatenate([arrays[1], arrays[3]], axis=0)  # [2B, T]
+    followed = parses.transitions  # [2B, T]
     logits = parses.transition_logits  # [2B, T, 2], zeros at PAD
-    actions = jnp.where(gold == REDUCE, REDUCE_COLUMN, SHIFT_COLUMN)
+    actions = jnp.where(followed == REDUCE, REDUCE_COLUMN, SHIFT_COLUMN)
     per_step = optax.softmax_cross_entropy_with_integer_labels(logits, actions)  # [2B, T]
-    real = gold != PAD
+    real = followed != PAD
     return jnp.sum(jnp.where(real, per_step, 0)) / jnp.sum(real).astype(per_step.dtype)
 
 
-def batch_loss(model: nn.Module, params: Params, arrays: Arrays, labels: jax.Array, *, train: bool = False,
-               rng=None, transition_weight: float = 0.0) -> jax.Array:
+def batch_loss(model: Model, batch, *, training: bool = False, seed=0, step=0,
+               transition_weight: float = 0.0) -> jax.Array:
     """The mean cross-entropy of the batch <float>[], plus ``transition_weight``
-    times ``transition_loss`` when it is > 0. ``rng``: the dropout key (train only)."""
+    times ``transition_loss`` when it is > 0. In training, dropout's masks are
+    drawn from (seed, step) only."""
+    how = dict(training=training, seed=seed, step=step)
     if transition_weight > 0:  # a Python number: this branch is taken while tracing
-        parses, logits = parse(model, params, arrays, "gold", train=train, rng=rng)
-        return _cross_entropy(logits, labels) + transition_weight * transition_loss(parses, arrays)
-    _, _, logits = _forward(model, params, arrays, train=train, rng=rng)
-    return _cross_entropy(logits, labels)
+        parses, logits = forward_parse(model, batch, "gold", **how)
+        return _cross_entropy(logits, batch.labels) + transition_weight * transition_loss(parses)
+    _, _, logits = forward(model, batch, **how)
+    return _cross_entropy(logits, batch.labels)
 
 
-def loss_and_grads(model: nn.Module, params: Params, arrays: Arrays, labels: jax.Array,
-                   transition_weight: float = 0.0) -> tuple[jax.Array, Params]:
-    """Eval mode (no dropout): (loss <float>[], grads shaped like ``params``).
+def loss_and_grads(model: Model, batch, *, transition_weight: float = 0.0) -> tuple[jax.Array, Params]:
+    """Eval mode (no dropout): (loss <float>[], grads shaped like ``model.params``).
 
     ``transition_weight`` > 0 adds the supervised transition term (docs/spec.md §7)."""
-    # The parameters are an argument, not the model's state: jax.value_and_grad
-    # differentiates a function of them, and the runner jits this function with
-    # the model and the weight bound, so its program is (params, arrays, labels) -> ...
-    return jax.value_and_grad(batch_loss, argnums=1)(model, params, arrays, labels, train=False,
-                                                     transition_weight=transition_weight)
+    # jax.value_and_grad differentiates with respect to the Model's pytree, its
+    # parameters (the module is static); the runner jits this function with the
+    # weight bound, so its program is (model, batch) -> ...
+    loss, grads = jax.value_and_grad(batch_loss)(model, batch, transition_weight=transition_weight)
+    return loss, grads.params
 
 
 # ---------------------------------------------------------------------------
@@ -125,8 +153,9 @@ def loss_and_grads(model: nn.Module, params: Params, arrays: Arrays, labels: jax
 # ---------------------------------------------------------------------------
 
 
-def make_optimizer(name: str, dtype="float32", **hyper) -> optax.GradientTransformation:
-    """optax's SGD (with momentum), Adam or RMSprop, before the learning rate.
+def make_optimizer(name: str, model: Model, lr: float, *, frozen=(), **hyper) -> Optimizer:
+    """optax's SGD (with momentum), Adam or RMSprop for ``model``'s trained
+    parameters (all but the canonical names ``frozen``), at rate ``lr``.
 
     ``hyper`` takes the shared names (``momentum``, ``beta1``, ``beta2``,
     ``rho``, ``eps``, ``weight_decay``) with the shared defaults. Weight decay
@@ -134,11 +163,14 @@ def make_optimizer(name: str, dtype="float32", **hyper) -> optax.GradientTransfo
     first). optax's RMSprop puts eps inside the square root, as the shared
     definition does; its Adam adds eps to sqrt(v-hat), as the shared one does.
 
-    The hyperparameters are NumPy scalars of the parameters' ``dtype``: a
+    The hyperparameters are NumPy scalars of the parameters' dtype: a
     Python float would be a weakly typed float64 under x64, and optax's Adam
     bias correction ``1 - b1 ** count`` would then be computed in float64.
+    The state and the rate live where the parameters do.
     """
-    h = {key: np.dtype(dtype).type(value) for key, value in optimizers.resolve(name, hyper).items()}
+    resolved = optimizers.resolve(name, hyper)
+    frozen = optimizers.check_frozen(frozen, name_map(model.module.config))
+    h = {key: np.dtype(model.module.dtype).type(value) for key, value in resolved.items()}
     parts = []
     if h["weight_decay"] > 0.0:
         parts.append(optax.add_decayed_weights(h["weight_decay"]))
@@ -149,21 +181,32 @@ def make_optimizer(name: str, dtype="float32", **hyper) -> optax.GradientTransfo
         parts.append(optax.scale_by_adam(b1=h["beta1"], b2=h["beta2"], eps=h["eps"]))
     else:  # rmsprop
         parts.append(optax.scale_by_rms(decay=h["rho"], eps=h["eps"], initial_scale=0.0))
-    return optax.chain(*(parts or [optax.identity()]))  # plain SGD: the gradient itself
+    transformation = optax.chain(*(parts or [optax.identity()]))  # plain SGD: the gradient itself
+    trainable, _ = partition(model.params, _frozen_paths(model, frozen))
+    where = _sharding(model)
+    return Optimizer(name=name, hyper=FrozenDict(resolved), frozen=frozen, transformation=transformation,
+                     state=jax.device_put(transformation.init(trainable), where),
+                     lr=jax.device_put(np.asarray(lr, dtype=model.module.dtype), where))
 
 
-def _partition(params: Params, frozen_paths: Iterable[tuple[str, ...]]) -> tuple[Params, Params]:
-    """Split a params tree into (trainable, frozen) trees of the same nesting."""
-    frozen_paths = set(frozen_paths)
-    flat = traverse_util.flatten_dict(params)
-    trainable = {k: v for k, v in flat.items() if k not in frozen_paths}
-    frozen = {k: v for k, v in flat.items() if k in frozen_paths}
-    return traverse_util.unflatten_dict(trainable), traverse_util.unflatten_dict(frozen)
+def _sharding(model: Model):
+    """Where the parameters live (one device, or replicated on a mesh): where the optimizer's arrays go."""
+    return jax.tree.leaves(model.params)[0].sharding
 
 
-def _merge(a: Params, b: Params) -> Params:
-    """The union of two trees with disjoint leaves."""
-    return traverse_util.unflatten_dict({**traverse_util.flatten_dict(a), **traverse_util.flatten_dict(b)})
+def _frozen_paths(model: Model, frozen) -> list[tuple[str, ...]]:
+    paths = name_map(model.module.config)
+    return [paths[name] for name in frozen]
+
+
+def set_learning_rate(optimizer: Optimizer, lr: float) -> Optimizer:
+    """The optimizer with the rate of the following steps: ``lr`` as a 0-d array of the old rate's dtype,
+    where it was."""
+    # The rate is an argument of the compiled step (the optimizer's ``lr``),
+    # not a constant of its trace: the step takes this array, and a new rate
+    # reuses the executable. (A rate inside the optimizer, as optax.sgd(lr)
+    # keeps it, would be a constant of the trace: every new rate a new program.)
+    return optimizer.replace(lr=jax.device_put(np.asarray(lr, dtype=optimizer.lr.dtype), optimizer.lr.sharding))
 
 
 # Shared slot name -> (optax state class, field holding the per-parameter tree).
@@ -172,54 +215,52 @@ _OPTAX_SLOTS = {
     "m": (optax.ScaleByAdamState, "mu"),
     "v": ((optax.ScaleByAdamState, optax.ScaleByRmsState), "nu"),
 }
+_SLOT_HOLDERS = (optax.TraceState, optax.ScaleByAdamState, optax.ScaleByRmsState)
 
 
-def _slot_states(opt_state) -> list:
-    """The inner states of an optax chain that hold per-parameter slots."""
-    holders = (optax.TraceState, optax.ScaleByAdamState, optax.ScaleByRmsState)
-    return [s for s in opt_state if isinstance(s, holders)]
-
-
-def optimizer_state(opt_state, name: str, hyper: Mapping[str, float], config: ModelConfig, step: int,
-                    frozen: Iterable[str]) -> dict[str, np.ndarray]:
-    """optax state -> the shared layout (shared/optimizers.py): ``step`` and ``{slot}/{canonical name}``."""
-    paths = name_map(config)
+def optimizer_state(model: Model, optimizer: Optimizer, step: int) -> dict[str, np.ndarray]:
+    """The optax state -> the shared layout (shared/optimizers.py): ``step`` and ``{slot}/{canonical name}``."""
+    paths = name_map(model.module.config)
     out = {optimizers.STEP: np.array(step, dtype=np.int64)}
-    states = _slot_states(opt_state)
-    for slot in optimizers.slots(name, hyper):
+    states = [s for s in optimizer.state if isinstance(s, _SLOT_HOLDERS)]
+    for slot in optimizers.slots(optimizer.name, optimizer.hyper):
         kind, field = _OPTAX_SLOTS[slot]
         [holder] = [s for s in states if isinstance(s, kind)]
         flat = traverse_util.flatten_dict(getattr(holder, field))
         for canonical, path in paths.items():
-            if canonical not in frozen:
+            if canonical not in optimizer.frozen:
                 out[f"{slot}/{canonical}"] = np.asarray(jax.device_get(flat[path]))
     return out
 
 
-def load_optimizer_state(opt_state, state: Mapping[str, np.ndarray], name: str, hyper: Mapping[str, float],
-                         config: ModelConfig, frozen: Iterable[str]):
-    """A shared-layout state, from any framework -> an optax state shaped like
-    ``opt_state`` (its dtypes and devices). optax states are immutable values:
-    the new state is returned, and the caller installs it (the runner's ``opt_state``)."""
+def load_optimizer_state(model: Model, optimizer: Optimizer, state: Mapping[str, np.ndarray]) -> Optimizer:
+    """A shared-layout state, from any framework, checked against the
+    optimizer's layout -> the optimizer with that state (its arrays of the
+    old ones' dtypes, where they were). optax states are immutable values: the
+    new optimizer is returned, and the caller installs it; the step count,
+    ``int(state["step"])``, is the caller's to read."""
+    config = model.module.config
+    optimizers.check_state(state, optimizers.state_shapes(optimizer.name, optimizer.hyper, param_shapes(config),
+                                                          optimizer.frozen))
     paths = name_map(config)
     step = int(state[optimizers.STEP])
     new = []
-    for inner in opt_state:
-        if isinstance(inner, (optax.TraceState, optax.ScaleByAdamState, optax.ScaleByRmsState)):
+    for inner in optimizer.state:
+        if isinstance(inner, _SLOT_HOLDERS):
             fields = {}
-            for slot in optimizers.slots(name, hyper):
+            for slot in optimizers.slots(optimizer.name, optimizer.hyper):
                 kind, field = _OPTAX_SLOTS[slot]
                 if isinstance(inner, kind):
                     old = traverse_util.flatten_dict(getattr(inner, field))
                     fields[field] = traverse_util.unflatten_dict({
                         path: jax.device_put(np.asarray(state[f"{slot}/{canonical}"], dtype=old[path].dtype),
                                              old[path].sharding)
-                        for canonical, path in paths.items() if canonical not in frozen})
+                        for canonical, path in paths.items() if canonical not in optimizer.frozen})
             if isinstance(inner, optax.ScaleByAdamState):  # the bias correction counts updates
                 fields["count"] = jax.device_put(np.asarray(step, dtype=inner.count.dtype), inner.count.sharding)
             inner = inner._replace(**fields)
         new.append(inner)
-    return tuple(new)
+    return optimizer.replace(state=tuple(new))
 
 
 # ---------------------------------------------------------------------------
@@ -227,46 +268,27 @@ def load_optimizer_state(opt_state, state: Mapping[str, np.ndarray], name: str, 
 # ---------------------------------------------------------------------------
 
 
-def set_learning_rate(lr: float, dtype, device) -> jax.Array:
-    """The rate of the following steps: ``lr`` as a 0-d array of the parameters'
-    ``dtype`` on ``device`` (a device or a sharding)."""
-    # The rate is an argument of the compiled step (train_step's ``lr``), not a
-    # constant of its trace: the step takes this array, and a new rate reuses
-    # the executable. (A rate inside the optimizer, as optax.sgd(lr) keeps it,
-    # would be a constant of the trace: every new rate a new program.)
-    return jax.device_put(np.asarray(lr, dtype=dtype), device)
-
-
-# ---------------------------------------------------------------------------
-# The training step
-# ---------------------------------------------------------------------------
-
-
-def train_step(model: nn.Module, optimizer: optax.GradientTransformation, trainable: Params, frozen: Params,
-               opt_state, arrays: Arrays, labels: jax.Array, step: jax.Array, lr: jax.Array, *, seed: int = 0,
-               transition_weight: float = 0.0):
-    """One optimizer step, dropout on: (trainable, frozen, opt_state, arrays,
-    labels, step <int32>[], lr <float>[]) -> (trainable, opt_state, loss).
+def train_step(model: Model, optimizer: Optimizer, batch, *, seed=0, step=0,
+               transition_weight: float = 0.0) -> tuple[Model, Optimizer, jax.Array]:
+    """One optimizer step, dropout on: (model, optimizer, batch, step <int32>[])
+    -> (the new model, the new optimizer, loss).
 
     The loss is the one computed on the weights before the update (in
     training mode: dropout on when the model has a rate), with the supervised
-    transition term when ``transition_weight`` > 0.
+    transition term when ``transition_weight`` > 0. The frozen parameters
+    (``optimizer.frozen``) are not differentiated.
     """
     # Functional, not in place: the weights and the optimizer state go in and
-    # come out. The runner jits this function with model, optimizer, seed and
-    # weight bound, donating ``trainable`` and ``opt_state`` (arguments 0 and 2
-    # of what is left), so XLA updates their buffers in place.
-    #
-    # "rbg" (XLA's RngBitGenerator) rather than the default threefry:
-    # threefry's unrolled hash made this step compile twice as slowly on
-    # the CPU. Masks are still a function of (seed, step) on a backend.
-    rng = jax.random.fold_in(jax.random.key(seed, impl="rbg"), step)
+    # come out. The runner jits this function with seed and weight bound,
+    # donating the model and the optimizer, so XLA updates their buffers in place.
+    trainable, frozen = partition(model.params, _frozen_paths(model, optimizer.frozen))
 
     def loss_of_trainable(trainable):
-        return batch_loss(model, _merge(trainable, frozen), arrays, labels, train=True, rng=rng,
-                          transition_weight=transition_weight)
+        return batch_loss(model.replace(params=merge(trainable, frozen)), batch, training=True, seed=seed,
+                          step=step, transition_weight=transition_weight)
 
     loss, grads = jax.value_and_grad(loss_of_trainable)(trainable)
-    updates, opt_state = optimizer.update(grads, opt_state, trainable)
-    updates = jax.tree_util.tree_map(lambda u: -lr * u, updates)  # lr has the params' dtype
-    return optax.apply_updates(trainable, updates), opt_state, loss
+    updates, state = optimizer.transformation.update(grads, optimizer.state, trainable)
+    updates = jax.tree_util.tree_map(lambda u: -optimizer.lr * u, updates)  # lr has the params' dtype
+    params = merge(optax.apply_updates(trainable, updates), frozen)
+    return model.replace(params=params), optimizer.replace(state=state), loss

@@ -1,6 +1,6 @@
 """SPINN written for ONE sentence and batched by ``jax.vmap`` (docs/spec.md §3, §7).
 
-model.py batches by hand: every array carries a leading axis of S
+masked.py batches by hand: every array carries a leading axis of S
 sentences, reads go through ``rows = arange(S)`` index arrays, and every
 mask is broadcast with ``[:, None]``. Here the model code has no batch axis at all. One sentence has
 
@@ -21,15 +21,16 @@ sentence reads the same ones, and their gradients sum over the batch.
 The transformation cannot make the scan shorter than its longest sentence,
 nor skip a composition: a sentence's ``op`` is data, so under vmap every
 sentence computes a tracker step and a composition at every step, exactly as
-model.py's masks do. What vmap saves is writing the batch by hand;
+masked.py's masks do. What vmap saves is writing the batch by hand;
 ``bench explain --framework jax-vmap`` compares the two programs' sizes.
 
-The cells (Tracker, Reduce) and the decision rule of docs/spec.md §7
-(``_decide``) are model.py's, with the same weights: a module here is
-model.py's SPINN with its loop rewritten, so the canonical parameter file
-(convert.py) is the same. The leaves come from classifier.py, embedded,
-projected and dropped out for the whole batch before the map: vmap maps
-over them, and both encoders see the same leaves, dropout masks included.
+The cells (Tracker, Reduce, cells.py) and the decision rule of docs/spec.md
+§7 (shift_reduce.decide) are masked.py's, under the same names, so the
+weights are the same pytree and the canonical parameter file (convert.py)
+is the same; only the loop is rewritten. classifier.py's SNLIClassifier
+runs it (``encoder=SPINN``): the leaves are embedded, projected and dropped
+out for the whole batch before the map, vmap maps over them, and both
+encoders see the same leaves, dropout masks included.
 """
 
 from __future__ import annotations
@@ -37,12 +38,12 @@ from __future__ import annotations
 import flax.linen as nn
 import jax.numpy as jnp
 
+from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .cells import _halves
-from .classifier import SNLIClassifier
-from .model import SPINN, _count_leaves, _decide
+from .cells import Dtype, Reduce, Tracker
+from .shift_reduce import DEFAULT_LAYOUT, count_leaves, decide, halves
 
 
 def _vmap(fn):
@@ -52,26 +53,40 @@ def _vmap(fn):
     return nn.vmap(fn, variable_axes={"params": None}, split_rngs={"params": False}, in_axes=0, out_axes=0)
 
 
-class SentenceSPINN(SPINN):
-    """model.py's SPINN (same submodules, same weights), its loop written for
-    one sentence; ``encode`` and ``parse`` map it over a batch."""
+class SPINN(nn.Module):
+    """The sentence encoder with masked.py's submodules and weights, its loop
+    written for one sentence; ``encode`` and ``parse`` map it over a batch."""
+
+    config: ModelConfig
+    # The classifier's encoder fields (classifier.py): the stack is this module's own thin one (the runner
+    # refuses another layout), and the loop runs every step, with no tail to skip.
+    layout: str = DEFAULT_LAYOUT
+    dtype: Dtype = jnp.float32  # the parameters'
+    unroll: int = 1  # lax.scan unroll factor (a speed knob; the numbers do not change)
+    skip_tail: bool = True
+
+    def setup(self):
+        c = self.config
+        if c.tracker_dim > 0:
+            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, c.transition_head, self.dtype)
+        self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.dtype)
 
     def encode(self, leaves, transitions):
         """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H].
-        Gold mode, without the head, like model.py's SPINN.encode."""
-        encode = _vmap(lambda module, leaves, transitions: module.run_sentence(leaves, transitions))
+        Gold mode, without the head, like masked.py's SPINN.encode."""
+        encode = _vmap(lambda module, leaves, transitions: module._run_sentence(leaves, transitions))
         return encode(self, leaves, transitions)["encodings"]
 
     def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
-        """model.py's SPINN.parse (same arguments, same SentenceParses of [S, ...] arrays), by vmap."""
+        """masked.py's SPINN.parse (same arguments, same SentenceParses of [S, ...] arrays), by vmap."""
         # `mode` is a Python value: closed over, so vmap maps only the arrays.
-        parse = _vmap(lambda module, leaves, transitions, uniforms: module.run_sentence(
+        parse = _vmap(lambda module, leaves, transitions, uniforms: module._run_sentence(
             leaves, transitions, mode, uniforms, head=True))
         return SentenceParses(**parse(self, leaves, transitions, uniforms))  # uniforms None maps to None
 
     # ---- one sentence ---------------------------------------------------------
 
-    def run_sentence(self, leaves, transitions, mode: str = "gold", uniforms=None, head: bool = False) -> dict:
+    def _run_sentence(self, leaves, transitions, mode: str = "gold", uniforms=None, head: bool = False) -> dict:
         """ONE sentence: leaves <float>[N, 2H], transitions <int32>[T] (followed in
         gold mode; otherwise only their number of SHIFTs, n, is used), uniforms
         <float>[T] in sampled mode. Returns encodings <float>[H], and with
@@ -79,7 +94,7 @@ class SentenceSPINN(SPINN):
         <float>[T, 2], logprob and entropy <float>[] (sampled mode, else 0)."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
         N, T = leaves.shape[0], transitions.shape[0]
-        n_leaves = _count_leaves(transitions)  # <int32>[]: its words
+        n_leaves = count_leaves(transitions)  # <int32>[]: its words
         dtype = leaves.dtype
         tracker_state = (jnp.zeros((D,), dtype), jnp.zeros((D,), dtype)) if D > 0 else ()
         stack = jnp.concatenate([leaves, jnp.zeros((T, 2 * H), dtype)], axis=0)  # [N + T, 2H]
@@ -88,7 +103,7 @@ class SentenceSPINN(SPINN):
         carry = (stack, pointers, zero, zero, tracker_state)
 
         # ---- the loop: this sentence's own T steps. nn.scan is lax.scan
-        # lifted over Flax variables, as in model.py; vmap turns the loop of
+        # lifted over Flax variables, as in masked.py; vmap turns the loop of
         # one sentence into one loop over all of them, the carry gaining the
         # batch axis (the step number t, the same for every sentence, stays a scalar).
         scan = nn.scan(
@@ -103,7 +118,7 @@ class SentenceSPINN(SPINN):
         xs = (transitions if mode == "gold" else None, jnp.arange(T, dtype=jnp.int32),
               uniforms if mode == "sampled" else None)
         (stack, pointers, _, _, _), ys = scan(self, carry, xs, n_leaves)
-        out = {"encodings": _halves(stack[pointers[0]], H)[0]}  # the one item left, in slot 0
+        out = {"encodings": halves(stack[pointers[0]], H)[0]}  # the one item left, in slot 0
         if head:
             zero_sum = jnp.zeros((), dtype)
             out.update(transitions=transitions.astype(jnp.int32) if mode == "gold" else ys["op"],
@@ -122,7 +137,7 @@ class SentenceSPINN(SPINN):
 
         # ---- what the step does: three booleans. Written for one sentence they
         # read like the `if op == ...` of define-by-run code; under vmap each
-        # becomes a mask over the batch, the masks model.py writes by hand.
+        # becomes a mask over the batch, the masks masked.py writes by hand.
         if mode == "gold":
             is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
 
@@ -140,7 +155,7 @@ class SentenceSPINN(SPINN):
         # ---- tracker: cells.py's Tracker on [H] vectors, kept unless the step is PAD.
         tracking = None
         if self.config.tracker_dim > 0:
-            h_t, c_t = self.tracker.step(_halves(front, H)[0], _halves(top, H)[0], _halves(below, H)[0],
+            h_t, c_t = self.tracker.step(halves(front, H)[0], halves(top, H)[0], halves(below, H)[0],
                                          tracker_state)
             tracker_state = (jnp.where(active, h_t, tracker_state[0]), jnp.where(active, c_t, tracker_state[1]))
             tracking = tracker_state[0]
@@ -150,17 +165,17 @@ class SentenceSPINN(SPINN):
             logits = self.tracker.transition_logits(tracking)  # [2] = (t_S, t_R)
             ys = {"logits": jnp.where(active, logits, 0)}
             if mode != "gold":
-                # The decision: model.py's rule, here on scalars; vmap makes it
+                # The decision: masked.py's rule, here on scalars; vmap makes it
                 # a mask per sentence, and the step below is the gold step.
-                is_shift, is_reduce, choice_ys = _decide(logits, xs[2], can_shift, can_reduce, mode)
+                is_shift, is_reduce, choice_ys = decide(logits, xs[2], can_shift, can_reduce, mode)
                 ys.update(choice_ys)
                 ys["op"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
 
         # ---- compose (kept only if the step REDUCEs: only then does a pointer
         # reach row N + t). Adding into the zero row is writing it, with the
-        # cheaper gradient (model.py).
+        # cheaper gradient (masked.py).
         new_row = N + t
-        composed = jnp.concatenate(self.reduce.compose(_halves(below, H), _halves(top, H), tracking), axis=-1)
+        composed = jnp.concatenate(self.reduce.compose(halves(below, H), halves(top, H), tracking), axis=-1)
         stack = stack.at[new_row].add(composed)
         # SHIFT pushes the leaf's row at slot sp; REDUCE pops two and pushes
         # the new row at sp - 2; PAD writes the free slot above the top.
@@ -170,9 +185,3 @@ class SentenceSPINN(SPINN):
         bp = bp + is_shift.astype(jnp.int32)
         return (stack, pointers, sp, bp, tracker_state), ys
 
-
-class VmapClassifier(SNLIClassifier):
-    """classifier.py's classifier (the MLP is already batch-agnostic: Dense layers
-    on the last axis) with the sentence encoder batched by vmap."""
-
-    encoder_class = SentenceSPINN

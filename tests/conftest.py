@@ -107,11 +107,11 @@ def jax_compilation_cache(tmp_path_factory):
     numbers are the same executable's. Compile counts are the runner's own
     (tests/test_jax.py checks the cache itself, in a folder of its own, and
     turns it off afterwards)."""
-    from impl_jax.platform import _disable_compilation_cache, _enable_compilation_cache
+    from impl_jax.compilation_cache import disable_compilation_cache, enable_compilation_cache
 
-    _enable_compilation_cache(tmp_path_factory.mktemp("jax-cache"))
+    enable_compilation_cache(tmp_path_factory.mktemp("jax-cache"))
     yield
-    _disable_compilation_cache()
+    disable_compilation_cache()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -202,7 +202,7 @@ def test_the_thin_stack_replay_is_the_jax_model_write():
     pytest.importorskip("flax")
     import jax.numpy as jnp
 
-    from impl_jax.model import SPINN
+    from impl_jax.masked import SPINN
 
     data = INDEX["thin-stack"]["data"]
     N, T = data["N"], data["T"]

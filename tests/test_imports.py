@@ -131,3 +131,56 @@ def test_a_circle_hidden_in_a_function_is_found_and_named(circular_package):
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
     del graph["pkg.b"]
     assert find_cycle(graph) is None
+
+
+# ---------------------------------------------------------------------------
+# What a module shares is public; what a family needs loads where it runs
+# ---------------------------------------------------------------------------
+
+LAYERS = PACKAGES + ("lessons",)
+
+
+def underscore_imports(root: Path, packages) -> list[str]:
+    """Every use of another project module's underscore name: ``from m import _x``, or ``m._x`` where ``m`` is
+    an imported project module (a leading underscore says "this module's own"; what two modules share is
+    public, in the module it belongs to or one named for it)."""
+    modules = project_modules(root, packages)
+    found = []
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(), filename=str(path))
+        aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+                source = ".".join(base + ([node.module] if node.module else []))
+                if source.split(".")[0] not in packages:
+                    continue
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        found.append(f"{path.relative_to(root)}:{node.lineno}: from {source} import {alias.name}")
+                    if f"{source}.{alias.name}" in modules:
+                        aliases.add(alias.asname or alias.name)
+            elif isinstance(node, ast.Import):
+                aliases.update((a.asname or a.name).split(".")[0] for a in node.names
+                               if a.name.split(".")[0] in packages)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_module_s_underscore_names():
+    """In the suite's code (shared/, bench/, the implementations, the lessons); a test may reach into the module
+    it tests."""
+    assert underscore_imports(ROOT, LAYERS) == []
+
+
+def test_the_underscore_check_finds_both_forms(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("_hidden = 1\n")
+    (package / "b.py").write_text("from .a import _hidden\nfrom . import a\nx = a._hidden + self._own\n")
+    assert underscore_imports(tmp_path, ("pkg",)) == ["pkg/b.py:1: from pkg.a import _hidden", "pkg/b.py:3: a._hidden"]

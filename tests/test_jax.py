@@ -16,10 +16,13 @@ import pytest
 
 from impl_jax import convert, train
 from impl_jax.classifier import SNLIClassifier
-from impl_jax.explain import _jaxpr_stats as jaxpr_stats
-from impl_jax.model import DEFAULT_LAYOUT, LAYOUTS, _last_step
-from impl_jax.platform import _disable_compilation_cache
+from impl_jax.compilation_cache import disable_compilation_cache
+from impl_jax.jaxprs import jaxpr_stats
+from impl_jax.masked import SPINN
+from impl_jax.params import abstract
 from impl_jax.runner import Runner
+from impl_jax.shift_reduce import DEFAULT_LAYOUT, LAYOUTS, last_step
+from shared.batching import BatchArrays
 from shared import parsing, reference
 from shared.batching import make_batches, make_pair_batch
 from shared.compare import max_abs_err
@@ -129,10 +132,10 @@ def test_the_decision_stays_inside_the_one_loop(vocab, small_batch):
     the loop body, with no callback to Python and no second loop."""
     config = head_config(len(vocab))
     runner = Runner(head_params(config, seed=1, dtype=np.float32), config)
-    arrays = runner._arrays(small_batch)
+    arrays = runner._arrays(small_batch, labels=False)
     u = tuple(jnp.asarray(x, jnp.float32) for x in rows_uniforms(small_batch))
     for mode, uniforms in (("predicted", None), ("sampled", u)):
-        jaxpr = jax.make_jaxpr(runner._functions[f"parse:{mode}"])(runner.params, arrays, uniforms)
+        jaxpr = jax.make_jaxpr(runner._functions[f"parse:{mode}"])(runner.model, arrays, uniforms)
         stats = jaxpr_stats(jaxpr)
         assert stats["scans"] == 1, stats
         text = str(jaxpr)
@@ -141,7 +144,7 @@ def test_the_decision_stays_inside_the_one_loop(vocab, small_batch):
 
 def test_steps_past_the_last_real_one_are_skipped(small_config, sample_pairs, vocab):
     """The scan runs T iterations, but its body is a cond on t < the batch's
-    last real step (impl_jax/model.py, SPINN._step_until): the padded tail
+    last real step (impl_jax/masked.py, SPINN._step_until): the padded tail
     takes the branch that computes nothing, and the numbers do not change."""
     runner = Runner(init_params(small_config, seed=3, dtype=np.float32), small_config)
     pairs = sample_pairs[:3]
@@ -149,7 +152,7 @@ def test_steps_past_the_last_real_one_are_skipped(small_config, sample_pairs, vo
     loose = make_pair_batch(pairs, vocab, num_tokens=tight.num_tokens + 20)
     for a, b in zip(runner.encode(tight), runner.encode(loose)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    jaxpr = jax.make_jaxpr(runner._functions["encode"])(runner.params, runner._arrays(loose))
+    jaxpr = jax.make_jaxpr(runner._functions["encode"])(runner.model, runner._arrays(loose, labels=False))
     scans = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "scan"]
     assert len(scans) == 1 and int(scans[0].params["length"]) == loose.num_steps
     body = scans[0].params["jaxpr"].jaxpr
@@ -157,7 +160,7 @@ def test_steps_past_the_last_real_one_are_skipped(small_config, sample_pairs, vo
     idle, step = (len(branch.jaxpr.eqns) for branch in next(e for e in body.eqns if e.primitive.name == "cond")
                   .params["branches"])
     assert idle < 5 < step  # branch 0 (false) passes the carry through; branch 1 is the step
-    assert int(_last_step(jnp.asarray(loose.premise_transitions))) == int(
+    assert int(last_step(jnp.asarray(loose.premise_transitions))) == int(
         np.flatnonzero((loose.premise_transitions != 0).any(axis=0)).max()) + 1
 
 
@@ -178,7 +181,7 @@ def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small
         for a, b in zip(got, expected):
             assert np.array_equal(a, b)
     finally:
-        _disable_compilation_cache()
+        disable_compilation_cache()
     assert jax.config.jax_compilation_cache_dir is None
 
 
@@ -198,8 +201,8 @@ def test_encode_never_reads_the_head(vocab, small_batch):
     with_head, without = Runner(params, config), Runner(plain, headless)
     for a, b in zip(with_head.encode(small_batch), without.encode(small_batch)):
         assert np.array_equal(a, b)
-    arrays = with_head._arrays(small_batch)
-    stats = [jaxpr_stats(jax.make_jaxpr(runner._functions["encode"])(runner.params, arrays))
+    arrays = with_head._arrays(small_batch, labels=False)
+    stats = [jaxpr_stats(jax.make_jaxpr(runner._functions["encode"])(runner.model, arrays))
              for runner in (with_head, without)]
     assert stats[0]["scan_body_eqns"] == stats[1]["scan_body_eqns"] and stats[0]["eqns_total"] == stats[1]["eqns_total"]
     loss, grads = with_head.loss_and_grads(small_batch)
@@ -218,23 +221,21 @@ def test_encode_never_reads_the_head(vocab, small_batch):
 
 def step_temp_bytes(config: ModelConfig, batch_size: int, num_tokens: int, layout: str) -> int:
     """XLA's scratch memory for one SGD training step at B = ``batch_size``,
-    N = ``num_tokens``, T = 2N - 1, compiled for abstract inputs (no data, no
-    weights): where the residuals saved for the backward pass live."""
-    model = SNLIClassifier(config, layout=layout)
-    optimizer = train.make_optimizer("sgd", np.float32)
+    N = ``num_tokens``, T = 2N - 1, compiled for abstract inputs (no data):
+    where the residuals saved for the backward pass live."""
+    module = SNLIClassifier(config, encoder=SPINN, layout=layout)
+    model = convert.from_canonical(init_params(config, seed=0, dtype=np.float32), train.Model(module))
+    optimizer = train.make_optimizer("sgd", model, 0.1)
 
     def spec(shape, dtype):
         return jax.ShapeDtypeStruct(shape, dtype)
 
     tokens = spec((batch_size, num_tokens), jnp.int32)
     transitions = spec((batch_size, 2 * num_tokens - 1), jnp.int32)
-    zeros = jnp.zeros((1, 1), jnp.int32)
-    params = jax.eval_shape(model.init, jax.random.key(0), zeros, zeros, zeros, zeros)["params"]
-    opt_state = jax.eval_shape(optimizer.init, params)
-    args = (params, {}, opt_state, (tokens, transitions, tokens, transitions), spec((batch_size,), jnp.int32),
-            spec((), jnp.int32), spec((), jnp.float32))
-    step = functools.partial(train.train_step, model, optimizer)  # as the runner binds it
-    compiled = jax.jit(step, donate_argnums=(0, 2)).lower(*args).compile()
+    batch = BatchArrays(tokens, transitions, tokens, transitions, spec((batch_size,), jnp.int32))
+    step = functools.partial(train.train_step, seed=0, transition_weight=0.0)  # as the runner binds it
+    compiled = jax.jit(step, donate_argnums=(0, 1)).lower(model, optimizer, batch,
+                                                          step=spec((), jnp.int32)).compile()
     return int(compiled.memory_analysis().temp_size_in_bytes)
 
 
@@ -299,37 +300,71 @@ def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_la
     save_params(first, init_params(config, seed=1, dtype=np.dtype(dtype)), config, vocab.words)
     loaded = load_params(first)
     assert loaded.config == config
-    variables = convert.from_canonical(loaded.params, loaded.config, dtype)
-    assert all(leaf.dtype == np.dtype(dtype) for leaf in jax.tree_util.tree_leaves(variables))
-    save_params(second, convert.to_canonical(variables, config), config, loaded.vocab)
+    module = SNLIClassifier(loaded.config, encoder=SPINN, dtype=jnp.dtype(dtype))
+    model = convert.from_canonical(loaded.params, train.Model(module))
+    assert all(leaf.dtype == np.dtype(dtype) for leaf in jax.tree_util.tree_leaves(model.params))
+    save_params(second, convert.to_canonical(model), config, loaded.vocab)
     assert_npz_files_identical(first, second)
+
+
+def blank_model(config: ModelConfig, **fields) -> train.Model:
+    """A masked-family model without parameters yet (convert.from_canonical fills it)."""
+    return train.Model(SNLIClassifier(config, encoder=SPINN, **fields))
 
 
 def test_flax_tree_is_the_canonical_dict_renamed(small_config, small_batch):
     params = init_params(small_config, seed=2)
-    variables = convert.from_canonical(params, small_config)
+    model = convert.from_canonical(params, blank_model(small_config))
     for name, path in convert.name_map(small_config).items():
-        node = variables["params"]
+        node = model.params
         for key in path:
             node = node[key]
         assert np.array_equal(np.asarray(node), params[name]), name  # no transposes
     # nn.Dense computes x @ kernel + bias: the canonical layout as is
     x = np.random.default_rng(0).standard_normal((4, small_config.hidden_dim)).astype(np.float32)
-    dense = variables["params"]["spinn"]["reduce"]["left"]
+    dense = model.params["spinn"]["reduce"]["left"]
     got = jax.numpy.asarray(x) @ dense["kernel"] + dense["bias"]
     assert max_abs_err(got, x @ params["reduce.left.kernel"] + params["reduce.left.bias"]) <= 1e-6
 
 
+@pytest.mark.parametrize("tracker_dim,head", [(0, False), (3, False), (3, True)], ids=["bare", "tracker", "head"])
+def test_every_family_makes_the_tree_convert_fills(vocab, small_batch, tracker_dim, head):
+    """params.abstract (the tree from_canonical checks against and fills) is the tree each family's
+    classifier makes when ``init`` runs it on a batch: the same names, shapes and dtypes."""
+    from impl_jax import levels, vmap
+
+    config = small_config_for(len(vocab), tracker_dim=tracker_dim).replace(transition_head=head)
+    arrays = tuple(jnp.asarray(getattr(small_batch, n)) for n in
+                   ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions"))
+    schedule, _ = levels.host_schedule(small_batch, tracker=False)
+    key = jax.random.key(0)
+
+    def shapes(tree):
+        return jax.tree.map(lambda leaf: (leaf.shape, leaf.dtype), tree)
+
+    families = [(SNLIClassifier(config, encoder=SPINN, dtype=jnp.float64), {}),
+                (SNLIClassifier(config, encoder=vmap.SPINN), {})]
+    if tracker_dim == 0:  # with the tracker its loop picks Reduce's width by nn.switch, which init cannot run
+        families.append((levels.LevelClassifier(config), {"levels": schedule}))
+    for module, extra in families:
+        made = jax.eval_shape(functools.partial(module.init, **extra), key, *arrays)["params"]
+        if config.transition_head:  # __call__ never reads the head: parse makes it
+            made = jax.eval_shape(functools.partial(module.init, method="parse", mode="gold", **extra), key,
+                                  *arrays)["params"]
+        assert shapes(made) == shapes(abstract(module))
+
+
 def test_wrong_entries_are_named(tmp_path, small_config, vocab):
     params = init_params(small_config, seed=2)
+    blank = blank_model(small_config)
     missing = {k: v for k, v in params.items() if k != "reduce.right.kernel"}
     with pytest.raises(ParamError, match="missing parameter 'reduce.right.kernel'"):
-        convert.from_canonical(missing, small_config)
+        convert.from_canonical(missing, blank)
     with pytest.raises(ParamError, match="unexpected parameter 'mlp.9.kernel'"):
-        convert.from_canonical({**params, "mlp.9.kernel": np.zeros((2, 2), np.float32)}, small_config)
+        convert.from_canonical({**params, "mlp.9.kernel": np.zeros((2, 2), np.float32)}, blank)
     wrong = {**params, "tracker.kernel_input": params["tracker.kernel_input"].T}
     with pytest.raises(ParamError, match=r"'tracker.kernel_input' has shape \(12, 15\), expected \(15, 12\)"):
-        convert.from_canonical(wrong, small_config)
+        convert.from_canonical(wrong, blank)
     # From a file: the file and the entry are named.
     good = tmp_path / "good.npz"
     save_params(good, params, small_config, vocab.words)
@@ -339,10 +374,10 @@ def test_wrong_entries_are_named(tmp_path, small_config, vocab):
     with pytest.raises(ParamError, match=r"wrong.npz: parameter 'embed.embedding' has shape \(\d+, 5\)"):
         load_params(tmp_path / "wrong.npz")
     # A Flax tree missing a leaf cannot be saved.
-    variables = convert.from_canonical(params, small_config)
-    del variables["params"]["spinn"]["reduce"]["track"]
+    model = convert.from_canonical(params, blank)
+    del model.params["spinn"]["reduce"]["track"]
     with pytest.raises(ParamError, match="spinn/reduce/track/kernel"):
-        convert.to_canonical(variables, small_config)
+        convert.to_canonical(model)
 
 
 def test_runner_arguments_are_checked(small_config):
@@ -401,21 +436,21 @@ def test_dropout_acts_in_training_only(small_config, small_batch):
     again.set_optimizer("sgd", lr=0.0)
     assert again.train_step(small_batch) == losses[0]  # same seed, same step: same masks
 
-    # The model: train=True with rate 0 is eval mode exactly; with a rate, dropout acts.
+    # The model: training=True with rate 0 is eval mode exactly; with a rate, dropout acts.
     arrays = tuple(jnp.asarray(getattr(small_batch, n)) for n in
                    ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions"))
-    plain = SNLIClassifier(small_config, param_dtype=jnp.float64)
-    dropped = SNLIClassifier(small_config, dropout_rate=0.5, param_dtype=jnp.float64)
+    plain = SNLIClassifier(small_config, encoder=SPINN, dtype=jnp.float64)
+    dropped = SNLIClassifier(small_config, encoder=SPINN, dropout_rate=0.5, dtype=jnp.float64)
 
     @jax.jit  # one compilation for the three forward passes
     def logits(p, key):
-        def forward(model, **how):
-            return model.apply({"params": p}, *arrays, **how)[2]
+        def forward(module, **how):
+            return module.apply({"params": p}, *arrays, **how)[2]
 
-        return (forward(plain, train=True, rngs={"dropout": key}), forward(plain),
-                forward(dropped, train=True, rngs={"dropout": key}))
+        return (forward(plain.clone(training=True), rngs={"dropout": key}), forward(plain),
+                forward(dropped.clone(training=True), rngs={"dropout": key}))
 
-    plain_train, plain_eval, dropped_train = logits(convert.from_canonical(params, small_config, "float64")["params"],
+    plain_train, plain_eval, dropped_train = logits(convert.from_canonical(params, train.Model(plain)).params,
                                                     jax.random.key(0))
     assert np.array_equal(plain_train, plain_eval)
     assert max_abs_err(dropped_train, ref.logits) > 1e-3
@@ -474,7 +509,7 @@ def test_head_trains_freezes_and_keeps_optimizer_state(vocab, small_batch):
 def test_device_argument(small_config, small_batch, device):
     params = init_params(small_config, seed=8, dtype=np.float64)
     runner = Runner(params, small_config, dtype="float64", device=device)
-    leaf = jax.tree_util.tree_leaves(runner.params)[0]
+    leaf = jax.tree_util.tree_leaves(runner.model.params)[0]
     assert leaf.devices() == {jax.devices(device)[0]}
     assert runner.layout == DEFAULT_LAYOUT
     try:

@@ -6,8 +6,8 @@ The runners' own paths are in the contract (tests/test_contract.py, jax-levels a
 gradients and head logits in gold mode, with and without the tracker). What is left is checked here, in float64,
 values and gradients, against shared/reference.py (never against the framework's own masked model):
 
-* JAX's ``LevelSPINN.encode_scheduled`` over one uniform schedule (shared.levels.uniform), and
-  ``encode_segments`` over that schedule cut into its segments (shared.levels.segments);
+* JAX's levels.SPINN over one uniform schedule (shared.levels.uniform, its private ``_encode_scheduled``), and
+  over that schedule cut into its segments (shared.levels.segments, ``_encode_segments``);
 * TensorFlow's level loop with the dense memory, which the runner picks on a GPU and under XLA (on a CPU graph
   it picks the TensorArray, which the contract runs).
 """
@@ -60,6 +60,7 @@ def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
 
     from impl_jax.convert import from_canonical, grads_to_canonical
     from impl_jax.levels import LevelClassifier
+    from impl_jax.train import Model
 
     rng = np.random.default_rng(0)
     tr = _transitions()
@@ -68,8 +69,9 @@ def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
     tokens = rng.integers(2, config.vocab_size, size=(len(SHAPES), N)).astype(np.int32)
     want, want_grads = _reference_encoder(params, config, tokens, tr)
 
-    model = LevelClassifier(config, param_dtype=jnp.float64)
-    weights = from_canonical(params, config, "float64")["params"]
+    model = LevelClassifier(config, dtype=jnp.float64)
+    blank = Model(model)
+    weights = from_canonical(params, blank).params
 
     def as_jax(arrays: dict) -> dict:  # a schedule's arrays as JAX arrays, its sizes as they are
         return {k: (jnp.asarray(v) if hasattr(v, "shape") else v) for k, v in arrays.items()}
@@ -78,11 +80,11 @@ def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
 
     def encode(w):
         return model.apply({"params": w}, jnp.asarray(tokens),
-                           method=lambda m, t: m.spinn.encode_scheduled(m._leaves(t, False), sched))
+                           method=lambda m, t: m.spinn._encode_scheduled(m._leaves(t), sched))
 
     assert max_abs_err(np.asarray(jax.jit(encode)(weights)), want) <= F64_TOL
     grads = jax.jit(jax.grad(lambda w: jnp.sum(encode(w) ** 2)))(weights)
-    _assert_grads_close(grads_to_canonical(grads, config), want_grads)
+    _assert_grads_close(grads_to_canonical(blank, grads), want_grads)
 
     cut = schedule(tr, N, tracker_dim > 0, (2, 4))
     segs = [as_jax(seg) for seg in segments(cut)]
@@ -90,8 +92,8 @@ def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
 
     def by_segments(w):
         return model.apply({"params": w}, jnp.asarray(tokens),
-                           method=lambda m, t: m.spinn.encode_segments(m._leaves(t, False), segs, cut.n_rows,
-                                                                       jnp.asarray(cut.roots)))
+                           method=lambda m, t: m.spinn._encode_segments(m._leaves(t), segs, cut.n_rows,
+                                                                        jnp.asarray(cut.roots)))
 
     assert max_abs_err(np.asarray(jax.jit(by_segments)(weights)), want) <= F64_TOL
 

@@ -9,7 +9,7 @@ from bench.benchmark import compare as compare_runs
 from bench.benchmark import stats
 from bench.benchmark import targets as targets_module
 from bench.benchmark.record import Measurement
-from bench.render.registry import _kind, lookup, quote
+from bench.render.registry import kind, lookup, quote
 from bench.render.sources import Results
 from bench.render.values import QuoteError, Value
 from bench.training import scaling
@@ -91,7 +91,7 @@ def field(results, folder, impl, mode, transitions, batch, key) -> Value:
         raise QuoteError(f"results/{folder}: {len(values)} records of {impl} {mode} {transitions} batch {batch}; "
                          "field needs one (span or total for several)")
     value = values[0]
-    return Value(value, "text" if isinstance(value, str) else _kind(key))
+    return Value(value, "text" if isinstance(value, str) else kind(key))
 
 
 @quote("field-ratio")
@@ -108,22 +108,22 @@ def span(results, folder, impl, mode, transitions, batch, key) -> Value:
     """The smallest and largest KEY over the records selected (one value where they are equal)."""
     values = _values(results, folder, impl, mode, transitions, batch, key)
     low, high = min(values), max(values)
-    return Value(low if low == high else (low, high), _kind(key))
+    return Value(low if low == high else (low, high), kind(key))
 
 
 @quote("total")
 def total(results, folder, impl, mode, transitions, batch, key) -> Value:
-    return Value(float(np.sum(_values(results, folder, impl, mode, transitions, batch, key))), _kind(key))
+    return Value(float(np.sum(_values(results, folder, impl, mode, transitions, batch, key))), kind(key))
 
 
 @quote("most")
 def most(results, folder, impl, mode, transitions, batch, key) -> Value:
-    return Value(max(_values(results, folder, impl, mode, transitions, batch, key)), _kind(key))
+    return Value(max(_values(results, folder, impl, mode, transitions, batch, key)), kind(key))
 
 
 @quote("least")
 def least(results, folder, impl, mode, transitions, batch, key) -> Value:
-    return Value(min(_values(results, folder, impl, mode, transitions, batch, key)), _kind(key))
+    return Value(min(_values(results, folder, impl, mode, transitions, batch, key)), kind(key))
 
 
 def _round_flags(results, folder) -> list[bool]:

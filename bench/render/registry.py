@@ -25,7 +25,7 @@ DERIVED = {
 }
 
 
-def _kind(key: str) -> str:
+def kind(key: str) -> str:
     last = key.split(".")[-1]
     if last in ("pairs_per_s", "host_syncs_per_batch"):
         return "number"
