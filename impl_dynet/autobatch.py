@@ -1,6 +1,6 @@
-"""SPINN for ONE sentence in DyNet (docs/spec.md §3, §7): a Python list is the
-stack, an index into the leaves is the buffer, and a Python loop runs the
-transitions.
+"""SPINN for ONE sentence in DyNet (docs/spec.md §3, §7), batched by DyNet's
+automatic batching: a Python list is the stack, an index into the leaves is
+the buffer, and a Python loop runs the transitions.
 
 This is the shape of shared/reference_encoder.py, the float64 NumPy
 reference, written in DyNet expressions: there is no batch dimension, no
@@ -12,42 +12,31 @@ When the model decides its own parse (predicted and sampled mode), a
 decision needs a number the graph has not computed yet: :meth:`SPINN.parse`
 therefore advances every sentence of the batch one step at a time and
 evaluates the graph once per step with a choice (docs/autobatching.md §3);
-``host_syncs`` counts those reads.
+``last_host_syncs`` counts those reads.
 
 Shapes: S sentences, T steps, H hidden, D tracker; an item is (h, c) [H].
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-from dataclasses import dataclass, field
-from typing import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared import parsing
+from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Item, Reduce, Tracker
-from .convert import _Weights
 from .library import dy, pools_checked
+from .weights import Weights
+
+if TYPE_CHECKING:
+    from .graph import Clock
 
 # d = t_R - t_S as a dot product with t: -1 at SHIFT's column, +1 at REDUCE's.
 _DIFFERENCE = [0.0, 0.0]
 _DIFFERENCE[parsing.SHIFT_COLUMN], _DIFFERENCE[parsing.REDUCE_COLUMN] = -1.0, 1.0
-
-
-@dataclass
-class _Followed:
-    """What one sentence's run leaves for the outputs and the losses."""
-
-    root: dy.Expression | None = None  # h of the one item left on the stack [H]
-    transitions: np.ndarray | None = None  # <int32>[T] the transitions followed, PAD elsewhere
-    columns: list[int] = field(default_factory=list)  # the step of each head evaluation
-    logits: list[dy.Expression] = field(default_factory=list)  # t = (t_S, t_R) [2] at those steps
-    choices: list[int] = field(default_factory=list)  # sampled mode: indices into logits that were choices
-    reduced: list[bool] = field(default_factory=list)  # ... and whether each REDUCEd
 
 
 class _Sentence:
@@ -104,114 +93,114 @@ class _Sentence:
         return self.stack[0][0]
 
 
-class _Clock:
-    """Where one call's seconds went, by phase, as the runner's ``last_phases``
-    (docs/runner-interface.md): ``evaluate`` inside DyNet's forward and
-    backward passes (and other named sections), ``build`` the rest, which is
-    Python building the graph."""
-
-    def __init__(self):
-        self.start = time.perf_counter()
-        self.sections: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def section(self, name: str = "evaluate") -> Iterator[None]:
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.sections[name] = self.sections.get(name, 0.0) + time.perf_counter() - began
-
-    def timings(self) -> dict[str, float]:
-        total = time.perf_counter() - self.start
-        return {"build": total - sum(self.sections.values()), "evaluate": 0.0, **self.sections}
-
-
 class SPINN:
     """The loop over transitions inside one computation graph: the cells, and
     the zero vectors a missing item or a fresh tracker reads. Each sentence's
     stack, buffer and tracker state is a :class:`_Sentence` of its own. Build
-    one after ``dy.renew_cg`` (its constants belong to that graph)."""
+    one after ``dy.renew_cg`` (its constants belong to that graph; classifier.py
+    does), with the clock that times the graph's phases (graph.Clock).
 
-    def __init__(self, weights: _Weights, clock: _Clock | None = None):
+    What the last :meth:`parse` read on the host stays here for the caller:
+    ``last_host_syncs``, the graph evaluations that read decisions, and
+    ``last_choices``, per sentence the steps where a sampled decision was
+    taken (the host sums its log p and entropy from the logits there, graph.py)."""
+
+    def __init__(self, weights: Weights, clock: Clock):
         H, D = weights.config.hidden_dim, weights.config.tracker_dim
-        self.clock = clock or _Clock()
+        self.clock = clock
         self.tracker = Tracker(weights) if D > 0 else None
         self.reduce = Reduce(weights)
         self.zero_h = dy.zeros(H)
         self.zero_state = (dy.zeros(D), dy.zeros(D)) if D > 0 else None
+        self.last_host_syncs = 0
+        self.last_choices: list[list[int]] = []
 
     def encode(self, leaves: list[Item], transitions: np.ndarray) -> dy.Expression:
-        """One sentence along its gold transitions <int>[T] -> its root [H]
-        (one sentence, not the surface's [S, H]: a batch is a loop of calls
-        into one graph, classifier.py)."""
-        return self._follow(leaves, transitions).root
+        """One sentence along its gold transitions <int>[T] -> its root [H].
 
-    def _follow(self, leaves: list[Item], transitions: np.ndarray, head: bool = False) -> _Followed:
-        """One sentence along its own transitions (gold mode); with ``head`` the
-        head scores every non-PAD step (teacher forcing, docs/spec.md §7)."""
+        One sentence, not the surface's [S, H]: DyNet's model is written per
+        sentence, and a batch is a loop of calls into one graph (classifier.py)."""
+        return self._follow(leaves, transitions)[0]
+
+    def _follow(self, leaves: list[Item], transitions: np.ndarray, head: bool = False
+                ) -> tuple[dy.Expression, list[dy.Expression]]:
+        """One sentence along its own transitions (gold mode) -> (its root [H],
+        the head's logits [2] at every non-PAD step, teacher-forced, docs/spec.md
+        §7, where ``head``, else none)."""
         sentence = _Sentence(self, leaves)
-        out = _Followed(transitions=np.asarray(transitions, dtype=np.int32))
-        for step, op in enumerate(out.transitions.tolist()):
+        logits = []
+        for step, op in enumerate(np.asarray(transitions, dtype=np.int32).tolist()):
             if op == PAD:
                 continue  # PAD changes nothing, the tracker included
             if sentence.state is not None:
                 sentence.track()
             if head:
-                out.columns.append(step)
-                out.logits.append(sentence.head())
+                logits.append(sentence.head())
             sentence.apply(op, step)
-        out.root = sentence.root()
-        return out
+        return sentence.root(), logits
 
-    def parse(self, leaves: list[list[Item]], transitions: np.ndarray, mode: str,
-              uniforms: np.ndarray | None = None) -> tuple[list[_Followed], int]:
+    def parse(self, leaves: list[list[Item]], transitions: np.ndarray, mode: str = "predicted",
+              uniforms: np.ndarray | None = None) -> SentenceParses:
         """The batch's S sentences in ``mode`` (docs/spec.md §7), the head
-        scoring every step -> (one _Followed per sentence, the number of host
-        reads of decisions). The parses stay expressions: the caller reads
-        them after one forward pass of the whole graph (train.py).
+        scoring every step: "gold" follows ``transitions`` one sentence after
+        the other; "predicted" (REDUCE where t_R > t_S) and "sampled" (REDUCE
+        where u < p_R) let the head decide where both actions are possible,
+        every sentence a step at a time, so that one evaluation of the graph
+        per step serves every sentence that has a choice.
 
-        Unlike :meth:`encode`, this takes every sentence of the batch: in
-        predicted and sampled mode a decision is read back from the graph,
-        and the loop runs step by step over all sentences so that one
-        evaluation per step serves every sentence that has a choice.
+        Unlike :meth:`encode`, this takes every sentence of the batch: a
+        decision is read back from the graph, and one read serves them all.
 
-        ``leaves[s]``: sentence s's n items; it runs 2n-1 steps. ``transitions``
-        <int>[S, T]: followed in gold mode, T (their width) alone used
-        otherwise. ``uniforms`` <float64>[S, T] in sampled mode.
+        ``leaves[s]``: sentence s's n items; a decided parse runs 2n-1 steps.
+        ``transitions`` <int>[S, T]: followed in gold mode, T (their width)
+        alone used otherwise. ``uniforms`` <float64>[S, T] in sampled mode.
+
+        Returns shared.parsing.SentenceParses whose fields are this graph's
+        nodes, to be read after one forward pass of the whole graph (graph.py):
+        ``encodings`` the S roots [H] (a list), ``transitions`` the followed
+        <int32>[S, T] (NumPy), ``transition_logits`` per sentence the head's
+        t [2] at each of its non-PAD steps (a list of lists), and ``logprob``
+        and ``entropy`` per sentence its sum over sampled choices [1] (lists;
+        None for a sentence without a choice and in the other modes).
         """
+        S = len(leaves)
         if mode == "gold":
-            return [self._follow(items, row, head=True) for items, row in zip(leaves, transitions)], 0
+            followed = [self._follow(items, row, head=True) for items, row in zip(leaves, transitions)]
+            self.last_host_syncs, self.last_choices = 0, [[] for _ in range(S)]
+            return SentenceParses([root for root, _ in followed], np.asarray(transitions, dtype=np.int32),
+                                  [logits for _, logits in followed], [None] * S, [None] * S)
         num_steps = transitions.shape[1]
         sentences = [_Sentence(self, row) for row in leaves]
-        runs = [_Followed(transitions=np.full(num_steps, PAD, np.int32)) for _ in sentences]
+        followed = np.full((S, num_steps), PAD, np.int32)
+        logits: list[list[dy.Expression]] = [[] for _ in range(S)]
+        choices: list[list[int]] = [[] for _ in range(S)]
         lengths = [2 * len(row) - 1 for row in leaves]
         host_syncs = 0
         for step in range(max(lengths, default=0)):
             active = [s for s, length in enumerate(lengths) if step < length]
             for s in active:
                 sentences[s].track()
-                runs[s].columns.append(step)
-                runs[s].logits.append(sentences[s].head())
+                logits[s].append(sentences[s].head())
             choosing = [s for s in active if sentences[s].can_shift and sentences[s].can_reduce]
             values = {}
             if choosing:
                 # The host read: the graph so far is evaluated once (autobatched
                 # across sentences), and Python waits for the K x 2 logits.
                 with self.clock.section(), pools_checked():
-                    read = dy.concatenate_cols([runs[s].logits[-1] for s in choosing]).npvalue()
+                    read = dy.concatenate_cols([logits[s][-1] for s in choosing]).npvalue()
                 values = dict(zip(choosing, np.asarray(read, np.float64).reshape(2, len(choosing)).T))
                 host_syncs += 1
             for s in active:
                 op = _decide(sentences[s], values.get(s), mode, uniforms[s, step] if uniforms is not None else 0.0)
                 if s in values and mode == "sampled":
-                    runs[s].choices.append(len(runs[s].logits) - 1)
-                    runs[s].reduced.append(op == REDUCE)
-                runs[s].transitions[step] = op
+                    choices[s].append(step)  # a decided parse's step t is its logits' index t
+                followed[s, step] = op
                 sentences[s].apply(op, step)
-        for sentence, run in zip(sentences, runs):
-            run.root = sentence.root()
-        return runs, host_syncs
+        self.last_host_syncs, self.last_choices = host_syncs, choices
+        roots = [sentence.root() for sentence in sentences]
+        sums = [_choice_sums(logits[s], choices[s], followed[s]) for s in range(S)]
+        return SentenceParses(roots, followed, logits, [pair[0] if pair else None for pair in sums],
+                              [pair[1] if pair else None for pair in sums])
 
 
 def _decide(sentence: _Sentence, logits: np.ndarray | None, mode: str, uniform: float) -> int:
@@ -224,19 +213,22 @@ def _decide(sentence: _Sentence, logits: np.ndarray | None, mode: str, uniform: 
     return REDUCE if uniform < float(parsing.reduce_probability(logits)) else SHIFT
 
 
-def _choice_sums(run: _Followed) -> tuple[dy.Expression, dy.Expression] | None:
-    """Sampled mode: one sentence's logprob and entropy as expressions (the
-    REINFORCE loss differentiates them), or None without a choice step.
+def _choice_sums(logits: list[dy.Expression], choices: list[int], followed: np.ndarray
+                 ) -> tuple[dy.Expression, dy.Expression] | None:
+    """Sampled mode: one sentence's logprob and entropy as expressions [1]
+    (the REINFORCE loss differentiates them), or None without a choice step.
+    ``logits``: the head's t [2] at each step; ``choices``: the steps that
+    were choices; ``followed`` <int32>[T]: the transitions taken.
 
     With d = t_R - t_S per choice step: log p(action) = log σ(±d), the
     entropy -(p log p + (1-p) log(1-p)) with p = exp(log σ(d)), so a
     saturated logit gives 0, never NaN. One vector per sentence, not nodes
     per step: d = [-1, 1] · t for all its choices at once.
     """
-    if not run.choices:
+    if not choices:
         return None
-    chosen = dy.concatenate_cols([run.logits[k] for k in run.choices])  # [2, C]
-    signs = dy.inputVector([1.0 if r else -1.0 for r in run.reduced])  # +d where it REDUCEd
+    chosen = dy.concatenate_cols([logits[k] for k in choices])  # [2, C]
+    signs = dy.inputVector([1.0 if followed[k] == REDUCE else -1.0 for k in choices])  # +d where it REDUCEd
     d = dy.transpose(chosen) * dy.inputVector(_DIFFERENCE)  # [C]
     logprob = dy.sum_elems(dy.log_sigmoid(dy.cmult(signs, d)))
     log_reduce, log_shift = dy.log_sigmoid(d), dy.log_sigmoid(-d)

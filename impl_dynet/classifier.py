@@ -5,72 +5,29 @@ the leaves (embedding, projection), one SPINN run per sentence, the MLP on
 :class:`SNLIClassifier` starts a fresh graph (``dy.renew_cg``) with
 autobatching on or off, which is the only thing that differs between the
 implementations ``dynet`` and ``dynet-unbatched`` (docs/autobatching.md).
+Its methods add nodes and compute nothing; graph.py evaluates them.
 
-Dropout (docs/spec.md §3): the masks come from :class:`_Masks`, drawn on the
-host from (seed, step) alone, and are multiplied into the projected leaves
-and into the input of every classifier layer (the features, each ReLU
-output).
+Dropout (docs/spec.md §3): the masks (graph.Masks, drawn on the host from
+(seed, step) alone) are given to the constructor, and multiplied into the
+projected leaves and into the input of every classifier layer (the
+features, each ReLU output).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shared import parsing
-from shared.batching import PairBatch
-from shared.params import ModelConfig
+from shared.parsing import SentenceParses
 
 from .cells import Item
-from .convert import _Weights
-from .library import dy, pools_checked
-from .model import SPINN, _Clock, _Followed
+from .library import dy
+from .weights import Weights
 
-
-class _Masks:
-    """Inverted-dropout masks for one training step, a pure function of
-    (seed, step) and the batch's shape: leaves <float32>[S, N, 2H] and, per
-    classifier layer k = 0..L (the output layer last), inputs <float32>[B, width_k]."""
-
-    def __init__(self, rate: float, seed: int, step: int, config: ModelConfig, num_sentences: int,
-                 num_tokens: int):
-        rng = np.random.default_rng([seed, step])
-        keep = 1.0 - rate
-        H, B = config.hidden_dim, num_sentences // 2
-        widths = [4 * H] + [config.mlp_dim] * config.mlp_layers
-
-        def draw(shape):
-            return ((rng.random(shape) < keep) / keep).astype(np.float32)
-
-        self.leaves = draw((num_sentences, num_tokens, 2 * H))
-        self.layers = [draw((B, width)) for width in widths]
-
-    def leaf(self, sentence: int, position: int) -> dy.Expression:
-        return dy.inputTensor(self.leaves[sentence, position])
-
-    def layer(self, k: int, pair: int) -> dy.Expression:
-        return dy.inputTensor(self.layers[k][pair])
-
-
-@dataclass
-class _Run:
-    """What one pair batch added to the graph: per sentence (premises first)
-    its root [H] and (after a parse) its _Followed record, per pair its class
-    logits [3]."""
-
-    roots: list[dy.Expression]
-    logits: list[dy.Expression]
-    sentences: list[_Followed] | None = None
-    host_syncs: int = 0
-
-    def encodings(self) -> dy.Expression:
-        """<float>[H, S]: the roots side by side, as one node."""
-        return dy.concatenate_cols(self.roots)
-
-    def class_logits(self) -> dy.Expression:
-        """<float>[3, B]."""
-        return dy.concatenate_cols(self.logits)
+if TYPE_CHECKING:
+    from .graph import Clock, Masks
 
 
 def _sentences(premise: np.ndarray, hypothesis: np.ndarray) -> np.ndarray:
@@ -82,18 +39,24 @@ class SNLIClassifier:
     """The classifier's weights as one computation graph sees them: an instance
     IS one graph (``dy.renew_cg`` when it is made), and a batch is one
     instance, its methods adding every sentence and pair to that graph; the
-    values are read by one forward pass afterwards (train.py)."""
+    values are read by one forward pass afterwards (graph.py).
 
-    def __init__(self, weights: _Weights, *, autobatch: bool, masks: _Masks | None = None,
+    ``encoder``: the family's SPINN class (autobatch.SPINN), built on this
+    graph with ``weights`` and ``clock`` (where the graph's evaluations are
+    timed, graph.Clock). ``masks``: dropout masks of a training step, or None.
+    ``update_embedding``: False looks the embedding up as a constant (frozen:
+    no gradient). ``tokens``: the embedding rows this graph looked up."""
+
+    def __init__(self, weights: Weights, *, encoder: type, autobatch: bool, clock: Clock, masks: Masks | None = None,
                  update_embedding: bool = True):
-        self.clock = _Clock()
+        self.clock = clock
         dy.renew_cg(autobatching=autobatch)
         self.weights = weights
         self.config = weights.config
-        self.spinn = SPINN(weights, self.clock)
+        self.spinn = encoder(weights, clock)
         self.masks = masks
-        self.update_embedding = update_embedding  # False: the (frozen) embedding gets no gradient
-        self.tokens: set[int] = set()  # the embedding rows this graph looked up
+        self.update_embedding = update_embedding
+        self.tokens: set[int] = set()
 
     def encode(self, tokens: np.ndarray, transitions: np.ndarray) -> list[dy.Expression]:
         """tokens <int>[S, N], gold transitions <int>[S, T] -> one root [H] per
@@ -108,27 +71,23 @@ class SNLIClassifier:
 
     def parse(self, premise_tokens: np.ndarray, premise_transitions: np.ndarray, hypothesis_tokens: np.ndarray,
               hypothesis_transitions: np.ndarray, mode: str = "predicted",
-              uniforms: tuple[np.ndarray, np.ndarray] | None = None) -> _Run:
+              uniforms: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> tuple[SentenceParses, list[dy.Expression]]:
         """The pair batch in ``mode`` (docs/spec.md §7), the head scoring every
         step, as 2B sentences (premises first) and B classifications, in this
         graph: gold mode follows the given transitions one sentence after the
         other, predicted and sampled mode let the head decide, all sentences a
         step at a time (SPINN.parse). ``uniforms``: sampled mode,
-        (premise_u, hypothesis_u) <float64>[B, T] each."""
+        (premise_u, hypothesis_u) <float64>[B, T] each.
+
+        -> (SPINN.parse's SentenceParses of the 2B sentences, its fields this
+        graph's nodes; the class logits [3] of each pair, a list)."""
         transitions = _sentences(premise_transitions, hypothesis_transitions)
         leaves = self._leaves_of(_sentences(premise_tokens, hypothesis_tokens), transitions)
         u = _sentences(*uniforms) if uniforms is not None else None
-        sentences, host_syncs = self.spinn.parse(leaves, transitions, mode, u)
-        roots = [sentence.root for sentence in sentences]
+        parses = self.spinn.parse(leaves, transitions, mode, u)
         B = len(premise_tokens)
-        return _Run(roots, self.classify(roots[:B], roots[B:]), sentences, host_syncs)
-
-    def _forward(self, batch: PairBatch) -> _Run:
-        """Gold mode without the head: the batch's 2B roots and B class logits."""
-        roots = self.encode(_sentences(batch.premise_tokens, batch.hypothesis_tokens),
-                            _sentences(batch.premise_transitions, batch.hypothesis_transitions))
-        B = len(batch.premise_tokens)
-        return _Run(roots, self.classify(roots[:B], roots[B:]))
+        return parses, self.classify(parses.encodings[:B], parses.encodings[B:])
 
     def _leaves_of(self, tokens: np.ndarray, transitions: np.ndarray) -> list[list[Item]]:
         """Every sentence's items, its n words only (n from its transitions)."""
@@ -142,7 +101,7 @@ class SNLIClassifier:
         items = []
         for position, token in enumerate(tokens):
             x = dy.lookup(w.embedding, token, update=self.update_embedding)
-            projected = dy.affine_transform([w["projection.b"], w["projection.W"], x])
+            projected = dy.affine_transform([w["projection.bias"], w["projection.kernel"], x])
             if self.masks is not None:
                 projected = dy.cmult(projected, self.masks.leaf(sentence, position))
             items.append((dy.pick_range(projected, 0, H), dy.pick_range(projected, H, 2 * H)))
@@ -153,16 +112,10 @@ class SNLIClassifier:
         w = self.weights
         f = dy.concatenate([premise, hypothesis, premise - hypothesis, dy.cmult(premise, hypothesis)])
         for k in range(self.config.mlp_layers):
-            f = dy.rectify(dy.affine_transform([w[f"mlp.{k}.b"], w[f"mlp.{k}.W"], self._dropped(f, k, pair)]))
-        return dy.affine_transform([w["output.b"], w["output.W"], self._dropped(f, self.config.mlp_layers, pair)])
+            f = dy.rectify(dy.affine_transform([w[f"mlp.{k}.bias"], w[f"mlp.{k}.kernel"],
+                                                self._dropped(f, k, pair)]))
+        return dy.affine_transform([w["output.bias"], w["output.kernel"],
+                                    self._dropped(f, self.config.mlp_layers, pair)])
 
     def _dropped(self, f: dy.Expression, k: int, pair: int) -> dy.Expression:
         return f if self.masks is None else dy.cmult(f, self.masks.layer(k, pair))
-
-    def _values(self, *exprs: dy.Expression) -> list[np.ndarray]:
-        """One forward pass up to the latest of ``exprs`` (autobatched, when
-        on, across everything built since the last one), then their values
-        as float32 arrays."""
-        with self.clock.section(), pools_checked():
-            dy.forward(list(exprs))
-            return [np.asarray(e.npvalue(), dtype=np.float32) for e in exprs]

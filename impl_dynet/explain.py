@@ -82,12 +82,10 @@ def _runner(config: ModelConfig, params, autobatch: bool = True):
 
 
 def _loss_graph(runner, batch: PairBatch):
-    """Build (not evaluate) the eval-mode loss of ``batch`` in a fresh graph: (classifier, loss node)."""
+    """Build (not evaluate) the eval-mode loss of ``batch`` in a fresh graph: its loss node."""
     from impl_dynet import train
-    from impl_dynet.classifier import SNLIClassifier
 
-    classifier = SNLIClassifier(runner.weights, autobatch=runner.autobatch)
-    return classifier, train.batch_loss(classifier, batch)
+    return train.batch_loss(runner.model, batch.arrays())
 
 
 def _node_count(runner, batch: PairBatch) -> int:
@@ -133,7 +131,7 @@ def _profiled_forward(path: str) -> None:
         params = {k.split(":", 1)[1]: arrays[k] for k in arrays.files if k.startswith("param:")}
         batch = PairBatch(**{k.split(":", 1)[1]: arrays[k] for k in arrays.files if k.startswith("batch:")},
                           pair_ids=[str(i) for i in range(len(arrays["batch:labels"]))])
-    _, loss = _loss_graph(_runner(config, params, autobatch=True), batch)
+    loss = _loss_graph(_runner(config, params, autobatch=True), batch)
     loss.value()
 
 
@@ -176,7 +174,7 @@ def _times(config: ModelConfig, params, batch: PairBatch) -> dict:
         runner = _runner(config, params, autobatch)
 
         def forward() -> float:
-            _, loss = _loss_graph(runner, batch)
+            loss = _loss_graph(runner, batch)
             elapsed = timer()
             loss.value()
             return elapsed()
@@ -184,7 +182,7 @@ def _times(config: ModelConfig, params, batch: PairBatch) -> dict:
         out[key] = min(forward() for _ in range(3))
 
     def backward() -> float:
-        _, loss = _loss_graph(runner, batch)
+        loss = _loss_graph(runner, batch)
         loss.value()
         elapsed = timer()
         loss.backward()

@@ -12,7 +12,8 @@ import time
 import numpy as np
 import pytest
 
-from impl_dynet import convert
+from impl_dynet import convert, train
+from impl_dynet.autobatch import SPINN
 from impl_dynet.library import dy
 from impl_dynet.platform import Platform
 from impl_dynet.runner import Runner
@@ -116,16 +117,16 @@ def test_fused_layout_reorders_gates_and_shifts_the_forget_bias(config, params):
     tracker's canonical i, f, g, o blocks land reordered, the f block of the
     bias minus 1; Reduce's f2 sits in a node of its own."""
     D, H = config.tracker_dim, config.hidden_dim
-    weights = convert.from_canonical(params, config)
+    weights = convert.from_canonical(params, train.Model(config, encoder=SPINN)).weights
     arrays = {name: parameter.as_array() for name, parameter in weights.params.items()}
     i, f, g, o = np.split(params["tracker.bias"], 4)
-    np.testing.assert_array_equal(arrays["tracker.b"], np.concatenate([i, f - np.float32(1.0), o, g]))
+    np.testing.assert_array_equal(arrays["tracker.bias"], np.concatenate([i, f - np.float32(1.0), o, g]))
     kernel = params["tracker.kernel_hidden"]
-    np.testing.assert_array_equal(arrays["tracker.Wh"][3 * D:], kernel[:, 2 * D:3 * D].T)  # g last
+    np.testing.assert_array_equal(arrays["tracker.kernel_hidden"][3 * D:], kernel[:, 2 * D:3 * D].T)  # g last
     a, i, f1, f2, o = np.split(params["reduce.left.kernel"], 5, axis=1)
-    np.testing.assert_array_equal(arrays["reduce.Wx"][:, :H], np.concatenate([i, f1, o, a], axis=1).T)
-    np.testing.assert_array_equal(arrays["reduce.f2.left"], f2.T)
-    assert [piece.dynet for piece in convert.name_map(config)["reduce.left.kernel"]][-1] == "reduce.f2.left"
+    np.testing.assert_array_equal(arrays["reduce.kernel_input"][:, :H], np.concatenate([i, f1, o, a], axis=1).T)
+    np.testing.assert_array_equal(arrays["reduce.f2.left.kernel"], f2.T)
+    assert [piece.dynet for piece in convert.name_map(config)["reduce.left.kernel"]][-1] == "reduce.f2.left.kernel"
     np.testing.assert_array_equal(weights.embedding.as_array(), params["embed.embedding"])
 
 
@@ -138,7 +139,7 @@ def test_runner_rebuilt_from_its_weights_continues_bit_for_bit(config, params, s
     runner.set_optimizer("adam", lr=0.01)
     for _ in range(2):
         runner.train_step(small_batch)
-    trained, copy = runner.get_params(), convert.to_canonical(runner.weights)
+    trained, copy = runner.get_params(), convert.to_canonical(runner.model)
     for key, value in trained.items():  # biases: the forget blocks' ±1 may round in the last bit
         np.testing.assert_allclose(copy[key], value, rtol=0, atol=1e-6 if key.endswith("bias") else 0, err_msg=key)
     resumed = Runner(trained, config, dropout=0.3, seed=4)
@@ -293,7 +294,7 @@ def test_explain_parse_and_bad_input():
     parsed = explain_parse(parse_args(TINY + ["--parse"]))["dynet"]
     assert parsed["gold"]["host_syncs"] == 0 < parsed["predicted"]["host_syncs"]
     transitions = explain_bad_input(parse_args(TINY + ["--bad-input", "transitions"]))["dynet"]
-    assert transitions["outcome"] == "raised" and transitions["where"].startswith("impl_dynet/model.py, in apply")
+    assert transitions["outcome"] == "raised" and transitions["where"].startswith("impl_dynet/autobatch.py, in apply")
     token = explain_bad_input(parse_args(TINY + ["--bad-input", "token"]))["dynet"]
     assert token["outcome"] == "raised" and "Out-of-bounds" in token["error"]  # DyNet's, when the graph runs
 
@@ -323,6 +324,6 @@ def check_explain(r: dict, batch: dict) -> None:
 
 def check_bad_input(t: dict, k: dict) -> None:
     """An exception from a line of your own code; the token only when evaluated."""
-    assert t["outcome"] == "raised" and t["where"].startswith("impl_dynet/model.py, in apply")
+    assert t["outcome"] == "raised" and t["where"].startswith("impl_dynet/autobatch.py, in apply")
     assert "REDUCE with fewer than two items" in t["error"]
     assert k["outcome"] == "raised" and "Out-of-bounds" in k["error"]
