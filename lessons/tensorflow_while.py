@@ -1,21 +1,22 @@
 """Lesson: SPINN as ONE static TensorFlow graph, a tf.while_loop over the steps.
 
 What to notice:
-* One graph serves every batch: the trees are data (a transitions tensor), not
-  code. The loop body is traced once, with unknown B, N and T; no Python `if`
-  ever looks at a transition. SHIFT and REDUCE are masks: every sentence runs
-  the tracker and a REDUCE at every step, and tf.where keeps what its op asks
-  for (PAD keeps nothing).
-* The stack lives as row numbers: `thin` holds every item ever made (rows
-  0..N-1 the leaves, row N+t what step t composed, a last row of zeros that
-  stands for "no such item"); a sentence's stack is a row of pointers into it,
-  with a depth `sp` and a buffer pointer `bp`.
+* One graph serves every batch: the trees are data (a transitions tensor), not code. The loop
+  body is traced once, with unknown B, N and T; no Python `if` looks at a transition. SHIFT and
+  REDUCE are masks: every sentence runs the tracker and a REDUCE at every step, and tf.where
+  keeps what its op asks for (PAD keeps nothing).
+* The stack lives as row numbers: `thin` holds every item ever made (rows 0..N-1 the leaves,
+  row N+t what step t composed, a last row of zeros for "no such item"); a sentence's stack is
+  a row of pointers into it, with a depth `sp` and a buffer pointer `bp`. `thin` is a
+  tf.TensorArray, as in impl_tensorflow/masked.py: a step writes its row in place, where a
+  plain tensor updated in the loop would be copied whole at every step.
 
 Run from the repository root:  .venv/bin/python -m lessons.tensorflow_while
 """
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # oneDNN's start-up notice, past any log level
 import tensorflow as tf  # noqa: E402
 
 from lessons.setup import lesson_inputs, report  # noqa: E402
@@ -34,7 +35,10 @@ def build_encoder(params):
         B, N, T = tf.shape(tokens)[0], tf.shape(tokens)[1], tf.shape(transitions)[1]
         R = N + T + 1  # rows of the thin stack; row R - 1 stays zeros
         leaves = tf.gather(w["embed.embedding"], tokens) @ w["projection.kernel"] + w["projection.bias"]
-        thin = tf.concat([leaves, tf.zeros([B, T + 1, 2 * H])], axis=1)  # [B, R, 2H]
+        # Item (row r, sentence s) at address r * B + s: the leaves first, the zero row last.
+        thin = tf.TensorArray(tf.float32, size=R * B, element_shape=[2 * H], clear_after_read=False)
+        thin = thin.scatter(tf.range(N * B), tf.reshape(tf.transpose(leaves, [1, 0, 2]), [N * B, 2 * H]))
+        thin = thin.scatter((R - 1) * B + tf.range(B), tf.zeros([B, 2 * H]))
         n_leaves = tf.reduce_sum(tf.cast(tf.equal(transitions, SHIFT), tf.int32), axis=1)  # [B]
         slots = tf.range(N + 1)[None, :]  # stack slots: at most N items, plus one free
 
@@ -43,13 +47,12 @@ def build_encoder(params):
             is_shift, is_reduce = tf.equal(op, SHIFT), tf.equal(op, REDUCE)
             active = tf.not_equal(op, PAD)[:, None]
 
-            # Read buffer front, stack top, second from top: three row numbers
-            # per sentence, the zero row where there is no such item.
+            # Read buffer front, stack top, second from top (the zero row where there is no such item).
             top = tf.gather(pointers, tf.maximum(sp - 1, 0), batch_dims=1)
             below = tf.gather(pointers, tf.maximum(sp - 2, 0), batch_dims=1)
             rows = tf.stack([tf.where(bp < n_leaves, bp, R - 1), tf.where(sp >= 1, top, R - 1),
                              tf.where(sp >= 2, below, R - 1)], axis=1)  # [B, 3]
-            items = tf.gather(thin, rows, batch_dims=1)  # [B, 3, 2H]
+            items = tf.reshape(thin.gather(tf.reshape(rows * B + tf.range(B)[:, None], [-1])), [B, 3, 2 * H])
             right, left = items[:, 1], items[:, 2]  # REDUCE pops the top (right), then the left
 
             # Tracker, for every sentence; its new state is kept where op is not PAD.
@@ -60,17 +63,15 @@ def build_encoder(params):
             c_t = tf.where(active, c_new, c_t)
             h_t = tf.where(active, sig(o) * tf.tanh(c_new), h_t)
 
-            # REDUCE, for every sentence; the result becomes row N + t. Only a
-            # REDUCE ever points at that row, so elsewhere it is never read.
+            # REDUCE, for every sentence; the result is row N + t, which only a REDUCE points at.
             z = (left[:, :H] @ w["reduce.left.kernel"] + w["reduce.left.bias"]
                  + right[:, :H] @ w["reduce.right.kernel"] + h_t @ w["reduce.track.kernel"])
             a, i, f1, f2, o = tf.split(z, 5, axis=1)
             c = tf.tanh(a) * sig(i) + sig(f1) * left[:, H:] + sig(f2) * right[:, H:]
             new_item = tf.concat([sig(o) * tf.tanh(c), c], axis=1)  # [B, 2H]
-            thin += tf.one_hot(N + t, R)[None, :, None] * new_item[:, None, :]  # row N + t was zeros
+            thin = thin.scatter((N + t) * B + tf.range(B), new_item)  # row N + t, written once, in place
 
-            # The masks move pointers: SHIFT pushes leaf bp at slot sp; REDUCE
-            # writes row N + t at slot sp - 2 (where left was); PAD writes nothing.
+            # SHIFT pushes leaf bp at slot sp; REDUCE row N + t at slot sp - 2 (left's); PAD nothing.
             slot = sp - 2 * tf.cast(is_reduce, tf.int32)
             target = tf.where(is_shift, bp, N + t)
             pointers = tf.where(tf.equal(slots, slot[:, None]) & active, target[:, None], pointers)
@@ -81,7 +82,7 @@ def build_encoder(params):
         zeros_b, zeros_d = tf.zeros([B], tf.int32), tf.zeros([B, D])
         start = (tf.constant(0), thin, tf.zeros([B, N + 1], tf.int32), zeros_b, zeros_b, zeros_d, zeros_d)
         _, thin, pointers, *_ = tf.while_loop(lambda t, *_: t < T, body, start)
-        root = tf.gather(thin, pointers[:, 0], batch_dims=1)  # the one item left, in slot 0
+        root = thin.gather(pointers[:, 0] * B + tf.range(B))  # the one item left, in slot 0
         return root[:, :H]
 
     return encode
