@@ -19,8 +19,6 @@ Shapes: S sentences, T steps, H hidden, D tracker; an item is (h, c) [H].
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from shared import parsing
@@ -29,10 +27,8 @@ from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Item, Reduce, Tracker
 from .library import dy, pools_checked
+from .phases import Clock
 from .weights import Weights
-
-if TYPE_CHECKING:
-    from .graph import Clock
 
 # d = t_R - t_S as a dot product with t: -1 at SHIFT's column, +1 at REDUCE's.
 _DIFFERENCE = [0.0, 0.0]
@@ -98,7 +94,7 @@ class SPINN:
     the zero vectors a missing item or a fresh tracker reads. Each sentence's
     stack, buffer and tracker state is a :class:`_Sentence` of its own. Build
     one after ``dy.renew_cg`` (its constants belong to that graph; classifier.py
-    does), with the clock that times the graph's phases (graph.Clock).
+    does), with the clock that times the graph's phases (phases.Clock).
 
     What the last :meth:`parse` read on the host stays here for the caller:
     ``last_host_syncs``, the graph evaluations that read decisions, and
@@ -165,19 +161,18 @@ class SPINN:
         """
         S = len(leaves)
         if mode == "gold":
-            followed = [self._follow(items, row, head=True) for items, row in zip(leaves, transitions)]
+            runs = [self._follow(items, row, head=True) for items, row in zip(leaves, transitions)]
             self.last_host_syncs, self.last_choices = 0, [[] for _ in range(S)]
-            return SentenceParses([root for root, _ in followed], np.asarray(transitions, dtype=np.int32),
-                                  [logits for _, logits in followed], [None] * S, [None] * S)
-        num_steps = transitions.shape[1]
+            return SentenceParses([root for root, _ in runs], np.asarray(transitions, dtype=np.int32),
+                                  [logits for _, logits in runs], [None] * S, [None] * S)
         sentences = [_Sentence(self, row) for row in leaves]
-        followed = np.full((S, num_steps), PAD, np.int32)
+        followed = np.full((S, transitions.shape[1]), PAD, np.int32)
         logits: list[list[dy.Expression]] = [[] for _ in range(S)]
         choices: list[list[int]] = [[] for _ in range(S)]
-        lengths = [2 * len(row) - 1 for row in leaves]
+        num_steps = [2 * len(row) - 1 for row in leaves]  # 2n - 1 for n leaves
         host_syncs = 0
-        for step in range(max(lengths, default=0)):
-            active = [s for s, length in enumerate(lengths) if step < length]
+        for step in range(max(num_steps, default=0)):
+            active = [s for s, steps in enumerate(num_steps) if step < steps]  # the sentences not finished yet
             for s in active:
                 sentences[s].track()
                 logits[s].append(sentences[s].head())

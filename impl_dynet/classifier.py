@@ -7,7 +7,7 @@ autobatching on or off, which is the only thing that differs between the
 implementations ``dynet`` and ``dynet-unbatched`` (docs/autobatching.md).
 Its methods add nodes and compute nothing; graph.py evaluates them.
 
-Dropout (docs/spec.md §3): the masks (graph.Masks, drawn on the host from
+Dropout (docs/spec.md §3): the masks (dropout.Masks, drawn on the host from
 (seed, step) alone) are given to the constructor, and multiplied into the
 projected leaves and into the input of every classifier layer (the
 features, each ReLU output).
@@ -15,19 +15,16 @@ features, each ReLU output).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from shared import parsing
 from shared.parsing import SentenceParses
 
 from .cells import Item
+from .dropout import Masks
 from .library import dy
+from .phases import Clock
 from .weights import Weights
-
-if TYPE_CHECKING:
-    from .graph import Clock, Masks
 
 
 def _sentences(premise: np.ndarray, hypothesis: np.ndarray) -> np.ndarray:
@@ -43,7 +40,7 @@ class SNLIClassifier:
 
     ``encoder``: the family's SPINN class (autobatch.SPINN), built on this
     graph with ``weights`` and ``clock`` (where the graph's evaluations are
-    timed, graph.Clock). ``masks``: dropout masks of a training step, or None.
+    timed, phases.Clock). ``masks``: dropout masks of a training step, or None.
     ``update_embedding``: False looks the embedding up as a constant (frozen:
     no gradient). ``tokens``: the embedding rows this graph looked up."""
 
@@ -91,8 +88,8 @@ class SNLIClassifier:
 
     def _leaves_of(self, tokens: np.ndarray, transitions: np.ndarray) -> list[list[Item]]:
         """Every sentence's items, its n words only (n from its transitions)."""
-        lengths = parsing.sentence_lengths(transitions).tolist()
-        return [self._leaves(row[:n], s) for s, (row, n) in enumerate(zip(np.asarray(tokens).tolist(), lengths))]
+        n_leaves = parsing.sentence_lengths(transitions).tolist()
+        return [self._leaves(row[:n], s) for s, (row, n) in enumerate(zip(np.asarray(tokens).tolist(), n_leaves))]
 
     def _leaves(self, tokens: list[int], sentence: int) -> list[Item]:
         """The items (h, c) of one sentence's words: [h; c] = embed[token] @ projection."""

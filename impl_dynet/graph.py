@@ -12,77 +12,26 @@ gradient out (:func:`gradients`), update the canonical weights in NumPy and
 write DyNet's copy (train.py says why both exist).
 
 A ``batch`` here is a shared.batching.BatchArrays, or a PairBatch: the five
-arrays by name. Every call's seconds are split by phase (:class:`Clock`), as
+arrays by name. Every call's seconds are split by phase (phases.Clock), as
 the runner's ``last_phases`` reports them (docs/runner-interface.md).
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
 from shared import parsing
-from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from . import convert
 from .classifier import SNLIClassifier
+from .dropout import Masks
 from .library import dy, pools_checked
+from .phases import Clock
 from .rules import SharedRules
 from .weights import EMBEDDING
-
-
-class Clock:
-    """Where one call's seconds went, by phase, as the runner's ``last_phases``
-    (docs/runner-interface.md): ``evaluate`` inside DyNet's forward and
-    backward passes (and other named sections: ``grads``, copying gradients
-    out; ``update``, the optimizer), ``build`` the rest, which is Python
-    building the graph."""
-
-    def __init__(self):
-        self.start = time.perf_counter()
-        self.sections: dict[str, float] = {}
-
-    @contextlib.contextmanager
-    def section(self, name: str = "evaluate") -> Iterator[None]:
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.sections[name] = self.sections.get(name, 0.0) + time.perf_counter() - began
-
-    def timings(self) -> dict[str, float]:
-        total = time.perf_counter() - self.start
-        return {"build": total - sum(self.sections.values()), "evaluate": 0.0, **self.sections}
-
-
-class Masks:
-    """Inverted-dropout masks for one training step, a pure function of
-    (seed, step) and the batch's shape: leaves <float32>[S, N, 2H] and, per
-    classifier layer k = 0..L (the output layer last), inputs <float32>[B, width_k]."""
-
-    def __init__(self, rate: float, seed: int, step: int, config: ModelConfig, num_sentences: int,
-                 num_tokens: int):
-        rng = np.random.default_rng([seed, step])
-        keep = 1.0 - rate
-        H, B = config.hidden_dim, num_sentences // 2
-        widths = [4 * H] + [config.mlp_dim] * config.mlp_layers
-
-        def draw(shape):
-            return ((rng.random(shape) < keep) / keep).astype(np.float32)
-
-        self.leaves = draw((num_sentences, num_tokens, 2 * H))
-        self.layers = [draw((B, width)) for width in widths]
-
-    def leaf(self, sentence: int, position: int) -> dy.Expression:
-        return dy.inputTensor(self.leaves[sentence, position])
-
-    def layer(self, k: int, pair: int) -> dy.Expression:
-        return dy.inputTensor(self.layers[k][pair])
-
 
 # --------------------------------------------------------------------------
 # Building

@@ -57,7 +57,7 @@ rules is measured, not assumed (tests/test_dynet_native.py;
 docs/autobatching.md §6).
 
 Dropout masks come from a NumPy generator seeded with (seed, step)
-(graph.Masks), so a resumed run draws the masks of the uninterrupted one.
+(dropout.Masks), so a resumed run draws the masks of the uninterrupted one.
 
 Here ``batch`` is a shared.batching.BatchArrays of NumPy arrays: Python
 reads the transitions on the host.
@@ -90,7 +90,7 @@ class Model:
     family's SPINN class (autobatch.SPINN); ``autobatch``: whether DyNet
     batches the graph as it evaluates it; ``dropout``: the rate of a training
     step. ``last_host_syncs``: the graph evaluations the last call made to
-    read decisions; ``last_phases``: where its seconds went (graph.Clock)."""
+    read decisions; ``last_phases``: where its seconds went (phases.Clock)."""
 
     def __init__(self, config: ModelConfig, *, encoder: type, autobatch: bool = True, dropout: float = 0.0):
         self.config = config

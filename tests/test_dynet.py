@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from impl_dynet import convert, train
+from impl_dynet import convert, graph, train
 from impl_dynet.autobatch import SPINN
 from impl_dynet.library import dy
 from impl_dynet.platform import Platform
@@ -22,7 +22,7 @@ from shared.batching import make_pair_batch
 from shared.compare import max_abs_err
 from shared.params import init_params
 from shared.snli import Pair
-from shared.transitions import REDUCE, SHIFT
+from shared.transitions import PAD, REDUCE, SHIFT
 from tests.helpers import (assert_alone_equals_inside, head_config, head_params, shaped_sentence, small_config_for,
                            steps_with_a_choice, uniforms)
 
@@ -80,6 +80,35 @@ def test_autobatching_changes_the_speed_not_the_numbers(config, params, small_ba
     np.testing.assert_array_equal(parsed_on.premise_transitions, parsed_off.premise_transitions)
     assert max_abs_err(parsed_on.premise_logprob, parsed_off.premise_logprob) <= ROUNDING
     assert on.last_host_syncs == off.last_host_syncs > 0
+
+
+def test_the_parse_returns_the_graph_nodes_the_losses_read(config, params, small_batch):
+    """SNLIClassifier.parse returns shared.parsing.SentenceParses whose fields are the graph's own nodes: a root
+    per sentence, the followed transitions as NumPy, the head's logits at each non-PAD step, and in sampled mode
+    each sentence's log p and entropy as expressions (None for a sentence without a choice), which the
+    REINFORCE loss differentiates. Read back (graph.read_parses, with the float64 sums of the host), they are
+    the runner's numbers."""
+    model = convert.from_canonical(params, train.Model(config, encoder=SPINN))
+    batch, u, B = small_batch.arrays(), uniforms(small_batch, seed=3), small_batch.size
+    classifier = graph.new_graph(model, batch)
+    parses, logits = graph.parse_batch(classifier, batch, "sampled", u)
+    assert isinstance(parses, parsing.SentenceParses) and len(parses.encodings) == 2 * B == 2 * len(logits)
+    assert all(isinstance(node, dy.Expression) for node in parses.encodings + logits)
+    assert parses.transitions.dtype == np.int32 and parses.transitions.shape == (2 * B, small_batch.num_steps)
+    assert [len(heads) for heads in parses.transition_logits] == (parses.transitions != PAD).sum(axis=1).tolist()
+    chose = np.array([bool(steps) for steps in classifier.spinn.last_choices])
+    assert chose.any() and not chose.all()  # some sentences (of one or two words) have no choice
+    for sums in (parses.logprob, parses.entropy):
+        assert [isinstance(node, dy.Expression) for node in sums] == chose.tolist()
+        assert all(node is None for node, chosen in zip(sums, chose) if not chosen)
+    read, class_logits = graph.read_parses(classifier, parses, logits)
+    in_graph = np.array([node.value() for node, chosen in zip(parses.logprob, chose) if chosen])
+    np.testing.assert_allclose(in_graph, read.logprob[chose], rtol=1e-5)  # float32 in DyNet, float64 on the host
+    parsed = Runner(params, config).parse(small_batch, "sampled", uniforms=u)
+    np.testing.assert_array_equal(read.transitions, np.concatenate([parsed.premise_transitions,
+                                                                    parsed.hypothesis_transitions]))
+    np.testing.assert_array_equal(read.logprob, np.concatenate([parsed.premise_logprob, parsed.hypothesis_logprob]))
+    np.testing.assert_array_equal(class_logits, parsed.logits)
 
 
 def test_fused_lstm_gates_with_a_list_of_inputs_is_wrong_when_autobatched():
@@ -190,6 +219,8 @@ def test_float64_gpu_and_unknown_options_are_refused_in_one_line(config, params)
         Runner(params, config, dtype="float16")
     with pytest.raises(TypeError, match="autobatch"):
         Runner(params, config, xla=True)
+    with pytest.raises(ValueError, match="unknown algorithm 'masked'"):
+        Runner(params, config, algorithm="masked")
     assert not Runner.supports("float64") and not Runner.supports("gpu") and Runner.supports("reinforce")
 
 
@@ -242,6 +273,19 @@ def test_platform_names_dynet_and_its_version_without_importing_it():
     assert "CPU" in platform.gpu_missing_reason() and not platform.gpu_available()
     with pytest.raises(ValueError, match="no GPU"):
         platform.check_device("gpu")
+
+
+def test_the_runner_loads_its_family_module_when_it_is_made():
+    """Importing the runner loads no family module; making one loads autobatch.py, the only one."""
+    import subprocess
+    import sys
+
+    check = ("import sys, impl_dynet.runner as r; from shared.params import init_params; "
+             "from tests.helpers import small_config_for; before = 'impl_dynet.autobatch' in sys.modules; "
+             "c = small_config_for(9); r.Runner(init_params(c, seed=0), c); "
+             "print(before, 'impl_dynet.autobatch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"], done.stdout
 
 
 def test_importing_dynet_keeps_ieee_arithmetic_near_zero():
