@@ -16,20 +16,23 @@ What this package shows about its framework:
   and the rule (t_R > t_S, or u < p_R with u an input tensor) make ``op`` a
   ``tf.where`` inside the same loop body, followed by the same masked step as
   gold transitions. The followed transitions are written into TensorArrays,
-  loop variables like the memory; a parse is one call, one trace per mode.
-* The stack is the thin stack of Bowman et al. (2016): a memory of rows
+  loop variables like the thin stack; a parse is one call, one trace per mode.
+* The stack is the thin stack of Bowman et al. (2016): a table of rows
   written once (the leaves, then one composition per step), and an integer
-  stack of row numbers per sentence. In the graph executor the memory is a
+  stack of row numbers per sentence. Its ``layout`` in the graph executor is a
   ``tf.TensorArray`` (one element per row and sentence, read with ``gather``
   and written with ``scatter``), because a plain tensor updated inside a while
   loop is copied at every step; under XLA (``jit_compile=True``), which cannot
   compile TensorArray scatters but updates buffers in place, it is a plain
-  tensor. The two are the same function with a different memory container.
+  tensor. The two are the same function with a different container.
 * Weights live in ``tf.Variable``s inside ``tf.Module``s; the tracker's and
   the composition's kernels are fused (one matmul per step each), so the
   canonical ``.npz`` is split and joined on the way in and out (``convert.py``).
 * Training uses ``tf.GradientTape`` (gradients flow back through the while
   loop) and Keras 3 optimizers (SGD, Adam, RMSprop) on the raw variables.
+  Training mode is a context on the model (``with model.dropout(seed, step):``)
+  set while a step is traced; dropout is stateless, its masks a function of
+  (seed, step), the step number an input of the traced step.
 * Data parallelism (``bench train --replicas K``, replicas.py) is ``tf.distribute``'s
   MirroredStrategy in one process: the variables and the optimizer mirrored
   on K devices (K logical CPU devices on a CPU), each step one
@@ -42,15 +45,23 @@ What this package shows about its framework:
   inputs by which buffer it can reuse; the model keeps every sum to two terms
   or a ``reduce_sum`` (cells.py's ``Reduce``, classifier.py's ``classify``).
 
-Files: ``cells.py`` (Tracker and Reduce, fused kernels), ``model.py`` (SPINN:
-the while loop, its memory and its parse), ``classifier.py`` (embedding,
-projection, one SPINN pass over premises and hypotheses, the MLP),
-``convert.py`` (canonical .npz <-> modules), ``train.py`` (loss, gradients,
-optimizers, dropout), ``reinforce.py`` (the REINFORCE loss and step),
+Files: ``cells.py`` (Tracker and Reduce, fused kernels), one module per
+algorithm family, each with its ``SPINN`` (bench/frameworks.py's
+FAMILY_MODULES, the runner's ``algorithm``): ``masked.py`` (the while loop,
+its thin stack and its parse: ``tensorflow``, ``tensorflow-xla``),
+``lists.py`` (the same cells run define-by-run in eager mode, as PyTorch runs
+them: ``tensorflow-eager``) and ``levels.py`` (a level schedule made on the
+host: ``tensorflow-levels``); ``classifier.py`` (embedding, projection, one
+SPINN pass over premises and hypotheses, the MLP: one class for every
+family), ``convert.py`` (canonical .npz <-> modules), ``train.py`` (loss,
+gradients, optimizers), ``reinforce.py`` (the REINFORCE loss and step),
 ``replicas.py`` (the data-parallel step), ``runner.py`` (the adapter of
 docs/runner-interface.md, with trace counting and the XLA switch),
-``platform.py`` and ``explain.py`` (what the harness asks of the framework),
-``eager.py`` (the same modules run define-by-run in eager mode, as PyTorch
-runs them: the ``tensorflow-eager`` implementation, ``algorithm="lists"``).
-The public names of these modules are docs/surface.md's.
+``traced.py`` (its traced entry points), ``platform.py`` and ``explain.py``
+(what the harness asks of the framework). The public names of these modules
+are docs/surface.md's. What several of them share lives in modules named
+for it: ``layers.py`` (Linear, Embedding, and reading a loop's weights
+once), ``head.py`` (the transition head's arithmetic: sampled choices, the
+transition loss's sum), ``variables.py`` (the variables by name),
+``updates.py`` (the optimizer's update).
 """

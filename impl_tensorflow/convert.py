@@ -24,7 +24,7 @@ load -> save is bit-identical):
 
 Key counts and every shape are asserted both ways, so a missing, extra or
 mis-shaped entry is an error that names it. The same map turns gradients
-(one per variable) into canonical gradients.
+(one per variable, in variables.by_name's order) into canonical gradients.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import tensorflow as tf
 from shared.params import ModelConfig, ParamError, check_params, param_shapes
 
 from .classifier import SNLIClassifier
+from .variables import by_name
 
 DTYPES = {"float32": tf.float32, "float64": tf.float64}
 
@@ -48,30 +49,6 @@ def resolve_dtype(dtype) -> tf.DType:
     if str(dtype) not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype!r}")
     return DTYPES[str(dtype)]
-
-
-def _variables(model: SNLIClassifier) -> dict[str, tf.Variable]:
-    """TensorFlow variable name (attribute path) -> variable, in a fixed order.
-    Gradients are taken with respect to exactly this list."""
-    out = {
-        "embed.embedding": model.embed.embedding,
-        "projection.kernel": model.projection.kernel,
-        "projection.bias": model.projection.bias,
-    }
-    if model.spinn.tracker is not None:
-        out["spinn.tracker.kernel"] = model.spinn.tracker.kernel
-        out["spinn.tracker.bias"] = model.spinn.tracker.bias
-        if model.spinn.tracker.transition is not None:
-            out["spinn.tracker.transition.kernel"] = model.spinn.tracker.transition.kernel
-            out["spinn.tracker.transition.bias"] = model.spinn.tracker.transition.bias
-    out["spinn.reduce.kernel"] = model.spinn.reduce.kernel
-    out["spinn.reduce.bias"] = model.spinn.reduce.bias
-    for k, layer in enumerate(model.mlp):
-        out[f"mlp.{k}.kernel"] = layer.kernel
-        out[f"mlp.{k}.bias"] = layer.bias
-    out["output.kernel"] = model.output.kernel
-    out["output.bias"] = model.output.bias
-    return out
 
 
 def name_map(config: ModelConfig) -> dict[str, tuple[str, int, int]]:
@@ -113,23 +90,20 @@ def _check_map(config: ModelConfig, tf_shapes: Mapping[str, tuple[int, ...]]) ->
         assert rows == tf_shapes[tf_name][0], f"{tf_name}: {rows} of {tf_shapes[tf_name][0]} rows mapped"
 
 
-def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype="float32",
-                   dropout: float = 0.0, memory: str = "tensor_array",
-                   model_class: type = SNLIClassifier) -> SNLIClassifier:
-    """A new SNLIClassifier (or ``model_class``, a subclass with the same
-    variables, e.g. eager.EagerClassifier) holding exactly ``params``
-    (copied), in ``dtype``. Build it under ``tf.device(...)`` to place its variables."""
+def from_canonical(params: Mapping[str, np.ndarray], model: SNLIClassifier) -> SNLIClassifier:
+    """Exactly ``params`` (copied) into ``model``'s variables, in their dtype
+    (an SNLIClassifier of any family, built beforehand, e.g. by the runner
+    under ``tf.device(...)``, which places its variables); returns the model."""
+    config = model.config
     check_params(params, config)  # ParamError naming any missing, extra or mis-shaped entry
-    dtype = resolve_dtype(dtype)
-    model = model_class(config, dtype=dtype, dropout=dropout, memory=memory)
-    by_name = _variables(model)
-    _check_map(config, {tf_name: tuple(v.shape) for tf_name, v in by_name.items()})
-    blocks: dict[str, list[np.ndarray]] = {tf_name: [] for tf_name in by_name}
+    variables = by_name(model)
+    _check_map(config, {tf_name: tuple(v.shape) for tf_name, v in variables.items()})
+    blocks: dict[str, list[np.ndarray]] = {tf_name: [] for tf_name in variables}
     for name, (tf_name, _, _) in name_map(config).items():  # canonical order = row order within a variable
         blocks[tf_name].append(np.asarray(params[name]))
-    for tf_name, variable in by_name.items():
+    for tf_name, variable in variables.items():
         value = np.concatenate(blocks[tf_name], axis=0) if len(blocks[tf_name]) > 1 else blocks[tf_name][0]
-        variable.assign(value.astype(dtype.as_numpy_dtype, copy=False))
+        variable.assign(value.astype(variable.dtype.as_numpy_dtype, copy=False))
     return model
 
 
@@ -144,12 +118,13 @@ def _to_canonical_arrays(values: Mapping[str, np.ndarray], config: ModelConfig) 
 
 def to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
     """The model's weights under canonical names, ``[in, out]`` kernels, in the model's dtype."""
-    return _to_canonical_arrays({tf_name: v.numpy() for tf_name, v in _variables(model).items()}, model.config)
+    return _to_canonical_arrays({tf_name: v.numpy() for tf_name, v in by_name(model).items()}, model.config)
 
 
 def grads_to_canonical(model: SNLIClassifier, grads: Sequence) -> dict[str, np.ndarray]:
-    """Gradients, one per entry of ``_variables(model)`` in that order -> canonical names and shapes."""
-    names = list(_variables(model))
+    """Gradients, one per entry of ``variables.by_name(model)`` in that order
+    (as train.loss_and_grads returns them; tensors or arrays) -> canonical names and shapes."""
+    names = list(by_name(model))
     if len(grads) != len(names):
         raise ValueError(f"{len(grads)} gradients for {len(names)} variables")
     return _to_canonical_arrays({tf_name: np.asarray(g) for tf_name, g in zip(names, grads)}, model.config)

@@ -28,8 +28,8 @@ import tensorflow as tf
 from google.protobuf import text_format
 
 from impl_tensorflow.runner import Runner
-from shared.explaining import (batch_arrays, best_of, compare_row, error_text, finite_outcome, listing, numbers,
-                               row, secs, timer)
+from shared.batching import BatchArrays
+from shared.explaining import best_of, compare_row, error_text, finite_outcome, listing, numbers, row, secs, timer
 from shared.levels import RAGGED_ARRAYS
 from shared.params import ModelConfig
 
@@ -69,7 +69,7 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     # The Runner's own functions: an input signature with sizes None, so one
     # trace serves every B, N and T; the Runner counts the traces.
     runner = Runner(params, config, dtype="float32", device="cpu")
-    result: dict = {"framework_version": tf.__version__, "memory": runner.memory}
+    result: dict = {"framework_version": tf.__version__, "layout": runner.layout}
     for name in ("encode", "loss_and_grads"):
         traced = runner._trace(name)
         concrete = traced.concrete_function()  # traced (and timed) by the Runner
@@ -179,7 +179,7 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     # Without the check: the graph cannot stop mid-loop with a message of ours.
     encode = runner._trace("encode").function
     try:
-        premise, _, _ = encode(*[tf.constant(a) for a in batch_arrays(bad)])
+        premise, _, _ = encode(BatchArrays(*(tf.constant(a) for a in bad.arrays()[:5])))
         out["graph"] = {"outcome": finite_outcome(premise.numpy())}
     except Exception as err:  # noqa: BLE001 - showing the error is the point
         out["graph"] = {"outcome": "raised", "error": _error(err), "where": where(err)}
@@ -197,8 +197,8 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
     out: dict = {"framework_version": tf.__version__}
     for key, (config, params) in variants.items():
         runner = Runner(params, config, dtype="float32", device="cpu", **options)
-        inputs = runner._inputs(batch)  # the model's arrays, then the schedule's, made on the host
-        levels = dict(zip(RAGGED_ARRAYS, inputs[-len(RAGGED_ARRAYS):]))
+        inputs = runner._batch(batch)  # the batch's arrays, with the schedule made on the host
+        levels = dict(zip(RAGGED_ARRAYS, (a.numpy() for a in inputs.levels)))
         widths = np.diff(levels["offsets"]).tolist()
         stats = _graph_stats(runner._trace("encode", batch).concrete_function())
         out[key] = {

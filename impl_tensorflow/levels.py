@@ -12,20 +12,23 @@ as its nodes (and, with the tracker, its stepping sentences), the levels'
 index arrays concatenated with their offsets. Nothing is padded; a JAX scan
 needs one shape per run instead (impl_jax/levels.py).
 
-The table is the model's ``memory`` (model.py's choice, made by the
-runner): a TensorArray of rows (``"tensor_array"``, the CPU default), which a
-level reads with a gather and writes with a scatter of its own rows, or a
-dense tensor (``"dense"``, under XLA and on a GPU) written with
+The table's container is the model's ``layout`` (as masked.py's, chosen by
+the runner): a TensorArray of rows (``"tensor_array"``, the CPU default),
+which a level reads with a gather and writes with a scatter of its own rows,
+or a dense tensor (``"dense"``, under XLA and on a GPU) written with
 ``tensor_scatter_nd_update``, which rewrites the whole table each level
 unless the executor updates it in place (twice as slow on a CPU).
 
 The schedule's ten arrays are inputs of the traced functions, every size
-``None``: the layout follows from them (leaves at rows ``s * N + i``, the
-zero row ``S * N``, level l's block at ``S * N + 1 + offsets[l]``), so one
-trace serves every batch. ``LevelClassifier`` is classifier.py's
-SNLIClassifier with this encoder; its ``__call__`` and ``parse`` take the ten
-schedule arrays after the batch's four (the runner's ``algorithm="levels"``,
-the registry's ``tensorflow-levels``); :func:`host_schedule` makes them.
+``None`` (``BatchArrays.levels``): the table's rows follow from them (leaves
+at rows ``s * N + i``, the zero row ``S * N``, level l's block at
+``S * N + 1 + offsets[l]``), so one trace serves every batch. So the
+programs take one more input than tokens and transitions: ``SPINN.encode``
+and ``SPINN.parse`` take the schedule as ``levels=``, and
+``LevelClassifier``, classifier.py's SNLIClassifier with this encoder, passes
+it on from its ``__call__``, ``encode`` and ``parse`` (the runner's
+``algorithm="levels"``, the registry's ``tensorflow-levels``);
+:func:`host_schedule` makes it.
 """
 
 from __future__ import annotations
@@ -35,27 +38,65 @@ import tensorflow as tf
 
 from shared.batching import sentences_transitions
 from shared.levels import RAGGED_ARRAYS, ragged_arrays
+from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
+from .cells import Reduce, Tracker
 from .classifier import SNLIClassifier
-from .masked import SPINN
 
-LEVEL_INPUTS = [tf.TensorSpec([None], tf.int32)] * len(RAGGED_ARRAYS)
+LAYOUTS = ("tensor_array", "dense")
+LEVELS = tuple([tf.TensorSpec([None], tf.int32)] * len(RAGGED_ARRAYS))  # BatchArrays.levels of a signature
 
 
 def _halves(item, H):
     return item[:, :H], item[:, H:]
 
 
-def level_inputs(arrays: dict) -> tuple[np.ndarray, ...]:
+def _level_arrays(arrays: dict) -> tuple[np.ndarray, ...]:
     """shared.levels.ragged_arrays' dict -> its ten arrays in RAGGED_ARRAYS' order."""
     return tuple(np.asarray(arrays[k], np.int32) for k in RAGGED_ARRAYS)
 
 
-class LevelSPINN(SPINN):
-    """model.SPINN's cells and variables, run on a level schedule."""
+class SPINN(tf.Module):
+    """The shift-reduce encoder on a level schedule, with masked.py's Tracker
+    and Reduce (the same modules, so the same variables and names)."""
 
-    def encode_program(self, leaves: tf.Tensor, levels, head: bool = False):
+    def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, layout: str = "tensor_array",
+                 name: str = "spinn"):
+        super().__init__(name=name)
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; choose from {LAYOUTS}")
+        self.hidden_dim = config.hidden_dim
+        self.tracker_dim = config.tracker_dim
+        self.layout = layout
+        with self.name_scope:
+            self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head, dtype=dtype)
+                            if config.tracker_dim > 0 else None)
+            self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype=dtype)
+
+    def encode(self, leaves: tf.Tensor, transitions: tf.Tensor | None, *, levels) -> tf.Tensor:
+        """leaves <float>[S, N, 2H] ([h; c] of each token); transitions
+        <int32>[S, T], the gold ones the schedule ``levels`` was made from
+        (its ten tensors in RAGGED_ARRAYS' order), which holds all this reads
+        of them (so they may be None) -> encodings <float>[S, H]."""
+        return self._run(leaves, levels)
+
+    def parse(self, leaves: tf.Tensor, transitions: tf.Tensor, mode: str = "gold", uniforms=None, *,
+              levels) -> SentenceParses:
+        """Gold mode only (the runner refuses the others: a decided parse
+        cannot be scheduled ahead): the gold parse with the head's logits at
+        every step, as masked.SPINN.parse returns it."""
+        if mode != "gold":
+            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+        encodings, per_level = self._run(leaves, levels, head=True)
+        # levels are steps, rounded up: cut or pad the level axis to T
+        T, L = tf.shape(transitions)[1], tf.shape(per_level)[1]
+        per_step = tf.pad(per_level, [[0, 0], [0, tf.maximum(T - L, 0)], [0, 0]])[:, :T]
+        zeros = tf.zeros([tf.shape(transitions)[0]], encodings.dtype)
+        return SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
+                              logprob=zeros, entropy=zeros)
+
+    def _run(self, leaves: tf.Tensor, levels, head: bool = False):
         """leaves <float>[S, N, 2H]; levels: the ten schedule tensors
         (RAGGED_ARRAYS' order) -> h of the roots <float>[S, H]; with ``head``
         also the head's logits <float>[S, L, 2] at level (= step) l of the
@@ -69,7 +110,7 @@ class LevelSPINN(SPINN):
         L, R = tf.shape(offsets)[0] - 1, tf.shape(left_all)[0]
         base = S * N + 1
         leaf_rows = tf.concat([tf.reshape(leaves, [S * N, 2 * H]), tf.zeros([1, 2 * H], dtype)], axis=0)
-        dense = self.memory == "dense"
+        dense = self.layout == "dense"
         if dense:
             table = tf.concat([leaf_rows, tf.zeros([R, 2 * H], dtype)], axis=0)
         else:
@@ -113,47 +154,43 @@ class LevelSPINN(SPINN):
 
 
 class LevelClassifier(SNLIClassifier):
-    """classifier.py's SNLIClassifier (same variables) with the level encoder:
-    both methods take the ten schedule tensors after the batch's four."""
+    """classifier.py's SNLIClassifier (same variables) with this module's
+    SPINN, whose programs take one more input: ``__call__``, ``encode`` and
+    ``parse`` take the batch's schedule as ``levels=`` (BatchArrays.levels)."""
 
-    encoder_class = LevelSPINN
+    def __init__(self, config: ModelConfig, *, encoder: type = SPINN, **options):
+        super().__init__(config, encoder=encoder, **options)
 
-    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *levels,
-                 training: bool = False, seed=None, shard=None):
+    def encode(self, tokens: tf.Tensor, transitions: tf.Tensor | None, *, levels) -> tf.Tensor:
+        """tokens <int32>[S, N], transitions <int32>[S, T] (or None: SPINN.encode
+        reads the schedule alone), their schedule -> encodings <float>[S, H]."""
+        return self.spinn.encode(self._leaves(tokens), transitions, levels=levels)
+
+    def __call__(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *, levels):
+        """SNLIClassifier.__call__ on the schedule ``levels`` of the 2B sentences."""
         B = tf.shape(premise_tokens)[0]
         tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
-        leaves = self._dropout(self.projection(self.embed(tokens)), training, seed, 0, shard)
-        encodings = self.spinn.encode_program(leaves, levels)
+        encodings = self.encode(tokens, None, levels=levels)  # the schedule holds the transitions
         premise, hypothesis = encodings[:B], encodings[B:]
-        return premise, hypothesis, self.classify(premise, hypothesis, training, seed, shard)
+        return premise, hypothesis, self.classify(premise, hypothesis)
 
-    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, *levels,
-              mode: str = "gold", uniforms=None, training: bool = False, seed=None, shard=None):
-        """Gold mode only (the runner refuses the others): the gold parse with
-        the head's logits at every step, as SNLIClassifier.parse returns it."""
-        if mode != "gold":
-            raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
+    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
+              mode: str = "gold", uniforms=None, *, levels):
+        """Gold mode only (SPINN.parse): SNLIClassifier.parse on the schedule ``levels``."""
         B = tf.shape(premise_tokens)[0]
-        tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)
-        transitions = tf.concat([premise_transitions, hypothesis_transitions], axis=0)
-        leaves = self._dropout(self.projection(self.embed(tokens)), training, seed, 0, shard)
-        encodings, per_level = self.spinn.encode_program(leaves, levels, head=True)
-        # levels are steps, rounded up: cut or pad the level axis to T
-        T, L = tf.shape(transitions)[1], tf.shape(per_level)[1]
-        per_step = tf.pad(per_level, [[0, 0], [0, tf.maximum(T - L, 0)], [0, 0]])[:, :T]
-        zeros = tf.zeros([tf.shape(transitions)[0]], encodings.dtype)
-        parses = SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
-                                logprob=zeros, entropy=zeros)
-        return parses, self.classify(encodings[:B], encodings[B:], training, seed, shard)
+        tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
+        transitions = tf.concat([premise_transitions, hypothesis_transitions], axis=0)  # [2B, T]
+        parses = self.spinn.parse(self._leaves(tokens), transitions, mode, uniforms, levels=levels)
+        return parses, self.classify(parses.encodings[:B], parses.encodings[B:])
 
 
 def host_schedule(batch, tracker: bool) -> tuple[tuple[np.ndarray, ...], dict]:
-    """A batch's ten schedule arrays (its premises and hypotheses, ragged:
+    """A batch's ten schedule arrays (BatchArrays.levels; its premises and hypotheses, ragged:
     every size ``None`` in the signature, so the loop runs the batch's own
     levels, each its own width), and what they compute: ``levels``,
     ``level_padding_pct`` (0: nothing is padded), ``reduce_rows`` and
     ``tracker_rows`` (the rows each cell computes)."""
     transitions = sentences_transitions(batch)
     levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], tracker)
-    return level_inputs(levels), {"levels": sched.n_levels, "level_padding_pct": 0.0,
-                                  "reduce_rows": len(levels["left"]), "tracker_rows": len(levels["active"])}
+    return _level_arrays(levels), {"levels": sched.n_levels, "level_padding_pct": 0.0,
+                                   "reduce_rows": len(levels["left"]), "tracker_rows": len(levels["active"])}

@@ -1,8 +1,8 @@
 """The define-by-run SPINN in TensorFlow eager (docs/spec.md §3, §7).
 
-model.py builds one static graph: a ``tf.while_loop`` whose body masks every
+masked.py builds one static graph: a ``tf.while_loop`` whose body masks every
 sentence's SHIFT, REDUCE and PAD. This file runs the other algorithm, the one
-impl_pytorch/model.py runs, in the same framework and with the same cells:
+impl_pytorch/lists.py runs, in the same framework and with the same cells:
 no ``tf.function``, so every TensorFlow op runs as Python reaches it (eager
 execution), a sentence's buffer and stack are Python lists of items, the
 transition steps are a Python ``for`` loop, and each sentence takes a Python
@@ -17,15 +17,16 @@ algorithm's (static graph with masks vs. define-by-run), and one between
 
 Gradients: ``tf.GradientTape`` records the ops as they run, a tape shaped by
 this batch's trees, exactly as PyTorch's autograd does (train.py's
-``loss_and_grads`` and ``train_step`` are used unchanged, called eagerly).
+``loss_and_grads`` and ``train_step`` are used unchanged, called eagerly, on
+classifier.SNLIClassifier with this SPINN as its encoder).
 
 Parses decided by the model (predicted, sampled): the head's logits are
 copied to the host (``.numpy()``) at every step where some sentence has a
 choice, and Python picks each sentence's branch: the round trip per step of
-define-by-run code, which model.py avoids by deciding inside the graph.
+define-by-run code, which masked.py avoids by deciding inside the graph.
 
 Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
-tracker. An item is ``[h; c]``, <float>[2H], as in model.py. Transitions are
+tracker. An item is ``[h; c]``, <float>[2H], as in masked.py. Transitions are
 read on the host (NumPy): they decide what runs, they are never computed on.
 """
 
@@ -37,11 +38,13 @@ import numpy as np
 import tensorflow as tf
 
 from shared import parsing
+from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .classifier import SNLIClassifier
-from .masked import SPINN, _choice_scores
+from .cells import Reduce, Tracker
+from .head import choice_probabilities, choice_scores
+from .layers import read_once
 
 
 @dataclass
@@ -64,35 +67,54 @@ class _Lists:
     reduced: list[bool] = field(default_factory=list)  # and what each did
 
 
-class EagerSPINN(SPINN):
-    """model.py's SPINN (same Tracker and Reduce, same variables) run
-    define-by-run. Call it eagerly: it reads transitions in Python.
+class SPINN(tf.Module):
+    """The shift-reduce encoder run define-by-run, with masked.py's Tracker
+    and Reduce (the same modules, so the same variables and names). Call it
+    eagerly: it reads transitions in Python.
 
     ``last_host_syncs``: the device-to-host reads of decisions made by the
     last call (one per step where some sentence had a choice; gold: none)."""
 
     last_host_syncs = 0
 
+    def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, name: str = "spinn"):
+        super().__init__(name=name)
+        self.hidden_dim = config.hidden_dim
+        self.tracker_dim = config.tracker_dim
+        with self.name_scope:
+            self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head, dtype=dtype)
+                            if config.tracker_dim > 0 else None)
+            self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype=dtype)
+
     def encode(self, leaves: tf.Tensor, transitions) -> tf.Tensor:
-        """model.py's SPINN.encode: leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]."""
-        return self._run_eagerly(leaves, transitions).encodings
+        """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
+        <int32>[S, T] (on the host), followed -> encodings <float>[S, H], the
+        h of each root. Gold mode, and the transition head is never evaluated here."""
+        return self._run(leaves, transitions).encodings
 
     def parse(self, leaves: tf.Tensor, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
-        """model.py's SPINN.parse (same arguments, same SentenceParses), define-by-run."""
-        return self._run_eagerly(leaves, transitions, mode, uniforms, with_head=True)
+        """The encoder with its transition head (docs/spec.md §7): masked.py's
+        SPINN.parse (same arguments, same SentenceParses), define-by-run."""
+        return self._run(leaves, transitions, mode, uniforms, with_head=True)
 
-    def _run_eagerly(self, leaves, transitions, mode: str = "gold", uniforms=None,
-                     with_head: bool = False) -> SentenceParses:
+    def _run(self, leaves, transitions, mode: str = "gold", uniforms=None, with_head: bool = False) -> SentenceParses:
         """The Python loop behind encode and parse. Without the head only
-        ``encodings`` is filled in (the rest is None)."""
+        ``encodings`` is filled in (the rest is None). The weights are read
+        once per call, not once per step (layers.read_once)."""
         if not tf.executing_eagerly():
-            raise RuntimeError("the eager SPINN branches in Python on the transitions; "
-                               "call it eagerly, not inside tf.function (that is model.py's SPINN)")
+            raise RuntimeError("the lists SPINN branches in Python on the transitions; "
+                               "call it eagerly, not inside tf.function (that is masked.py's SPINN)")
+        with read_once(*self._weights(with_head)):
+            return self._run_reading_once(leaves, transitions, mode, uniforms, with_head)
+
+    def _weights(self, with_head: bool) -> list[tf.Variable]:
+        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
+        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
+        head = [self.tracker.transition.kernel, self.tracker.transition.bias] if with_head else []
+        return tracker + [self.reduce.kernel, self.reduce.bias] + head
+
+    def _run_reading_once(self, leaves, transitions, mode: str, uniforms, with_head: bool) -> SentenceParses:
         lists = self._lists(leaves, np.asarray(transitions), mode, uniforms)  # transitions: the host copy Python reads
-        # The weights are read once per call, not once per step (as in model.py).
-        tracker_weights = self.tracker._weights() if self.tracker is not None else None
-        reduce_weights = self.reduce._weights()
-        head_weights = self.tracker._head_weights() if with_head else None
         self.last_host_syncs = 0
 
         # ---- the Python loop over steps: what runs at step t, and so what the
@@ -105,9 +127,9 @@ class EagerSPINN(SPINN):
                 active = [s for s, n in enumerate(lists.num_steps) if t < n]  # the sentences not finished yet
             if not active:
                 continue
-            tracking = self._track(lists, active, tracker_weights)  # h_t <float>[K, D], or None
+            tracking = self._track(lists, active)  # h_t <float>[K, D], or None
             if with_head:
-                logits = self.tracker.transition_logits(tracking, head_weights)  # [K, 2] = (t_S, t_R)
+                logits = self.tracker.transition_logits(tracking)  # [K, 2] = (t_S, t_R)
                 first_row = len(lists.step_rows)
                 lists.step_logits.append(logits)
                 lists.step_rows.extend(active)
@@ -115,8 +137,8 @@ class EagerSPINN(SPINN):
             if mode == "gold":
                 ops = [int(lists.followed[s, t]) for s in active]
             else:
-                ops = self._decide_on_host(lists, t, active, logits, first_row)
-            self._apply(lists, t, active, ops, tracking, reduce_weights)
+                ops = self._decide(lists, t, active, logits, first_row)
+            self._apply(lists, t, active, ops, tracking)
 
         for s, stack in enumerate(lists.stacks):
             if len(stack) != 3:
@@ -132,19 +154,19 @@ class EagerSPINN(SPINN):
         dtype = leaves.dtype
         S, N = int(leaves.shape[0]), int(leaves.shape[1])
         T = transitions.shape[1]
-        num_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
-        num_steps = [T] * S if mode == "gold" else [2 * n - 1 for n in num_leaves]  # decided: 2n - 1 steps (§7)
+        n_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
+        num_steps = [T] * S if mode == "gold" else [2 * n - 1 for n in n_leaves]  # decided: 2n - 1 steps (§7)
         if max(num_steps, default=0) > T:
-            raise ValueError(f"a sentence of {max(num_leaves)} tokens needs {2 * max(num_leaves) - 1} steps, "
+            raise ValueError(f"a sentence of {max(n_leaves)} tokens needs {2 * max(n_leaves) - 1} steps, "
                              f"the batch has T={T}")
         if mode == "sampled":
             uniforms = np.asarray(uniforms, dtype=np.float64).tolist()  # Python reads them one by one
 
         # The real leaves, one item <float>[2H] per word (padding slots left out):
         # one gather and one unstack, not S * N slices.
-        rows = [s * N + j for s, n in enumerate(num_leaves) for j in range(n)]
+        rows = [s * N + j for s, n in enumerate(n_leaves) for j in range(n)]
         words = tf.unstack(tf.gather(tf.reshape(leaves, [S * N, 2 * H]), rows), num=len(rows))
-        starts = np.cumsum([0] + num_leaves).tolist()
+        starts = np.cumsum([0] + n_leaves).tolist()
         # A zero item at the bottom of every buffer (once) and stack (twice),
         # so buf[-1], stack[-1] and stack[-2] always exist and read as zeros
         # where docs/spec.md §3 says an item is absent. A valid sequence never pops one.
@@ -159,7 +181,7 @@ class EagerSPINN(SPINN):
             followed=transitions.astype(np.int32) if mode == "gold" else np.full((S, T), PAD, np.int32),
         )
 
-    def _track(self, lists: _Lists, active: list[int], tracker_weights):
+    def _track(self, lists: _Lists, active: list[int]):
         """The tracker on the sentences that act: their new (h_t, c_t) written
         into ``lists.states``; returns their h_t <float>[K, D] (None without a tracker)."""
         if self.tracker is None:
@@ -171,12 +193,12 @@ class EagerSPINN(SPINN):
         top = tf.stack([stacks[s][-1] for s in active])
         below = tf.stack([stacks[s][-2] for s in active])
         state = (tf.stack([states[s][0] for s in active]), tf.stack([states[s][1] for s in active]))
-        tracking = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state, tracker_weights)  # [K, D] each
+        tracking = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state)  # [K, D] each
         for s, h, c in zip(active, tf.unstack(tracking[0]), tf.unstack(tracking[1])):
             states[s] = (h, c)
         return tracking[0]  # h_t of the K sentences, what Reduce and the head read
 
-    def _decide_on_host(self, lists: _Lists, t: int, active: list[int], logits, first_row: int) -> list[int]:
+    def _decide(self, lists: _Lists, t: int, active: list[int], logits, first_row: int) -> list[int]:
         """The model decides step t (predicted, sampled): the op of each active
         sentence, also written into ``lists.followed``. ``logits`` <float>[K, 2]
         are the rows ``first_row`` .. of ``lists.step_logits``."""
@@ -207,7 +229,7 @@ class EagerSPINN(SPINN):
             lists.followed[s, t] = ops[-1]
         return ops
 
-    def _apply(self, lists: _Lists, t: int, active: list[int], ops: list[int], tracking, reduce_weights) -> None:
+    def _apply(self, lists: _Lists, t: int, active: list[int], ops: list[int], tracking) -> None:
         """Step t's per-sentence branch: SHIFT moves a list item, REDUCE
         queues the two top items for one batched Reduce call."""
         lefts, rights, reducing, reducing_rows = [], [], [], []
@@ -227,13 +249,13 @@ class EagerSPINN(SPINN):
         if reducing:
             track = tf.gather(tracking, reducing_rows) if tracking is not None else None  # the h_t just written
             h, c = self.reduce.compose(tf.split(tf.stack(lefts), 2, axis=1), tf.split(tf.stack(rights), 2, axis=1),
-                                       track, reduce_weights)  # [K', H] each
+                                       track)  # [K', H] each
             for s, item in zip(reducing, tf.unstack(tf.concat([h, c], axis=1))):  # items [2H]
                 lists.stacks[s].append(item)
 
 
 def _parses(lists: _Lists, encodings) -> SentenceParses:
-    """The records of parse, laid out as model.py returns them."""
+    """The records of parse, laid out as masked.py returns them."""
     S, T = lists.followed.shape
     dtype = encodings.dtype
     if lists.step_logits:
@@ -243,28 +265,23 @@ def _parses(lists: _Lists, encodings) -> SentenceParses:
     else:
         transition_logits = tf.zeros([S, T, 2], dtype)
     if lists.choices:
-        logprob, entropy = _choice_sums(all_logits, np.asarray(lists.step_rows)[lists.choices], lists.choices,
-                                        lists.reduced, S)
+        logprob, entropy = _choice_sums(all_logits, np.asarray(lists.step_rows), lists.choices, lists.reduced, S)
     else:
         logprob = entropy = tf.zeros([S], dtype)
     return SentenceParses(encodings, tf.constant(lists.followed), transition_logits, logprob, entropy)
 
 
-def _choice_sums(step_logits, sentences, choices, reduced, num_sentences: int):
+def _choice_sums(step_logits, step_rows, choices, reduced, num_sentences: int):
     """Sampled mode's per-sentence sums over the choice steps (docs/spec.md §7),
-    <float>[S] each: log p(action taken), and the entropy. Computed in float64
-    by model.py's _choice_scores (stable logs, p = exp(log p)), then cast back."""
+    <float>[S] each: log p(action taken), and the entropy. ``step_logits``
+    <float>[R, 2] and ``step_rows`` <int>[R]: the head's rows in the order the
+    steps ran, and the sentence of each; ``choices``: the rows that were
+    choices, ``reduced``: whether each REDUCEd. Computed in float64 by head.py's choice_scores
+    (stable logs, p = exp(log p)), as masked.py's loop computes them, then cast back."""
     chosen = tf.cast(tf.gather(step_logits, choices), tf.float64)  # [C, 2]
     diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
-    log_p = tf.math.log_sigmoid(tf.stack([-diff, diff], axis=1))  # (log p_S, log p_R), as model.py
-    scores = _choice_scores(log_p, tf.exp(log_p), tf.constant(reduced, tf.bool))  # [C, 2]
-    sums = tf.math.unsorted_segment_sum(scores, sentences, num_sentences)  # [S, 2]
+    log_p, p = choice_probabilities(diff)  # (log) (p_S, p_R), as masked.py
+    scores = choice_scores(log_p, p, tf.constant(reduced, tf.bool))  # [C, 2]
+    sums = tf.math.unsorted_segment_sum(scores, step_rows[choices], num_sentences)  # [S, 2]
     logprob, entropy = tf.unstack(tf.cast(sums, step_logits.dtype), axis=1)
     return logprob, entropy
-
-
-class EagerClassifier(SNLIClassifier):
-    """classifier.py's classifier (embedding, projection, MLP, dropout, the same
-    variables and canonical names) with the define-by-run encoder."""
-
-    encoder_class = EagerSPINN

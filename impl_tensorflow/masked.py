@@ -17,7 +17,7 @@ docs/static-vs-dynamic.md and docs/decided-graphs.md.
 
 Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
 tracker. An item (stack entry, buffer entry) is ``[h; c]``, <float>[2H].
-The loop state is the thin stack of impl_jax/model.py (layout "thin") and
+The loop state is the thin stack of impl_jax/masked.py (layout "thin") and
 impl_pytorch/masked.py (Bowman et al. 2016):
 
     thin         rows 0..N-1 the leaves (the buffer lives there), row N + t
@@ -25,7 +25,7 @@ impl_pytorch/masked.py (Bowman et al. 2016):
     pointers     <int32>[S, N + 1]   the stack: row numbers into ``thin``
     sp, bp       <int32>[S]          stack pointer (items on the stack), buffer pointer
 
-``memory=`` picks the container of ``thin``: ``"tensor_array"`` (a
+``layout=`` picks the container of ``thin``: ``"tensor_array"`` (a
 ``tf.TensorArray``, for the graph executor on the CPU, which copies a plain
 tensor updated inside a while loop at every step) or ``"dense"`` (a plain
 tensor, for XLA, which cannot compile the TensorArray scatter, and GPUs).
@@ -38,26 +38,14 @@ from dataclasses import dataclass
 import tensorflow as tf
 
 from shared.params import ModelConfig
-from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, SentenceParses
+from shared.parsing import REDUCE_COLUMN, SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
+from .head import choice_probabilities, choice_scores
+from .layers import read_once
 
-MEMORIES = ("tensor_array", "dense")
-
-
-def _choice_scores(log_p: tf.Tensor, p: tf.Tensor, reduces: tf.Tensor) -> tf.Tensor:
-    """One sampled step's (log p(action taken), entropy), <float64>[S, 2] (docs/spec.md §7).
-
-    ``log_p`` = (log p_S, log p_R) = log σ(∓(t_R - t_S)) and ``p`` = exp(log_p),
-    <float64>[S, 2]; ``reduces`` <bool>[S] is the action taken. The entropy is
-    -(p_S log p_S + p_R log p_R). Both come out of one product and one sum,
-    so that log_p and p each feed at most two ops and their gradients stay
-    two-term sums (see Reduce); saturated logits give 0, never NaN.
-    """
-    taken = tf.one_hot(tf.where(reduces, REDUCE_COLUMN, SHIFT_COLUMN), 2, dtype=log_p.dtype)  # [S, 2]
-    weights = tf.stack([taken, -p], axis=1)  # [S, 2, 2]: row 0 picks log p(taken), row 1 weighs by -p
-    return tf.reduce_sum(log_p[:, None, :] * weights, axis=2)
+LAYOUTS = ("tensor_array", "dense")
 
 
 def _decide(logits, uniform, can_shift, can_reduce, mode: str):
@@ -81,23 +69,22 @@ def _decide(logits, uniform, can_shift, can_reduce, mode: str):
         # p_R and the logs in float64, whatever the model's dtype, like
         # the uniforms: a float32 sum of 30 logs of size 1 loses 1e-5.
         diff = tf.cast(t_reduce, tf.float64) - tf.cast(t_shift, tf.float64)  # t_R - t_S
-        log_p = tf.math.log_sigmoid(tf.stack([-diff, diff], axis=1))  # stable: log σ(x) = -softplus(-x)
-        p = tf.exp(log_p)  # <float64>[S, 2] = (p_S, p_R); exp(log σ) keeps a tiny p_R tiny
+        log_p, p = choice_probabilities(diff)  # <float64>[S, 2] each: (log) (p_S, p_R), stable
         wants_reduce = uniform < p[:, REDUCE_COLUMN]  # u < p_R
     # Where only one action is valid it is taken, whatever t says.
     is_reduce = can_reduce & (tf.logical_not(can_shift) | wants_reduce)
     is_shift = can_shift & tf.logical_not(is_reduce)
     if mode != "sampled":
         return is_shift, is_reduce, None
-    scores = _choice_scores(log_p, p, is_reduce)  # <float64>[S, 2]: (log p(taken), entropy)
+    scores = choice_scores(log_p, p, is_reduce)  # <float64>[S, 2]: (log p(taken), entropy)
     return is_shift, is_reduce, tf.where(choice[:, None], scores, tf.zeros([], tf.float64))  # choices only
 
 
 @dataclass(frozen=True)
 class _Loop:
     """What every step of one run reads, fixed before the loop: the Python
-    choices of the trace (mode, with_head), sizes, the batch's tensors and
-    the weights (None where the mode or the model has none)."""
+    choices of the trace (mode, with_head), sizes and the batch's tensors
+    (None where the mode has none)."""
 
     mode: str
     with_head: bool
@@ -111,9 +98,6 @@ class _Loop:
     transitions_by_step: tf.Tensor  # <int32>[T, S]
     slots: tf.Tensor  # <int32>[1, N + 1]
     read_sentences: tf.Tensor  # <int32>[3S]
-    tracker_weights: tuple | None
-    reduce_weights: tuple
-    head_weights: tuple | None
     uniforms_by_step: tf.Tensor | None  # <float64>[T, S], sampled mode
 
     @property
@@ -126,17 +110,18 @@ class SPINN(tf.Module):
     """The shift-reduce encoder: projected leaves and transitions -> one
     encoding per sentence, as one ``tf.while_loop``."""
 
-    def __init__(self, config: ModelConfig, dtype: tf.DType, memory: str = "tensor_array", name: str = "spinn"):
+    def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, layout: str = "tensor_array",
+                 name: str = "spinn"):
         super().__init__(name=name)
-        if memory not in MEMORIES:
-            raise ValueError(f"unknown memory {memory!r}; choose from {MEMORIES}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; choose from {LAYOUTS}")
         self.hidden_dim = config.hidden_dim
         self.tracker_dim = config.tracker_dim
-        self.memory = memory
+        self.layout = layout
         with self.name_scope:
-            self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, dtype, config.transition_head)
+            self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head, dtype=dtype)
                             if config.tracker_dim > 0 else None)
-            self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype)
+            self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype=dtype)
 
     # ---- the thin stack: write rows, read items by address -----------------
     # A TensorArray element is one item [2H], read and written by address
@@ -149,7 +134,7 @@ class SPINN(tf.Module):
         two_h = 2 * self.hidden_dim
         dtype = leaves_by_row.dtype
         leaf_items = tf.shape(leaves_by_row)[0]  # N * S, from address 0 on
-        if self.memory == "tensor_array":
+        if self.layout == "tensor_array":
             thin = tf.TensorArray(dtype, size=(zero_row + 1) * S, element_shape=[two_h], clear_after_read=False)
             thin = thin.scatter(tf.range(leaf_items), leaves_by_row)
             return thin.scatter(zero_row * S + tf.range(S), tf.zeros([S, two_h], dtype))  # the zero row
@@ -157,12 +142,12 @@ class SPINN(tf.Module):
         return tf.concat([leaves_by_row, tf.zeros([(zero_row + 1) * S - leaf_items, two_h], dtype)], axis=0)
 
     def _write(self, thin, addresses, items):
-        if self.memory == "tensor_array":
+        if self.layout == "tensor_array":
             return thin.scatter(addresses, items)
         return tf.tensor_scatter_nd_update(thin, addresses[:, None], items)
 
     def _read(self, thin, addresses):
-        if self.memory == "tensor_array":
+        if self.layout == "tensor_array":
             return thin.gather(addresses)
         return tf.gather(thin, addresses)
 
@@ -254,12 +239,6 @@ class SPINN(tf.Module):
             transitions_by_step=tf.transpose(transitions),  # [T, S]: row t is step t of every sentence
             slots=tf.range(N + 1)[None, :],  # [1, N + 1]: stack slot numbers (N items, plus a free slot)
             read_sentences=tf.tile(sentences, [3]),  # [3S], for the three reads of a step
-            # The weights are read once, here. A variable read inside the body is a
-            # new tensor at every step, and the backward pass keeps one per step
-            # (under XLA a copy per step).
-            tracker_weights=self.tracker._weights() if self.tracker is not None else None,
-            reduce_weights=self.reduce._weights(),
-            head_weights=self.tracker._head_weights() if with_head else None,
             uniforms_by_step=tf.transpose(uniforms) if mode == "sampled" else None,  # <float64>[T, S]
         )
         return loop, thin
@@ -288,14 +267,25 @@ class SPINN(tf.Module):
             t_next, thin, pointers, sp, bp, state = self._step(loop, t, thin, pointers, sp, bp, state, taken)
             return t_next, thin, pointers, sp, bp, state, _record(records, t, taken)
 
-        _, thin, pointers, _, _, _, records = tf.while_loop(
-            lambda t, *_: t < stop,
-            body,
-            (tf.constant(0), thin, tf.zeros([S, loop.N + 1], tf.int32), zeros, zeros, state, records),
-            maximum_iterations=loop.T,
-        )
+        # The cells' weights are read once, here, before the loop
+        # (layers.read_once): a variable read inside the body is a new tensor
+        # at every step, and the backward pass keeps one per step (under XLA a
+        # copy per step).
+        with read_once(*self._weights(loop.with_head)):
+            _, thin, pointers, _, _, _, records = tf.while_loop(
+                lambda t, *_: t < stop,
+                body,
+                (tf.constant(0), thin, tf.zeros([S, loop.N + 1], tf.int32), zeros, zeros, state, records),
+                maximum_iterations=loop.T,
+            )
         # After a valid sequence exactly one item is left, in slot 0.
         return self._read(thin, pointers[:, 0] * S + loop.sentences)[:, :self.hidden_dim], records
+
+    def _weights(self, with_head: bool) -> list[tf.Variable]:
+        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
+        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
+        head = [self.tracker.transition.kernel, self.tracker.transition.bias] if with_head else []
+        return tracker + [self.reduce.kernel, self.reduce.bias] + head
 
     def _step_rows(self, loop: _Loop, thin, pointers, sp, bp):
         """What a step reads: can_shift <bool>[S], and the items at the buffer
@@ -340,7 +330,7 @@ class SPINN(tf.Module):
         # ---- tracker: its new state is kept only where the step is not PAD.
         tracking = None
         if self.tracker is not None:  # Python `if` on the model's configuration, not on data
-            h_t, c_t = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state, loop.tracker_weights)
+            h_t, c_t = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state)
             keep = active[:, None]
             state = (tf.where(keep, h_t, state[0]), tf.where(keep, c_t, state[1]))
             tracking = state[0]
@@ -350,7 +340,7 @@ class SPINN(tf.Module):
             # wrote (h_t, equal to state[0] wherever the step is active; read
             # before the tf.where so its gradient is a sum of two terms, see
             # Reduce), and scores the two actions.
-            logits = self.tracker.transition_logits(h_t, loop.head_weights)  # [S, 2] = (t_S, t_R)
+            logits = self.tracker.transition_logits(h_t)  # [S, 2] = (t_S, t_R)
             taken["logits"] = tf.where(active[:, None], logits, tf.zeros([], loop.dtype))  # zeros at PAD
         if loop.deciding:
             # ---- the decision, taken inside the graph: two masks that take
@@ -362,8 +352,7 @@ class SPINN(tf.Module):
         # ---- compose the two top items for every sentence, and write the
         # result as row N + t; only a REDUCE ever points at it.
         new_row = loop.N + t
-        h, c = self.reduce.compose(tf.split(below, 2, axis=1), tf.split(top, 2, axis=1), tracking,
-                                   loop.reduce_weights)  # [S, H] each
+        h, c = self.reduce.compose(tf.split(below, 2, axis=1), tf.split(top, 2, axis=1), tracking)  # [S, H] each
         thin = self._write(thin, new_row * S + loop.sentences, tf.concat([h, c], axis=1))
 
         # ---- push a pointer: the leaf's row for SHIFT at slot sp, the new row

@@ -1,10 +1,11 @@
 """REINFORCE (docs/spec.md §7) as graph pieces; runner.py traces them once each.
 
-The sampled parse happens inside the ``tf.while_loop`` (model.py): each
+The sampled parse happens inside the ``tf.while_loop`` (masked.py): each
 step compares the step's uniform number with p_R on the device and keeps
 SHIFT's or REDUCE's result with a mask. The uniforms are inputs of the
 traced function, drawn by the front end (shared.parsing), and so is the
 baseline b: one trace serves every batch shape, every sample and every b.
+``batch`` is a shared.batching.BatchArrays of tensors, as in train.py.
 
 ``tf.GradientTape`` records the loop as it ran with these samples; the
 comparisons that decided have no gradient, so the gradient flows along the
@@ -15,21 +16,30 @@ log-probabilities and the entropies. The rewards r_i = -CE_i pass through
 
 from __future__ import annotations
 
+import contextlib
+
 import tensorflow as tf
 
-from . import convert
+from shared.batching import BatchArrays
+
+from . import updates
 from .classifier import SNLIClassifier
-from .train import _apply_gradients, _dense, _trainable
+from .train import Optimizer
+from .variables import by_name
 
 
-def reinforce_loss(model: SNLIClassifier, inputs, labels, uniforms, baseline, reinforce_weight: float,
-                   entropy_weight: float, training: bool = False, seed=None) -> tuple[tf.Tensor, dict]:
+def reinforce_loss(model: SNLIClassifier, batch: BatchArrays, uniforms, baseline, *, training: bool = False,
+                   seed: int = 0, step=0, reinforce_weight: float = 1.0,
+                   entropy_weight: float = 0.0) -> tuple[tf.Tensor, dict]:
     """-> (loss <float>[], the step's numbers: rewards <float>[B], and per side
     logprob, entropy <float>[B] and the followed transitions <int32>[B, T]).
 
     ``uniforms``: (premise_u, hypothesis_u) <float64>[B, T]; ``baseline``
-    <float64>[]. The weights are Python numbers fixed when tracing."""
-    parses, logits = model.parse(*inputs, mode="sampled", uniforms=uniforms, training=training, seed=seed)
+    <float64>[]. ``training``: dropout on, its masks from (``seed``, ``step``)
+    alone (as train.batch_loss). The weights are Python numbers fixed when tracing."""
+    with model.dropout(seed, step) if training else contextlib.nullcontext():
+        parses, logits = model.parse(*batch[:4], mode="sampled", uniforms=uniforms)
+    labels = batch.labels
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)  # [B]
     rewards = tf.stop_gradient(-ce)
     B = tf.shape(labels)[0]
@@ -46,26 +56,28 @@ def reinforce_loss(model: SNLIClassifier, inputs, labels, uniforms, baseline, re
     return loss, numbers
 
 
-def loss_and_grads(model: SNLIClassifier, inputs, labels, uniforms, baseline, reinforce_weight: float,
-                   entropy_weight: float):
-    """Eval mode: (loss, gradients of convert._variables(model) in order, rewards <float>[B])."""
-    variables = list(convert._variables(model).values())
+def loss_and_grads(model: SNLIClassifier, batch: BatchArrays, uniforms, baseline, *, reinforce_weight: float = 1.0,
+                   entropy_weight: float = 0.0):
+    """Eval mode: (loss, gradients of variables.by_name(model) in order, as
+    train.loss_and_grads; rewards <float>[B])."""
+    variables = list(by_name(model).values())
     with tf.GradientTape() as tape:
-        loss, numbers = reinforce_loss(model, inputs, labels, uniforms, baseline, reinforce_weight, entropy_weight)
+        loss, numbers = reinforce_loss(model, batch, uniforms, baseline, reinforce_weight=reinforce_weight,
+                                       entropy_weight=entropy_weight)
     grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return loss, [_dense(g) for g in grads], numbers["rewards"]
+    return loss, [tf.convert_to_tensor(g) for g in grads], numbers["rewards"]
 
 
-def train_step(model: SNLIClassifier, optimizer, inputs, labels, uniforms, baseline, seed, *, frozen=(),
-               weight_decay: float = 0.0, reinforce_weight: float = 1.0, entropy_weight: float = 0.0):
+def train_step(model: SNLIClassifier, optimizer: Optimizer, batch: BatchArrays, uniforms, baseline, *, seed: int = 0,
+               step=0, reinforce_weight: float = 1.0, entropy_weight: float = 0.0):
     """One optimizer step on the REINFORCE loss, in training mode (dropout from
-    the step's seed, as train.train_step); returns (loss, numbers) computed
-    before the update."""
-    variables = _trainable(model, frozen)
+    (``seed``, ``step``), frozen entries and weight decay from the optimizer,
+    as train.train_step); returns (loss, numbers) computed before the update:
+    the arguments of shared.reinforce.step_record, as tensors."""
+    variables = [variable for _, variable, _ in optimizer.trainable]
     with tf.GradientTape() as tape:
-        loss, numbers = reinforce_loss(model, inputs, labels, uniforms, baseline, reinforce_weight,
-                                       entropy_weight, training=True, seed=seed)
-    grads = tape.gradient(loss, [variable for _, variable, _ in variables],
-                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    _apply_gradients(optimizer, variables, grads, weight_decay)
+        loss, numbers = reinforce_loss(model, batch, uniforms, baseline, training=True, seed=seed, step=step,
+                                       reinforce_weight=reinforce_weight, entropy_weight=entropy_weight)
+    grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    updates.apply(optimizer, grads)
     return loss, numbers

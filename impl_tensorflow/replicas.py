@@ -1,10 +1,11 @@
 """Data parallelism (``bench train --replicas K``; docs/data-parallel.md):
 ``tf.distribute.MirroredStrategy`` over K devices of this process.
 
-The model's variables and the optimizer are made under the strategy's scope
-(mirrored: one copy per device); :func:`replica_train_step`, traced into one
-``tf.function`` by runner.py, splits each global batch by rows into K shards
-that the replicas compute on their devices, and Keras sums their gradients:
+:func:`replica_devices` is the strategy. The model's variables and the
+optimizer are made under its scope (mirrored: one copy per device);
+:func:`replica_train_step`, traced into one ``tf.function`` by runner.py,
+splits each global batch by rows into K shards that the replicas compute on
+their devices, and Keras sums their gradients:
 every copy takes the step train.train_step takes over the whole batch, the
 dropout masks included (each replica cuts its rows out of the batch's masks).
 
@@ -20,26 +21,29 @@ from __future__ import annotations
 
 import json
 import os
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import tensorflow as tf
 
+from shared.batching import BatchArrays
 from shared.transitions import PAD
 
+from . import updates
 from .classifier import SNLIClassifier
-# keras as train.py imports it (after choosing Keras' TensorFlow backend).
-from .train import _adam_corrections, _corrected, _dense, _trainable, _transition_loss_sum, keras
+from .head import transition_loss_sum
+from .train import Optimizer
 
 
-def _replica_strategy(device: str, replicas: int) -> tf.distribute.Strategy:
-    """The strategy ``replicas`` replicas train under: MirroredStrategy over K
-    devices of this process, or, where TF_CONFIG describes a job of several
-    workers, MultiWorkerMirroredStrategy over all of them (made before
-    TensorFlow's runtime starts); a ValueError in one line where the job's
-    replicas are not K."""
+def replica_devices(device: str, replicas: int) -> tf.distribute.Strategy:
+    """The strategy ``replicas`` replicas train under, which holds their
+    devices: MirroredStrategy over K devices of this process (_devices), or,
+    where TF_CONFIG describes a job of several workers,
+    MultiWorkerMirroredStrategy over all of them (made before TensorFlow's
+    runtime starts); a ValueError in one line where the job's replicas are
+    not K."""
     workers = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {}).get("worker", [])
     if len(workers) <= 1:
-        return tf.distribute.MirroredStrategy(replica_devices(device, replicas))
+        return tf.distribute.MirroredStrategy(_devices(device, replicas))
     if device == "cpu" and replicas != len(workers):
         raise ValueError(f"replicas={replicas} over {len(workers)} TensorFlow workers on a CPU: each worker is one "
                          "replica there, so --processes must equal --replicas")
@@ -50,7 +54,7 @@ def _replica_strategy(device: str, replicas: int) -> tf.distribute.Strategy:
     return strategy
 
 
-def replica_devices(device: str, replicas: int) -> list[str]:
+def _devices(device: str, replicas: int) -> list[str]:
     """The ``replicas`` devices a MirroredStrategy runs on: the first K GPUs,
     or on a CPU K logical devices of the host CPU. Those must be configured
     before TensorFlow's runtime starts (its first op or device listing); where
@@ -118,28 +122,30 @@ def _shard_rows(pairs: tf.Tensor, replicas: int, replica: tf.Tensor) -> tuple[tf
     return start, base + tf.cast(replica < extra, tf.int32)
 
 
-def _shard_loss(model: SNLIClassifier, inputs, labels, seed, shard: _Shard, transition_weight: float = 0.0,
-                steps=None) -> tf.Tensor:
+def _shard_loss(model: SNLIClassifier, shard_batch: BatchArrays, seed: int, step, shard: _Shard,
+                transition_weight: float = 0.0, steps=None) -> tf.Tensor:
     """One replica's share of train.batch_loss(training=True) over the global batch
-    of ``shard.pairs`` pairs, of which ``inputs`` and ``labels`` hold its rows:
-    the sum of its pairs' cross-entropies over the global B (its mean times
-    b / B, and 0 for an empty shard), plus ``transition_weight`` times the sum
-    of its steps' transition losses over ``steps``, the global batch's count of
+    of ``shard.pairs`` pairs, of which ``shard_batch`` holds its rows: the sum
+    of its pairs' cross-entropies over the global B (its mean times b / B,
+    and 0 for an empty shard), plus ``transition_weight`` times the sum of its
+    steps' transition losses over ``steps``, the global batch's count of
     non-PAD steps. Summed over the replicas it is the batch's mean loss, so the
     sum of their gradients is the gradient of that mean."""
     pairs = tf.cast(shard.pairs, model.embed.embedding.dtype)
-    if not transition_weight:
-        _, _, logits = model(*inputs, training=True, seed=seed, shard=shard)
-        return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / pairs
-    parses, logits = model.parse(*inputs, mode="gold", training=True, seed=seed, shard=shard)
+    labels = shard_batch.labels
+    with model.dropout(seed, step, shard):
+        if not transition_weight:
+            _, _, logits = model(*shard_batch[:4])
+            return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / pairs
+        parses, logits = model.parse(*shard_batch[:4], mode="gold")
     class_loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)) / pairs
-    total, _ = _transition_loss_sum(parses.transition_logits, parses.transitions)
+    total, _ = transition_loss_sum(parses)
     return class_loss + transition_weight * (total / steps)
 
 
-def replica_train_step(strategy: tf.distribute.Strategy, model: SNLIClassifier, optimizer: keras.optimizers.Optimizer,
-                       inputs, labels, seed, *, frozen: Sequence[str] = (), weight_decay: float = 0.0,
-                       transition_weight: float = 0.0, jit_compile: bool = False) -> tf.Tensor:
+def replica_train_step(strategy: tf.distribute.Strategy, model: SNLIClassifier, optimizer: Optimizer,
+                       batch: BatchArrays, *, seed: int = 0, step=0, transition_weight: float = 0.0,
+                       jit_compile: bool = False) -> tf.Tensor:
     """train.train_step with the global batch of B pairs split by rows over the
     strategy's K replicas (``np.array_split``: uneven shards allowed, empty
     ones included). Each replica computes its shard's loss (_shard_loss: its
@@ -150,39 +156,38 @@ def replica_train_step(strategy: tf.distribute.Strategy, model: SNLIClassifier, 
     the frozen masks act on each replica's gradient (0/1, exact under the
     sum), the coupled L2 term is added by replica 0 alone, and Adam's
     corrections are set once, in cross-replica context, before the replicas
-    run. ``jit_compile``: XLA compiles each replica's forward and backward
+    run. The frozen entries and the weight decay are the optimizer's.
+    ``jit_compile``: XLA compiles each replica's forward and backward
     pass (one XLA program cannot span the K devices, so the all-reduce and the
     update run around it). Call it inside ``strategy.scope()``. Returns the
     batch's loss before the update (the sum of the replicas' shares)."""
-    variables = _trainable(model, frozen)
+    variables = [variable for _, variable, _ in optimizer.trainable]
     replicas = strategy.num_replicas_in_sync
-    pairs = tf.shape(labels)[0]
+    pairs = tf.shape(batch.labels)[0]
     steps = None
     if transition_weight:  # the global batch's non-PAD steps: each replica's transition loss is over them
-        _, premise_transitions, _, hypothesis_transitions = inputs
-        real = tf.not_equal(tf.concat([premise_transitions, hypothesis_transitions], axis=0), PAD)
+        real = tf.not_equal(tf.concat([batch.premise_transitions, batch.hypothesis_transitions], axis=0), PAD)
         steps = tf.reduce_sum(tf.cast(real, model.embed.embedding.dtype))
-    if isinstance(optimizer, keras.optimizers.Adam):
-        _adam_corrections(optimizer)  # cross-replica: assigns every copy, before any replica reads them
+    updates.adam_corrections(optimizer)  # cross-replica: assigns every copy, before any replica reads them
 
-    def shard_gradients(rows, labels, seed, shard, steps):
+    def shard_gradients(shard_batch, step, shard, steps):
         with tf.GradientTape() as tape:
-            loss = _shard_loss(model, rows, labels, seed, shard, transition_weight=transition_weight, steps=steps)
-        grads = tape.gradient(loss, [variable for _, variable, _ in variables],
-                              unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        return loss, [_dense(g) for g in grads]
+            loss = _shard_loss(model, shard_batch, seed, step, shard, transition_weight=transition_weight,
+                               steps=steps)
+        grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return loss, [tf.convert_to_tensor(g) for g in grads]  # dense (the embedding's are IndexedSlices)
 
     if jit_compile:
         shard_gradients = tf.function(shard_gradients, jit_compile=True, autograph=False)
 
-    def replica_step(inputs, labels, seed):
+    def replica_step(batch, step):
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
         start, size = _shard_rows(pairs, replicas, replica)
-        rows = [x[start:start + size] for x in inputs]
-        loss, grads = shard_gradients(rows, labels[start:start + size], seed, _Shard(pairs, start), steps)
-        grads = _corrected(variables, grads, weight_decay, decay=tf.equal(replica, 0))
-        optimizer.apply_gradients([(grad, variable) for grad, (_, variable, _) in zip(grads, variables)])
+        shard_batch = BatchArrays(*(x[start:start + size] for x in batch[:5]))
+        loss, grads = shard_gradients(shard_batch, step, _Shard(pairs, start), steps)
+        grads = updates.corrected(optimizer, grads, decay=tf.equal(replica, 0))
+        optimizer.keras.apply_gradients([(grad, variable) for grad, variable in zip(grads, variables)])
         return loss
 
-    losses = strategy.run(replica_step, args=(list(inputs), labels, seed))
+    losses = strategy.run(replica_step, args=(batch, step))
     return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)

@@ -3,41 +3,49 @@
 Each entry point (encode, loss_and_grads, train_step, the parse of each
 mode and the two REINFORCE programs of docs/spec.md §7) is one ``tf.function``
 with an input signature whose sizes are ``None``: traced once, it serves every
-batch size B, token count N and step count T. :class:`Traced` counts traces
+batch size B, token count N and step count T. Its first input is the batch, a
+shared.batching.BatchArrays of tensors (the signature :data:`BATCH`). :class:`Traced` counts traces
 (Python runs only while TensorFlow traces) and times the trace
 (``get_concrete_function``, traced.py) apart from the first call, which is where
 TensorFlow optimises the graph (Grappler) or XLA compiles it.
 
 Options: ``xla=True`` compiles the same functions with ``jit_compile=True``
-(the memory becomes a plain tensor, see model.py). It is still one trace,
+(the thin stack becomes a plain tensor, see masked.py). It is still one trace,
 but XLA compiles one program per distinct input shape: counted as
 ``xla_compilations``, the time of those calls added to ``compile_s``.
-``memory="tensor_array"|"dense"`` picks the memory container explicitly
+``layout="tensor_array"|"dense"`` picks the thin stack's container explicitly
 (default: TensorArray on the CPU without XLA, dense otherwise).
-``algorithm`` names the algorithm family (bench/frameworks.py): ``"masked"``
-(the default: model.py's masked arrays in one traced graph) or ``"lists"``
-(the ``tensorflow-eager`` implementation: eager.py's define-by-run SPINN on
+``algorithm`` names the algorithm family (bench/frameworks.py), whose module
+is imported when the runner is made, and only then: ``"masked"`` (the default:
+masked.py's masked arrays in one traced graph), ``"lists"`` (the
+``tensorflow-eager`` implementation: lists.py's define-by-run SPINN on
 per-example lists, with no ``tf.function`` at all: the same variables,
 losses, optimizers and entry points, called eagerly (:class:`Untraced`), so
-nothing is traced or compiled), or ``"levels"`` (the
-``tensorflow-levels`` implementation: levels.py's LevelClassifier, SPINN on
-a level schedule made on the host for every batch, levels.py's
-``host_schedule``; gold transitions only, the rest refused: ``unsupported``).
+nothing is traced or compiled), or ``"levels"`` (the ``tensorflow-levels``
+implementation: levels.py's LevelClassifier, SPINN on a level schedule made
+on the host for every batch, levels.py's ``host_schedule``, the batch's
+``levels``; gold transitions only, the rest refused: ``unsupported``).
 ``last_graph`` holds the last batch's levels and rows (levels.py),
 ``last_phases`` its ``schedule`` (seconds on the host).
+
+Dropout's masks are a function of (seed, step): the traced training steps
+take the step number as an input, and the classifier folds it into a seed
+made from the runner's (classifier.SNLIClassifier.dropout).
 
 ``replicas=K`` (``bench train --replicas K``) trains data-parallel with
 ``tf.distribute.MirroredStrategy`` over K devices of this process (K logical
 CPU devices on a CPU, made before TensorFlow's runtime starts; the first K
 GPUs on GPUs): the training step is replicas.py's replica_train_step, still one
-``tf.function``. Everything else (encode, loss_and_grads, parse, the
-parameters and the optimizer state) reads the first copy on the first
-device. With ``xla=True`` as well, XLA compiles each replica's forward and
-backward pass (a ``jit_compile`` function inside ``strategy.run``).
+``tf.function`` (replicas.py is imported only then). Everything else (encode,
+loss_and_grads, parse, the parameters and the optimizer state) reads the
+first copy on the first device. With ``xla=True`` as well, XLA compiles each
+replica's forward and backward pass (a ``jit_compile`` function inside
+``strategy.run``).
 """
 
 from __future__ import annotations
 
+import importlib
 import time
 from typing import Mapping, Sequence
 
@@ -46,7 +54,7 @@ import tensorflow as tf
 
 from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
-from shared.batching import PairBatch
+from shared.batching import BatchArrays, PairBatch
 from shared.levels import LEVELS_UNSUPPORTED
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats, check_replicas
@@ -54,25 +62,20 @@ from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed, check_mode, split_pairs
 
 from . import convert, reinforce, train
-from .lists import EagerClassifier
-from .levels import LEVEL_INPUTS, LevelClassifier, host_schedule
 from .classifier import SNLIClassifier
-from .masked import MEMORIES
-from .replicas import _replica_strategy, replica_train_step
 from .traced import Traced, Untraced
 
-# The model behind the entry points, by algorithm family (bench/frameworks.py): masked arrays in one static
-# graph (model.py), or per-example lists define-by-run (eager.py).
-ALGORITHMS = {"masked": SNLIClassifier, "lists": EagerClassifier, "levels": LevelClassifier}
+# The algorithm families (bench/frameworks.py), by the module that holds each one's SPINN: masked arrays in one
+# static graph, per-example lists define-by-run, a level schedule made on the host.
+ALGORITHMS = ("masked", "lists", "levels")
 
 TOKENS = tf.TensorSpec([None, None], tf.int32)  # [B, N]
 TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]
 LABELS = tf.TensorSpec([None], tf.int32)  # [B]
-SEED = tf.TensorSpec([2], tf.int32)  # a stateless random seed
-INPUTS = [TOKENS, TRANSITIONS, TOKENS, TRANSITIONS]
+BATCH = BatchArrays(TOKENS, TRANSITIONS, TOKENS, TRANSITIONS, LABELS)  # a batch, as the programs take it
+STEP = tf.TensorSpec([], tf.int64)  # the step number dropout's masks are drawn from
 UNIFORMS = tf.TensorSpec([None, None], tf.float64)  # [B, T], sampled mode (shared.parsing.batch_uniforms)
 BASELINE = tf.TensorSpec([], tf.float64)  # REINFORCE's b: an input, so a new b never retraces
-REINFORCE_INPUTS = INPUTS + [LABELS, UNIFORMS, UNIFORMS, BASELINE]
 
 
 def resolve_device(device: str) -> str:
@@ -87,32 +90,20 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
 
-def _model_inputs(batch: PairBatch) -> tuple[np.ndarray, ...]:
-    """The four model arguments as int32 arrays (checked on the host first,
-    shared.contract.check_batch: the graph cannot raise)."""
-    arrays = (batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens, batch.hypothesis_transitions)
-    return tuple(np.asarray(a, dtype=np.int32) for a in arrays)
-
-
-def _labels_array(batch: PairBatch) -> np.ndarray:
-    """The labels as int32 (checked on the host: 0..2 on every row)."""
-    return np.asarray(batch.labels, dtype=np.int32)
-
-
 class Runner(RunnerBase):
     framework = "tensorflow"
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
-                 memory: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
+                 layout: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
                  entropy_weight: float = 0.0, algorithm: str = "masked", replicas: int = 1, **options):
         if options:
             raise TypeError(f"unknown TensorFlow runner options {sorted(options)} "
-                            "(known: xla, memory, algorithm, replicas)")
+                            "(known: xla, layout, algorithm, replicas)")
         if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {tuple(ALGORITHMS)}")
-        if algorithm == "lists" and (xla or memory is not None):
-            raise ValueError("algorithm 'lists' runs eagerly and builds no graph: xla and memory do not apply")
+            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
+        if algorithm == "lists" and (xla or layout is not None):
+            raise ValueError("algorithm 'lists' runs eagerly and builds no graph: xla and layout do not apply")
         self.replicas = check_replicas(replicas)
         if self.replicas > 1 and algorithm == "levels":
             raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
@@ -122,62 +113,67 @@ class Runner(RunnerBase):
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
                          entropy_weight=entropy_weight)
-        # Default memory: the TensorArray for the CPU graph executor (see model.py);
-        # a dense tensor under XLA (which cannot compile the TensorArray scatter)
-        # and on a GPU, where the TensorArray's one-element-per-item scatter
-        # would be hundreds of tiny device copies a step, while copying the
-        # dense memory costs microseconds at GPU memory bandwidth.
-        memory = memory or ("dense" if xla or device == "gpu" else "tensor_array")
-        if memory not in MEMORIES:
-            raise ValueError(f"memory must be one of {MEMORIES}, got {memory!r}")
-        if xla and memory == "tensor_array":
-            raise ValueError("XLA cannot compile the TensorArray memory (TensorListScatterIntoExistingList); "
-                             "use memory='dense' with xla=True")
+        # The family's module, imported now: a runner loads only the family it runs.
+        self._family = importlib.import_module(f"{__package__}.{algorithm}")
+        if algorithm != "lists":
+            # Default layout: the TensorArray for the CPU graph executor (see
+            # masked.py); a dense tensor under XLA (which cannot compile the
+            # TensorArray scatter) and on a GPU, where the TensorArray's
+            # one-element-per-item scatter would be hundreds of tiny device
+            # copies a step, while copying the dense thin stack costs
+            # microseconds at GPU memory bandwidth.
+            layout = layout or ("dense" if xla or device == "gpu" else "tensor_array")
+            if layout not in self._family.LAYOUTS:
+                raise ValueError(f"layout must be one of {self._family.LAYOUTS}, got {layout!r}")
+            if xla and layout == "tensor_array":
+                raise ValueError("XLA cannot compile the TensorArray layout (TensorListScatterIntoExistingList); "
+                                 "use layout='dense' with xla=True")
         self.device = resolve_device(device)
         # With replicas, a MirroredStrategy over K devices (the first is self.device).
         self.strategy = None
         if self.replicas > 1:
-            self.strategy = _replica_strategy(device, self.replicas)
+            from .replicas import replica_devices
+
+            self.strategy = replica_devices(device, self.replicas)
         self.xla = bool(xla)
-        self.memory = memory
+        self.layout = layout
         self.algorithm = algorithm
         if algorithm == "levels":
             self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
-        # The model's inputs: the batch's four arrays, and with the level schedule its ten.
-        self._signature = INPUTS + (LEVEL_INPUTS if algorithm == "levels" else [])
+        # The programs' batch: the five arrays, and with the level schedule its ten.
+        self._signature = BATCH._replace(levels=self._family.LEVELS) if algorithm == "levels" else BATCH
         # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).
         self.reads_decisions_on_host = algorithm == "lists"
+        classifier = self._family.LevelClassifier if algorithm == "levels" else SNLIClassifier
         with self._placement():
-            self.model = convert.from_canonical(params, config, dtype=dtype, dropout=dropout, memory=memory,
-                                                model_class=ALGORITHMS[algorithm])
+            model = classifier(config, encoder=self._family.SPINN, dtype=convert.resolve_dtype(dtype),
+                               dropout=dropout, layout=layout)
+            self.model = convert.from_canonical(params, model)
         # Every entry point below is wrapped once: traced into a tf.function
         # (the graph), or called as it is (eager).
         wrap = Untraced if algorithm == "lists" else Traced
-        model = self.model
         transition_weight = self.transition_weight
 
-        def encode(*inputs):  # the four int32 arrays of a PairBatch
-            return model(*inputs)
+        def encode(batch):
+            return model(*batch[:4], **({"levels": batch.levels} if batch.levels else {}))
 
-        def loss_and_grads(*inputs_and_labels):
-            *inputs, labels = inputs_and_labels
-            return train.loss_and_grads(model, inputs, labels, transition_weight=transition_weight)
+        def loss_and_grads(batch):
+            return train.loss_and_grads(model, batch, transition_weight=transition_weight)
 
         weights = {"reinforce_weight": self.reinforce_weight, "entropy_weight": self.entropy_weight}
 
-        def reinforce_loss_and_grads(*inputs_labels_uniforms_baseline):
-            *inputs, labels, premise_u, hypothesis_u, baseline = inputs_labels_uniforms_baseline
-            return reinforce.loss_and_grads(model, inputs, labels, (premise_u, hypothesis_u), baseline, **weights)
+        def reinforce_loss_and_grads(batch, premise_u, hypothesis_u, baseline):
+            return reinforce.loss_and_grads(model, batch, (premise_u, hypothesis_u), baseline, **weights)
 
         self._reinforce_weights = weights
         self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
         self._wrap = wrap
-        self._traced_encode = wrap("encode", encode, self._signature, self.xla, self._shapes)
-        self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, self._signature + [LABELS], self.xla,
+        self._traced_encode = wrap("encode", encode, [self._signature], self.xla, self._shapes)
+        self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, [self._signature], self.xla,
                                            self._shapes)
         self._traced_train_step: Traced | None = None
         self._traced_reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
-                                              REINFORCE_INPUTS, self.xla, self._shapes)
+                                                     [BATCH, UNIFORMS, UNIFORMS, BASELINE], self.xla, self._shapes)
         self._traced_reinforce_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
         self._traced_parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
@@ -186,24 +182,26 @@ class Runner(RunnerBase):
         """Where variables are made: on self.device, or mirrored on every replica's device."""
         return self.strategy.scope() if self.strategy is not None else tf.device(self.device)
 
-    def _inputs(self, batch: PairBatch) -> tuple[np.ndarray, ...]:
-        """The model's input arrays: the batch's four, and with the level
-        schedule its ten arrays (levels.py's host_schedule, on the host)."""
-        arrays = _model_inputs(batch)
-        if self.algorithm != "levels":
-            return arrays
-        start = time.perf_counter()
-        levels, self.last_graph = host_schedule(batch, tracker=self.config.tracker_dim > 0)
-        self.last_phases = {"schedule": time.perf_counter() - start}
-        return arrays + levels
+    def _batch(self, batch: PairBatch) -> BatchArrays:
+        """The batch as the programs take it: its five arrays as tensors on the
+        device, and with the level schedule its ten arrays (levels.py's
+        host_schedule, made on the host)."""
+        arrays = batch.arrays()
+        if self.algorithm == "levels":
+            start = time.perf_counter()
+            levels, self.last_graph = self._family.host_schedule(batch, tracker=self.config.tracker_dim > 0)
+            self.last_phases = {"schedule": time.perf_counter() - start}
+            arrays = arrays._replace(levels=levels)
+        with tf.device(self.device):
+            return BatchArrays(*(tf.constant(a) for a in arrays[:5]), levels=tuple(tf.constant(a) for a in arrays.levels))
 
-    def _tensors(self, arrays):
+    def _tensors(self, *arrays) -> list[tf.Tensor]:
         with tf.device(self.device):
             return [tf.constant(a) for a in arrays]
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with tf.device(self.device):
-            out = self._traced_encode(*self._tensors(self._inputs(batch)))
+            out = self._traced_encode(self._batch(batch))
         if self.algorithm == "lists":
             self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.numpy() for t in out)
@@ -212,26 +210,24 @@ class Runner(RunnerBase):
         """One traced function per mode (its uniforms, sampled mode's two
         float64 [B, T], are inputs); the decisions are taken inside it, and
         the call returns once."""
-        arrays = self._inputs(batch) + (uniforms or ())
         if mode not in self._traced_parse:
-            model, n = self.model, len(self._signature)
+            model = self.model
 
-            def parse(*inputs):  # the model's int32 arrays, then in sampled mode two float64 [B, T]
-                return train.parse(model, inputs[:n], mode, inputs[n:] or None)
+            def parse(batch, *uniforms):  # in sampled mode two float64 [B, T] after the batch
+                return train.parse(model, batch, mode, uniforms or None)
 
-            signature = self._signature + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
+            signature = [self._signature] + ([UNIFORMS, UNIFORMS] if mode == "sampled" else [])
             self._traced_parse[mode] = self._wrap(f"parse_{mode}", parse, signature, self.xla, self._shapes)
         with tf.device(self.device):
-            parses, logits = self._traced_parse[mode](*self._tensors(arrays))
+            parses, logits = self._traced_parse[mode](self._batch(batch), *self._tensors(*(uniforms or ())))
         if self.algorithm == "lists":  # define-by-run: how often Python read a decision back
             self.last_host_syncs = self.model.spinn.last_host_syncs
         return split_pairs(parses, logits, lambda t: t.numpy())
 
     def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
-        arrays = self._inputs(batch) + (_labels_array(batch),)
         with tf.device(self.device):
-            loss, grads = self._traced_loss_and_grads(*self._tensors(arrays))
-        return float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads])
+            loss, grads = self._traced_loss_and_grads(self._batch(batch))
+        return float(loss.numpy()), convert.grads_to_canonical(self.model, grads)
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         hyper = optimizers.resolve(name, hyper)
@@ -239,36 +235,33 @@ class Runner(RunnerBase):
         with self._placement():
             optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
         self._retired += [f for f in (self._traced_train_step, self._traced_reinforce_step) if f is not None]
-        model, weight_decay, transition_weight = self.model, hyper["weight_decay"], self.transition_weight
+        model, seed, transition_weight = self.model, self.seed, self.transition_weight
         # With replicas, XLA compiles each replica's forward and backward pass
         # (the all-reduce and the update run around it, outside XLA).
         strategy, xla_inside = self.strategy, self.xla and self.strategy is not None
 
-        def train_step(*inputs_labels_seed):
-            *inputs, labels, seed = inputs_labels_seed
+        def train_step(batch, step):
             if strategy is not None:  # the batch split over the replicas: the same step
+                from .replicas import replica_train_step
+
                 with strategy.scope():
-                    return replica_train_step(strategy, model, optimizer, inputs, labels, seed, frozen=frozen,
-                                              weight_decay=weight_decay, transition_weight=transition_weight,
-                                              jit_compile=xla_inside)
-            return train.train_step(model, optimizer, inputs, labels, seed, frozen=frozen, weight_decay=weight_decay,
-                                    transition_weight=transition_weight)
+                    return replica_train_step(strategy, model, optimizer, batch, seed=seed, step=step,
+                                              transition_weight=transition_weight, jit_compile=xla_inside)
+            return train.train_step(model, optimizer, batch, seed=seed, step=step, transition_weight=transition_weight)
 
         # A new optimizer has new slot variables (and maybe other frozen
         # entries), so it gets its own traced step; the step count is kept.
-        self._traced_train_step = self._wrap("train_step", train_step, self._signature + [LABELS, SEED], self.xla,
+        self._traced_train_step = self._wrap("train_step", train_step, [self._signature, STEP], self.xla,
                                              self._shapes, xla_inside)
         weights = self._reinforce_weights
 
-        def reinforce_step(*inputs_labels_uniforms_baseline_seed):
-            *inputs, labels, premise_u, hypothesis_u, baseline, seed = inputs_labels_uniforms_baseline_seed
-            return reinforce.train_step(model, optimizer, inputs, labels, (premise_u, hypothesis_u), baseline, seed,
-                                        frozen=frozen, weight_decay=weight_decay, **weights)
+        def reinforce_step(batch, premise_u, hypothesis_u, baseline, step):
+            return reinforce.train_step(model, optimizer, batch, (premise_u, hypothesis_u), baseline, seed=seed,
+                                        step=step, **weights)
 
-        self._traced_reinforce_step = self._wrap("reinforce_step", reinforce_step, REINFORCE_INPUTS + [SEED],
-                                                 self.xla, self._shapes)
+        self._traced_reinforce_step = self._wrap("reinforce_step", reinforce_step,
+                                                 [BATCH, UNIFORMS, UNIFORMS, BASELINE, STEP], self.xla, self._shapes)
         self.optimizer = optimizer
-        self._optimizer_spec = (name, hyper, frozen)
 
     def set_learning_rate(self, lr: float) -> None:
         self._need_optimizer()
@@ -278,26 +271,18 @@ class Runner(RunnerBase):
         # With replicas, last_replica_seconds stays empty: the K replicas run
         # inside one program (one tf.function call), so how long each device
         # computed or waited at the all-reduce is not observable from Python.
-        arrays = self._inputs(batch) + (_labels_array(batch),)
         with tf.device(self.device):
-            loss = self._traced_train_step(*self._tensors(arrays + (self._step_seed(),)))
+            loss = self._traced_train_step(self._batch(batch), *self._tensors(np.int64(self.steps)))
         self.steps += 1
         return float(loss.numpy())
-
-    def _step_seed(self) -> np.ndarray:
-        """The dropout seed of this step, a function of (seed, step) only: new
-        masks every step, and a resumed run draws the masks of an uninterrupted one."""
-        step_seed = np.random.SeedSequence([self.seed, self.steps]).generate_state(2) % (2**31 - 1)
-        return step_seed.astype(np.int32)
 
     def _reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
                                   baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
         """Eval mode: (REINFORCE loss, canonical gradients, rewards <float>[B]); one trace for every shape."""
         with tf.device(self.device):
-            inputs = self._reinforce_tensors(batch, uniforms, baseline)
-            loss, grads, rewards = self._traced_reinforce_loss_and_grads(*inputs)
-        return (float(loss.numpy()), convert.grads_to_canonical(self.model, [g.numpy() for g in grads]),
-                rewards.numpy())
+            loss, grads, rewards = self._traced_reinforce_loss_and_grads(*self._reinforce_inputs(batch, uniforms,
+                                                                                                 baseline))
+        return float(loss.numpy()), convert.grads_to_canonical(self.model, grads), rewards.numpy()
 
     def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
         """One traced optimizer step on the REINFORCE loss (dropout as train_step);
@@ -305,24 +290,24 @@ class Runner(RunnerBase):
         if self.replicas > 1:
             raise NotImplementedError("tensorflow: replicas split train_step only; a REINFORCE step (its baseline and "
                                       "records over the whole batch) runs on one device")
-        inputs = self._reinforce_tensors(batch, uniforms, baseline)
         with tf.device(self.device):
-            loss, numbers = self._traced_reinforce_step(*inputs, *self._tensors([self._step_seed()]))
+            loss, numbers = self._traced_reinforce_step(*self._reinforce_inputs(batch, uniforms, baseline),
+                                                        *self._tensors(np.int64(self.steps)))
         self.steps += 1
         return shared_reinforce.step_record(float(loss.numpy()), **{k: v.numpy() for k, v in numbers.items()})
 
-    def _reinforce_tensors(self, batch: PairBatch, uniforms, baseline: float) -> list[tf.Tensor]:
-        """The inputs of the REINFORCE functions (checked by the Runner)."""
-        arrays = self._inputs(batch) + (_labels_array(batch), *uniforms, np.float64(baseline))
-        return self._tensors(arrays)
+    def _reinforce_inputs(self, batch: PairBatch, uniforms, baseline: float) -> list:
+        """The inputs of the REINFORCE functions (checked by the Runner): the batch, the uniforms, b."""
+        return [self._batch(batch), *self._tensors(*uniforms, np.float64(baseline))]
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
         self._need_optimizer()
-        return train.optimizer_state(self.model, self.optimizer, *self._optimizer_spec, step=self.steps)
+        return train.optimizer_state(self.model, self.optimizer, self.steps)
 
     def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._need_optimizer()
-        self.steps = train.load_optimizer_state(self.model, self.optimizer, *self._optimizer_spec, state)
+        train.load_optimizer_state(self.model, self.optimizer, state)
+        self.steps = int(state[optimizers.STEP])
 
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)
@@ -371,20 +356,20 @@ class Runner(RunnerBase):
             traced.function.get_concrete_function(*self._program_args(program, batch))
         return traced
 
-    def _program_args(self, program: str, batch: PairBatch) -> list[tf.Tensor]:
-        """The tensors ``program`` ("encode", "loss_and_grads", "train_step",
-        "parse:gold" or "parse:predicted") is called with for ``batch``, checked
-        on the host first as the public methods check them."""
+    def _program_args(self, program: str, batch: PairBatch) -> list:
+        """The arguments ``program`` ("encode", "loss_and_grads", "train_step",
+        "parse:gold" or "parse:predicted") is called with for ``batch`` (the
+        batch's tensors, then the step number for train_step), checked on the
+        host first as the public methods check them."""
         if program.startswith("parse:"):
             contract.check_parse(self.config, batch, program.split(":", 1)[1], None)
-            return self._tensors(self._inputs(batch))
+            return [self._batch(batch)]
         if program not in ("encode", "loss_and_grads", "train_step"):
             raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
         contract.check_batch(batch, self.config)
-        arrays = self._inputs(batch)
         if program != "encode":
-            arrays += (contract.check_labels(batch),)
+            contract.check_labels(batch)
         if program == "train_step":
             self._need_optimizer()
-            arrays += (self._step_seed(),)
-        return self._tensors(arrays)
+            return [self._batch(batch), *self._tensors(np.int64(self.steps))]
+        return [self._batch(batch)]

@@ -16,9 +16,10 @@ from shared.runner import CompileStats
 
 
 class Traced:
-    """One tf.function with a fixed input signature, and what building it cost."""
+    """One tf.function with a fixed input signature, and what building it cost.
+    Its first argument is the batch, a shared.batching.BatchArrays of tensors."""
 
-    def __init__(self, name: str, fn: Callable, input_signature: Sequence[tf.TensorSpec], jit_compile: bool,
+    def __init__(self, name: str, fn: Callable, input_signature: Sequence, jit_compile: bool,
                  shape_log: list | None = None, xla_inside: bool = False):
         self.name = name
         # Whether XLA compiles the function once per input shape: the whole of
@@ -51,7 +52,8 @@ class Traced:
 
     def __call__(self, *args):
         self.concrete_function()  # the trace, timed on its own
-        shape = (*args[0].shape, args[1].shape[1])  # (B, N, T): the pair's arrays share N and T
+        batch = args[0]  # a BatchArrays: the pair's arrays share N and T
+        shape = (*batch.premise_tokens.shape, batch.premise_transitions.shape[1])  # (B, N, T)
         compiles = not self.shapes or (self.jit_compile and shape not in self.shapes)
         if shape not in self.shapes:
             self.shapes.append(shape)

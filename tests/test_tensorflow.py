@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from impl_tensorflow import convert
-from impl_tensorflow.runner import INPUTS, Runner
+from impl_tensorflow import convert, masked
+from impl_tensorflow.classifier import SNLIClassifier
+from impl_tensorflow.runner import BATCH, Runner
 from shared import parse_metrics, parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
@@ -32,6 +33,12 @@ def shaped_batches(pairs, vocab):
         make_pair_batch(pairs[8:9], vocab),  # B = 1, its own N, T = 2N - 1
         make_pair_batch(pairs[:12], vocab, num_tokens=64),
     ]
+
+
+def loaded_model(params, config, dtype="float32"):
+    """The masked family's classifier holding ``params`` (convert.from_canonical fills a model built first)."""
+    model = SNLIClassifier(config, encoder=masked.SPINN, dtype=convert.resolve_dtype(dtype))
+    return convert.from_canonical(params, model)
 
 
 def assert_matches_reference(runner, params, config, batch, tol=1e-12):
@@ -66,9 +73,9 @@ def test_one_trace_for_every_batch_shape(device, small_config, sample_pairs, voc
     assert stats.compile_s >= stats.trace_s > 0.0
 
 
-def test_backward_loop_never_saves_the_memory(small_config):
+def test_backward_loop_never_saves_the_thin_stack(small_config):
     """The thin stack's point: per step the gradient keeps the small [S, *]
-    tensors a step read, never the memory (a TensorArray, a variant tensor).
+    tensors a step read, never the thin stack (a TensorArray, a variant tensor).
     Inspected in the traced graph: no per-step accumulator holds a variant."""
     runner = Runner(init_params(small_config, seed=1), small_config)
     graph = runner._trace("loss_and_grads").concrete_function().graph
@@ -103,15 +110,15 @@ def test_xla_variant_matches_reference(device, vocab, sample_pairs):
     assert stats.xla_compilations == 3
 
 
-def test_memory_containers_agree(device, small_config, small_batch):
-    """TensorArray memory (graph executor) and dense memory (for XLA) are one model."""
+def test_layouts_agree(device, small_config, small_batch):
+    """The TensorArray layout (graph executor) and the dense one (for XLA) are one model."""
     params = init_params(small_config, seed=14, dtype=np.float64)
-    for memory in ("tensor_array", "dense"):
-        runner = Runner(params, small_config, dtype="float64", device=device, memory=memory)
-        assert runner.memory == memory
+    for layout in ("tensor_array", "dense"):
+        runner = Runner(params, small_config, dtype="float64", device=device, layout=layout)
+        assert runner.layout == layout
         assert_matches_reference(runner, params, small_config, small_batch)
     with pytest.raises(ValueError, match="XLA cannot compile"):
-        Runner(params, small_config, xla=True, memory="tensor_array")
+        Runner(params, small_config, xla=True, layout="tensor_array")
     with pytest.raises(TypeError, match="unknown"):
         Runner(params, small_config, unroll=2)
 
@@ -128,7 +135,7 @@ def test_load_save_bit_identical(tmp_path, vocab, dtype):
     source, copy = tmp_path / "in.npz", tmp_path / "out.npz"
     save_params(source, params, config, vocab.to_array())
     loaded = load_params(source)
-    model = convert.from_canonical(loaded.params, loaded.config, dtype=np.dtype(dtype).name)
+    model = loaded_model(loaded.params, loaded.config, dtype=np.dtype(dtype).name)
     save_params(copy, convert.to_canonical(model), model.config, loaded.vocab)
     assert_npz_files_identical(source, copy)
     # The fused variables really hold the blocks the map says.
@@ -144,14 +151,14 @@ def test_wrong_entries_are_errors_that_name_them(tmp_path, vocab):
     params = init_params(config, seed=16)
     missing = {k: v for k, v in params.items() if k != "tracker.bias"}
     with pytest.raises(ParamError, match="tracker.bias"):
-        convert.from_canonical(missing, config)
+        loaded_model(missing, config)
     with pytest.raises(ParamError, match="mlp.9.kernel"):
-        convert.from_canonical({**params, "mlp.9.kernel": np.zeros((7, 7), np.float32)}, config)
+        loaded_model({**params, "mlp.9.kernel": np.zeros((7, 7), np.float32)}, config)
     with pytest.raises(ParamError, match=r"reduce.left.kernel.*\(25, 5\).*\(5, 25\)"):
-        convert.from_canonical({**params, "reduce.left.kernel": params["reduce.left.kernel"].T}, config)
+        loaded_model({**params, "reduce.left.kernel": params["reduce.left.kernel"].T}, config)
     no_tracker = config.replace(tracker_dim=0)  # tracker entries are extra without a tracker
     with pytest.raises(ParamError, match="tracker"):
-        convert.from_canonical(params, no_tracker)
+        loaded_model(params, no_tracker)
     # A bad file: written by hand, since save_params refuses bad sets.
     bad = {**params, "projection.bias": np.zeros(3, np.float32)}
     path = tmp_path / "bad.npz"
@@ -159,9 +166,9 @@ def test_wrong_entries_are_errors_that_name_them(tmp_path, vocab):
     with pytest.raises(ParamError, match="projection.bias"):
         load_params(path)
     with pytest.raises(ValueError, match="dtype"):
-        convert.from_canonical(params, config, dtype="float16")
+        loaded_model(params, config, dtype="float16")
     # The gradient map checks counts too.
-    model = convert.from_canonical(params, config)
+    model = loaded_model(params, config)
     with pytest.raises(ValueError, match="gradients for"):
         convert.grads_to_canonical(model, [np.zeros(1)])
 
@@ -201,7 +208,7 @@ def test_float64_keeps_adams_slots_in_float64(device, small_config, small_batch)
     assert all(v.dtype == tf.float64 for v in runner.model.trainable_variables)
     runner.set_optimizer("adam", lr=0.01)
     runner.train_step(small_batch)
-    slots = [v for v in runner.optimizer.variables if str(v.dtype) == "float64"]  # Adam's m and v
+    slots = [v for v in runner.optimizer.keras.variables if str(v.dtype) == "float64"]  # Adam's m and v
     assert len(slots) == 2 * len(runner.model.trainable_variables)
 
 
@@ -342,8 +349,8 @@ def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
     assert graph_op_counts(with_head._trace("encode").function.get_concrete_function()) == \
         graph_op_counts(without._trace("encode").function.get_concrete_function())
     # The predicted parse, traced from the runner's input signature alone.
-    concrete = tf.function(lambda *inputs: with_head.model.parse(*inputs, mode="predicted"),
-                           input_signature=INPUTS, autograph=False).get_concrete_function()
+    concrete = tf.function(lambda batch: with_head.model.parse(*batch[:4], mode="predicted"),
+                           input_signature=[BATCH], autograph=False).get_concrete_function()
     outer = [op.type for op in concrete.graph.get_operations()]
     assert sum(op in ("While", "StatelessWhile") for op in outer) == 1
     counts = graph_op_counts(concrete)
@@ -352,7 +359,7 @@ def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
 
 
 def test_xla_parses_as_the_reference_does(device, sample_pairs, vocab):
-    """The XLA variant (dense memory, jit_compile) takes the reference's
+    """The XLA variant (dense layout, jit_compile) takes the reference's
     decisions like the graph variant, one trace per mode and one compilation
     per shape; its supervised gradients match too."""
     config, params = head_model(vocab, seed=31)
@@ -410,7 +417,7 @@ def test_head_trains_freezes_and_round_trips(tmp_path, device, vocab, small_batc
     source, copy = tmp_path / "in.npz", tmp_path / "out.npz"
     save_params(source, after, config, vocab.to_array())
     loaded = load_params(source)
-    model = convert.from_canonical(loaded.params, loaded.config, dtype="float64")
+    model = loaded_model(loaded.params, loaded.config, dtype="float64")
     assert np.array_equal(model.spinn.tracker.transition.kernel.numpy(), after[HEAD_KERNEL])
     save_params(copy, convert.to_canonical(model), loaded.config, loaded.vocab)
     assert_npz_files_identical(source, copy)

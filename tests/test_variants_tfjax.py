@@ -1,6 +1,6 @@
 """The algorithm apart from the framework: tensorflow-eager and jax-vmap, beyond the contract.
 
-``tensorflow-eager`` runs the define-by-run algorithm (impl_tensorflow/eager.py),
+``tensorflow-eager`` runs the define-by-run algorithm (impl_tensorflow/lists.py),
 ``jax-vmap`` SPINN written for one sentence and batched by ``jax.vmap``
 (impl_jax/vmap.py). Their agreement with the float64 reference (numbers,
 decisions, gradients, training steps, host reads) is in test_contract.py;
