@@ -1,19 +1,23 @@
 """JAX-specific checks (the contract, the agreement of every implementation
 with the reference, lives in test_contract.py): compilation counted per
-bucket shape (and per transitions mode), encode never reading the head,
-memory of the backward pass (both stack layouts),
-the persistent compilation cache, the .npz round trip, dropout, float64 and
-float32 end to end, optax's state and frozen weights."""
+bucket shape (and per transitions mode), the modules a runner loads (its own
+family only), encode never reading the head, memory of the backward pass
+(both stack layouts), the persistent compilation cache, the .npz round trip
+and the parameter tree of every family, dropout, float64 and float32 end to
+end, optax's state and frozen weights."""
 
 from __future__ import annotations
 
 import functools
+import json
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bench import ROOT
 from impl_jax import convert, train
 from impl_jax.classifier import SNLIClassifier
 from impl_jax.compilation_cache import disable_compilation_cache
@@ -22,12 +26,11 @@ from impl_jax.masked import SPINN
 from impl_jax.params import abstract
 from impl_jax.runner import Runner
 from impl_jax.shift_reduce import DEFAULT_LAYOUT, LAYOUTS, last_step
-from shared.batching import BatchArrays
 from shared import parsing, reference
-from shared.batching import make_batches, make_pair_batch
+from shared.batching import BatchArrays, make_batches, make_pair_batch
 from shared.compare import max_abs_err
 from shared.params import ModelConfig, ParamError, init_params, load_params, save_params
-from tests.helpers import assert_npz_files_identical, head_params, small_config_for
+from tests.helpers import assert_npz_files_identical, head_params, run, small_config_for
 
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 HEAD = ("tracker.transition.kernel", "tracker.transition.bias")
@@ -183,6 +186,40 @@ def test_persistent_compilation_cache_writes_files(tmp_path, small_config, small
     finally:
         disable_compilation_cache()
     assert jax.config.jax_compilation_cache_dir is None
+
+
+# --------------------------------------------------------------------------
+# Imports: a runner loads its own family, and replicas.py only with replicas
+# --------------------------------------------------------------------------
+
+LOADED = """
+import json, sys
+from shared.params import ModelConfig, init_params
+
+def optional():
+    return sorted(m.split(".")[1] for m in sys.modules
+                  if m in ("impl_jax.masked", "impl_jax.vmap", "impl_jax.levels", "impl_jax.replicas",
+                           "impl_jax.distributed", "impl_jax.explain"))
+
+import impl_jax.runner
+loaded = {"import": optional()}
+config = ModelConfig(vocab_size=20, embed_dim=4, hidden_dim=4, tracker_dim=2, mlp_dim=4, mlp_layers=1)
+for algorithm in ("vmap", "levels", "masked"):
+    impl_jax.runner.Runner(init_params(config, seed=0), config, algorithm=algorithm)
+    loaded[algorithm] = optional()
+print(json.dumps(loaded))
+"""
+
+
+def test_a_runner_loads_only_the_family_it_runs():
+    """A benchmark record names the source files its process loaded (a record goes stale when one of them
+    changes): importing the runner loads no family module, and each runner built loads its own family and
+    nothing else optional (replicas.py and distributed.py wait for replicas > 1)."""
+    done = run([sys.executable, "-c", LOADED], cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert loaded == {"import": [], "vmap": ["vmap"], "levels": ["levels", "vmap"],
+                      "masked": ["levels", "masked", "vmap"]}
 
 
 # --------------------------------------------------------------------------
