@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import os
 
-# The cache's events since it was first turned on: the runner counts the hits and misses of each
-# compilation (compile_stats) as the difference of two readings.
-CACHE_EVENTS = {"/jax/compilation_cache/cache_hits": 0, "/jax/compilation_cache/cache_misses": 0}
+# The cache's events since it was first turned on, counted by the listener below.
+_HITS, _MISSES = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
+_EVENTS = {_HITS: 0, _MISSES: 0}
 _listening = False
 
 
 def _count_cache_event(event: str, **kwargs) -> None:
-    if event in CACHE_EVENTS:
-        CACHE_EVENTS[event] += 1
+    if event in _EVENTS:
+        _EVENTS[event] += 1
+
+
+def cache_counts() -> tuple[int, int]:
+    """(hits, misses) of the persistent cache in this process so far: the runner counts those of each
+    compilation (compile_stats) as the difference of two readings."""
+    return _EVENTS[_HITS], _EVENTS[_MISSES]
 
 
 def enable_compilation_cache(path: str | os.PathLike) -> None:

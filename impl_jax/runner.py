@@ -74,7 +74,7 @@ from shared.runner import Runner as RunnerBase
 
 from . import reinforce, train
 from .classifier import SNLIClassifier
-from .compilation_cache import CACHE_EVENTS, enable_compilation_cache
+from .compilation_cache import cache_counts, enable_compilation_cache
 from .convert import from_canonical, grads_to_canonical, resolve_dtype, to_canonical
 from .forward import forward
 from .params import abstract
@@ -89,7 +89,6 @@ STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is
 # The model behind the programs, by its family in bench/frameworks.py: the module impl_jax/<family>.py,
 # imported by the runner that runs it.
 ALGORITHMS = ("masked", "vmap", "levels")
-CACHE_HITS, CACHE_MISSES = "/jax/compilation_cache/cache_hits", "/jax/compilation_cache/cache_misses"
 
 
 # ---------------------------------------------------------------------------
@@ -232,7 +231,7 @@ class Runner(RunnerBase):
         key = (program, shape)
         compiled = self._executables.get(key)
         if compiled is None:
-            hits0, misses0 = CACHE_EVENTS[CACHE_HITS], CACHE_EVENTS[CACHE_MISSES]
+            hits0, misses0 = cache_counts()
             start = time.perf_counter()
             traced = self._jit(program).trace(*args)
             traced_at = time.perf_counter()
@@ -247,8 +246,9 @@ class Runner(RunnerBase):
             s.xla_compile_s += done - lowered_at
             s.compile_s += done - start
             s.xla_compilations += 1
-            s.cache_hits += CACHE_EVENTS[CACHE_HITS] - hits0
-            s.cache_misses += CACHE_EVENTS[CACHE_MISSES] - misses0
+            hits, misses = cache_counts()
+            s.cache_hits += hits - hits0
+            s.cache_misses += misses - misses0
             s.shapes.append((program,) + shape)
             self._compiled_shapes.append((program,) + shape)
         return compiled
