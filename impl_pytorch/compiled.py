@@ -1,13 +1,13 @@
 """torch.compile of the masked SPINN (masked.py), with its cost counted.
 
-The list-based model (model.py) cannot be compiled into one graph per batch
+The list-based model (lists.py) cannot be compiled into one graph per batch
 shape: its Python ``if`` reads each batch's trees, so every batch would be a
 new graph. The masked model's Python code is the same for every batch of a
 shape, so TorchDynamo can capture it without a graph break.
 
-What is compiled is the step, ``MaskedSPINN.step``, not the whole loop.
-Capturing ``MaskedClassifier.program`` whole unrolls all T steps into one
-graph, whose Inductor compile time grows with T. The step is traced once per (mode, batch shape, train/eval,
+What is compiled is the step, masked.SPINN's ``step_function`` (its
+``_step``), not the whole loop. Capturing the classifier's whole forward
+unrolls all T steps into one graph, whose Inductor compile time grows with T. The step is traced once per (mode, batch shape, train/eval,
 grad/no grad) and the same compiled step runs at every iteration of the
 Python loop, as lax.scan reuses its traced body (impl_jax): AOTAutograd
 differentiates it and Inductor fuses its elementwise work into C++ (CPU) or
@@ -52,10 +52,10 @@ from typing import Iterator
 import torch
 from torch._dynamo.utils import counters
 
+from torch import nn
+
 from shared.parsing import MODES
 from shared.runner import CompileStats
-
-from .masked import MaskedClassifier
 
 PROGRAMS = ("encode", "loss_and_grads", "train_step") + tuple(f"parse:{mode}" for mode in MODES)
 
@@ -77,16 +77,17 @@ def _snapshot() -> dict[str, int]:
 
 
 class CompiledModel:
-    """The compiled program of one MaskedClassifier and what compiling it cost."""
+    """The compiled step of one classifier with the masked encoder, and what compiling it cost."""
 
-    def __init__(self, model: MaskedClassifier, backend: str = "inductor", mode: str | None = None):
-        if not isinstance(model, MaskedClassifier):
-            raise TypeError(f"torch.compile needs the masked model, got {type(model).__name__}")
+    def __init__(self, model: nn.Module, backend: str = "inductor", mode: str | None = None):
+        if not hasattr(model.spinn, "step_function"):  # masked.SPINN's, without importing the family here
+            raise TypeError(f"torch.compile needs the masked encoder, got {type(model.spinn).__module__}.SPINN")
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
         # fullgraph=False: a graph break is counted (and reported), not an error.
         if mode is not None and backend != "inductor":
             raise ValueError(f"a torch.compile mode ({mode!r}) needs the inductor backend, not {backend!r}")
-        model.spinn.step_function = torch.compile(model.spinn.step, dynamic=False, backend=backend, mode=mode)
+        model.spinn.step_function = torch.compile(model.spinn.step_function, dynamic=False, backend=backend,
+                                                  mode=mode)
         if mode == "reduce-overhead":  # a batch's T steps chain CUDA graphs; the next batch starts afresh
             model.spinn.step_begin = torch.compiler.cudagraph_mark_step_begin
         self._stats = {program: CompileStats() for program in PROGRAMS}
@@ -121,7 +122,7 @@ class CompiledModel:
         return CompileStats.total(list(self._stats.values()), shapes=self._shapes)
 
 
-def compile_model(model: MaskedClassifier, backend: str = "inductor", mode: str | None = None) -> CompiledModel:
+def compile_model(model: nn.Module, backend: str = "inductor", mode: str | None = None) -> CompiledModel:
     """Put torch.compile of the masked step in place (masked.py calls it from
     then on) and return the record of its cost. ``mode``: torch.compile's
     (None, or "reduce-overhead" for CUDA graphs)."""

@@ -8,9 +8,9 @@ split or fused: each canonical entry is exactly one PyTorch tensor.
     canonical name               PyTorch state_dict name          transposed
     embed.embedding              embed.weight                     no
     projection.kernel / .bias    projection.weight / .bias        yes / no
-    tracker.kernel_input         spinn.tracker.input.weight       yes
-    tracker.kernel_hidden        spinn.tracker.hidden.weight      yes
-    tracker.bias                 spinn.tracker.input.bias         no
+    tracker.kernel_input         spinn.tracker.kernel_input.weight   yes
+    tracker.kernel_hidden        spinn.tracker.kernel_hidden.weight  yes
+    tracker.bias                 spinn.tracker.kernel_input.bias     no
     reduce.left.kernel / .bias   spinn.reduce.left.weight / .bias yes / no
     reduce.right.kernel          spinn.reduce.right.weight        yes
     reduce.track.kernel          spinn.reduce.track.weight        yes
@@ -19,8 +19,11 @@ split or fused: each canonical entry is exactly one PyTorch tensor.
     mlp.{k}.kernel / .bias       mlp.{k}.weight / .bias           yes / no
     output.kernel / .bias        output.weight / .bias            yes / no
 
-Key counts and every shape are asserted both ways, so a missing, extra or
-mis-shaped entry is an error that names it.
+The names are the same whatever the encoder's family (lists.py, masked.py,
+levels.py): each holds the same ``tracker`` and ``reduce``. Key counts and
+every shape are asserted both ways, so a missing, extra or mis-shaped entry
+is an error that names it. The model is built beforehand (the runner builds
+it on its device, in its dtype); :func:`from_canonical` copies the values in.
 """
 
 from __future__ import annotations
@@ -29,10 +32,9 @@ from typing import Mapping
 
 import numpy as np
 import torch
+from torch import nn
 
 from shared.params import ModelConfig, ParamError, check_params, param_shapes
-
-from .classifier import SNLIClassifier
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -43,9 +45,9 @@ def name_map(config: ModelConfig) -> dict[str, tuple[str, bool]]:
         "embed.embedding": ("embed.weight", False),
         "projection.kernel": ("projection.weight", True),
         "projection.bias": ("projection.bias", False),
-        "tracker.kernel_input": ("spinn.tracker.input.weight", True),
-        "tracker.kernel_hidden": ("spinn.tracker.hidden.weight", True),
-        "tracker.bias": ("spinn.tracker.input.bias", False),
+        "tracker.kernel_input": ("spinn.tracker.kernel_input.weight", True),
+        "tracker.kernel_hidden": ("spinn.tracker.kernel_hidden.weight", True),
+        "tracker.bias": ("spinn.tracker.kernel_input.bias", False),
         "reduce.left.kernel": ("spinn.reduce.left.weight", True),
         "reduce.left.bias": ("spinn.reduce.left.bias", False),
         "reduce.right.kernel": ("spinn.reduce.right.weight", True),
@@ -74,7 +76,7 @@ def resolve_dtype(dtype) -> torch.dtype:
     return DTYPES[str(dtype)]
 
 
-def _check_against_module(model: SNLIClassifier, mapping: dict[str, tuple[str, bool]]) -> None:
+def _check_against_module(model: nn.Module, mapping: dict[str, tuple[str, bool]]) -> None:
     """The name map covers the module's tensors one to one, with matching shapes."""
     state = model.state_dict()
     torch_names = [torch_name for torch_name, _ in mapping.values()]
@@ -90,26 +92,19 @@ def _check_against_module(model: SNLIClassifier, mapping: dict[str, tuple[str, b
         assert found == expected, f"{torch_name} (for {name}) has shape {found}, expected {expected}"
 
 
-def from_canonical(params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype="float32",
-                   device="cpu", dropout: float = 0.0,
-                   model_class: type[SNLIClassifier] = SNLIClassifier) -> SNLIClassifier:
-    """A new SNLIClassifier holding exactly ``params`` (copied, never shared
-    with the caller's arrays), on ``device`` in ``dtype``. ``model_class``: a
-    subclass with the same parameters (masked.MaskedClassifier)."""
-    check_params(params, config)  # ParamError naming any missing, extra or mis-shaped entry
-    dtype = resolve_dtype(dtype)
-    mapping = name_map(config)
-    # Built on the meta device: PyTorch's own initialisers never run, every
-    # value comes from the canonical dict.
-    with torch.device("meta"):
-        model = model_class(config, dropout=dropout)
+def from_canonical(params: Mapping[str, np.ndarray], model: nn.Module) -> nn.Module:
+    """Copy ``params`` into ``model`` (an SNLIClassifier of any family,
+    already on its device in its dtype), kernels transposed into ``[out,
+    in]`` weights; returns the model. The values are copied, never shared
+    with the caller's arrays, and cast to the model's dtype."""
+    check_params(params, model.config)  # ParamError naming any missing, extra or mis-shaped entry
+    mapping = name_map(model.config)
     _check_against_module(model, mapping)
     state = {}
     for name, (torch_name, transposed) in mapping.items():
         value = np.asarray(params[name])
-        value = np.ascontiguousarray(value.T) if transposed else value
-        state[torch_name] = torch.tensor(value, dtype=dtype, device=device)  # a copy
-    model.load_state_dict(state, strict=True, assign=True)
+        state[torch_name] = torch.tensor(value.T if transposed else value)  # a host copy, any layout
+    model.load_state_dict(state, strict=True)  # copy_ into each parameter: its device, its dtype
     return model
 
 
@@ -121,7 +116,7 @@ def _to_numpy(tensor: torch.Tensor, transposed: bool) -> np.ndarray:
     return np.array(value.T if transposed else value, order="C", copy=True)
 
 
-def to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
+def to_canonical(model: nn.Module) -> dict[str, np.ndarray]:
     """The model's weights under canonical names, ``[in, out]`` kernels, in the model's dtype."""
     mapping = name_map(model.config)
     _check_against_module(model, mapping)
@@ -131,16 +126,18 @@ def to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
     return out
 
 
-def grads_to_canonical(model: SNLIClassifier) -> dict[str, np.ndarray]:
-    """The ``.grad`` of every parameter under canonical names and shapes
-    (zeros for a parameter the last backward pass did not reach)."""
+def grads_to_canonical(model: nn.Module, grads: Mapping[str, torch.Tensor | None]) -> dict[str, np.ndarray]:
+    """Tensors laid out as the parameters, by PyTorch parameter name (the
+    ``param.grad`` of each after a backward pass, as train.loss_and_grads
+    returns them; or an optimizer's slots) -> canonical names and shapes.
+    A parameter missing from ``grads`` or None there (the backward pass did
+    not reach it) gets zeros."""
     mapping = name_map(model.config)
     parameters = dict(model.named_parameters())
     out = {}
     for name, (torch_name, transposed) in mapping.items():
-        param = parameters[torch_name]
-        grad = param.grad if param.grad is not None else torch.zeros_like(param)
-        out[name] = _to_numpy(grad, transposed)
+        grad = grads.get(torch_name)
+        out[name] = _to_numpy(grad if grad is not None else torch.zeros_like(parameters[torch_name]), transposed)
     check_params(out, model.config)
     return out
 

@@ -10,6 +10,9 @@ the graph as Graphviz text (written here by walking ``grad_fn``).
 ``--parse``: the device-to-host reads of decisions (``Runner.last_host_syncs``,
 one per step where some sentence has a choice) and the loop's calls, gold
 against predicted. ``--bad-input``: an exception from a line of the model.
+``--levels``: pytorch-levels' schedule as its encoder runs it (each level
+exactly as wide as its nodes) and the ops each level of its Python loop
+dispatches, counted inside the ``spinn.level`` range levels.py marks.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ import collections
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from impl_pytorch.runner import Runner
 from shared.batching import sentences_transitions
-from shared.explaining import best_of, compare_row, encode_outcome, listing, row, secs, steps_with_work, timer
+from shared.explaining import (best_of, compare_row, encode_outcome, listing, numbers, row, secs, steps_with_work,
+                               timer)
+from shared.levels import schedule
 from shared.params import ModelConfig
 
 MODES = ("gold", "predicted")
@@ -164,14 +170,68 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     return encode_outcome(Runner(params, config, dtype="float32", device="cpu")._encode, bad, where)
 
 
-# No host-scheduled levels implementation here (the registry's matrix says why); the names are the surface's.
-NO_LEVELS = "pytorch has no host-scheduled levels implementation: the lists loop already runs each step on the rows that act; a level schedule is built for a compiled program that wants fixed index arrays"
+# -- explain --levels: the host-scheduled levels (impl_pytorch/levels.py) ------------------
+
+
+class _LevelOps(TorchDispatchMode):
+    """Every op PyTorch dispatches while active, and those of each level: the
+    ops between the enter and the exit of a ``spinn.level`` range (levels.py
+    marks each level of its loop with ``torch.profiler.record_function``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+        self.levels: list[collections.Counter] = []
+        self._inside = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name == "_record_function_enter_new" and args and args[0] == "spinn.level":
+            self.levels.append(collections.Counter())
+            self._inside = True
+        elif name == "_record_function_exit" and self._inside:
+            self._inside = False
+        else:
+            self.ops += 1
+            if self._inside:
+                self.levels[-1][name] += 1
+        return func(*args, **(kwargs or {}))
 
 
 def explain_levels(batch, variants: dict, options: dict) -> dict:
-    """Refused: pytorch has no levels implementation (``bench explain --levels`` asks only those that have one)."""
-    raise NotImplementedError(NO_LEVELS)
+    """pytorch-levels on ``batch``, once per model of ``variants`` (key ->
+    (config, params)), with its registry ``options``: the schedule as the
+    encoder runs it (shared.levels.schedule with exact widths, the call
+    levels.py makes: each level's Reduce and tracker exactly as wide as its
+    rows) and the ops each level of the Python loop dispatches in encode."""
+    out: dict = {"framework_version": torch.__version__}
+    transitions = sentences_transitions(batch)
+    for key, (config, params) in variants.items():
+        runner = Runner(params, config, dtype="float32", device="cpu", **options)
+        with _LevelOps() as dispatched:
+            runner.encode(batch)
+        tracker = config.tracker_dim > 0
+        sched = schedule(transitions, batch.num_tokens, tracker, widths=(1,))
+        level_ops = [sum(counts.values()) for counts in dispatched.levels]
+        out[key] = {
+            "levels_run": len(level_ops), "levels_scheduled": int(runner.last_graph["levels"]),
+            "reduce_widths": [lv.used for lv in sched.levels],
+            "tracker_rows": [lv.active_used for lv in sched.levels] if tracker else [],
+            "padded_pct": float(runner.last_graph["level_padding_pct"]),
+            "ops": dispatched.ops, "level_ops": level_ops,
+            "level_op_types": dict(sum(dispatched.levels, collections.Counter()).most_common(8)),
+            "schedule_s": float(runner.last_phases["schedule"]),
+        }
+    return out
 
 
 def format_explain_levels(result: dict) -> list[str]:
-    raise NotImplementedError(NO_LEVELS)
+    lines = ["pytorch: eager, a Python for over the levels (each its exact width): a gather, the cells, a write"]
+    for key, label in (("tracker", "with the tracker"), ("no_tracker", "without the tracker")):
+        if key in result:
+            r = result[key]
+            sizes = sorted(set(r["level_ops"]))
+            lines.append(row(f"{label}: loop iterations", r["levels_run"],
+                             f"(each dispatches {numbers(sizes)} ops; encode {r['ops']})"))
+            lines += listing([f"{name} {count}," for name, count in r["level_op_types"].items()] + ["..."])
+    return lines

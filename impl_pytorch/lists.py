@@ -1,4 +1,4 @@
-"""The SPINN encoder, define-by-run (docs/spec.md §3, §7).
+"""The SPINN encoder, define-by-run (docs/spec.md §3, §7): the lists family.
 
 A sentence's buffer and stack are Python lists of ``(h, c)`` items, the
 transition steps a Python ``for`` loop, and each example takes a Python
@@ -28,6 +28,7 @@ from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
 
+
 class SPINN(nn.Module):
     """The shift-reduce encoder: projected leaves and transitions -> one
     encoding per sentence.
@@ -55,16 +56,16 @@ class SPINN(nn.Module):
         transitions = np.asarray(transitions)
         if transitions.ndim != 2 or transitions.shape[0] != S:
             raise ValueError(f"transitions have shape {transitions.shape}, expected ({S}, T)")
-        num_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
-        for s, n in enumerate(num_leaves):
+        n_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
+        for s, n in enumerate(n_leaves):
             if n > N:
                 raise ValueError(f"sentence {s}: {n} SHIFTs, but the batch has N={N} token slots")
         # The real leaves, sentence after sentence (padding slots left out),
         # split into one (h, c) pair of [H] views per word.
-        rows = np.concatenate([s * N + np.arange(n) for s, n in enumerate(num_leaves)])
+        rows = np.concatenate([s * N + np.arange(n) for s, n in enumerate(n_leaves)])
         real = leaves.reshape(S * N, 2 * H)[torch.as_tensor(rows, device=leaves.device)]
         words = list(zip(real[:, :H].unbind(0), real[:, H:].unbind(0)))
-        starts = np.cumsum([0] + num_leaves).tolist()
+        starts = np.cumsum([0] + n_leaves).tolist()
         states = None
 
         # docs/spec.md §3 reads zeros where the buffer is empty or the stack has fewer
@@ -82,7 +83,7 @@ class SPINN(nn.Module):
         if self.tracker is not None:
             zero_state = leaves.new_zeros(self.tracker_dim)
             states = [(zero_state, zero_state)] * S  # (h_t, c_t) per example
-        return transitions, buffers, stacks, states, num_leaves
+        return transitions, buffers, stacks, states, n_leaves
 
     def forward(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
         """nn.Module's entry point: :meth:`encode`."""
@@ -164,10 +165,10 @@ class SPINN(nn.Module):
         reads of decisions (one per step where some sentence has a choice).
         """
         gold = mode == "gold"
-        transitions, buffers, stacks, states, num_leaves = self._start(leaves, transitions)
+        transitions, buffers, stacks, states, n_leaves = self._start(leaves, transitions)
         S, T = transitions.shape
         # Gold mode: the row says where its PADs are; otherwise n fixes the number of steps.
-        num_steps = [T] * S if gold else [2 * n - 1 for n in num_leaves]
+        num_steps = [T] * S if gold else [2 * n - 1 for n in n_leaves]
         # Sampled mode: Python reads the uniform numbers one by one.
         uniforms = np.asarray(uniforms, dtype=np.float64).tolist() if mode == "sampled" else None
         followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)

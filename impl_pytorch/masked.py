@@ -1,7 +1,7 @@
 """SPINN in PyTorch with the static-graph algorithm: arrays, pointers and masks (docs/spec.md §3, §7).
 
-model.py walks each tree with Python lists and a Python ``if`` per example.
-This file runs the algorithm of impl_jax/model.py instead, in PyTorch eager,
+lists.py walks each tree with Python lists and a Python ``if`` per example.
+This file runs the algorithm of impl_jax/masked.py instead, in PyTorch eager,
 so that a reader can tell what a speed gap owes to the framework and what to
 the algorithm. Every sentence does the same work at every step; what its
 transition *means* is decided by masks and pointers:
@@ -18,13 +18,15 @@ The loop is a Python ``for`` over all T steps, whatever the trees, with no
 Python ``if`` on a value: no per-example lists, and the transition head's
 decision is a masked select on the device, never read back to the host
 during the loop. Each step is one side-effect-free function of fixed
-shapes (``MaskedSPINN.step``; the loop does the one in-place write), which
+shapes (``SPINN._step``; the loop does the one in-place write), which
 ``torch.compile`` captures without a graph break and reuses at every step
-(runner option ``compile=True``, impl_pytorch/compiled.py).
+(runner option ``compile=True``, impl_pytorch/compiled.py, which puts its
+compiled version in ``SPINN.step_function``).
 
-The cells are cells.py's: :class:`MaskedSPINN` subclasses model.py's SPINN and calls
-``Tracker.step`` and ``Reduce.compose`` on all S rows, so parameters, their
-names and the canonical conversion (convert.py) are shared.
+The cells are cells.py's: :class:`SPINN` holds the submodules of lists.SPINN
+(``tracker``, ``reduce``) and calls ``Tracker.step`` and ``Reduce.compose``
+on all S rows, so parameters, their names and the canonical conversion
+(convert.py) are the other families'.
 """
 
 from __future__ import annotations
@@ -32,34 +34,82 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from shared import parsing
+from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
-from .classifier import SNLIClassifier
-from .model import SPINN
+from .cells import Reduce, Tracker
 
 
-class MaskedSPINN(SPINN):
+class SPINN(nn.Module):
     """The shift-reduce encoder as one fixed-length loop over padded arrays.
 
-    Same submodules as model.SPINN (``tracker``, ``reduce``), so the same
-    parameters; ``run`` replaces the list-based ``encode`` and ``parse``.
-    ``step_function`` is what ``run`` calls at every step: ``step`` itself,
-    or its torch.compile (compiled.py). ``step_begin``, where set, is called
-    once as each batch starts: under CUDA graphs it tells Inductor that the
-    outputs of the last batch's graphs are no longer read, so their memory
-    can be used again (torch.compiler.cudagraph_mark_step_begin).
+    ``encode`` follows the given transitions; ``parse`` runs the transition
+    head too, and in predicted and sampled mode lets it choose (docs/spec.md
+    §7). Both take the transitions as NumPy (or a tensor) and move them to
+    the leaves' device. ``step_function`` is what the loop calls at every
+    step: ``_step`` itself, or its torch.compile (compiled.py). ``step_begin``,
+    where set, is called once as each batch starts: under CUDA graphs it
+    tells Inductor that the outputs of the last batch's graphs are no longer
+    read, so their memory can be used again
+    (torch.compiler.cudagraph_mark_step_begin).
     """
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.step_function = self.step
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.hidden_dim = config.hidden_dim
+        self.tracker_dim = config.tracker_dim
+        self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head)
+                        if config.tracker_dim > 0 else None)
+        self.reduce = Reduce(config.hidden_dim, config.tracker_dim)
+        self.step_function = self._step
         self.step_begin = None
+        self.last_host_syncs = 0  # decisions never come back during the loop
 
-    def run(self, leaves: torch.Tensor, transitions: torch.Tensor, mode: str = "gold",
-            uniforms: torch.Tensor | None = None, head: bool = False) -> dict[str, torch.Tensor]:
+    def forward(self, leaves: torch.Tensor, transitions) -> torch.Tensor:
+        """nn.Module's entry point: :meth:`encode`."""
+        return self.encode(leaves, transitions)
+
+    def encode(self, leaves: torch.Tensor, transitions) -> torch.Tensor:
+        """Gold mode: leaves <float>[S, N, 2H] ([h; c] of each token slot),
+        transitions <int>[S, T] (NumPy or a tensor) -> encodings <float>[S, H]."""
+        return self._run(leaves, _on_device(transitions, leaves.device), "gold", None, head=False)["encodings"]
+
+    def parse(self, leaves: torch.Tensor, transitions, mode: str = "predicted",
+              uniforms: np.ndarray | None = None) -> SentenceParses:
+        """Run S sentences with the transition head, in ``mode`` (docs/spec.md §7).
+
+        Args:
+          leaves: <float>[S, N, 2H], [h; c] of each token slot.
+          transitions: <int>[S, T] (NumPy or a tensor). Gold mode follows
+            them (teacher forcing: the head scores every step); predicted and
+            sampled mode use only each row's number of SHIFTs, n.
+          mode: "gold", "predicted" or "sampled".
+          uniforms: sampled mode: <float>[S, T]; step t of sentence s uses
+            uniforms[s, t].
+
+        Returns shared.parsing.SentenceParses: the transitions followed as a
+        NumPy array on the host (gold mode: the given ones; otherwise the
+        decisions, read back once, after the loop), everything else a tensor
+        that keeps its graph (logprob and entropy included).
+        """
+        device = leaves.device
+        if mode == "sampled":
+            uniforms = torch.as_tensor(np.asarray(uniforms), dtype=torch.float64, device=device)
+        out = self._run(leaves, _on_device(transitions, device), mode, uniforms, head=True)
+        if mode == "gold":  # the host's own copy
+            followed = transitions.cpu().numpy() if torch.is_tensor(transitions) else np.asarray(transitions)
+        else:
+            followed = out["transitions"].cpu().numpy()
+        self.last_host_syncs = 0
+        return SentenceParses(out["encodings"], followed.astype(np.int32), out["transition_logits"], out["logprob"],
+                              out["entropy"])
+
+    def _run(self, leaves: torch.Tensor, transitions: torch.Tensor, mode: str, uniforms: torch.Tensor | None,
+             head: bool) -> dict[str, torch.Tensor]:
         """S sentences through T steps, on the device.
 
         Args:
@@ -95,7 +145,7 @@ class MaskedSPINN(SPINN):
             state = (leaves.new_zeros((S, self.tracker_dim)), leaves.new_zeros((S, self.tracker_dim)))
         new_rows = torch.arange(N, N + T, device=device)  # row N + t of thin, as a tensor (not a constant)
         followed, step_logits = [], []  # per step: ops <int64>[S], t <float>[S, 2]
-        logprob = entropy = leaves.new_zeros(S, dtype=torch.float64)  # summed in float64, as model.py does
+        logprob = entropy = leaves.new_zeros(S, dtype=torch.float64)  # summed in float64, as lists.py does
 
         # ---- the loop -------------------------------------------------------
         # T iterations for every batch, and no Python `if` on a tensor's
@@ -128,7 +178,7 @@ class MaskedSPINN(SPINN):
             out["logprob"], out["entropy"] = logprob.to(leaves.dtype), entropy.to(leaves.dtype)
         return out
 
-    def step(self, thin, pointers, sp, bp, state, n_leaves, new_row, op, u, mode: str, head: bool) -> tuple:
+    def _step(self, thin, pointers, sp, bp, state, n_leaves, new_row, op, u, mode: str, head: bool) -> tuple:
         """One transition for every sentence, without side effects.
 
         thin <float>[N + T, S, 2H], pointers <int64>[S, N + 1], sp, bp <int64>[S],
@@ -152,7 +202,7 @@ class MaskedSPINN(SPINN):
         front = thin[bp, rows]
         can_shift = bp < n_leaves  # the buffer is not empty
         front = torch.where(can_shift[:, None], front, 0.0)
-        # ---- masks: the "if op == ..." of model.py, one bool per sentence.
+        # ---- masks: the "if op == ..." of lists.py, one bool per sentence.
         if mode == "gold":
             is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
         else:
@@ -176,7 +226,7 @@ class MaskedSPINN(SPINN):
             logits = self.tracker.transition_logits(tracking)  # [S, 2] = (t_S, t_R)
             step_logprob = step_entropy = None
             if mode != "gold":
-                # ---- the decision. model.py copies t to Python here and
+                # ---- the decision. lists.py copies t to Python here and
                 # branches; here it stays on the device as two masks that
                 # take the place of the gold op's.
                 is_shift, is_reduce, step_logprob, step_entropy = _decide(logits, u, can_shift, can_reduce, mode)
@@ -212,7 +262,7 @@ def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     if mode == "predicted":
         wants_reduce = diff > 0  # a tie SHIFTs
     else:
-        # In float64, as model.py and the reference compare u with p_R;
+        # In float64, as lists.py and the reference compare u with p_R;
         # log σ(x) = -softplus(-x) is stable, and p_R = exp(log σ(d)).
         diff = diff.double()
         log_p_reduce, log_p_shift = F.logsigmoid(diff), F.logsigmoid(-diff)
@@ -227,51 +277,8 @@ def _decide(logits, uniform, can_shift, can_reduce, mode: str):
     return is_shift, is_reduce, step_logprob, step_entropy
 
 
-class MaskedClassifier(SNLIClassifier):
-    """model.SNLIClassifier (same parameters, embedding, MLP) with the masked
-    encoder. ``forward`` and ``parse`` take the same arguments as the
-    list-based model's, so train.py drives both alike; ``program`` is the
-    whole computation on device tensors."""
-
-    encoder_class = MaskedSPINN
-
-    def program(self, tokens: torch.Tensor, transitions: torch.Tensor, uniforms: torch.Tensor | None,
-                mode: str, head: bool) -> dict[str, torch.Tensor]:
-        """tokens <int64>[2B, N], transitions <int64>[2B, T] (premises first),
-        uniforms <float64>[2B, T] or None -> MaskedSPINN.run's dict plus
-        logits <float>[B, 3]."""
-        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H], as model.py's encode
-        out = self.spinn.run(leaves, transitions, mode, uniforms, head)
-        B = tokens.shape[0] // 2
-        out["logits"] = self.classify(out["encodings"][:B], out["encodings"][B:])
-        return out
-
-    def _call(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions, mode,
-              head, uniforms=None):
-        tokens = torch.cat([premise_tokens, hypothesis_tokens])  # [2B, N], one batch of sentences
-        transitions = np.concatenate([np.asarray(premise_transitions), np.asarray(hypothesis_transitions)])
-        device = tokens.device
-        on_device = torch.as_tensor(transitions.astype(np.int64), device=device)
-        if uniforms is not None:
-            uniforms = torch.as_tensor(np.concatenate([np.asarray(uniforms[0]), np.asarray(uniforms[1])]),
-                                       dtype=torch.float64, device=device)
-        return self.program(tokens, on_device, uniforms, mode, head), transitions
-
-    def forward(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions):
-        """As model.SNLIClassifier.forward: -> premise, hypothesis <float>[B, H], logits <float>[B, 3]."""
-        out, _ = self._call(premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-                            "gold", head=False)
-        B = premise_tokens.shape[0]
-        return out["encodings"][:B], out["encodings"][B:], out["logits"]
-
-    def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-              mode: str = "predicted", uniforms=None) -> tuple[SentenceParses, torch.Tensor]:
-        """As model.SNLIClassifier.parse: -> (SentenceParses of the 2B sentences, logits <float>[B, 3])."""
-        out, transitions = self._call(premise_tokens, premise_transitions, hypothesis_tokens,
-                                      hypothesis_transitions, mode, head=True, uniforms=uniforms)
-        # Gold mode follows the host's own copy; otherwise the decisions come
-        # back once, after the loop, as part of the result.
-        followed = transitions if mode == "gold" else out["transitions"].cpu().numpy()
-        parses = SentenceParses(out["encodings"], followed.astype(np.int32), out["transition_logits"],
-                                out["logprob"], out["entropy"])
-        return parses, out["logits"]
+def _on_device(transitions, device: torch.device) -> torch.Tensor:
+    """Transitions <int>[S, T], NumPy or a tensor -> <int64>[S, T] on ``device``."""
+    if torch.is_tensor(transitions):
+        return transitions.to(device=device, dtype=torch.int64)
+    return torch.as_tensor(np.asarray(transitions, dtype=np.int64), device=device)

@@ -1,12 +1,18 @@
 """What the harness needs from pytorch besides the model (shared/platform.py).
 
 The library is imported inside the methods only: the process settings are
-read before it is imported.
+read before it is imported. ``launch`` starts the K processes of a
+data-parallel job (``bench train --replicas K``) under PyTorch's elastic
+launcher; each then trains through replicas.py.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
+import sys
+import uuid
 
 from shared.platform import Platform as PlatformBase
 
@@ -23,7 +29,6 @@ class Platform(PlatformBase):
         return int(os.environ["RANK"]) if "RANK" in os.environ and "WORLD_SIZE" in os.environ else None
 
     def launch(self, replicas: int, argv: list[str]) -> int:
-        from impl_pytorch.replicas import _launch
         return _launch(replicas, argv)
 
     def use_private_caches(self, path: str) -> None:
@@ -86,3 +91,37 @@ class Platform(PlatformBase):
             self.synchronize(device)
             return out
         return run
+
+
+def _launch(replicas: int, argv: list[str]) -> int:
+    """``python -m bench *argv`` as ``replicas`` processes under PyTorch's
+    elastic launcher (what ``torchrun`` runs), with ``RANK``, ``WORLD_SIZE``,
+    ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` set in each. With no
+    restarts allowed, it stops the others as soon as one fails: 0 when all
+    end well, else one line on stderr and the failed replica's exit status (1
+    if it was killed by a signal); ``--resume`` goes on from the last checkpoint."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    for name in ("torch.distributed.elastic", "torch.distributed.launcher"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # its own account of a failure: ours is one line
+    # K processes on a host's cores: each gets its share of threads, as torchrun does.
+    if "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // replicas))
+    # DDP's once-only notice that find_unused_parameters costs a graph traversal
+    # (it does, and is needed: see replicas.py) would be printed by every replica.
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=replicas, run_id=f"spinn-{uuid.uuid4().hex[:8]}",
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0, monitor_interval=0.2,
+                          start_method="spawn")
+    try:
+        elastic_launch(config, sys.executable)("-m", "bench", *argv)
+    except ChildFailedError as err:
+        rank, failure = err.get_first_failure()
+        code = failure.exitcode
+        how = (f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.Signals._value2member_map_
+               else f"ended with exit status {code}")
+        print(f"error: replica {rank} of {replicas} {how}; the others were stopped. The run folder holds the last "
+              "checkpoint: the same command with --resume goes on from it", file=sys.stderr)
+        return code if code > 0 else 1
+    return 0

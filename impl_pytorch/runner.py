@@ -9,39 +9,48 @@ Options beyond the common interface, so that only the model differs between
 the variants of docs/runner-interface.md (training, optimizers and parse
 modes are the same code, train.py):
 
-* ``algorithm="lists" | "masked"``: model.py's Python lists (the default),
-  or masked.py's padded arrays, pointers and masks (``pytorch-masked``).
+* ``algorithm="lists" | "masked" | "levels"``: the family module whose
+  ``SPINN`` the classifier runs, imported when the runner is built (only that
+  one): lists.py's Python lists (the default), masked.py's padded arrays,
+  pointers and masks (``pytorch-masked``), or levels.py's level schedule made
+  on the host for every batch (``pytorch-levels``; gold transitions only, the
+  rest refused: ``unsupported``). With levels, ``last_graph`` holds the last
+  call's levels and rows and ``last_phases`` its ``schedule`` (seconds on the host).
 * ``compile=True``: torch.compile of the masked step (``pytorch-compiled``,
   compiled.py); ``compile_stats()`` then counts graphs, compile time,
   graph breaks and Inductor's cache per method. A string names another
   torch.compile backend (the tests use ``"aot_eager"``).
 * ``compile_mode="reduce-overhead"``: the same, with Inductor's CUDA graphs
   (``pytorch-cudagraphs``): each compiled step is one graph replay on a GPU.
+* ``replicas=K``: this process is one of K that DistributedDataParallel keeps
+  in step (replicas.py, imported only then).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from shared import optimizers
 from shared.batching import PairBatch
+from shared.levels import LEVELS_UNSUPPORTED
 from shared.params import ModelConfig
+from shared.parsing import Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
-from shared.parsing import Parsed
 
-from . import compiled, convert, reinforce, train
-from .masked import MaskedClassifier
+from . import convert, reinforce, train
 from .classifier import SNLIClassifier
+from .params import canonical_parameters
 
-# "lists": model.py, define-by-run (the default). "masked": masked.py, the
-# padded-array algorithm of impl_jax in PyTorch eager (and, with
-# compile=True, under torch.compile).
-ALGORITHMS = ("lists", "masked")
+# The family modules (bench/frameworks.py FAMILY_MODULES): "lists", define-by-run
+# (the default); "masked", the padded-array algorithm of impl_jax in PyTorch
+# eager (and, with compile=True, under torch.compile); "levels", a level
+# schedule made on the host, one batched Reduce per level.
+ALGORITHMS = ("lists", "masked", "levels")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -80,92 +89,103 @@ class Runner(RunnerBase):
         # The lists algorithm reads each decision back to Python (last_host_syncs counts
         # those reads per parse); the masked one keeps decisions on the device.
         self.reads_decisions_on_host = algorithm == "lists"
-        model_class = MaskedClassifier if algorithm == "masked" else SNLIClassifier
-        self.model = convert.from_canonical(params, config, dtype=dtype, device=self.device, dropout=dropout,
-                                            model_class=model_class)
+        if algorithm == "levels":  # a schedule made on the host follows the given (gold) transitions only
+            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
+        # replicas > 1: this process is one of K that DistributedDataParallel
+        # keeps in step (replicas.py); each trains on its share of every batch.
+        self.replicas = check_replicas(replicas)
+        if self.replicas > 1:
+            if compile:
+                raise ValueError("replicas and compile exclude each other here")
+            from .replicas import replica_devices
+            self.device = replica_devices(self.device, self.replicas)
+        family = importlib.import_module(f"{__package__}.{algorithm}")
+        self.model = convert.from_canonical(params, _build(config, family.SPINN, convert.resolve_dtype(dtype),
+                                                           self.device, dropout))
         # compile=True: torch.compile (Inductor) of the masked step, its cost counted per runner
         # method; a string names another torch.compile backend (e.g. "aot_eager": capture and
         # autograd without code generation).
         self._compiled = None
         if compile:
+            from .compiled import compile_model
             backend = "inductor" if compile is True else str(compile)
-            self._compiled = compiled.compile_model(self.model, backend, compile_mode)
+            self._compiled = compile_model(self.model, backend, compile_mode)
             if compile_mode == "reduce-overhead":
                 self.warmup_calls = 2  # Inductor runs a new graph once, then records its CUDA graph
         elif compile_mode is not None:
             raise ValueError("compile_mode needs compile=True")
-        # replicas > 1: this process is one of K that DistributedDataParallel
-        # keeps in step (replicas.py); each trains on its share of every batch.
-        self._replicas = None
-        if check_replicas(replicas) > 1:
-            if compile:
-                raise ValueError("replicas and compile exclude each other here")
-            from .replicas import _Replicas, replica_devices
-            self.device = replica_devices(self.device, replicas)
-            self.model.to(self.device)
-            self._replicas = _Replicas(self.model, replicas, self.device, transition_weight)
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
+        arrays = batch.arrays()
         with self._counted("encode", batch), torch.inference_mode():  # no graph is recorded at all
-            premise, hypothesis, logits = self.model(*train._model_inputs(batch, self.device))
+            premise, hypothesis, logits = self.model(arrays.premise_tokens, arrays.premise_transitions,
+                                                     arrays.hypothesis_tokens, arrays.hypothesis_transitions)
         self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
+        self._read_encoder()
         return tuple(t.cpu().numpy() for t in (premise, hypothesis, logits))
 
     def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
         with self._counted("loss_and_grads", batch):
-            return train.loss_and_grads(self.model, batch, self.device, self.transition_weight)
+            loss, grads = train.loss_and_grads(self.model, batch.arrays(), transition_weight=self.transition_weight)
+        self._read_encoder()
+        return loss, convert.grads_to_canonical(self.model, grads)
 
     def _parse(self, batch: PairBatch, mode: str, uniforms: tuple[np.ndarray, np.ndarray] | None) -> Parsed:
         with self._counted(f"parse:{mode}", batch):
-            parsed, self.last_host_syncs = train.parse(self.model, batch, self.device, mode, uniforms)
+            parses, logits = train.parse(self.model, batch.arrays(), mode, uniforms)
+            parsed = split_pairs(parses, logits, lambda t: t.cpu().numpy() if torch.is_tensor(t) else t)
+        self.last_host_syncs = self.model.spinn.last_host_syncs
+        self._read_encoder()
         return parsed
 
     def _reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
                                   baseline: float) -> tuple[float, dict[str, np.ndarray], np.ndarray]:
-        return reinforce.loss_and_grads(self.model, batch, self.device, uniforms, baseline,
-                                        self.reinforce_weight, self.entropy_weight)
+        loss, grads, rewards = reinforce.loss_and_grads(self.model, batch.arrays(), uniforms, baseline,
+                                                        reinforce_weight=self.reinforce_weight,
+                                                        entropy_weight=self.entropy_weight)
+        return loss, convert.grads_to_canonical(self.model, grads), rewards
 
     def _reinforce_step(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray], baseline: float) -> dict:
-        if self._replicas is not None:
+        if self.replicas > 1:
             raise NotImplementedError("REINFORCE steps with replicas are not built for PyTorch (its sampled "
                                       "parses would need the shared uniforms of each replica's rows)")
-        record = reinforce.train_step(self.model, self.optimizer, batch, self.device, uniforms, baseline,
-                                      self.reinforce_weight, self.entropy_weight, seed=self.seed, step=self.steps,
-                                      frozen=self._optimizer_spec[2])
+        record = reinforce.train_step(self.model, self.optimizer, batch.arrays(), uniforms, baseline, seed=self.seed,
+                                      step=self.steps, reinforce_weight=self.reinforce_weight,
+                                      entropy_weight=self.entropy_weight)
         self.steps += 1
         return record
 
     def set_optimizer(self, name: str, lr: float, *, frozen: Sequence[str] = (), **hyper) -> None:
         self.optimizer = train.make_optimizer(name, self.model, lr, frozen=frozen, **hyper)
-        self._optimizer_spec = (name, optimizers.resolve(name, hyper), tuple(frozen))
 
     def set_learning_rate(self, lr: float) -> None:
         self._need_optimizer()
         train.set_learning_rate(self.optimizer, lr)
 
     def _train_step(self, batch: PairBatch) -> float:
-        if self._replicas is not None:
+        if self.replicas > 1:
             from .replicas import replica_train_step
             loss, self.last_phases, self.last_replica_seconds = replica_train_step(
-                self._replicas, batch, self.optimizer, seed=self.seed, step=self.steps,
-                frozen=self._optimizer_spec[2])
+                self.model, self.optimizer, batch.arrays(), seed=self.seed, step=self.steps,
+                transition_weight=self.transition_weight)
             self.steps += 1
             return loss
         with self._counted("train_step", batch):
-            loss = train.train_step(self.model, self.optimizer, batch, self.device, seed=self.seed,
-                                    step=self.steps, frozen=self._optimizer_spec[2],
+            loss = train.train_step(self.model, self.optimizer, batch.arrays(), seed=self.seed, step=self.steps,
                                     transition_weight=self.transition_weight)
+        self._read_encoder()
         self.steps += 1
         return loss
 
     def optimizer_state(self) -> dict[str, np.ndarray]:
         self._need_optimizer()
-        return train.optimizer_state(self.model, self.optimizer, *self._optimizer_spec, step=self.steps)
+        return train.optimizer_state(self.model, self.optimizer, self.steps)
 
     def load_optimizer_state(self, state: Mapping[str, np.ndarray]) -> None:
         self._need_optimizer()
-        self.steps = train.load_optimizer_state(self.model, self.optimizer, *self._optimizer_spec, state)
+        train.load_optimizer_state(self.model, self.optimizer, state)
+        self.steps = int(state["step"])
 
     def get_params(self) -> dict[str, np.ndarray]:
         return convert.to_canonical(self.model)
@@ -184,13 +204,20 @@ class Runner(RunnerBase):
         B, N = np.shape(batch.premise_tokens)
         return self._compiled.count(program, (B, N, np.shape(batch.premise_transitions)[1]))
 
+    def _read_encoder(self) -> None:
+        """The levels family leaves what its last call scheduled on its encoder:
+        the levels and the rows each cell computed, and the seconds the host
+        spent making the schedule."""
+        if self.algorithm == "levels":
+            self.last_graph = dict(self.model.spinn.last_graph)
+            self.last_phases = dict(self.model.spinn.last_phases)
+
     # -- what the define-by-run graph looks like (bench explain) ------------
 
     def _record_loss(self, batch: PairBatch) -> torch.Tensor:
         """The eval-mode loss of ``batch`` with the autograd graph recorded for
         it: ``loss.grad_fn`` is the root, ``loss.backward()`` walks and frees it."""
-        self.model.eval()
-        return train.batch_loss(self.model, batch, self.device)
+        return train.batch_loss(self.model, batch.arrays())
 
     @contextlib.contextmanager
     def _count_calls(self) -> Iterator[dict[str, int]]:
@@ -217,4 +244,13 @@ class Runner(RunnerBase):
 
     def _parameter_names(self) -> dict[int, str]:
         """id() of each parameter tensor -> its canonical name."""
-        return {id(param): name for name, param in train._canonical_parameters(self.model).items()}
+        return {id(param): name for name, param in canonical_parameters(self.model).items()}
+
+
+def _build(config: ModelConfig, encoder, dtype: torch.dtype, device: torch.device, dropout: float) -> SNLIClassifier:
+    """An SNLIClassifier with ``encoder`` (a family's SPINN class) on ``device`` in
+    ``dtype``, its parameters allocated and not yet set (convert.from_canonical sets
+    them): built on the meta device, so PyTorch's own initialisers never run."""
+    with torch.device("meta"):
+        model = SNLIClassifier(config, encoder=encoder, dropout=dropout)
+    return model.to_empty(device=device).to(dtype)

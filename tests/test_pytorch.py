@@ -1,8 +1,8 @@
 """PyTorch-specific checks (the agreement with the reference, and the one
 host read per step with a choice, live in test_contract.py): the .npz round
-trip, dropout, the per-batch graph, _batch/_unbatch, float64 end to end, and
-for parses decided by the model: the count of steps with a choice, a graph
-that follows the chosen trees, differentiable logprob and entropy."""
+trip, dropout, the per-batch graph, the cells' batching, float64 end to end,
+and for parses decided by the model: the count of steps with a choice, a
+graph that follows the chosen trees, differentiable logprob and entropy."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from impl_pytorch import convert, train
-from impl_pytorch.cells import Reduce, _batch, _unbatch
+from impl_pytorch.cells import Reduce
+from impl_pytorch.dropout import seeded
 from impl_pytorch.runner import Runner
 from shared import parsing, reference
 from shared.batching import make_pair_batch
@@ -21,6 +22,15 @@ from shared.runner import CompileStats
 from shared.snli import Pair
 from shared.transitions import PAD, REDUCE, SHIFT
 from tests.helpers import assert_npz_files_identical, shaped_sentence, small_config_for, steps_with_a_choice
+
+
+def build(params, config, dtype: str = "float32", algorithm: str = "lists") -> torch.nn.Module:
+    """The classifier a runner builds (on the CPU, in ``dtype``, ``params`` copied in by convert.from_canonical)."""
+    return Runner(params, config, dtype=dtype, algorithm=algorithm).model
+
+
+def labels_of(batch) -> torch.Tensor:
+    return torch.as_tensor(batch.labels.astype(np.int64))
 
 
 # --------------------------------------------------------------------------
@@ -35,14 +45,14 @@ def test_load_save_npz_bit_identical(tmp_path, vocab, dtype, tracker_dim, mlp_la
     first, second = tmp_path / "first.npz", tmp_path / "second.npz"
     save_params(first, init_params(config, seed=1, dtype=dtype), config, vocab.words)
     loaded = load_params(first)
-    model = convert.from_canonical(loaded.params, loaded.config, dtype=np.dtype(dtype).name)
+    model = build(loaded.params, loaded.config, dtype=np.dtype(dtype).name)
     save_params(second, convert.to_canonical(model), model.config, loaded.vocab)
     assert_npz_files_identical(first, second)
 
 
 def test_kernels_are_transposed_into_linear_weights(small_config):
     params = init_params(small_config, seed=2)
-    model = convert.from_canonical(params, small_config)
+    model = build(params, small_config)
     state = model.state_dict()
     for name, (torch_name, transposed) in convert.name_map(small_config).items():
         expected = params[name].T if transposed else params[name]
@@ -68,17 +78,21 @@ def test_model_does_not_share_memory_with_the_given_arrays(small_config, small_b
 @pytest.mark.parametrize("name", ["reduce.right.kernel", "tracker.bias", "mlp.1.kernel"])
 def test_missing_entry_is_named(small_config, name):
     params = init_params(small_config, seed=2)
+    model = build(params, small_config)
     del params[name]
     with pytest.raises(ParamError, match=f"missing parameter '{name}'"):
-        convert.from_canonical(params, small_config)
+        convert.from_canonical(params, model)
+    with pytest.raises(ParamError, match=f"missing parameter '{name}'"):
+        Runner(params, small_config)
 
 
 @pytest.mark.parametrize("name", ["tracker.kernel_input", "projection.bias", "output.kernel"])
 def test_wrong_shape_is_named(small_config, name):
     params = init_params(small_config, seed=2)
+    model = build(params, small_config)
     params[name] = params[name].T if params[name].ndim == 2 else params[name][:-1]
     with pytest.raises(ParamError, match=f"'{name}' has shape"):
-        convert.from_canonical(params, small_config)
+        convert.from_canonical(params, model)
 
 
 def test_bad_file_entries_are_named(tmp_path, small_config, vocab):
@@ -106,7 +120,7 @@ def test_dropout_acts_in_training_only(small_config, small_batch):
     noisy = Runner(params, small_config, dtype="float64", dropout=0.5)
     plain = Runner(params, small_config, dtype="float64", dropout=0.0)
     device = torch.device("cpu")
-    inputs = train._model_inputs(small_batch, device)
+    inputs = small_batch.arrays()[:4]  # tokens and transitions, premise then hypothesis
 
     # Eval mode: deterministic, and the same as a model without dropout.
     first, second, without = noisy.encode(small_batch), noisy.encode(small_batch), plain.encode(small_batch)
@@ -117,7 +131,7 @@ def test_dropout_acts_in_training_only(small_config, small_batch):
     # and the same (seed, step) draws the same ones.
     def train_logits(runner, seed, step):
         runner.model.train()
-        with torch.no_grad(), train._dropout_randomness(seed, step, device):
+        with torch.no_grad(), seeded(seed, step, device):
             return runner.model(*inputs)[2].numpy()
 
     rng_state = torch.get_rng_state()
@@ -193,12 +207,10 @@ def test_graph_is_rebuilt_per_batch_from_the_trees(small_config, vocab):
     left_batch, mixed_batch = make_pair_batch(same_shape, vocab), make_pair_batch(mixed, vocab)
     assert left_batch.premise_transitions.shape == mixed_batch.premise_transitions.shape == (3, 11)
 
-    model = convert.from_canonical(init_params(small_config, seed=4), small_config)
-    model.eval()
-    device = torch.device("cpu")
+    model = build(init_params(small_config, seed=4), small_config)
 
     def nonlinearities(pair_batch):
-        nodes = autograd_nodes(train.batch_loss(model, pair_batch, device))
+        nodes = autograd_nodes(train.batch_loss(model, pair_batch.arrays()))  # eval mode
         return count(nodes, "TanhBackward0"), count(nodes, "SigmoidBackward0"), len(nodes)
 
     def transitions(pair_batch):
@@ -218,9 +230,8 @@ def test_graph_is_rebuilt_per_batch_from_the_trees(small_config, vocab):
 
 
 def test_graph_matches_prediction_on_real_parses(small_config, small_batch):
-    model = convert.from_canonical(init_params(small_config, seed=4), small_config)
-    model.eval()
-    nodes = autograd_nodes(train.batch_loss(model, small_batch, torch.device("cpu")))
+    model = build(init_params(small_config, seed=4), small_config)
+    nodes = autograd_nodes(train.batch_loss(model, small_batch.arrays()))
     transitions = np.concatenate([small_batch.premise_transitions, small_batch.hypothesis_transitions])
     assert (count(nodes, "TanhBackward0"), count(nodes, "SigmoidBackward0")) == \
         predicted_nonlinearities(transitions)
@@ -231,23 +242,28 @@ def test_graph_matches_prediction_on_real_parses(small_config, small_batch):
 # --------------------------------------------------------------------------
 
 
-def test_batch_unbatch_round_trip():
-    rng = torch.Generator().manual_seed(0)
-    items = [(torch.randn(5, generator=rng), torch.randn(5, generator=rng)) for _ in range(4)]
-    h, c = _batch(items)
-    assert h.shape == c.shape == (4, 5)
-    back = _unbatch((h, c))
-    assert len(back) == 4
-    for (h0, c0), (h1, c1) in zip(items, back):
-        assert torch.equal(h0, h1) and torch.equal(c0, c1)
-    h2, c2 = _batch(back)
-    assert torch.equal(h2, h) and torch.equal(c2, c)
+def test_cells_batch_the_items_of_the_lists_and_give_each_its_row_back():
+    """Reduce called as a module (lists.py's way) on K items stacks them into
+    rows, composes them in one call and gives item k row k back: the same
+    numbers as compose on the rows already batched (masked.py's and levels.py's way)."""
+    torch.manual_seed(0)
+    H, D, K = 5, 3, 4
+    reduce = Reduce(H, D, dtype=torch.float64)
+    rows = [torch.randn(K, H, dtype=torch.float64) for _ in range(4)]
+    tracking = torch.randn(K, D, dtype=torch.float64)
+    lefts, rights = list(zip(rows[0].unbind(0), rows[1].unbind(0))), list(zip(rows[2].unbind(0), rows[3].unbind(0)))
+    items = reduce(lefts, rights, list(tracking.unbind(0)))
+    h, c = reduce.compose((rows[0], rows[1]), (rows[2], rows[3]), tracking)
+    assert len(items) == K
+    for k, (h_k, c_k) in enumerate(items):
+        assert h_k.shape == c_k.shape == (H,)
+        assert torch.equal(h_k, h[k]) and torch.equal(c_k, c[k])
 
 
 def test_reduce_matches_the_spec_formula():
     torch.manual_seed(0)
     H, D = 4, 3
-    reduce = Reduce(H, D).double()
+    reduce = Reduce(H, D, dtype=torch.float64)
     left = (torch.randn(H, dtype=torch.float64), torch.randn(H, dtype=torch.float64))
     right = (torch.randn(H, dtype=torch.float64), torch.randn(H, dtype=torch.float64))
     tracking = torch.randn(D, dtype=torch.float64)
@@ -262,7 +278,7 @@ def test_reduce_matches_the_spec_formula():
 def test_pad_anywhere_changes_nothing(small_config, vocab):
     """PAD in the middle of a sequence is a no-op too, for the tracker as well."""
     params = init_params(small_config, seed=5, dtype=np.float64)
-    model = convert.from_canonical(params, small_config, dtype="float64")
+    model = build(params, small_config, dtype="float64")
     model.eval()
     ops = [SHIFT, SHIFT, REDUCE, SHIFT, SHIFT, REDUCE, REDUCE]
     padded = [PAD, SHIFT, PAD, PAD, SHIFT, REDUCE, PAD, SHIFT, SHIFT, PAD, REDUCE, REDUCE, PAD]
@@ -282,7 +298,7 @@ def test_pad_anywhere_changes_nothing(small_config, vocab):
     ([SHIFT, SHIFT, 3, PAD], "sentence 0, step 2: unknown transition code 3"),
 ])
 def test_bad_transitions_raise(small_config, transitions, message):
-    model = convert.from_canonical(init_params(small_config, seed=5), small_config)
+    model = build(init_params(small_config, seed=5), small_config)
     with torch.no_grad(), pytest.raises(ValueError, match=message):
         model.encode(torch.tensor([[5, 6]]), np.array([transitions]))
 
@@ -323,13 +339,21 @@ def test_device_argument(small_config, small_batch):
 def test_optimizers_are_torch_optim(small_config):
     runner = Runner(init_params(small_config, seed=9), small_config)
     runner.set_optimizer("sgd", lr=0.1, momentum=0.9)
-    assert isinstance(runner.optimizer, torch.optim.SGD) and runner.optimizer.defaults["momentum"] == 0.9
-    runner.set_optimizer("adam", lr=0.1)
-    assert isinstance(runner.optimizer, torch.optim.Adam)
-    assert runner.optimizer.defaults["eps"] == 1e-8  # the shared default, whatever torch's is
+    assert isinstance(runner.optimizer, train.Optimizer)
+    assert (runner.optimizer.name, runner.optimizer.frozen) == ("sgd", ())
+    assert runner.optimizer.hyper["momentum"] == 0.9 and runner.optimizer.hyper["weight_decay"] == 0.0
+    inner = runner.optimizer.torch_optimizer
+    assert isinstance(inner, torch.optim.SGD) and inner.defaults["momentum"] == 0.9
+    runner.set_optimizer("adam", lr=0.1, frozen=("embed.embedding",))
+    inner = runner.optimizer.torch_optimizer
+    assert isinstance(inner, torch.optim.Adam) and runner.optimizer.frozen == ("embed.embedding",)
+    assert inner.defaults["eps"] == 1e-8  # the shared default, whatever torch's is
+    given = {id(param) for group in inner.param_groups for param in group["params"]}
+    assert id(runner.model.embed.weight) not in given and len(given) == len(list(runner.model.parameters())) - 1
     runner.set_optimizer("rmsprop", lr=0.1)
-    assert isinstance(runner.optimizer, torch.optim.RMSprop)
-    assert runner.optimizer.defaults["alpha"] == 0.9  # shared rho, not torch's 0.99
+    inner = runner.optimizer.torch_optimizer
+    assert isinstance(inner, torch.optim.RMSprop)
+    assert inner.defaults["alpha"] == 0.9  # shared rho, not torch's 0.99
     with pytest.raises(ValueError, match="unknown optimizer 'adagrad'"):
         runner.set_optimizer("adagrad", lr=0.1)
     assert runner.compile_stats() == CompileStats()  # eager: nothing traced or compiled
@@ -368,13 +392,12 @@ def test_predicted_graph_follows_the_predicted_trees(vocab, small_batch):
     flipped = dict(params)
     flipped["tracker.transition.kernel"] = -params["tracker.transition.kernel"]
     flipped["tracker.transition.bias"] = params["tracker.transition.bias"] + np.array([0.0, 1.0])
-    device = torch.device("cpu")
-    labels = train._labels_tensor(small_batch, device)
+    labels = labels_of(small_batch)
 
     def graph(weights):
-        model = convert.from_canonical(weights, config, dtype="float64")
+        model = build(weights, config, dtype="float64")
         model.eval()
-        encoded, logits = model.parse(*train._model_inputs(small_batch, device), mode="predicted")
+        encoded, logits = model.parse(*small_batch.arrays()[:4], mode="predicted")
         nodes = autograd_nodes(torch.nn.functional.cross_entropy(logits, labels))
         return encoded.transitions, (count(nodes, "TanhBackward0"), count(nodes, "SigmoidBackward0")), len(nodes)
 
@@ -395,20 +418,19 @@ def test_sampled_logprob_and_entropy_are_differentiable(vocab, small_batch):
     ref_loss, ref_grads, ref_rewards = reference.reinforce_loss_and_grads(
         params, config, small_batch, u, baseline, reinforce_weight, entropy_weight)
 
-    model = convert.from_canonical(params, config, dtype="float64")
+    model = build(params, config, dtype="float64")
     model.eval()
-    device = torch.device("cpu")
-    encoded, logits = model.parse(*train._model_inputs(small_batch, device), mode="sampled", uniforms=u)
+    encoded, logits = model.parse(*small_batch.arrays()[:4], mode="sampled", uniforms=u)
     assert encoded.logprob.requires_grad and encoded.entropy.requires_grad
     B = small_batch.size
-    ce = torch.nn.functional.cross_entropy(logits, train._labels_tensor(small_batch, device), reduction="none")
+    ce = torch.nn.functional.cross_entropy(logits, labels_of(small_batch), reduction="none")
     rewards = -ce.detach()
     logprob = encoded.logprob[:B] + encoded.logprob[B:]
     entropy = encoded.entropy[:B] + encoded.entropy[B:]
     loss = (ce.mean() - reinforce_weight * ((rewards - baseline) * logprob).mean()
             - entropy_weight * entropy.mean())
     loss.backward()
-    grads = convert.grads_to_canonical(model)
+    grads = convert.grads_to_canonical(model, {name: param.grad for name, param in model.named_parameters()})
     assert abs(loss.item() - ref_loss) <= 1e-12
     assert max_abs_err(rewards.numpy(), ref_rewards) <= 1e-12
     errors = grad_rel_errs(grads, ref_grads)
@@ -423,7 +445,7 @@ def test_head_loads_trains_and_saves(tmp_path, vocab, small_batch):
     first, second = tmp_path / "first.npz", tmp_path / "second.npz"
     save_params(first, params, config, vocab.words)
     loaded = load_params(first)
-    model = convert.from_canonical(loaded.params, loaded.config)
+    model = build(loaded.params, loaded.config)
     assert model.spinn.tracker.transition is not None
     save_params(second, convert.to_canonical(model), loaded.config, loaded.vocab)
     assert_npz_files_identical(first, second)
@@ -468,6 +490,6 @@ def check_explain(r: dict, batch: dict) -> None:
 
 def check_bad_input(t: dict, k: dict) -> None:
     """An exception from a line of your own code."""
-    assert t["outcome"] == "raised" and t["where"].startswith("impl_pytorch/model.py, in _shift_or_reduce")
+    assert t["outcome"] == "raised" and t["where"].startswith("impl_pytorch/lists.py, in _shift_or_reduce")
     assert "REDUCE with fewer than two items" in t["error"]
     assert k["outcome"] == "raised" and k["where"].startswith("impl_pytorch/classifier.py, in encode")
