@@ -8,7 +8,7 @@ values and gradients, against shared/reference.py (never against the framework's
 
 * JAX's levels.SPINN over one uniform schedule (shared.levels.uniform, its private ``_encode_scheduled``), and
   over that schedule cut into its segments (shared.levels.segments, ``_encode_segments``);
-* TensorFlow's level loop with the dense memory, which the runner picks on a GPU and under XLA (on a CPU graph
+* TensorFlow's level loop with the dense layout, which the runner picks on a GPU and under XLA (on a CPU graph
   it picks the TensorArray, which the contract runs).
 """
 
@@ -99,11 +99,11 @@ def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
 
 
 @pytest.mark.parametrize("tracker_dim", [0, 3])
-def test_tensorflow_levels_with_the_dense_memory_match_reference(tracker_dim, device, vocab, small_batch):
+def test_tensorflow_levels_with_the_dense_layout_match_reference(tracker_dim, device, vocab, small_batch):
     config = small_config_for(len(vocab), tracker_dim=tracker_dim)
     params = init_params(config, seed=9, dtype=np.float64)
-    runner = make_runner("tensorflow-levels", params, config, dtype="float64", device=device, memory="dense")
-    assert runner.memory == "dense"
+    runner = make_runner("tensorflow-levels", params, config, dtype="float64", device=device, layout="dense")
+    assert runner.layout == "dense"
     assert_encodes_like_reference(runner, params, config, small_batch, "float64")
     assert_grads_like_reference(runner, params, config, small_batch, "float64")
 
