@@ -198,7 +198,7 @@ register(Framework(
     name="jax", package="impl_jax", library="jax", extra="jax",
     implementations=(
         # The scan has T iterations; in inference those past the batch's last real step skip their work (a
-        # cond); the training step runs them all (impl_jax/model.py, SPINN.skip_tail).
+        # cond); the training step runs them all (impl_jax/masked.py, SPINN.skip_tail).
         Implementation("jax", MASKED, padding="loop", train_padding="arrays"),
         # The same, with the cond in the training step too: what running every step under jax.grad buys.
         Implementation("jax-tail-cond", MASKED, {"train_skip_tail": True}, opt_in=True, padding="loop"),
@@ -219,7 +219,7 @@ register(Framework(
     implementations=(
         # SPINN written for one sentence; a batch is a Python loop into one graph,
         # which DyNet batches as it evaluates it (on-the-fly operation batching).
-        # Timed as DyNet's users train: its own trainer, in C++ (impl_dynet/train.py, _NativeTrainer); bench train
+        # Timed as DyNet's users train: its own trainer, in C++ (impl_dynet/train.py, NativeTrainer); bench train
         # and the checkpoints keep the shared rules.
         Implementation("dynet", AUTOBATCH, {"autobatch": True}, {"trainer": "native"}, eager=True, padding="none"),
         # The same code with autobatching off: what the loop costs without it.

@@ -159,8 +159,8 @@ def _git(root: Path, *args: str) -> None:
 
 
 # The files two runs ran (as a real run's processes name them, much shortened): each its framework's and shared/.
-RAN = {"jax-run": ["bench/frameworks.py", "impl_jax/model.py", "impl_jax/runner.py", "shared/batching.py"],
-       "torch-run": ["bench/frameworks.py", "impl_pytorch/model.py", "impl_pytorch/runner.py", "shared/batching.py"]}
+RAN = {"jax-run": ["bench/frameworks.py", "impl_jax/masked.py", "impl_jax/runner.py", "shared/batching.py"],
+       "torch-run": ["bench/frameworks.py", "impl_pytorch/lists.py", "impl_pytorch/runner.py", "shared/batching.py"]}
 
 
 def _record(name: str, root: Path) -> dict:
@@ -210,7 +210,7 @@ def test_a_change_to_code_that_ran_lists_its_folder_and_names_the_file(checkout)
         f.write("\nTOUCHED = 1\n")
     stale = reproduce.check(checkout)
     assert list(stale) == ["jax-run"]  # the PyTorch run ran none of impl_jax
-    assert "changed since commit" in stale["jax-run"][0] and stale["jax-run"][0].endswith(": impl_jax/model.py")
+    assert "changed since commit" in stale["jax-run"][0] and stale["jax-run"][0].endswith(": impl_jax/masked.py")
 
 
 def test_a_shared_change_lists_every_folder_and_a_record_made_dirty_stays_stale(checkout):
