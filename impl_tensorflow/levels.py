@@ -81,11 +81,12 @@ class SPINN(tf.Module):
         of them (so they may be None) -> encodings <float>[S, H]."""
         return self._run(leaves, levels)
 
-    def parse(self, leaves: tf.Tensor, transitions: tf.Tensor, mode: str = "gold", uniforms=None, *,
+    def parse(self, leaves: tf.Tensor, transitions: tf.Tensor, mode: str = "predicted", uniforms=None, *,
               levels) -> SentenceParses:
-        """Gold mode only (the runner refuses the others: a decided parse
-        cannot be scheduled ahead): the gold parse with the head's logits at
-        every step, as masked.SPINN.parse returns it."""
+        """Gold mode only (the runner refuses the others, shared.levels.LEVELS_UNSUPPORTED:
+        a decided parse cannot be scheduled ahead): the gold parse with the
+        head's logits at every step, as masked.SPINN.parse returns it
+        (logprob and entropy zeros). ``uniforms`` is never read."""
         if mode != "gold":
             raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
         encodings, per_level = self._run(leaves, levels, head=True)
@@ -175,7 +176,7 @@ class LevelClassifier(SNLIClassifier):
         return premise, hypothesis, self.classify(premise, hypothesis)
 
     def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
-              mode: str = "gold", uniforms=None, *, levels):
+              mode: str = "predicted", uniforms=None, *, levels):
         """Gold mode only (SPINN.parse): SNLIClassifier.parse on the schedule ``levels``."""
         B = tf.shape(premise_tokens)[0]
         tokens = tf.concat([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
@@ -185,9 +186,9 @@ class LevelClassifier(SNLIClassifier):
 
 
 def host_schedule(batch, tracker: bool) -> tuple[tuple[np.ndarray, ...], dict]:
-    """A batch's ten schedule arrays (BatchArrays.levels; its premises and hypotheses, ragged:
-    every size ``None`` in the signature, so the loop runs the batch's own
-    levels, each its own width), and what they compute: ``levels``,
+    """A batch's ten schedule arrays (BatchArrays.levels: of its premises and
+    hypotheses, ragged: every size ``None`` in the signature, so the loop runs
+    the batch's own levels, each its own width), and what they compute: ``levels``,
     ``level_padding_pct`` (0: nothing is padded), ``reduce_rows`` and
     ``tracker_rows`` (the rows each cell computes)."""
     transitions = sentences_transitions(batch)

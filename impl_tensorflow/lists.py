@@ -99,46 +99,37 @@ class SPINN(tf.Module):
 
     def _run(self, leaves, transitions, mode: str = "gold", uniforms=None, with_head: bool = False) -> SentenceParses:
         """The Python loop behind encode and parse. Without the head only
-        ``encodings`` is filled in (the rest is None). The weights are read
-        once per call, not once per step (layers.read_once)."""
+        ``encodings`` is filled in (the rest is None)."""
         if not tf.executing_eagerly():
             raise RuntimeError("the lists SPINN branches in Python on the transitions; "
                                "call it eagerly, not inside tf.function (that is masked.py's SPINN)")
-        with read_once(*self._weights(with_head)):
-            return self._run_reading_once(leaves, transitions, mode, uniforms, with_head)
-
-    def _weights(self, with_head: bool) -> list[tf.Variable]:
-        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
-        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
-        head = [self.tracker.transition.kernel, self.tracker.transition.bias] if with_head else []
-        return tracker + [self.reduce.kernel, self.reduce.bias] + head
-
-    def _run_reading_once(self, leaves, transitions, mode: str, uniforms, with_head: bool) -> SentenceParses:
         lists = self._lists(leaves, np.asarray(transitions), mode, uniforms)  # transitions: the host copy Python reads
         self.last_host_syncs = 0
 
         # ---- the Python loop over steps: what runs at step t, and so what the
         # tape records, is decided here, by this batch's transitions (gold) or
-        # by what the model decided at the steps before.
-        for t in range(max(lists.num_steps, default=0)):
-            if mode == "gold":
-                active = [s for s in range(len(lists.stacks)) if lists.followed[s, t] != PAD]  # PAD changes nothing
-            else:
-                active = [s for s, n in enumerate(lists.num_steps) if t < n]  # the sentences not finished yet
-            if not active:
-                continue
-            tracking = self._track(lists, active)  # h_t <float>[K, D], or None
-            if with_head:
-                logits = self.tracker.transition_logits(tracking)  # [K, 2] = (t_S, t_R)
-                first_row = len(lists.step_rows)
-                lists.step_logits.append(logits)
-                lists.step_rows.extend(active)
-                lists.step_columns.extend([t] * len(active))
-            if mode == "gold":
-                ops = [int(lists.followed[s, t]) for s in active]
-            else:
-                ops = self._decide(lists, t, active, logits, first_row)
-            self._apply(lists, t, active, ops, tracking)
+        # by what the model decided at the steps before. The weights are read
+        # once per call, not once per step (layers.read_once, as in masked.py).
+        with read_once(*self._weights(with_head)):
+            for t in range(max(lists.num_steps, default=0)):
+                if mode == "gold":  # PAD changes nothing
+                    active = [s for s in range(len(lists.stacks)) if lists.followed[s, t] != PAD]
+                else:
+                    active = [s for s, n in enumerate(lists.num_steps) if t < n]  # the sentences not finished yet
+                if not active:
+                    continue
+                tracking = self._track(lists, active)  # h_t <float>[K, D], or None
+                if with_head:
+                    logits = self.tracker.transition_logits(tracking)  # [K, 2] = (t_S, t_R)
+                    first_row = len(lists.step_rows)
+                    lists.step_logits.append(logits)
+                    lists.step_rows.extend(active)
+                    lists.step_columns.extend([t] * len(active))
+                if mode == "gold":
+                    ops = [int(lists.followed[s, t]) for s in active]
+                else:
+                    ops = self._decide(lists, t, active, logits, first_row)
+                self._apply(lists, t, active, ops, tracking)
 
         for s, stack in enumerate(lists.stacks):
             if len(stack) != 3:
@@ -147,6 +138,12 @@ class SPINN(tf.Module):
         if not with_head:
             return SentenceParses(encodings, None, None, None, None)
         return _parses(lists, encodings)
+
+    def _weights(self, with_head: bool) -> list[tf.Variable]:
+        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
+        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
+        head = [self.tracker.transition.kernel, self.tracker.transition.bias] if with_head else []
+        return tracker + [self.reduce.kernel, self.reduce.bias] + head
 
     def _lists(self, leaves, transitions: np.ndarray, mode: str, uniforms) -> _Lists:
         """The batch on the host: a buffer and a stack of items <float>[2H] per sentence."""
@@ -276,8 +273,9 @@ def _choice_sums(step_logits, step_rows, choices, reduced, num_sentences: int):
     <float>[S] each: log p(action taken), and the entropy. ``step_logits``
     <float>[R, 2] and ``step_rows`` <int>[R]: the head's rows in the order the
     steps ran, and the sentence of each; ``choices``: the rows that were
-    choices, ``reduced``: whether each REDUCEd. Computed in float64 by head.py's choice_scores
-    (stable logs, p = exp(log p)), as masked.py's loop computes them, then cast back."""
+    choices, ``reduced``: whether each REDUCEd. Computed in float64 by
+    head.py's choice_scores (stable logs, p = exp(log p)), as masked.py's loop
+    computes them, then cast back."""
     chosen = tf.cast(tf.gather(step_logits, choices), tf.float64)  # [C, 2]
     diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
     log_p, p = choice_probabilities(diff)  # (log) (p_S, p_R), as masked.py

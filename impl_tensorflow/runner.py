@@ -193,7 +193,8 @@ class Runner(RunnerBase):
             self.last_phases = {"schedule": time.perf_counter() - start}
             arrays = arrays._replace(levels=levels)
         with tf.device(self.device):
-            return BatchArrays(*(tf.constant(a) for a in arrays[:5]), levels=tuple(tf.constant(a) for a in arrays.levels))
+            return BatchArrays(*(tf.constant(a) for a in arrays[:5]),
+                               levels=tuple(tf.constant(a) for a in arrays.levels))
 
     def _tensors(self, *arrays) -> list[tf.Tensor]:
         with tf.device(self.device):
@@ -239,11 +240,11 @@ class Runner(RunnerBase):
         # With replicas, XLA compiles each replica's forward and backward pass
         # (the all-reduce and the update run around it, outside XLA).
         strategy, xla_inside = self.strategy, self.xla and self.strategy is not None
+        if strategy is not None:
+            from .replicas import replica_train_step
 
         def train_step(batch, step):
             if strategy is not None:  # the batch split over the replicas: the same step
-                from .replicas import replica_train_step
-
                 with strategy.scope():
                     return replica_train_step(strategy, model, optimizer, batch, seed=seed, step=step,
                                               transition_weight=transition_weight, jit_compile=xla_inside)

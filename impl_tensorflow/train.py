@@ -266,7 +266,8 @@ def load_optimizer_state(model: SNLIClassifier, optimizer: Optimizer, state: Map
     for slot in optimizers.slots(name, hyper):
         for (tf_name, variable, _), keras_variable in zip(optimizer.trainable, _slot_variables(optimizer, slot)):
             parts = [np.asarray(state[f"{slot}/{canonical}"]) if canonical not in frozen
-                     else np.zeros((stop - start,) + tuple(variable.shape[1:])) for canonical, start, stop in blocks[tf_name]]
+                     else np.zeros((stop - start,) + tuple(variable.shape[1:]))
+                     for canonical, start, stop in blocks[tf_name]]
             value = _from_shared(name, slot, np.concatenate(parts, axis=0), lr)
             keras_variable.assign(value.astype(variable.dtype.as_numpy_dtype))
     optimizer.keras.iterations.assign(int(state[optimizers.STEP]))  # Adam's bias correction counts from here
