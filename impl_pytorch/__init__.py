@@ -11,9 +11,13 @@ read back to Python once per step with a choice (docs/decided-graphs.md).
 This is the algorithm of James Bradbury's 2017 PyTorch SPINN in today's
 PyTorch, with the arithmetic of docs/spec.md §3.
 
-The modules are those of every package (docs/surface.md). Beside them, for
-the variants matrix: ``masked.py`` runs impl_jax's algorithm (padded arrays,
-pointers, masks) with the same cells in PyTorch eager (runner option
-``algorithm="masked"``), and ``compiled.py`` puts it under ``torch.compile``
-(``compile=True``).
+The modules are those of every package (docs/surface.md). The encoder's
+algorithm is a family module, one ``SPINN`` class each, picked by the runner
+option ``algorithm``: ``lists.py`` (the above, the default), ``masked.py``
+(impl_jax's algorithm, padded arrays, pointers and masks, with the same cells
+in PyTorch eager; ``compiled.py`` puts its step under ``torch.compile``,
+``compile=True``) and ``levels.py`` (the batch's gold trees scheduled on the
+host into levels, one batched Reduce per level). ``dropout.py`` and
+``params.py`` hold what the training modules share: dropout's randomness
+and the parameters by canonical name.
 """

@@ -120,7 +120,10 @@ class SPINN(nn.Module):
         reads = torch.as_tensor(plan.reads, device=device)  # every level's table rows, one copy to the device
         # The table: the leaves, the zero row, then R rows that the levels write in order.
         table = _NodeTable(S * N + 1 + plan.reduce_rows, leaves)
-        token = _Write.apply(leaves.reshape(S * N, 2 * H), leaves.new_zeros(()), table, 0)
+        # The first token takes part in autograd's graph whenever one is recorded, so that the leaves'
+        # write is in it, its backward the last of the table's, even where the leaves need no gradient.
+        first = leaves.new_zeros((), requires_grad=torch.is_grad_enabled() and not torch.is_inference_mode_enabled())
+        token = _Write.apply(leaves.reshape(S * N, 2 * H), first, table, 0)
         active_all = reducing_all = state = None
         if D > 0:
             active_all = torch.as_tensor(plan.active, device=device)
@@ -205,9 +208,9 @@ class _Write(torch.autograd.Function):
     def backward(ctx, grad_token: torch.Tensor):
         # Every read of these rows came after this write, so its backward has run.
         table = ctx.table
-        grad = table.grad_rows()[ctx.offset:ctx.offset + ctx.rows].clone()
-        if ctx.offset == 0:  # the leaves, written first: the last backward of the batch, the buffer is done
-            table.grad = None
+        grad = table.grad_rows()[ctx.offset:ctx.offset + ctx.rows].clone() if ctx.needs_input_grad[0] else None
+        if ctx.offset == 0:  # the leaves, written first: the last backward of the table, the buffer is done
+            table.grad = None  # (a second backward through a retained graph starts from zeros)
         return grad, grad_token, None, None
 
 

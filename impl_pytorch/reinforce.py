@@ -1,12 +1,15 @@
 """REINFORCE (docs/spec.md §7), define-by-run.
 
-The sampled parse is ordinary Python: at every step where a sentence has a
-choice, the head's logits come back to the host (lists.py), Python compares
-each with its uniform number from the front end and takes the branch. The
-graph autograd records is the one these samples made, so ``backward()``
-walks exactly the trees that were followed; the decisions themselves are
-Python booleans and carry no gradient. Gradients reach the head only through
-the sampled actions' log-probabilities and the entropies, which stay tensors.
+With the lists family (lists.py, the default) the sampled parse is ordinary
+Python: at every step where a sentence has a choice, the head's logits come
+back to the host, Python compares each with its uniform number from the
+front end and takes the branch. The graph autograd records is the one these
+samples made, so ``backward()`` walks exactly the trees that were followed;
+the decisions themselves are Python booleans and carry no gradient. (The
+masked family decides the same way with masks on the device; the levels
+family cannot sample, and its runner refuses REINFORCE.) Gradients reach the
+head only through the sampled actions' log-probabilities and the entropies,
+which stay tensors.
 
 The rewards r_i = -CE_i are detached: the score-function term treats them
 as constants, as the reference does.
