@@ -1,6 +1,7 @@
 """TensorFlow-specific checks: one trace for every shape, the XLA variant,
-the canonical .npz round trip, dropout, float64, input checks, and parses
-decided by the model inside the graph (docs/spec.md §7).
+the canonical .npz round trip, dropout, float64, input checks, the modules a
+runner loads (its own family only), and parses decided by the model inside
+the graph (docs/spec.md §7).
 
 Agreement with the float64 reference on shared cases lives in
 test_contract.py; every number here is also measured against the
@@ -10,11 +11,14 @@ reference, never against TensorFlow itself.
 from __future__ import annotations
 
 import collections
+import json
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bench import ROOT
 from impl_tensorflow import convert, masked
 from impl_tensorflow.classifier import SNLIClassifier
 from impl_tensorflow.runner import BATCH, Runner
@@ -22,7 +26,7 @@ from shared import parse_metrics, parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
 from shared.params import ParamError, init_params, load_params, save_params
-from tests.helpers import assert_npz_files_identical, small_config_for
+from tests.helpers import assert_npz_files_identical, run, small_config_for
 
 
 def shaped_batches(pairs, vocab):
@@ -85,6 +89,26 @@ def test_backward_loop_never_saves_the_thin_stack(small_config):
     assert tf.variant not in kept, kept
 
 
+def test_the_loop_reads_its_weights_once_before_it(small_config, small_batch):
+    """The cells take their weights through layers.read: inside the while
+    loops (forward, backward, with the head deciding) no op reads a variable,
+    which would be a new tensor at every step that the backward pass keeps;
+    the variables are read outside, once."""
+    head_config = small_config.replace(transition_head=True)
+    runner = Runner(init_params(head_config, seed=1), head_config, transition_weight=0.5)
+    runner.set_optimizer("sgd", 0.1)
+    runner.parse(small_batch, "predicted")  # traces parse:predicted
+    for program in ("encode", "loss_and_grads", "train_step", "parse:predicted"):
+        graph_def = runner._trace(program).concrete_function().graph.as_graph_def()
+        library = {f.signature.name: f for f in graph_def.library.function}
+        nodes = list(graph_def.node) + [node for f in library.values() for node in f.node_def]
+        bodies = [library[node.attr["body"].func.name] for node in nodes if node.op in ("While", "StatelessWhile")]
+        assert bodies, program
+        for body in bodies:
+            assert not [node.name for node in body.node_def if node.op == "ReadVariableOp"], program
+        assert any(node.op == "ReadVariableOp" for node in graph_def.node), program
+
+
 # --------------------------------------------------------------------------
 # XLA: the same function with jit_compile=True
 # --------------------------------------------------------------------------
@@ -121,6 +145,46 @@ def test_layouts_agree(device, small_config, small_batch):
         Runner(params, small_config, xla=True, layout="tensor_array")
     with pytest.raises(TypeError, match="unknown"):
         Runner(params, small_config, unroll=2)
+
+
+# --------------------------------------------------------------------------
+# Imports: a runner loads its own family, and replicas.py only with replicas
+# --------------------------------------------------------------------------
+
+LOADED = """
+import json, sys
+from shared.params import ModelConfig, init_params
+
+def optional():
+    return sorted(m.split(".")[1] for m in sys.modules
+                  if m in ("impl_tensorflow.masked", "impl_tensorflow.lists", "impl_tensorflow.levels",
+                           "impl_tensorflow.replicas", "impl_tensorflow.explain"))
+
+import impl_tensorflow.runner
+loaded = {"import": optional()}
+config = ModelConfig(vocab_size=20, embed_dim=4, hidden_dim=4, tracker_dim=2, mlp_dim=4, mlp_layers=1)
+for algorithm in sys.argv[1:]:
+    replicas = 2 if algorithm == "replicas" else 1
+    impl_tensorflow.runner.Runner(init_params(config, seed=0), config, replicas=replicas,
+                                  algorithm="masked" if replicas > 1 else algorithm)
+    loaded[algorithm] = optional()
+print(json.dumps(loaded))
+"""
+
+
+def test_a_runner_loads_only_the_family_it_runs():
+    """A benchmark record names the source files its process loaded (a record goes stale when one of them
+    changes): importing the runner loads no family module, and each runner built loads its own family and
+    nothing else optional; replicas.py waits for replicas > 1 (in a process of its own: the K logical CPU
+    devices must be made before TensorFlow's runtime starts)."""
+    done = run([sys.executable, "-c", LOADED, "lists", "levels", "masked"], cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert loaded == {"import": [], "lists": ["lists"], "levels": ["levels", "lists"],
+                      "masked": ["levels", "lists", "masked"]}
+    done = run([sys.executable, "-c", LOADED, "replicas"], cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"import": [], "replicas": ["masked", "replicas"]}
 
 
 # --------------------------------------------------------------------------
