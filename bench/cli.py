@@ -22,8 +22,9 @@ COMMANDS = {
     "init": "bench.commands", "encode": "bench.commands", "data": "bench.commands",
     "run": "bench.benchmark.plan", "report": "bench.benchmark.report", "compare": "bench.benchmark.compare",
     "curves": "bench.training.curves", "train": "bench.training.cli", "evaluate": "bench.training.cli",
-    "scale": "bench.training.scaling", "explain": "bench.explain.cli", "figures": "bench.figures.command",
-    "reproduce": "bench.reproduce", "render": "bench.render.command", "conform": "bench.conform",
+    "scale": "bench.training.scaling", "explain": "bench.explain.cli", "figures": "bench.render.command",
+    "reproduce": "bench.reproduce", "render": "bench.render.command", "check": "bench.render.command",
+    "conform": "bench.conform",
 }
 
 

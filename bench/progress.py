@@ -23,15 +23,14 @@ STDERR_IS_TERMINAL: bool | None = None
 
 
 def duration(seconds: float) -> str:
-    """3s, 2m05s, 1h02m."""
+    """The suite's one way to write a duration: 3 s, 2 min 5 s, 1 h 2 min (progress, bench reproduce's stamps and
+    the documents' quotes of them)."""
     if not math.isfinite(seconds):
         return "?"
     seconds = int(round(seconds))
     if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
 
 
 # An ETA extrapolates a rate to the rest of the work, so none is shown until
@@ -177,7 +176,7 @@ _BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{eta}, {rate_fmt}{pos
 
 
 class _Bar(tqdm):
-    eta = ""  # "<2m05s", or nothing until Progress.eta gives one
+    eta = ""  # "<02:05" (tqdm's own clock), or nothing until Progress.eta gives one
 
     @property
     def format_dict(self):

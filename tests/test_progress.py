@@ -45,7 +45,7 @@ def test_a_stage_after_a_long_setup_shows_no_eta_until_the_rate_is_timed(clock):
         progress.update(20_000)
     assert out.getvalue().splitlines()[:2] == [
         "[sentence batches] pairs 128/100,000, 6 pairs/s",  # one update, timed with the setup: no ETA
-        "[sentence batches] pairs 40,128/100,000, 8,000 pairs/s ETA 7s",  # 59,872 left at 8,000/s
+        "[sentence batches] pairs 40,128/100,000, 8,000 pairs/s ETA 7 s",  # 59,872 left at 8,000/s
     ]
 
 
@@ -65,14 +65,14 @@ def test_no_eta_from_too_small_a_share_of_the_work(clock):
     progress.update(3_000)  # 1.2%
     lines = out.getvalue().splitlines()
     assert len(lines) == 5 and not any("ETA" in line for line in lines[:4]), lines
-    assert lines[4] == "[pytorch] step 12,002/1,000,000 ETA 1h22m"  # 987,998 steps at 200/s
+    assert lines[4] == "[pytorch] step 12,002/1,000,000 ETA 1 h 22 min"  # 987,998 steps at 200/s
 
 
 def test_a_finished_stage_says_eta_0s_at_once(clock):
     out = io.StringIO()
     progress = progress_module.Progress("encode reference", 3, unit="pairs", stream=out)
     progress.update(3)
-    assert out.getvalue() == "[encode reference] pairs 3/3 ETA 0s\n"
+    assert out.getvalue() == "[encode reference] pairs 3/3 ETA 0 s\n"
 
 
 def test_the_bar_on_a_terminal_follows_the_same_rule(clock):
@@ -105,3 +105,10 @@ def test_sorting_reports_every_sentence():
     order = sentence_order(pairs, 128, progress=counts.append)
     assert sum(counts) == 2 * len(pairs)
     assert len(order) == 2 * len(pairs) // 256 * 256
+
+
+def test_one_duration_format():
+    """bench/progress.py's duration is the suite's one way to write a duration (progress, bench reproduce's
+    stamps, the documents' quotes of them): seconds, minutes and seconds, hours and minutes."""
+    assert [progress_module.duration(s) for s in (0.4, 42.4, 296.4, 3600, 4921, float("inf"))] == \
+        ["0 s", "42 s", "4 min 56 s", "1 h 0 min", "1 h 22 min", "?"]

@@ -1,6 +1,7 @@
-"""Numbers rendered, never typed: README.md and docs/ quote every measured figure from a record of a manifest
-folder (bench/render), and the check fails on a number that differs from its record, a quote of a stale or
-unlisted folder, and a measured-looking number typed in the prose.
+"""Numbers rendered, never typed: README.md and docs/ quote every measured value from a manifest folder through one
+marker syntax (bench/render), and the check names a number or block that differs from its source, a quote of a
+stale or unlisted folder, and a measured-looking number typed in the prose. Each test works on a copy: whether the
+committed documents are current is CI's check (python -m bench check), not these tests'.
 """
 
 from __future__ import annotations
@@ -12,44 +13,55 @@ import subprocess
 
 import pytest
 
-from bench import provenance, reproduce
+from bench import reproduce
 from bench.cli import main
-from bench.render import command, document, lint, quotes
-from bench.render.sources import Results
-from bench.render.values import QuoteError, Value
+from bench.render import command, document, query, table
+from bench.render.sources import QuoteError, Results
 
 ROOT = reproduce.ROOT
 
 
-def test_the_documents_quote_numbers_and_tables():
-    _, outcomes = command.run()
-    by_name = {o.path.name: o for o in outcomes}
-    assert by_name["README.md"].quotes >= 15 and by_name["README.md"].blocks >= 1
-    assert sum(o.quotes for o in outcomes) >= 150
-    assert {"cpu", "data", "training/equivalence"} <= set().union(*(o.folders for o in outcomes))
+@pytest.fixture(scope="module")
+def results():
+    return Results()
 
 
-def _first_quote(text: str, folder: str = "") -> re.Match:
-    """The first quote of a number in ``text``; with ``folder`` (``results/cpu``), the first from that folder."""
-    return next(m for m in document.QUOTE_RE.finditer(text)
-                if any(c.isdigit() for c in m["text"]) and m["link"].rstrip("/").endswith(folder))
+def _quotes(text: str, folder: str = "") -> list[re.Match]:
+    """The quotes of a number from a folder's tables in ``text`` (from ``folder``, ``results/cpu``, if given)."""
+    return [m for m in document.INLINE_RE.finditer(text) if any(c.isdigit() for c in m["text"])
+            and m["source"].rstrip("/").endswith(folder) and "results/" in m["source"] and ".json" not in m["source"]]
 
 
-def test_an_edited_number_fails_the_check():
-    """A quote whose number differs from its record is named, and rendering writes the record's number back (on
-    one quote of the README: whether the committed documents are current is CI's check, not the tests')."""
-    readme = ROOT / "README.md"
-    text = _first_quote(readme.read_text()).group(0) + "\n"
-    m = _first_quote(text)
+def test_the_documents_quote_numbers_and_tables(results):
+    outcomes = [document.render(doc, results, only=("numbers", "blocks")) for doc in command.documents()]
+    readme = outcomes[0]
+    assert readme.counts["quotes"] >= 15 and readme.counts["blocks"] >= 1
+    assert sum(o.counts["quotes"] for o in outcomes) >= 150 and sum(o.counts["blocks"] for o in outcomes) >= 20
+    assert {"cpu", "data", "training/equivalence", "today"} <= set().union(*(o.folders for o in outcomes))
+
+
+def test_an_edited_number_is_named_and_rendering_writes_it_back(results):
+    """On one quote of the README: the check names the number a copy edits, and rendering writes the record's."""
+    m = _quotes((ROOT / "README.md").read_text())[0]
+    text = m.group(0) + "\n"
     digit = next(k for k, c in enumerate(m["text"]) if c.isdigit())
     edited_number = m["text"][:digit] + str((int(m["text"][digit]) + 1) % 10) + m["text"][digit + 1:]
-    edited = text[:m.start("text")] + edited_number + text[m.end("text"):]
-    results = Results()
-    assert document.render(readme, results, text).problems == []
-    problems = document.render(readme, results, edited).problems
-    assert len(problems) == 1 and f"quoted {edited_number!r}" in problems[0] and f"says {m['text']!r}" in problems[0]
-    # Rendering writes the record's number back.
-    assert document.render(readme, results, edited).text == text
+    edited = text.replace(f"[{m['text']}]", f"[{edited_number}]")
+    assert document.render(ROOT / "README.md", results, text).problems == []
+    problems = document.render(ROOT / "README.md", results, edited).problems
+    assert len(problems) == 1 and f"quoted {edited_number!r}, its source says {m['text']!r}" in problems[0]
+    assert document.render(ROOT / "README.md", results, edited, write=True).text == text
+
+
+def test_an_edited_block_is_named_with_a_diff_and_rendered_back(results):
+    readme = (ROOT / "README.md").read_text()
+    m = next(m for m in document.BLOCK_RE.finditer(readme) if "results/" in m["source"])
+    block = document.render(ROOT / "README.md", results, m.group(0), write=True).text
+    marker, body = block.split("\n", 1)
+    edited = f"{marker}\n{body.replace(' ', '  ', 1)}"
+    problems = document.render(ROOT / "README.md", results, edited).problems
+    assert len(problems) == 1 and "differs from its source" in problems[0] and "\n-" in problems[0]
+    assert document.render(ROOT / "README.md", results, edited, write=True).text == block
 
 
 def test_a_typed_number_is_found_and_an_allowed_line_is_not():
@@ -58,60 +70,88 @@ def test_a_typed_number_is_found_and_an_allowed_line_is_not():
             "`1.5x` in code, [2.56x](results/cpu \"ratio infer gold 1 jax\") quoted, "
             "[29](#fig-main \"batch.num_steps\") from a figure.\n"
             "```\n10.0 s in a fence\n```\n"
-            "<!-- render: targets cpu -->\n| 1.43x | in a block |\n<!-- /render -->\n"
+            "<!-- render results/cpu \"report targets\" -->\n| 1.43x | in a block |\n<!-- /render -->\n"
             "Batch 128, E = 300, step 4, H = 32: no units.\n")
-    assert lint.typed_numbers(text) == [(1, "2.5x"), (1, "3.2 s"), (1, "35 %"), (1, "1,204.5 pairs/s"),
-                                        (1, "3e-7")]
+    assert document.typed_numbers(text) == [(1, "2.5x"), (1, "3.2 s"), (1, "35 %"), (1, "1,204.5 pairs/s"),
+                                            (1, "3e-7")]
 
 
 def test_values_are_written_one_way():
-    assert Value(2.5612, "ratio").write() == "2.56x"
-    assert Value((2.3412, 2.9421), "number", digits=2).write() == "2.34-2.94"
-    assert Value((0.26, 0.531), "seconds").write() == "0.26-0.53 s"
-    assert Value(0.3512, "percent").write() == "35.1 %"
-    assert Value(1.54e-7, "relative").write() == "1.5e-7"
-    assert Value((1.5e-7, 3.2e-7), "relative", separator=" to ").write() == "1.5e-7 to 3.2e-7"
-    assert Value(296.4, "wall").write() == "4 min 56 s" and Value(42.4, "wall").write() == "42 s"
-    assert Value(1234.56, "number").write(0) == "1,235"
+    assert query.write(2.5612, "ratio") == "2.56x" and query.write(1234.56, "number", 0) == "1,235"
+    assert query.write((2.3412, 2.9421), "number", 2) == "2.34-2.94"
+    assert query.write((0.26, 0.531), "seconds") == "0.26-0.53 s" and query.write((0.5, 0.5), "seconds") == "0.50 s"
+    assert query.write(0.3512, "percent") == "35.1 %" and query.write(0.0123, "ms") == "12.3 ms"
+    assert query.write(1.54e-7, "relative") == "1.5e-7" and query.write((1.5e-7, 3.2e-7), "relative") == \
+        "1.5e-7 to 3.2e-7"
+    assert query.write(296.4, "wall") == "4 min 56 s" and query.write(42.4, "wall") == "42 s"
+    assert query.write(True, "verdict") == "PASS" and query.write(False, "yesno") == "no"
+    assert table(["a", "b"], [[1, ""]]) == "| a | b |\n|---|---|\n| 1 |  |"
 
 
-def test_the_lessons_probes_are_quoted_by_the_kind_of_their_value(tmp_path):
-    """results/today's record (python -m lessons.today): a boolean reads yes or no, an int a count, seconds
-    seconds, a string itself; today-ratio divides two entries; a null or a missing key cannot be quoted."""
+@pytest.fixture
+def probes(tmp_path):
+    """A manifest of one folder holding a JSON record (the lessons' probes' shape) and a JSON-lines file."""
     (tmp_path / "results" / "today").mkdir(parents=True)
     (tmp_path / "results" / "manifest.toml").write_text(
         '[[folder]]\nname = "today"\nabout = "probes"\ncommands = ["python -m lessons.today --out {out}"]\n')
     record = {"jax": {"while_loop": {"reverse": False, "reverse_error": "ValueError", "grad": None}},
-              "torch": {"batches": [{"graph_breaks": 6}], "inductor": {"seconds": 29.71}, "eager": {"seconds": 1.65}},
-              "tensorflow": {"trace_s": 0.2916}}
+              "torch": {"batches": [{"graph_breaks": 6}, {"graph_breaks": 9}], "inductor": {"seconds": 29.71},
+                        "eager": {"seconds": 1.65}}, "tensorflow": {"trace_s": 0.2916}}
     (tmp_path / "results" / "today" / "today.json").write_text(json.dumps(record))
-    results = Results(tmp_path)
-    assert quotes.evaluate(results, "today", "today jax.while_loop.reverse") == "no"
-    assert quotes.evaluate(results, "today", "today jax.while_loop.reverse_error") == "ValueError"
-    assert quotes.evaluate(results, "today", "today torch.batches.0.graph_breaks") == "6"
-    assert quotes.evaluate(results, "today", "today:1 torch.inductor.seconds") == "29.7 s"
-    assert quotes.evaluate(results, "today", "today tensorflow.trace_s") == "0.29 s"
-    assert quotes.evaluate(results, "today", "today-ratio torch.inductor.seconds torch.eager.seconds") == "18x"
-    for query in ("today jax.while_loop.grad", "today jax.cond.reverse", "today torch.batches"):
-        with pytest.raises(QuoteError):
-            quotes.evaluate(results, "today", query)
+    return Results(tmp_path), record
 
 
-def test_only_manifest_folders_can_be_quoted():
-    results = Results()
+def test_a_json_file_is_quoted_by_its_keys_and_the_kind_of_their_values(probes):
+    """A boolean reads yes or no, an int a count, seconds seconds, a string itself; a quotient of two keys is a
+    ratio; a list's items aggregate; a null, a missing key or several values without an aggregate are refused."""
+    results, record = probes
+
+    def quote(text):
+        return query.evaluate(results, "today", text, record)
+
+    assert quote("jax.while_loop.reverse") == "no" and quote("jax.while_loop.reverse_error") == "ValueError"
+    assert quote("torch.batches.0.graph_breaks") == "6" and quote("torch.batches:len") == "2"
+    assert quote("torch.inductor.seconds:1") == "29.7 s" and quote("tensorflow.trace_s") == "0.29 s"
+    assert quote("torch.inductor.seconds:0 / torch.eager.seconds") == "18x"
+    assert quote("torch.inductor.seconds:ms:0") == "29,710 ms"
+    for text in ("jax.while_loop.grad", "jax.cond.reverse", "torch.batches", "torch.inductor.seconds:bogus",
+                 "torch.inductor.seconds / jax.while_loop.reverse_error"):
+        with pytest.raises(QuoteError) as err:
+            quote(text)
+        assert "\n" not in str(err.value)
+
+
+def test_a_folder_is_quoted_through_its_tables(results):
+    """field, ratio and the aggregates read the records as the report does (bench/benchmark/stats.py)."""
+    from bench.benchmark import stats
+
+    records = results.measurements("cpu")
+    row = next(r for r in stats.round_ratios(records) if r["implementation"] != "pytorch")
+    args = f"{row['mode']} {row['transitions']} {row['batch_size']} {row['implementation']}"
+    assert query.evaluate(results, "cpu", f"ratio {args}") == query.write(row["median"], "ratio")
+    assert query.evaluate(results, "cpu", f"ratio {args} q1..q3") == query.write((row["q1"], row["q3"]), "number", 2)
+    compile_s = [r.compile_s for r in records if r.implementation == row["implementation"]]
+    assert query.evaluate(results, "cpu", f"field:max {row['implementation']} * * * compile_s") == \
+        query.write(max(compile_s), "seconds")
+    assert query.evaluate(results, "cpu", f"field:len {row['implementation']} * * * compile_s") == str(len(compile_s))
+    with pytest.raises(QuoteError, match="name an aggregate"):
+        query.evaluate(results, "cpu", f"field {row['implementation']} * * * compile_s")
+    with pytest.raises(QuoteError, match="unknown table"):
+        query.evaluate(results, "cpu", "speed infer gold 1 jax")
+
+
+def test_only_manifest_folders_can_be_quoted(results):
     with pytest.raises(QuoteError, match="history"):
-        quotes.evaluate(results, "archive/cpu-seam", "ratio infer gold 1 jax")
+        results.folder("archive/cpu-seam")
     with pytest.raises(QuoteError, match="not in results/manifest.toml"):
-        quotes.evaluate(results, "mine", "ratio infer gold 1 jax")
-    with pytest.raises(QuoteError, match="unknown quote function"):
-        quotes.evaluate(results, "cpu", "speed infer gold 1 jax")
+        results.folder("mine")
     text = '[1.00x](results/archive/cpu-seam "ratio infer gold 1 jax")\n'
     problems = document.render(ROOT / "README.md", results, text).problems
     assert len(problems) == 1 and "history" in problems[0]
 
 
 def test_a_quote_of_a_stale_folder_fails_the_check(tmp_path):
-    """A copy of one manifest folder whose records say they measured other files: its quotes fail."""
+    """A copy of one manifest folder whose measured files changed since: its quotes fail."""
     root = tmp_path / "repo"
     for rel in ("shared", "bench", "impl_pytorch", "impl_jax", "impl_tensorflow", "impl_dynet"):
         shutil.copytree(ROOT / rel, root / rel, ignore=shutil.ignore_patterns("__pycache__"))
@@ -124,23 +164,33 @@ def test_a_quote_of_a_stale_folder_fails_the_check(tmp_path):
                     ignore=shutil.ignore_patterns("*.png", "*.npz", "agreement"))
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     doc = root / "README.md"
-    readme = (ROOT / "README.md").read_text()
-    m = _first_quote(readme, "results/cpu")  # the folder this copy's manifest holds
-    doc.write_text(m.group(0) + "\n")
-    # The records' digests are the real checkout's; the copy's measured files differ only if the real ones
-    # are committed differently, so change one file here to make the copy's folder stale for certain.
-    with open(root / "shared" / "batching.py", "a") as f:
+    doc.write_text(_quotes((ROOT / "README.md").read_text(), "results/cpu")[0].group(0) + "\n")
+    with open(root / "shared" / "batching.py", "a") as f:  # the records' measured files differ from the copy's
         f.write("\nCHANGED_AFTER_THE_RUN = True\n")
     problems, _ = command.run([doc], root=root)
     assert any("results/cpu is quoted but stale" in p for p in problems), problems
 
 
-def test_render_writes_the_records_numbers(tmp_path):
+def test_render_writes_the_records_numbers_and_a_link_from_the_document(tmp_path):
+    m = _quotes((ROOT / "README.md").read_text())[0]
     doc = tmp_path / "x.md"
-    readme = (ROOT / "README.md").read_text()
-    m = _first_quote(readme)
-    link = document.link_to(document.folder_of(m["link"], ROOT / "README.md", Results()), doc, Results())
+    folder = document._source(m["source"], ROOT / "README.md", Results(), True)[1]
+    link = document._link(str(ROOT / "results" / folder), doc)
     doc.write_text(f'Typed [9.99x]({link} "{m["query"]}") here.\n')
-    problems, _ = command.run([doc], write=True)
-    assert all("is quoted but stale" in p for p in problems)  # stale or not, the number is the record's
+    problems, counts = command.run([doc], write=True, only=("numbers",))
+    assert all("is quoted but stale" in p for p in problems) and counts["quotes"] == 1
     assert doc.read_text() == f'Typed [{m["text"]}]({link} "{m["query"]}") here.\n'
+
+
+def test_the_check_command_and_its_aliases_refuse_bad_input_in_one_line(tmp_path, capsys):
+    doc = tmp_path / "x.md"
+    doc.write_text("[1](../nowhere \"field\")\n")
+    for argv in (["check", str(doc)], ["render", "--check", str(doc)]):
+        assert main(argv) == 1
+        out = capsys.readouterr().out.strip()
+        assert "neither" not in out and "source is a results folder" in out and len(out.splitlines()) == 1
+    assert main(["check", "--only", "bogus", str(doc)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --only") and "\n" not in err
+    assert main(["check", str(tmp_path / "missing.md")]) == 2
+    assert "missing.md" in capsys.readouterr().err

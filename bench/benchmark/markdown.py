@@ -13,6 +13,7 @@ from bench.benchmark.record import Measurement
 from bench.benchmark.stats import (busy_count, busy_rounds, device_fraction, other_work_limit, round_ratios,
                                    run_share)
 from bench.benchmark.targets import format_targets
+from bench.render import table
 
 
 def _fmt_bytes(n) -> str:
@@ -21,20 +22,14 @@ def _fmt_bytes(n) -> str:
 
 def format_table(records: list[Measurement]) -> str:
     """One Markdown row per record, grouped by device, mode, transitions and batch size."""
-    header = ("| device | mode | transitions | batch | implementation | pairs/s | % of limit | step median (ms) "
-              "| p10-p90 (ms) | compile (s) | traces | useful GFLOP/s | % of device peak | peak memory | enc. err "
-              "| logit err | PAD % |")
-    lines = [header, "|" + "---|" * (header.count("|") - 1)]
-    for r in sorted(records, key=Measurement.key):
-        lines.append(
-            f"| {r.device} | {r.mode} | {r.transitions} | {r.batch_size} | {r.implementation} "
-            f"| {r.pairs_per_s:,.1f} | {_limit_cell(r)} | {r.step_s_median * 1e3:,.1f} "
-            f"| {r.step_s_p10 * 1e3:,.1f}-{r.step_s_p90 * 1e3:,.1f} "
-            f"| {r.compile_s:.2f} | {r.traces} | {r.useful_flops_per_s / 1e9:,.2f} "
-            f"| {100 * device_fraction(r):.1f} "
-            f"| {_fmt_bytes(r.peak_mem_bytes)} | {r.max_abs_err_encoding:.1e} "
-            f"| {r.max_abs_err_logits:.1e} | {_padding_cell(r)} |")
-    return "\n".join(lines)
+    return table(["device", "mode", "transitions", "batch", "implementation", "pairs/s", "% of limit",
+                  "step median (ms)", "p10-p90 (ms)", "compile (s)", "traces", "useful GFLOP/s", "% of device peak",
+                  "peak memory", "enc. err", "logit err", "PAD %"], [
+        [r.device, r.mode, r.transitions, r.batch_size, r.implementation, f"{r.pairs_per_s:,.1f}", _limit_cell(r),
+         f"{r.step_s_median * 1e3:,.1f}", f"{r.step_s_p10 * 1e3:,.1f}-{r.step_s_p90 * 1e3:,.1f}", f"{r.compile_s:.2f}",
+         r.traces, f"{r.useful_flops_per_s / 1e9:,.2f}", f"{100 * device_fraction(r):.1f}",
+         _fmt_bytes(r.peak_mem_bytes), f"{r.max_abs_err_encoding:.1e}", f"{r.max_abs_err_logits:.1e}",
+         _padding_cell(r)] for r in sorted(records, key=Measurement.key)])
 
 
 def _limit_cell(record: Measurement) -> str:
@@ -56,15 +51,12 @@ def format_ratios(records: list[Measurement], baseline: str | None = None) -> st
     if not rows:
         return f"Ratios: no {baseline} records to compare with."
     loaded = any(row["busy"] is not None for row in rows)  # older runs recorded no load: their table is as it was
-    header = "| device | mode | transitions | batch | implementation | ratio | IQR | min-max | rounds |"
     lines = [f"Speed over {baseline} (median of per-round ratios; interquartile range; min-max; rounds):", "",
-             header + (" busy rounds |" if loaded else ""), "|---" * (header.count("|") - 1 + loaded) + "|"]
-    for row in rows:
-        rounds = row["rounds"] or "not interleaved"
-        line = (f"| {row['device']} | {row['mode']} | {row['transitions']} | {row['batch_size']} "
-                f"| {row['implementation']} | {row['median']:.2f}x | {row['q1']:.2f}-{row['q3']:.2f} "
-                f"| {row['min']:.2f}-{row['max']:.2f} | {rounds} |")
-        lines.append(line + (f" {_busy_cell(row)} |" if loaded else ""))
+             table(["device", "mode", "transitions", "batch", "implementation", "ratio", "IQR", "min-max", "rounds"]
+                   + ["busy rounds"] * loaded, [
+                 [row["device"], row["mode"], row["transitions"], row["batch_size"], row["implementation"],
+                  f"{row['median']:.2f}x", f"{row['q1']:.2f}-{row['q3']:.2f}", f"{row['min']:.2f}-{row['max']:.2f}",
+                  row["rounds"] or "not interleaved"] + [_busy_cell(row)] * loaded for row in rows])]
     if loaded:
         lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average, less the run's own share "
                       "of the cores, was above one core of other work while either side was timed (docs/spec.md §6; "
@@ -103,8 +95,7 @@ def format_table2(records: list[Measurement]) -> str:
     base = {r.key()[:-1] for r in records if r.implementation == TABLE2_BASELINE}
     rows = {(row["device"], row["batch_size"], row["implementation"]): row
             for row in round_ratios(records, TABLE2_BASELINE) if row["mode"] == "train"}
-    lines = ["| device | batch | implementation | sentences/s | over dynet-unbatched | IQR | the paper's |",
-             "|---|---|---|---|---|---|---|"]
+    lines = []
     for r in sorted(records, key=Measurement.key):
         if r.mode != "train" or r.transitions != "gold" or r.key()[:-1] not in base:
             continue
@@ -117,9 +108,9 @@ def format_table2(records: list[Measurement]) -> str:
             iqr = f"{row['q1']:.2f}-{row['q3']:.2f}" if row else ""
             by_agenda = paper and r.implementation == TABLE2_PAPERS_BATCHED
             theirs = f"{paper[1] / paper[0]:.1f}x ({paper[1]:g} sentences/s)" if by_agenda else ""
-        lines.append(f"| {r.device} | {r.batch_size} | {r.implementation} | {2 * r.pairs_per_s:,.1f} | {ratio} "
-                     f"| {iqr} | {theirs} |")
-    return "\n".join(lines)
+        lines.append([r.device, r.batch_size, r.implementation, f"{2 * r.pairs_per_s:,.1f}", ratio, iqr, theirs])
+    return table(["device", "batch", "implementation", "sentences/s", "over dynet-unbatched", "IQR", "the paper's"],
+                 lines)
 
 
 def _busy_cell(row: dict) -> str:
@@ -154,17 +145,16 @@ def format_load(records: list[Measurement]) -> str:
     rows = [r for r in records if busy_rounds(r, own) is not None]
     if not rows:
         return ""
-    lines = [load_summary(rows) + " Per round: the 1-minute load average as the implementation's timed batches "
-             "ended, and the CPU seconds its process got per wall second of them (every thread counted).", "",
-             "| device | mode | transitions | batch | implementation | load per round | CPU share per round "
-             "| busy rounds |", "|---|---|---|---|---|---|---|---|"]
+    cells = []
     for r in sorted(rows, key=Measurement.key):
         flags = busy_rounds(r, own)
-        loads = " ".join(f"**{x:.2f}**" if flag else f"{x:.2f}" for x, flag in zip(r.round_load, flags))
-        shares = " ".join(f"{x:.2f}" for x in r.round_cpu_share)
-        lines.append(f"| {r.device} | {r.mode} | {r.transitions} | {r.batch_size} "
-                     f"| {r.implementation} | {loads} | {shares or '-'} | {sum(flags)} of {len(flags)} |")
-    return "\n".join(lines)
+        cells.append([r.device, r.mode, r.transitions, r.batch_size, r.implementation,
+                      " ".join(f"**{x:.2f}**" if flag else f"{x:.2f}" for x, flag in zip(r.round_load, flags)),
+                      " ".join(f"{x:.2f}" for x in r.round_cpu_share) or "-", f"{sum(flags)} of {len(flags)}"])
+    return "\n".join([load_summary(rows) + " Per round: the 1-minute load average as the implementation's timed "
+                      "batches ended, and the CPU seconds its process got per wall second of them (every thread "
+                      "counted).", "", table(["device", "mode", "transitions", "batch", "implementation",
+                                              "load per round", "CPU share per round", "busy rounds"], cells)])
 
 
 def format_host_syncs(records: list[Measurement]) -> str:
@@ -184,15 +174,13 @@ def format_phases(records: list[Measurement]) -> str:
     rows = [r for r in records if r.phase_s_per_batch]
     if not rows:
         return ""
-    lines = ["Where the time of a batch goes (implementations that report it; ms per batch, and per-batch "
-             "graph counts):", "", "| mode | transitions | batch | implementation | step | phases | graph |",
-             "|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=Measurement.key):
-        phases = ", ".join(f"{name} {seconds * 1e3:,.1f}" for name, seconds in r.phase_s_per_batch.items())
-        graph = ", ".join(f"{name} {count:,.0f}" for name, count in (r.graph_per_batch or {}).items())
-        lines.append(f"| {r.mode} | {r.transitions} | {r.batch_size} | {r.implementation} "
-                     f"| {r.step_s_median * 1e3:,.1f} | {phases} | {graph or '-'} |")
-    return "\n".join(lines)
+    return "\n".join(["Where the time of a batch goes (implementations that report it; ms per batch, and per-batch "
+                      "graph counts):", "", table(["mode", "transitions", "batch", "implementation", "step", "phases",
+                                                   "graph"], [
+        [r.mode, r.transitions, r.batch_size, r.implementation, f"{r.step_s_median * 1e3:,.1f}",
+         ", ".join(f"{name} {seconds * 1e3:,.1f}" for name, seconds in r.phase_s_per_batch.items()),
+         ", ".join(f"{name} {count:,.0f}" for name, count in (r.graph_per_batch or {}).items()) or "-"]
+        for r in sorted(rows, key=Measurement.key)])])
 
 
 # ---------------------------------------------------------------------------
@@ -241,11 +229,9 @@ def _one_matrix(records: list[Measurement], title: str) -> str:
         return "<br>".join(parts)
 
     matrix, columns = frameworks.matrix(), frameworks.FRAMEWORKS
-    lines = [f"{title} pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
-             "| algorithm | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for algorithm in frameworks.ALGORITHMS:
-        lines.append(f"| {algorithm} | " + " | ".join(cell(matrix[algorithm, f]) for f in columns) + " |")
-    return "\n".join(lines)
+    return "\n".join([f"{title} pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
+                      table(["algorithm", *columns], [[algorithm] + [cell(matrix[algorithm, f]) for f in columns]
+                                                      for algorithm in frameworks.ALGORITHMS])])
 
 
 # ---------------------------------------------------------------------------

@@ -6,19 +6,21 @@ from pathlib import Path
 
 from bench import frameworks
 from bench.benchmark.record import Measurement
+from bench.figures import style
 from bench.benchmark.stats import round_ratios
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 
 
 def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
-    """Throughput vs batch size, per-round ratios, compile time, and agreement, as PNG files."""
-    import matplotlib
+    """Throughput vs batch size, per-round ratios, compile time, and agreement, as PNG files (bench/figures/style.py:
+    the implementations' colours of every plot of the suite)."""
+    with style.drawing() as plt:
+        return _plot(records, out_dir, plt)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def _plot(records: list[Measurement], out_dir: Path, plt) -> list[Path]:
     written = []
-    impls = sorted({r.implementation for r in records})
+    impls = style.registry_order(r.implementation for r in records)
     devices = sorted({r.device for r in records})
     modes = [m for m in ("infer", "train") if any(r.mode == m for r in records)]
 
@@ -32,19 +34,16 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
                                and r.device == device and r.transitions == "gold"),
                               key=lambda r: r.batch_size)
                 if rows:
-                    ax.plot([r.batch_size for r in rows], [r.pairs_per_s for r in rows], marker="o", label=impl)
+                    ax.plot([r.batch_size for r in rows], [r.pairs_per_s for r in rows], label=impl, **style.look(impl))
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xlabel("batch size (pairs)")
             ax.set_ylabel("sentence pairs / s")
             ax.set_title(f"{mode}, {device}, gold parses")
-            ax.grid(True, which="both", alpha=0.3)
             if ax.get_legend_handles_labels()[0]:  # a run of sampled parses only has no gold line to name
                 ax.legend()
     fig.tight_layout()
-    written.append(out_dir / "throughput.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(style.save(fig, out_dir / "throughput.png"))
     ratios = _plot_ratios(records, out_dir, plt)
     if ratios:
         written.append(ratios)
@@ -55,15 +54,14 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         labels = [f"{r.implementation}\n{r.mode} B={r.batch_size}" for r in compiled]
         ax.bar(range(len(compiled)), [r.first_call_s for r in compiled], label="first calls (all shapes)",
                color="#bbb")
-        ax.bar(range(len(compiled)), [r.compile_s for r in compiled], label="compile/trace reported", width=0.5)
+        ax.bar(range(len(compiled)), [r.compile_s for r in compiled], label="compile/trace reported", width=0.5,
+               color=[style.colour(r.implementation) for r in compiled])
         ax.set_xticks(range(len(compiled)), labels, rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("seconds")
         ax.set_title("warm-up: compile time and first calls")
         ax.legend()
         fig.tight_layout()
-        written.append(out_dir / "compile.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
+        written.append(style.save(fig, out_dir / "compile.png"))
 
     fig, ax = plt.subplots(figsize=(6, 4))
     worst = {}
@@ -71,21 +69,21 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         w = worst.setdefault(r.implementation, [0.0, 0.0])
         w[0] = max(w[0], r.max_abs_err_encoding)
         w[1] = max(w[1], r.max_abs_err_logits)
-    names = sorted(worst)
+    names = style.registry_order(worst)
     x = range(len(names))
-    ax.bar([k - 0.2 for k in x], [max(worst[n][0], 1e-18) for n in names], width=0.4, label="encodings")
-    ax.bar([k + 0.2 for k in x], [max(worst[n][1], 1e-18) for n in names], width=0.4, label="logits")
-    ax.axhline(ENCODING_TOL_F32, color="C0", ls="--", lw=1)
-    ax.axhline(LOGITS_TOL_F32, color="C1", ls="--", lw=1)
+    colours = [style.colour(n) for n in names]
+    ax.bar([k - 0.2 for k in x], [max(worst[n][0], 1e-18) for n in names], width=0.4, label="encodings", color=colours)
+    ax.bar([k + 0.2 for k in x], [max(worst[n][1], 1e-18) for n in names], width=0.4, label="logits", color=colours,
+           alpha=0.5)
+    ax.axhline(ENCODING_TOL_F32, color="black", ls="--", lw=1)
+    ax.axhline(LOGITS_TOL_F32, color=style.BASELINE_GREY, ls=":", lw=1)
     ax.set_yscale("log")
     ax.set_xticks(list(x), names)
     ax.set_ylabel("max abs error vs float64 reference")
-    ax.set_title("numerical agreement (dashed: tolerances)")
+    ax.set_title("numerical agreement (dashed: encodings' tolerance, dotted: logits')")
     ax.legend()
     fig.tight_layout()
-    written.append(out_dir / "agreement.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    written.append(style.save(fig, out_dir / "agreement.png"))
     return written
 
 
@@ -98,7 +96,7 @@ def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> Path | None:
     if not rows:
         return None
     panels = sorted({(row["device"], row["mode"], row["transitions"]) for row in rows})
-    impls = sorted({row["implementation"] for row in rows})
+    impls = style.registry_order(row["implementation"] for row in rows)
     columns = min(2, len(panels))
     lines = -(-len(panels) // columns)
     fig, axes = plt.subplots(lines, columns, figsize=(6.5 * columns, 4.2 * lines), squeeze=False)
@@ -108,10 +106,7 @@ def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> Path | None:
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.tight_layout()
-    path = out_dir / "ratios.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return style.save(fig, out_dir / "ratios.png")
 
 
 def _ratio_panel(ax, rows: list[dict], impls: list[str]) -> None:
@@ -122,7 +117,7 @@ def _ratio_panel(ax, rows: list[dict], impls: list[str]) -> None:
     for row in rows:
         i = impls.index(row["implementation"])
         x = sizes.index(row["batch_size"]) + (i - (len(impls) - 1) / 2) * width
-        color = f"C{i}"
+        color = style.colour(row["implementation"])
         ax.vlines(x, row["min"], row["max"], color=color, lw=1)
         ax.vlines(x, row["q1"], row["q3"], color=color, lw=5, alpha=0.6)
         ax.plot(x, row["median"], "o", color=color, mfc="white",
@@ -135,12 +130,12 @@ def _ratio_panel(ax, rows: list[dict], impls: list[str]) -> None:
             labelled |= {"busy"} if flag else set()
     from matplotlib.ticker import FuncFormatter
 
-    ax.axhline(1.0, color="#888", ls="--", lw=1)
+    ax.axhline(1.0, color=style.BASELINE_GREY, ls="--", lw=1)
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xticks(range(len(sizes)), [f"batch {b}" for b in sizes])
     ax.set_ylabel(f"pairs/s over {frameworks.BASELINE}'s (log)")
-    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.grid(True, axis="y", which="both")
     ax.legend(fontsize=7)

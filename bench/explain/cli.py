@@ -19,10 +19,11 @@ transition sequence or token id; ``--parse``, what deciding the parse at run
 time costs it; ``--levels``, the batch's host-scheduled levels and the loop
 each levels implementation runs over them.
 
-The guide's code excerpts and figure blocks are kept in step with the code by
-``--check-guide`` (exit 1 and a diff on drift) and ``--sync-guide`` (rewrite
-them from the sources and fresh runs); the tests run the same check
-(bench/guide_sync.py).
+The guides' code excerpts and explain blocks are kept in step with the code by
+``python -m bench check`` and rewritten by ``python -m bench render``
+(bench/render/); ``--check-guide`` and ``--sync-guide`` are those commands
+for the excerpts, explain blocks and figures alone (of ``--guide`` only, if
+given).
 
 Counts (nodes, ops, equations, traces) are deterministic for a given library
 version; times are single measurements and vary from run to run.
@@ -32,9 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from bench import guide_sync
 from bench.config import quiet_frameworks
 from bench.explain.arguments import add_arguments
 from bench.explain.report import format_text, run
@@ -49,36 +48,12 @@ def register(sub) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     quiet_frameworks()
-    if args.check_guide or args.sync_guide:
-        failed = False
-        results: dict = {}  # figure commands shared by the guides run once
-        for guide in [args.guide] if args.guide else guide_sync.GUIDES:
-            problems = guide_sync.sync_guide(guide, write=args.sync_guide, results=results)
-            for problem in problems:
-                print(problem, file=sys.stderr)
-            failed = failed or bool(problems)
-            if args.sync_guide:
-                print(f"synced {guide}" + (f"; {len(problems)} problem(s) left to fix by hand" if problems else ""))
-            else:
-                print(f"{guide}: {'drifted' if problems else 'in step with the code'}")
-        if not args.guide:  # the blocks' results, as JSON: what the figures read of them
-            problems = guide_sync.sync_explain_json(results, write=args.sync_guide)
-            for problem in problems:
-                print(problem, file=sys.stderr)
-            failed = failed or bool(problems)
-        if not args.guide:  # the figures the guides show are drawn from their explain blocks and the runs
-            from bench.figures.command import FIGURES_DIR, check, draw
-            if args.sync_guide:
-                draw(FIGURES_DIR)
-                print(f"redrew the figures in {FIGURES_DIR}")
-            else:
-                stale = check(FIGURES_DIR)
-                for name in stale:
-                    print(f"figure {FIGURES_DIR / name} is out of date (python -m bench figures redraws it)",
-                          file=sys.stderr)
-                print(f"{FIGURES_DIR}: {'out of date' if stale else 'in step with the guides and runs'}")
-                failed = failed or bool(stale)
-        return 1 if failed else 0
+    if args.check_guide or args.sync_guide:  # aliases of bench check and bench render
+        from bench.render import command
+
+        problems, counts = command.run([args.guide] if args.guide else None, write=args.sync_guide,
+                                       only=("code", "explain", "figures"))
+        return command.report(problems, counts, args.sync_guide)
     result = run(args)
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0

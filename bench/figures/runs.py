@@ -1,11 +1,8 @@
-"""Figures drawn from committed benchmark records: speed ratios, padding, compile time, host reads.
+"""Figures of committed benchmark records: speed ratios, padding, compile time, host reads.
 
-Every ratio is the report's (bench/benchmark/stats.py ``round_ratios``):
-each implementation's pairs/s over the baseline's, taken round by round in
-the interleaved rounds of one run, then summarised by its median and
-quartiles. A figure therefore shows what ``report.md`` tabulates, and the
-lead's re-run of a folder redraws it with no change here: only the record
-format is assumed, never a value.
+Every ratio is the report's (bench/benchmark/stats.py ``round_ratios``): pairs/s over the baseline's, round
+by round in one run's interleaved rounds, summarised by the median and quartiles; so a re-run of a folder
+redraws a figure with no change here.
 """
 
 from __future__ import annotations
@@ -17,13 +14,11 @@ import numpy as np
 from bench import frameworks
 from bench.benchmark import stats
 from bench.figures import style
-from bench.figures.sources import Block, Sources
+from bench.render.sources import QuoteError, Results
 
-HEADLINE_RUN = "cpu"  # the README's headline run: `python -m bench run --out results/cpu`
-# The runs the headline figure draws, a row each where committed: the CPU run, then the GPU preset's run.
-HEADLINE_RUNS = (HEADLINE_RUN, "gpu-h100")
-MODE_ORDER = ("infer", "train")
+HEADLINE_RUNS = ("cpu", "gpu-h100")  # the README's headline runs, a row of panels each where committed
 MODE_TITLES = {"infer": "inference", "train": "training step"}
+BASELINE = frameworks.BASELINE
 
 
 def _r(x: float) -> float:
@@ -33,45 +28,37 @@ def _r(x: float) -> float:
 
 def _modes(rows) -> list[str]:
     found = {row["mode"] for row in rows}
-    return [m for m in MODE_ORDER if m in found] + sorted(found - set(MODE_ORDER))
+    return [m for m in MODE_TITLES if m in found] + sorted(found - set(MODE_TITLES))
 
 
-def _ratio_axis(ax) -> None:
-    """A log axis of speed ratios, ticks written as 0.8x, 1x, 2x; the baseline at 1x."""
+def _ratio_row(row: dict) -> dict:
+    return {**{k: row[k] for k in ("mode", "transitions", "device", "batch_size", "implementation")},
+            **{k: _r(row[k]) for k in ("median", "q1", "q3", "min", "max")}, "rounds": row["rounds"]}
+
+
+def _ratio_axis(ax, low: float, high: float) -> None:
+    """A log axis of speed ratios from ``low`` to ``high``, ticks written as 0.8x, 1x, 2x; the baseline at 1x."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+    ax.set_ylim(low, high)
     ax.set_yscale("log")
     low, high = ax.get_ylim()
-    ticks = [t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20, 30, 50) if low <= t <= high]
-    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_locator(FixedLocator([t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20,
+                                                         30, 50) if low <= t <= high]))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}x"))
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.axhline(1.0, color=style.BASELINE_GREY, ls="--", lw=1, zorder=1)
 
 
-def _ratio_row(row: dict) -> dict:
-    """A ratio row as figures.json keeps it."""
-    return {"mode": row["mode"], "transitions": row["transitions"], "device": row["device"],
-            "batch_size": row["batch_size"], "implementation": row["implementation"],
-            "median": _r(row["median"]), "q1": _r(row["q1"]), "q3": _r(row["q3"]),
-            "min": _r(row["min"]), "max": _r(row["max"]), "rounds": row["rounds"]}
+def _sources(results: Results, runs, keys: list[str], **more) -> list[dict]:
+    return [{"file": results.record_file(run), "keys": keys, **more} for run in runs]
 
 
-# ---------------------------------------------------------------------------
-# 1. The headline: speed over the baseline against batch size
-# ---------------------------------------------------------------------------
-
-def headline(src: Sources, plt):
+def headline(results: Results, plt):
     """Every implementation's speed over the baseline against batch size, gold parses: a row of panels (one per
-    mode) for each headline run that is committed, the CPU run first, then the GPU run."""
-    baseline = frameworks.BASELINE
-    runs = [run for run in HEADLINE_RUNS if run == HEADLINE_RUN or run in src.run_names()]
-    by_run = {}
-    for run in runs:
-        rows = [row for row in stats.round_ratios(src.records(run)) if row["transitions"] == "gold"]
-        if not rows:
-            raise ValueError(f"{src.record_file(run)}: no gold-parse ratios over {baseline} to draw")
-        by_run[run] = rows
+    mode and device) for each headline run that is committed."""
+    by_run = {run: [row for row in stats.round_ratios(results.measurements(run)) if row["transitions"] == "gold"]
+              for run in HEADLINE_RUNS if run == HEADLINE_RUNS[0] or run in results.runs()}
     panels = [[(run, device, mode) for mode in _modes(rows) for device in sorted({r["device"] for r in rows})
                if any(r["mode"] == mode and r["device"] == device for r in rows)] for run, rows in by_run.items()]
     columns = max(len(row) for row in panels)
@@ -82,94 +69,63 @@ def headline(src: Sources, plt):
         for ax, (run, device, mode) in zip(row_axes, row_panels):
             mine = [row for row in rows if row["mode"] == mode and row["device"] == device]
             for impl in style.registry_order(row["implementation"] for row in mine):
-                line = sorted((row for row in mine if row["implementation"] == impl),
-                              key=lambda row: row["batch_size"])
+                line = sorted((r for r in mine if r["implementation"] == impl), key=lambda r: r["batch_size"])
                 xs = [row["batch_size"] for row in line]
-                c = style.colour(impl)
-                ax.fill_between(xs, [row["q1"] for row in line], [row["q3"] for row in line], color=c, alpha=0.18,
-                                lw=0)
-                ax.plot(xs, [row["median"] for row in line], color=c, marker=style.marker(impl),
-                        ls=style.linestyle(impl), label=impl)
+                ax.fill_between(xs, [r["q1"] for r in line], [r["q3"] for r in line], color=style.colour(impl),
+                                alpha=0.18, lw=0)
+                ax.plot(xs, [r["median"] for r in line], label=impl, **style.look(impl))
             ax.set_xscale("log", base=2)
             ax.set_xticks(sizes, [str(b) for b in sizes])
             ax.minorticks_off()
             ax.set_xlabel("batch size (sentence pairs)")
             ax.set_title(f"{MODE_TITLES.get(mode, mode)}, gold parses ({device}; results/{run})", fontsize=9)
-        low = min(row["q1"] for row in rows)
-        high = max(row["q3"] for row in rows)
-        for ax in row_axes[:len(row_panels)]:
-            ax.set_ylim(min(low, 1.0) / 1.15, max(high, 1.0) * 1.15)
-            _ratio_axis(ax)
-        row_axes[0].set_ylabel(f"pairs/s over {baseline}'s (log; {baseline} = 1x)")
-        row_axes[len(row_panels) - 1].plot([], [], color=style.BASELINE_GREY, ls="--", lw=1,
-                                           label=f"{baseline} (define-by-run) = 1x")
-        row_axes[len(row_panels) - 1].legend(loc="best", fontsize=8)
+            _ratio_axis(ax, min(min(r["q1"] for r in rows), 1.0) / 1.15, max(max(r["q3"] for r in rows), 1.0) * 1.15)
+        row_axes[0].set_ylabel(f"pairs/s over {BASELINE}'s (log; {BASELINE} = 1x)")
+        last = row_axes[len(row_panels) - 1]
+        last.plot([], [], color=style.BASELINE_GREY, ls="--", lw=1, label=f"{BASELINE} (define-by-run) = 1x")
+        last.legend(loc="best", fontsize=8)
         for ax in row_axes[len(row_panels):]:
             ax.set_visible(False)
-    rounds = sorted({row["rounds"] for rows in by_run.values() for row in rows})
-    data = src.records(HEADLINE_RUN)[0].data or "?"
-    fig.suptitle(f"Speed over define-by-run {baseline}: median of per-round ratios, band = interquartile range",
+    fig.suptitle(f"Speed over define-by-run {BASELINE}: median of per-round ratios, band = interquartile range",
                  fontsize=10)
     fig.tight_layout()
-    files = [src.record_file(run) for run in by_run]
-    entry = {
+    rounds = sorted({row["rounds"] for rows in by_run.values() for row in rows})
+    files = [results.record_file(run) for run in by_run]
+    return fig, {
         "title": "Speed over PyTorch against batch size",
-        "caption": (f"Each implementation's pairs/s over {baseline}'s on the same device, the median of the "
-                    f"per-round ratios of {'/'.join(map(str, rounds))} interleaved rounds (band: interquartile "
-                    f"range), gold parses, data {data}, from {' and '.join(files)}; the report's round_ratios."),
-        "sources": [{"file": file,
-                     "keys": ["implementation", "mode", "transitions", "device", "batch_size", "round_pairs_per_s",
-                              "run_id"],
-                     "select": f"transitions gold; ratios over {baseline} round by round"} for file in files],
-        "data": [dict(_ratio_row(row), run=run) for run, rows in by_run.items() for row in rows],
-    }
-    return fig, entry
+        "caption": f"Each implementation's pairs/s over {BASELINE}'s on the same device, the median of the per-round "
+                   f"ratios of {'/'.join(map(str, rounds))} interleaved rounds (band: interquartile range), gold "
+                   f"parses, data {results.measurements(HEADLINE_RUNS[0])[0].data or '?'}, from "
+                   f"{' and '.join(files)}; the report's round_ratios.",
+        "sources": _sources(results, by_run, ["implementation", "mode", "transitions", "device", "batch_size",
+                                              "round_pairs_per_s", "run_id"],
+                            select=f"transitions gold; ratios over {BASELINE} round by round"),
+        "data": [dict(_ratio_row(row), run=run) for run, rows in by_run.items() for row in rows]}
 
 
-# ---------------------------------------------------------------------------
-# 6. Speed ratio against the padding share, over the runs that measured it
-# ---------------------------------------------------------------------------
-
-def padding_runs(src: Sources) -> list[str]:
-    """Runs whose ratios the padding figure may set side by side.
-
-    A run qualifies when every record has an implementation and a padding
-    share, it measured the baseline, and it measured only default
-    implementations: a run of opt-in variants has other work in its rounds
-    and answers another question.
-    """
-    chosen = []
-    for run in src.run_names():
-        records = src.records(run)
-        if not all(r.padding_waste is not None for r in records):
-            continue
-        impls = {r.implementation for r in records}
-        if frameworks.BASELINE in impls and not impls & frameworks.OPT_IN:
-            chosen.append(run)
-    return chosen
-
-
-def padding_points(src: Sources) -> list[dict]:
-    """One point per run, batch size and static implementation: its padding share and its ratio (inference, gold)."""
+def padding_points(results: Results) -> list[dict]:
+    """One point per run, batch size and static implementation (inference, gold parses): its padding share and
+    its ratio, in every run of default implementations that measured the baseline and the share of each record
+    (a run of opt-in variants has other work in its rounds and answers another question)."""
     points = []
-    for run in padding_runs(src):
-        records = src.records(run)
+    for run in results.runs():
+        records = results.measurements(run)
+        impls = {r.implementation for r in records}
+        if any(r.padding_waste is None for r in records) or BASELINE not in impls or impls & frameworks.OPT_IN:
+            continue
         waste = {r.key(): r.padding_waste for r in records}
-        for row in stats.round_ratios(records):
-            if row["mode"] != "infer" or row["transitions"] != "gold" or row["implementation"] in frameworks.EAGER:
-                continue
-            key = (row["device"], row["mode"], row["transitions"], row["batch_size"], row["implementation"])
-            points.append({"run": run, "data": row["data"], "padding_waste": _r(waste[key]),
-                           **_ratio_row(row)})
+        points += [{"run": run, "data": row["data"], "padding_waste": _r(waste[row["device"], row["mode"],
+                    row["transitions"], row["batch_size"], row["implementation"]]), **_ratio_row(row)}
+                   for row in stats.round_ratios(records) if row["mode"] == "infer" and row["transitions"] == "gold"
+                   and row["implementation"] not in frameworks.EAGER]
     return points
 
 
-def padding(src: Sources, plt):
+def padding(results: Results, plt):
     """Static implementations' speed over the baseline against the share of PAD transition slots."""
-    baseline = frameworks.BASELINE
-    points = padding_points(src)
+    points = padding_points(results)
     if not points:
-        raise ValueError(f"no run in {src.results} has inference ratios over {baseline} with padding_waste")
+        raise QuoteError(f"no run has inference ratios over {BASELINE} with padding_waste")
     sizes = sorted({p["batch_size"] for p in points})
     impls = style.registry_order(p["implementation"] for p in points)
     fig, axes = plt.subplots(1, len(sizes), figsize=(4.4 * len(sizes), 4.3), squeeze=False, sharey=True)
@@ -177,172 +133,109 @@ def padding(src: Sources, plt):
         mine = [p for p in points if p["batch_size"] == size]
         for i, impl in enumerate(impls):
             dots = sorted((p for p in mine if p["implementation"] == impl), key=lambda p: p["padding_waste"])
-            if not dots:
-                continue
-            offset = (i - (len(impls) - 1) / 2) * 0.9  # percentage points apart, so the bars do not hide each other
+            offset = (i - (len(impls) - 1) / 2) * 0.9  # percentage points apart: no bar hides another
             xs = np.array([100 * p["padding_waste"] for p in dots]) + offset
             med = np.array([p["median"] for p in dots])
-            err = [med - [p["q1"] for p in dots], [p["q3"] for p in dots] - med]
-            ax.errorbar(xs, med, yerr=err, fmt=style.marker(impl), color=style.colour(impl), ms=5, capsize=2,
-                        lw=1, label=impl)
-            # A thin line through the median of each cluster of runs at about the same padding.
-            clusters = defaultdict(list)
+            if dots:
+                ax.errorbar(xs, med, yerr=[med - [p["q1"] for p in dots], [p["q3"] for p in dots] - med],
+                            fmt=style.marker(impl), color=style.colour(impl), ms=5, capsize=2, lw=1, label=impl)
+            clusters = defaultdict(list)  # a thin line through the median of the runs at about the same padding
             for x, m in zip(xs, med):
                 clusters[round(x - offset)].append(m)
-            keys = sorted(clusters)
-            ax.plot(np.array(keys) + offset, [float(np.median(clusters[k])) for k in keys], color=style.colour(impl),
-                    ls=style.linestyle(impl), lw=0.8, alpha=0.6)
-        # Which runs sit at which padding share: their names under the points.
-        groups = defaultdict(list)
+            ax.plot(np.array(sorted(clusters)) + offset, [float(np.median(clusters[k])) for k in sorted(clusters)],
+                    color=style.colour(impl), ls=style.linestyle(impl), lw=0.8, alpha=0.6)
+        groups = defaultdict(list)  # which runs sit at which padding share: their names under the points
         for p in mine:
             groups[round(100 * p["padding_waste"])].append(p["run"])
         for x, runs in sorted(groups.items()):
-            names = "\n".join(dict.fromkeys(runs))
-            ax.annotate(names, (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 4), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=6.5, color="#444444")
+            ax.annotate("\n".join(dict.fromkeys(runs)), (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 4),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=6.5, color="#444444")
         ax.set_xlim(-6, 56)
         ax.set_xlabel("PAD share of the transition slots computed (%)")
         ax.set_title(f"inference, gold parses, batch {size}")
-    low = min(p["q1"] for p in points)
-    high = max(p["q3"] for p in points)
-    for ax in axes[0]:
-        ax.set_ylim(min(low, 1.0) / 1.6, max(high, 1.0) * 1.15)  # room for the run names at the bottom
-        _ratio_axis(ax)
-    axes[0][0].set_ylabel(f"pairs/s over {baseline}'s (log)")
+    for ax in axes[0]:  # room for the run names at the bottom
+        _ratio_axis(ax, min(min(p["q1"] for p in points), 1.0) / 1.6, max(max(p["q3"] for p in points), 1.0) * 1.15)
+    axes[0][0].set_ylabel(f"pairs/s over {BASELINE}'s (log)")
     axes[0][-1].legend(loc="upper right")
     fig.suptitle(f"Padding moves the comparison: static graphs compute PAD up to a batch's last real step, "
-                 f"{baseline} skips it (median, bars = interquartile range)", fontsize=9)
+                 f"{BASELINE} skips it (median, bars = interquartile range)", fontsize=9)
     fig.tight_layout()
     runs = list(dict.fromkeys(p["run"] for p in points))
-    entry = {
+    return fig, {
         "title": "Speed over PyTorch against the padding share",
-        "caption": (f"Static implementations' pairs/s over {baseline}'s (median and IQR of per-round ratios, "
-                    f"inference, gold parses) against padding_waste, the PAD share of the transition slots the "
-                    f"implementation computes (runs before the sentence batches recorded the share of the batch "
-                    f"arrays), in every run of default implementations that records it: {', '.join(runs)}."),
-        "sources": [{"file": src.record_file(run),
-                     "keys": ["implementation", "mode", "transitions", "batch_size", "round_pairs_per_s",
-                              "padding_waste", "data"]} for run in runs],
-        "data": points,
-    }
-    return fig, entry
+        "caption": f"Static implementations' pairs/s over {BASELINE}'s (median and IQR of per-round ratios, "
+                   "inference, gold parses) against padding_waste, the PAD share of the transition slots the "
+                   "implementation computes (runs before the sentence batches recorded the share of the batch "
+                   f"arrays), in every run of default implementations that records it: {', '.join(runs)}.",
+        "sources": _sources(results, runs, ["implementation", "mode", "transitions", "batch_size",
+                                            "round_pairs_per_s", "padding_waste", "data"]),
+        "data": points}
 
 
-# ---------------------------------------------------------------------------
-# 7. Compile time against the number of shapes compiled
-# ---------------------------------------------------------------------------
-
-def compile_points(src: Sources) -> list[dict]:
-    """Every warm-up of a default implementation that builds its graph ahead of time, in every run."""
-    points = []
-    for run in src.run_names():
-        for r in src.records(run):
-            impl = r.implementation
-            if impl is None or impl in frameworks.EAGER or impl in frameworks.OPT_IN:
-                continue
-            if not r.warmup_shapes:
-                continue
-            points.append({"run": run, "implementation": impl, "mode": r.mode, "transitions": r.transitions,
-                           "batch_size": r.batch_size, "warmup_shapes": r.warmup_shapes, "compile_s": _r(r.compile_s),
-                           "traces": r.traces, "xla_compilations": r.compile_detail.get("xla_compilations")})
-    return points
-
-
-def compile_shapes(src: Sources, plt):
-    """Warm-up compile seconds against the shapes warmed up, every run, one panel per mode."""
-    points = compile_points(src)
+def compile_shapes(results: Results, plt):
+    """Warm-up compile seconds against the shapes warmed up, every warm-up of a default implementation that builds
+    its graph ahead of time in every run, a panel per mode."""
+    points = [{"run": run, "implementation": r.implementation, "mode": r.mode, "transitions": r.transitions,
+               "batch_size": r.batch_size, "warmup_shapes": r.warmup_shapes, "compile_s": _r(r.compile_s),
+               "traces": r.traces, "xla_compilations": r.compile_detail.get("xla_compilations")}
+              for run in results.runs() for r in results.measurements(run) if r.warmup_shapes
+              and r.implementation not in frameworks.EAGER and r.implementation not in frameworks.OPT_IN]
     if not points:
-        raise ValueError(f"no run in {src.results} records compile_s and warmup_shapes")
-    modes = _modes(points)
-    impls = style.registry_order(p["implementation"] for p in points)
+        raise QuoteError("no run records compile_s and warmup_shapes")
+    modes, impls = _modes(points), style.registry_order(p["implementation"] for p in points)
     fig, axes = plt.subplots(1, len(modes), figsize=(4.8 * len(modes), 4.0), squeeze=False)
     for ax, mode in zip(axes[0], modes):
         for i, impl in enumerate(impls):
             mine = [p for p in points if p["mode"] == mode and p["implementation"] == impl]
-            if not mine:
-                continue
             offset = (i - (len(impls) - 1) / 2) * 0.12
-            c = style.colour(impl)
-            ax.scatter([p["warmup_shapes"] + offset for p in mine], [p["compile_s"] for p in mine], color=c,
-                       marker=style.marker(impl), s=16, alpha=0.55, lw=0)
             shapes = sorted({p["warmup_shapes"] for p in mine})
-            medians = [float(np.median([p["compile_s"] for p in mine if p["warmup_shapes"] == n])) for n in shapes]
-            ax.plot(np.array(shapes) + offset, medians, color=c, ls=style.linestyle(impl), lw=1.2,
-                    label=f"{impl} (median per count)")
-        shapes = sorted({p["warmup_shapes"] for p in points if p["mode"] == mode})
-        ax.set_xticks(shapes)
+            ax.scatter([p["warmup_shapes"] + offset for p in mine], [p["compile_s"] for p in mine],
+                       color=style.colour(impl), marker=style.marker(impl), s=16, alpha=0.55, lw=0)
+            ax.plot(np.array(shapes) + offset, [float(np.median([p["compile_s"] for p in mine if p["warmup_shapes"]
+                                                                 == n])) for n in shapes],
+                    color=style.colour(impl), ls=style.linestyle(impl), lw=1.2)
+        ax.set_xticks(sorted({p["warmup_shapes"] for p in points if p["mode"] == mode}))
         ax.set_ylim(bottom=0)
-        ax.set_xlabel("shapes warmed up (bucket shapes of the run)")
-        ax.set_ylabel("compile and trace time, all shapes (s)")
-        ax.set_title(MODE_TITLES.get(mode, mode))
+        ax.set(xlabel="shapes warmed up (bucket shapes of the run)", ylabel="compile and trace time, all shapes (s)",
+               title=MODE_TITLES.get(mode, mode))
     runs = list(dict.fromkeys(p["run"] for p in points))
     fig.suptitle(f"One compilation per shape (XLA) against one trace for all shapes: {len(points)} warm-ups "
                  f"in {len(runs)} runs", fontsize=10)
-    # One legend for every panel, below them, where it covers no point; each entry a warm-up's dot and the
-    # median line of the same implementation.
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # one legend below the panels, where it covers no point
 
-    handles = [Line2D([], [], color=style.colour(impl), ls=style.linestyle(impl), lw=1.2, marker=style.marker(impl),
-                      ms=4, alpha=0.8) for impl in impls]
-    fig.legend(handles, impls, loc="lower center", ncol=len(impls), fontsize=8, frameon=False,
-               title="a dot per warm-up; a line through the medians per shape count", title_fontsize=8)
+    fig.legend([Line2D([], [], lw=1.2, ms=4, alpha=0.8, **style.look(impl)) for impl in impls], impls,
+               loc="lower center", ncol=len(impls), fontsize=8, frameon=False, title_fontsize=8,
+               title="a dot per warm-up; a line through the medians per shape count")
     fig.tight_layout(rect=(0, 0.13, 1, 1))
-    entry = {
+    return fig, {
         "title": "Compile time against the number of shapes",
-        "caption": ("compile_s (tracing and compiling before the first result, all shapes) against warmup_shapes "
-                    "for every default implementation that builds its graph ahead of time, in every committed run "
-                    f"({', '.join(runs)}); lines join the medians per shape count."),
-        "sources": [{"file": src.record_file(run),
-                     "keys": ["implementation", "mode", "warmup_shapes", "compile_s", "traces",
-                              "compile_detail.xla_compilations"]} for run in runs],
-        "data": points,
-    }
-    return fig, entry
+        "caption": "compile_s (tracing and compiling before the first result, all shapes) against warmup_shapes "
+                   "for every default implementation that builds its graph ahead of time, in every committed run "
+                   f"({', '.join(runs)}); lines join the medians per shape count.",
+        "sources": _sources(results, runs, ["implementation", "mode", "warmup_shapes", "compile_s", "traces",
+                                            "compile_detail.xla_compilations"]),
+        "data": points}
 
 
-# ---------------------------------------------------------------------------
-# 5. A decision read on the host: one batch's timeline, predicted parses
-# ---------------------------------------------------------------------------
-
-def parse_block_reads(block: Block) -> list[dict]:
-    """From an ``explain --parse`` block's result: per implementation that reads decisions on the host, its
-    steps with work and its decisions read, in gold and predicted mode."""
-    found = []
-    for name, value in block.result.items():
-        if isinstance(value, dict) and "host_syncs" in (value.get("predicted") or {}):
-            gold, predicted = value["gold"], value["predicted"]
-            found.append({"section": name, "steps_gold": gold["python_steps"],
-                          "steps_predicted": predicted["python_steps"], "reads_gold": gold["host_syncs"],
-                          "reads_predicted": predicted["host_syncs"]})
-    return found
-
-
-def host_lanes(src: Sources) -> list[dict]:
+def host_lanes(results: Results) -> list[dict]:
     """Per batch size with predicted parses: every implementation's median batch and decisions read per batch,
     and the baseline's gold-parse batch beside them."""
-    records = [r for r in src.records(HEADLINE_RUN) if r.mode == "infer"]
-    predicted_sizes = sorted({r.batch_size for r in records if r.transitions == "predicted"})
+    records = [r for r in results.measurements(HEADLINE_RUNS[0]) if r.mode == "infer"]
     order = style.registry_order(r.implementation for r in records)
     records.sort(key=lambda r: (order.index(r.implementation), r.transitions))
-    lanes = []
-    for size in predicted_sizes:
-        for r in records:
-            transitions = r.transitions
-            if r.batch_size != size:
-                continue
-            if transitions == "predicted" or (transitions == "gold" and r.implementation == frameworks.BASELINE):
-                lanes.append({"batch_size": size, "implementation": r.implementation, "transitions": transitions,
-                              "step_s_median": _r(r.step_s_median),
-                              "host_syncs_per_batch": _r(r.host_syncs_per_batch or 0.0),
-                              "phase_s_per_batch": {k: _r(v) for k, v in (r.phase_s_per_batch or {}).items()}})
-    return lanes
+    return [{"batch_size": size, "implementation": r.implementation, "transitions": r.transitions,
+             "step_s_median": _r(r.step_s_median), "host_syncs_per_batch": _r(r.host_syncs_per_batch or 0.0),
+             "phase_s_per_batch": {k: _r(v) for k, v in (r.phase_s_per_batch or {}).items()}}
+            for size in sorted({r.batch_size for r in records if r.transitions == "predicted"}) for r in records
+            if r.batch_size == size and (r.transitions == "predicted" or r.implementation == BASELINE
+                                         and r.transitions == "gold")]
 
 
-def host_reads(src: Sources, plt):
+def host_reads(results: Results, plt):
     """One median batch per implementation as a bar in time, with a mark for each decision read back to Python."""
-    lanes = host_lanes(src)
+    lanes = host_lanes(results)
     if not lanes:
-        raise ValueError(f"{src.record_file(HEADLINE_RUN)}: no inference records with predicted parses")
+        raise QuoteError(f"{results.record_file(HEADLINE_RUNS[0])}: no inference records with predicted parses")
     sizes = sorted({lane["batch_size"] for lane in lanes})
     most = max(sum(lane["batch_size"] == s for lane in lanes) for s in sizes)
     fig, axes = plt.subplots(len(sizes), 1, figsize=(8.6, 0.9 + (0.5 * most + 0.7) * len(sizes)), squeeze=False)
@@ -350,28 +243,24 @@ def host_reads(src: Sources, plt):
         mine = [lane for lane in lanes if lane["batch_size"] == size]
         longest = max(max(lane["step_s_median"], sum(lane["phase_s_per_batch"].values())) for lane in mine) * 1e3
         for y, lane in enumerate(reversed(mine)):
-            impl, width = lane["implementation"], lane["step_s_median"] * 1e3
-            c = style.colour(impl)
-            phases = lane["phase_s_per_batch"]
-            if phases:  # implementations that split their batch: one segment per phase
-                start = 0.0
-                for k, (name, seconds) in enumerate(phases.items()):
-                    ax.barh(y, seconds * 1e3, left=start, height=0.5, color=c, alpha=0.85 - 0.3 * (k % 2),
-                            edgecolor="white")
-                    ax.text(start + seconds * 5e2, y, name, ha="center", va="center", fontsize=6.5, color="white")
-                    start += seconds * 1e3
-            else:
+            width, phases = lane["step_s_median"] * 1e3, lane["phase_s_per_batch"]
+            c = style.colour(lane["implementation"])
+            start = 0.0
+            for k, (name, seconds) in enumerate(phases.items()):  # a batch split in phases: a segment each
+                ax.barh(y, seconds * 1e3, left=start, height=0.5, color=c, alpha=0.85 - 0.3 * (k % 2),
+                        edgecolor="white")
+                ax.text(start + seconds * 5e2, y, name, ha="center", va="center", fontsize=6.5, color="white")
+                start += seconds * 1e3
+            if not phases:
                 ax.barh(y, width, height=0.5, color=c, alpha=0.85)
             reads = lane["host_syncs_per_batch"]
             drawn = int(round(reads))
             if drawn:  # spread evenly: the record holds how many reads a batch made, not when
-                xs = [(k + 0.5) * width / drawn for k in range(drawn)]
-                ax.plot(xs, [y + 0.36] * drawn, "v", color="black", ms=3.5)
-                note = f"{reads:.1f} decisions read back to Python per batch"
-            elif lane["transitions"] == "predicted":
-                note = "decided on the device: no read"
-            else:
-                note = "gold parses: nothing to decide"
+                ax.plot([(k + 0.5) * width / drawn for k in range(drawn)], [y + 0.36] * drawn, "v", color="black",
+                        ms=3.5)
+            note = (f"{reads:.1f} decisions read back to Python per batch" if drawn else
+                    "decided on the device: no read" if lane["transitions"] == "predicted" else
+                    "gold parses: nothing to decide")
             end = max(width, sum(phases.values()) * 1e3)  # phases are means per batch: they may pass the median
             ax.text(end + longest * 0.01, y, f"{width:.1f} ms  {note}", va="center", fontsize=7.5)
         ax.set_yticks(range(len(mine)), [f"{lane['implementation']} ({lane['transitions']})"
@@ -381,40 +270,30 @@ def host_reads(src: Sources, plt):
         ax.grid(False, axis="y")
         ax.set_title(f"inference, batch {size}: one median batch")
         # The bars are timed, the marks only counted: the axis says so, so that no mark reads as a moment.
-        ax.set_xlabel("time within the batch (ms): the bars' lengths only\n"
-                      "\u25bc a decision read back to Python (device to host), spaced evenly: counted per batch, "
-                      "not timed", fontsize=8)
-    block_note = ""
-    try:
-        block = src.block("fig-parse")
-    except ValueError:
-        block, reads = None, []
-    else:
-        reads = parse_block_reads(block)
-        for item in reads:
-            if item["section"] == frameworks.BASELINE:
-                block_note = (f"python -m bench explain --parse ({block.guide}): {item['section']} read "
-                              f"{item['reads_predicted']} decisions in {item['steps_predicted']} steps with "
-                              f"predicted parses, {item['reads_gold']} with gold ones.")
+        ax.set_xlabel("time within the batch (ms): the bars' lengths only\n\u25bc a decision read back to Python "
+                      "(device to host), spaced evenly: counted per batch, not timed", fontsize=8)
+    block = results.explained().get("fig-parse")
+    reads = [] if block is None else [
+        {"section": name, "steps_gold": v["gold"]["python_steps"], "steps_predicted": v["predicted"]["python_steps"],
+         "reads_gold": v["gold"]["host_syncs"], "reads_predicted": v["predicted"]["host_syncs"]}
+        for name, v in block["result"].items() if isinstance(v, dict) and "host_syncs" in (v.get("predicted") or {})]
+    note = next((f"python -m bench explain --parse ({block['guide']}): {r['section']} read {r['reads_predicted']} "
+                 f"decisions in {r['steps_predicted']} steps with predicted parses, {r['reads_gold']} with gold ones."
+                 for r in reads if r["section"] == BASELINE), "")
     fig.suptitle("Where the decision is read: define-by-run code asks the device at every step with a choice",
                  fontsize=10)
-    if block_note:
-        fig.text(0.01, 0.005, block_note, fontsize=7, color="#444444", va="bottom")
-    fig.tight_layout(rect=(0, 0.03 if block_note else 0, 1, 1))
-    sources = [{"file": src.record_file(HEADLINE_RUN),
-                "keys": ["implementation", "mode", "transitions", "batch_size", "step_s_median",
-                         "host_syncs_per_batch", "phase_s_per_batch"],
-                "select": "inference, predicted parses, and the baseline's gold parses at the same batch sizes"}]
-    if block is not None:
-        sources.append({"block": block.source(), "keys": ["<implementation>.gold", "<implementation>.predicted"]})
-    entry = {
+    if note:
+        fig.text(0.01, 0.005, note, fontsize=7, color="#444444", va="bottom")
+    fig.tight_layout(rect=(0, 0.03 if note else 0, 1, 1))
+    return fig, {
         "title": "A decision read on the host",
-        "caption": ("One median batch (step_s_median) per implementation as a bar in time, predicted parses, "
-                    "with a mark per decision read back to Python (host_syncs_per_batch). Only the bars' lengths "
-                    "are times: the marks are spaced evenly along the bar in the order of the reads, because the "
-                    "record counts the reads per batch and does not time them. From "
-                    f"{src.record_file(HEADLINE_RUN)}."),
-        "sources": sources,
-        "data": {"lanes": lanes, "explain_parse": reads},
-    }
-    return fig, entry
+        "caption": "One median batch (step_s_median) per implementation as a bar in time, predicted parses, with a "
+                   "mark per decision read back to Python (host_syncs_per_batch). Only the bars' lengths are times: "
+                   "the marks are spaced evenly along the bar in the order of the reads, because the record counts "
+                   f"the reads per batch and does not time them. From {results.record_file(HEADLINE_RUNS[0])}.",
+        "sources": _sources(results, HEADLINE_RUNS[:1], ["implementation", "mode", "transitions", "batch_size",
+                                                         "step_s_median", "host_syncs_per_batch", "phase_s_per_batch"],
+                            select="inference, predicted parses, and the baseline's gold parses at the same batch "
+                                   "sizes") + ([] if block is None else [
+            {"block": block["source"], "keys": ["<implementation>.gold", "<implementation>.predicted"]}]),
+        "data": {"lanes": lanes, "explain_parse": reads}}

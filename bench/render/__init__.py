@@ -1,27 +1,35 @@
-"""``python -m bench render``: every measured number and results table of README.md and docs/ comes from a record.
+"""``python -m bench render`` and ``python -m bench check``: every measured number, table, code excerpt and
+explain output of README.md and docs/ comes from its source, and so does every figure of docs/figures/.
 
-The documents mark what they quote, and this package writes it:
+A document marks what it quotes with one syntax, a SOURCE and a QUERY, inline or as a block:
 
-* a number in the prose is a link to the results folder it comes from, with
-  a query as the link's title::
+* a value in the prose is a link with a title: ``[TEXT](SOURCE "QUERY")``;
+* a block is ``<!-- render SOURCE "QUERY" -->``, then the text rendered, then ``<!-- /render -->``.
 
-      JAX reads [2.56x](results/cpu "ratio infer gold 1 jax") over PyTorch
+SOURCE is a path relative to the document, or ``#ID``:
 
-  The query names a quote function (``bench/render/quotes.py``) and its
-  arguments; the folder is the link's target, relative to the document. A
-  function may take a precision after a colon (``ratio:1 ...``).
-* a table is a block between two comments, whose first names a block
-  function (``bench/render/blocks.py``), the folder and the arguments::
+* a results folder (``results/cpu``): QUERY is a query of its tables (bench/render/query.py) inline,
+  ``[2.47x](results/cpu "ratio infer gold 1 jax")``, or a block of bench/render/blocks.py,
+  ``<!-- render results/cpu "ratios infer,train gold 1,32,128" -->``;
+* a JSON file of one (``results/today/today.json``): QUERY is a dotted key, with the query's modifiers,
+  ``[16](../results/today/today.json "torch.compile.dynamic.batches.0.recompiles")``;
+* a source file (``../impl_jax/masked.py``), block only: the lines QUERY names (``SPINN._write``, or
+  ``first anchor .. last anchor``) as a fenced excerpt;
+* ``#ID``: a block of ``python -m bench explain``'s output, ``<!-- render #fig-main "explain --shape left" -->``
+  (checked with times and versions masked), and inline a count of its result, ``[29](#fig-main "batch.num_steps")``
+  (a key ending in ``_s`` is a time, an example: any will do).
 
-      <!-- render: ratio-table cpu infer,train gold 1,32,128 -->
-      ...
-      <!-- /render -->
-
-Only folders of ``results/manifest.toml`` can be quoted (``results/archive/``
-holds history), so a user's own run anywhere never changes a document.
-``python -m bench render`` rewrites every quote and block; ``--check`` exits
-1 naming each one that differs from its records, each quote of a stale
-folder (``bench reproduce --check``), and each measured-looking number the
-prose types instead of quoting (:mod:`bench.render.lint`). tests/test_render.py
-runs the check.
+Only folders of results/manifest.toml are quoted (results/archive/ holds history), so a user's own run never
+changes a document, and a quote of a folder whose measured code changed since (bench reproduce --check) fails
+the check, unless it is a GPU folder this machine cannot re-make and a document shows its measured-at block.
+A measured-looking number typed in the prose is refused too (document.typed_numbers; a line marked
+``<!-- not measured -->`` states a goal or a setting). The figures are drawn by bench/figures/ and checked
+through the numbers docs/figures/figures.json keeps of them, never their SVG bytes.
 """
+
+
+def table(header: list[str], rows: list[list]) -> str:
+    """The suite's one Markdown table: a header, its separator, a line per row (the report's tables and the
+    blocks' are all written here)."""
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                     + ["| " + " | ".join(map(str, row)) + " |" for row in rows])

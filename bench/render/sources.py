@@ -1,82 +1,107 @@
-"""The records a document may quote: the folders of results/manifest.toml, each read once."""
+"""The one reader of what documents and figures quote: the folders of results/manifest.toml, each file read once."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from bench import reproduce
+from bench import ROOT, reproduce
 from bench.benchmark.record import Measurement
 from bench.records import read_records
-from bench.render.values import QuoteError
-from bench.training.metrics import read_metrics
+
+FIGURES_DIR = Path("docs") / "figures"  # the figures, figures.json and explain.json, under the root
+EXPLAIN_JSON = "explain.json"
+
+
+class QuoteError(ValueError):
+    """A marker that cannot be rendered: an unknown source, table, record or key (said in one line)."""
 
 
 class Results:
-    """The manifest's folders under ``root/results``, read on demand; ``used`` names those read."""
+    """The manifest's folders under ``root/results`` (never history under results/archive/ nor a user's own
+    run), and the documents' explain results."""
 
-    def __init__(self, root: Path = reproduce.ROOT):
+    def __init__(self, root: Path = ROOT):
         self.root = Path(root)
         self.entries = {e.name: e for e in reproduce.load_manifest(self.root)}
-        self.used: set[str] = set()
         self._cache: dict = {}
-
-    def folder(self, name: str) -> Path:
-        if name not in self.entries:
-            where = "history (results/archive/), never quoted" if name.split("/")[0] == reproduce.ARCHIVE else \
-                "not in results/manifest.toml"
-            raise QuoteError(f"results/{name} is {where}")
-        self.used.add(name)
-        return self.entries[name].folder(self.root)
 
     def _read(self, key, reader):
         if key not in self._cache:
             self._cache[key] = reader()
         return self._cache[key]
 
+    def folder(self, name: str) -> Path:
+        if name not in self.entries:
+            raise QuoteError(f"results/{name} is " + ("history (results/archive/), never quoted" if name.split("/")[0]
+                                                      == reproduce.ARCHIVE else "not in results/manifest.toml"))
+        return self.entries[name].folder(self.root)
+
+    def locate(self, path: Path) -> tuple[str, str | None]:
+        """(manifest folder, the file inside it or None) of a path under results/."""
+        rel = path.resolve().relative_to((self.root / "results").resolve()).as_posix()
+        name = max((n for n in self.entries if rel == n or rel.startswith(n + "/")), key=len, default=rel)
+        self.folder(name)
+        return name, rel[len(name) + 1:] or None
+
+    def file(self, name: str, rel: str) -> Path:
+        if not (self.folder(name) / rel).exists():
+            raise QuoteError(f"no results/{name}/{rel}")
+        return self.folder(name) / rel
+
+    def records(self, name: str, rel: str = "results.jsonl") -> list[dict]:
+        """A JSON-lines file of the folder (results.jsonl; RUN/metrics.jsonl of a training run)."""
+        return self._read(("records", name, rel), lambda: read_records(self.file(name, rel)))
+
     def measurements(self, name: str) -> list[Measurement]:
-        """A benchmark folder's records, typed (bench/benchmark/record.py)."""
         return self._read(("measurements", name), lambda: [Measurement.from_dict(r) for r in self.records(name)])
 
-    def records(self, name: str) -> list[dict]:
-        """A benchmark or scaling folder's results.jsonl, as the dicts it holds."""
-        path = self.folder(name) / "results.jsonl"
-
-        def read():
-            if not path.exists():
-                raise QuoteError(f"no records at {path.relative_to(self.root)}")
-            return read_records(path)
-
-        return self._read(("records", name), read)
-
     def metrics(self, name: str, run: str) -> list[dict]:
-        """A training run's metrics.jsonl, ``run`` its sub-folder."""
-        path = self.folder(name) / run / "metrics.jsonl"
+        return self.records(name, f"{run}/metrics.jsonl")
 
-        def read():
-            if not path.exists():
-                raise QuoteError(f"no training run at {path.parent.relative_to(self.root)}")
-            return read_metrics(path)
-
-        return self._read(("metrics", name, run), read)
-
-    def json(self, name: str, file: str) -> dict:
-        path = self.folder(name) / file
-
-        def read():
-            try:
-                return json.loads(path.read_text())
-            except FileNotFoundError:
-                raise QuoteError(f"no {path.relative_to(self.root)}") from None
-
-        return self._read(("json", name, file), read)
+    def json(self, name: str, rel: str) -> dict:
+        return self._read(("json", name, rel), lambda: json.loads(self.file(name, rel).read_text()))
 
     def stamp(self, name: str) -> dict:
-        """What ``bench reproduce`` recorded of the folder: commands, commit, wall time."""
+        """What bench reproduce recorded of the folder: commands, commit, wall time."""
         return self.json(name, reproduce.STAMP)
 
     def run_dir(self, name: str, run: str) -> Path:
-        path = self.folder(name) / run
-        if not (path / "metrics.jsonl").exists():
-            raise QuoteError(f"no training run at {path.relative_to(self.root)}")
-        return path
+        return self.file(name, f"{run}/metrics.jsonl").parent
+
+    def runs(self) -> list[str]:
+        """The benchmark folders of the manifest (their results.jsonl holds bench run's records), by name."""
+        return sorted(n for n, e in self.entries.items() if (e.folder(self.root) / "results.jsonl").exists()
+                      and "implementation" in (read_records(e.folder(self.root) / "results.jsonl")[:1] or [{}])[0])
+
+    def record_file(self, name: str) -> str:
+        return f"results/{name}/results.jsonl"
+
+    def explained(self) -> dict:
+        """explain.json: {id: {guide, command, result, and its id and how figures.json names it: source}}."""
+        path = self.root / FIGURES_DIR / EXPLAIN_JSON
+        if not path.exists():
+            raise QuoteError(f"no {path}: python -m bench render writes it")
+        return self._read("explained", lambda: {k: {**v, "id": k, "source": f"{v['guide']} #{k} ($ {v['command']})"}
+                                                for k, v in json.loads(path.read_text()).items()})
+
+    def explain(self, command: str, timing: bool) -> dict:
+        """The result of ``python -m bench explain ...``, run in this process once per command (and timing)."""
+        def run():
+            from bench.config import quiet_frameworks
+            from bench.explain.arguments import COMMAND, parse_args
+            from bench.explain.report import run as explain
+
+            if not command.startswith(COMMAND + " ") and command != COMMAND:
+                raise QuoteError(f"an explain block's query starts with {COMMAND.split()[-1]!r}, not {command!r}")
+            print(f"render: running {command}" + ("" if timing else " (untimed)"), file=sys.stderr, flush=True)
+            quiet_frameworks()
+            try:
+                args = parse_args(command[len(COMMAND):].split())
+            except SystemExit:  # argparse said why, above
+                raise QuoteError(f"{command!r}: not a command explain takes") from None
+            args.no_timing = args.no_timing or not timing
+            return json.loads(json.dumps(explain(args)))
+
+        return self._read(("explain", command, timing), run)

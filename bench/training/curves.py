@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from bench.figures import style
+from bench.render import table
 from bench.training import reinforce_curves
 from bench.training.metrics import read_metrics
 
@@ -55,63 +57,63 @@ def loss_agreement(runs: list[dict]) -> list[dict]:
     return rows
 
 
+def looks(runs: list[dict]) -> list[dict]:
+    """Each run's line in a plot: its framework's colour (bench/figures/style.py), the next line style for a
+    framework's next run."""
+    frameworks = [run["run"]["framework"] for run in runs]
+    return [{"color": style.colour(fw), "ls": style.linestyle(fw, frameworks[:k].count(fw))}
+            for k, fw in enumerate(frameworks)]
+
+
 def format_runs(runs: list[dict]) -> str:
-    header = ("| run | optimizer | lr | batch | steps | epochs | wall time | final loss "
-              "| dev acc. (last) | dev acc. (best) | train acc. (last) |")
-    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    rows = []
     for run in runs:
         cfg = run["run"]["config"]
         last_train = run["train"][-1] if run["train"] else {}
         dev = [r for r in run["eval"] if r["split"] == "dev"]
         train = [r for r in run["eval"] if r["split"] == "train"]
         wall = max([r.get("elapsed_s", 0.0) for r in run["train"] + run["eval"]] or [0.0])
-        pct = lambda r: f"{100 * r['accuracy']:.2f}%" if r else "-"
-        lines.append(
-            f"| {run['label']} | {cfg['optimizer']} | {cfg['lr']:g} | {cfg['batch_size']} "
-            f"| {last_train.get('step', 0):,} | {last_train.get('epoch', 0):.2f} | {wall:,.0f} s "
-            f"| {last_train.get('loss', float('nan')):.4f} | {pct(dev[-1] if dev else None)} "
-            f"| {pct(max(dev, key=lambda r: r['accuracy']) if dev else None)} | {pct(train[-1] if train else None)} |")
-    return "\n".join(lines)
+        pct = lambda r: f"{100 * r['accuracy']:.2f}%" if r else "-"  # noqa: E731
+        rows.append([run["label"], cfg["optimizer"], f"{cfg['lr']:g}", cfg["batch_size"],
+                     f"{last_train.get('step', 0):,}", f"{last_train.get('epoch', 0):.2f}", f"{wall:,.0f} s",
+                     f"{last_train.get('loss', float('nan')):.4f}", pct(dev[-1] if dev else None),
+                     pct(max(dev, key=lambda r: r["accuracy"]) if dev else None), pct(train[-1] if train else None)])
+    return table(["run", "optimizer", "lr", "batch", "steps", "epochs", "wall time", "final loss", "dev acc. (last)",
+                  "dev acc. (best)", "train acc. (last)"], rows)
 
 
 def plot_curves(runs: list[dict], out_dir: Path) -> Path:
-    """Training loss against step, and dev (solid) / train (dashed) accuracy against step."""
-    import matplotlib
+    """Training loss against step, and dev (filled marks) / train (open marks) accuracy against step."""
+    with style.drawing() as plt:
+        fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.2))
+        return _plot(runs, out_dir, fig, ax_loss, ax_acc)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for k, run in enumerate(runs):
-        color = f"C{k % 10}"
+def _plot(runs: list[dict], out_dir: Path, fig, ax_loss, ax_acc) -> Path:
+    for run, look in zip(runs, looks(runs)):
         if run["train"]:
-            ax_loss.plot([r["step"] for r in run["train"]], [r["loss"] for r in run["train"]], color=color,
-                         label=run["label"], lw=1.2)
-        for split, style in (("dev", "-"), ("train", "--")):
+            ax_loss.plot([r["step"] for r in run["train"]], [r["loss"] for r in run["train"]], label=run["label"],
+                         lw=1.2, **look)
+        for split, fill in (("dev", None), ("train", "white")):
             rows = [r for r in run["eval"] if r["split"] == split]
             if rows:
-                ax_acc.plot([r["step"] for r in rows], [100 * r["accuracy"] for r in rows], style, color=color,
-                            marker="o", ms=3, label=f"{run['label']} {split}")
+                ax_acc.plot([r["step"] for r in rows], [100 * r["accuracy"] for r in rows], marker="o", ms=3,
+                            mfc=fill, label=f"{run['label']} {split}", **look)
     ax_loss.set_xlabel("step")
     ax_loss.set_ylabel("training loss (mean cross-entropy)")
     ax_loss.set_yscale("log")
     ax_loss.set_title("loss")
-    ax_loss.grid(True, which="both", alpha=0.3)
     if ax_loss.lines:
         ax_loss.legend(fontsize=7)
     ax_acc.set_xlabel("step")
     ax_acc.set_ylabel("accuracy (%)")
-    ax_acc.set_title("accuracy at epoch ends (solid: dev, dashed: train)")
-    ax_acc.grid(True, alpha=0.3)
+    ax_acc.set_title("accuracy at epoch ends (filled: dev, open: train)")
     if ax_acc.lines:
         ax_acc.legend(fontsize=7)
     else:
         ax_acc.text(0.5, 0.5, "no evaluations in these runs", ha="center", va="center", transform=ax_acc.transAxes)
     fig.tight_layout()
-    path = out_dir / "curves.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return style.save(fig, out_dir / "curves.png")
 
 
 def cmd_curves(args) -> int:
@@ -124,9 +126,8 @@ def cmd_curves(args) -> int:
     agreement = loss_agreement(runs)
     if agreement:
         lines += ["Training-loss curves, pair by pair (at the steps both logged):", "",
-                  "| run | against | steps compared | max relative difference |", "|---|---|---|---|"]
-        lines += [f"| {a['run']} | {a['against']} | {a['points']} | {a['max_rel_diff']:.2e} |" for a in agreement]
-        lines.append("")
+                  table(["run", "against", "steps compared", "max relative difference"],
+                        [[a["run"], a["against"], a["points"], f"{a['max_rel_diff']:.2e}"] for a in agreement]), ""]
     if any(map(reinforce_curves.has_reinforce, runs)):
         lines += ["Parses learned by reward (`--transitions reinforce`):", "", reinforce_curves.format_reinforce(runs),
                   ""]

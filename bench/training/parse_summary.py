@@ -1,6 +1,5 @@
-"""Learned parses against fixed ones: a table from runs of ``bench train`` on ``--data arithmetic``.
-
-    python -m bench.training.parse_summary RUN... [--out summary.md]
+"""Learned parses against fixed ones: a table from runs of ``bench train`` on ``--data arithmetic``, rendered in
+the documents by the ``parses`` block and quote (bench/render/).
 
 For each run folder: how its sentences were parsed in training (the true
 trees, one fixed shape of ``--parse``, or REINFORCE), its dev accuracy
@@ -13,12 +12,12 @@ dev evaluation measured in predicted mode.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import numpy as np
 
+from bench.render import table
 from bench.training.metrics import read_metrics
 from shared.arithmetic import arithmetic_pairs
 from shared.parse_metrics import ParseCounts
@@ -65,28 +64,9 @@ def summarize(run_dir: Path) -> dict:
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = ["| run | parses in training | numbers | steps | dev acc. (last) | dev acc. (best) "
-             "| dev bracket F1 vs true trees | reduce share at choices (last) | entropy per pair (last) | wall |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        extra = (f"{r['choice_reduce_share']:.3f} | {r['entropy']:.2f}" if r["parses"] == "reinforce" else "- | -")
-        lines.append(f"| {r['run']} | {r['parses']} | {r['numbers']} | {r['steps']:,} "
-                     f"| {100 * r['dev_accuracy_last']:.1f}% | {100 * r['dev_accuracy_best']:.1f}% "
-                     f"| {r['dev_bracket_f1']:.3f} | {extra} | {r['wall_s']:.0f} s |")
-    return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.training.parse_summary", description=__doc__.splitlines()[0])
-    parser.add_argument("runs", nargs="+", help="run folders of `bench train --data arithmetic`")
-    parser.add_argument("--out", default=None, help="also write the table (Markdown) here")
-    args = parser.parse_args(argv)
-    table = format_table([summarize(Path(run)) for run in args.runs])
-    print(table)
-    if args.out:
-        Path(args.out).write_text(table + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return table(["run", "parses in training", "numbers", "steps", "dev acc. (last)", "dev acc. (best)",
+                  "dev bracket F1 vs true trees", "reduce share at choices (last)", "entropy per pair (last)", "wall"],
+                 [[r["run"], r["parses"], r["numbers"], f"{r['steps']:,}", f"{100 * r['dev_accuracy_last']:.1f}%",
+                   f"{100 * r['dev_accuracy_best']:.1f}%", f"{r['dev_bracket_f1']:.3f}",
+                   f"{r['choice_reduce_share']:.3f}" if r["parses"] == "reinforce" else "-",
+                   f"{r['entropy']:.2f}" if r["parses"] == "reinforce" else "-", f"{r['wall_s']:.0f} s"] for r in rows])

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.figures import style
+from bench.render import table
+
 
 def has_reinforce(run: dict) -> bool:
     return any("reward" in r for r in run["train"])
@@ -17,52 +20,48 @@ def has_reinforce(run: dict) -> bool:
 def format_reinforce(runs: list[dict]) -> str:
     """A Markdown table: the last logged reward, baseline, entropy and parse shape,
     and the last dev evaluation's bracket F1 (predicted mode)."""
-    lines = ["| run | reward (last) | baseline | entropy per pair | reduce share at choices "
-             "| train bracket F1 | dev bracket F1 (predicted) |", "|---|---|---|---|---|---|---|"]
+    rows = []
     for run in filter(has_reinforce, runs):
         last = [r for r in run["train"] if "reward" in r][-1]
         dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
-        dev_f1 = f"{dev[-1]['parse_bracket_f1']:.3f}" if dev else "-"
-        lines.append(f"| {run['label']} | {last['reward']:.4f} | {last['baseline']:.4f} | {last['entropy']:.3f} "
-                     f"| {last['choice_reduce_share']:.3f} | {last['bracket_f1']:.3f} | {dev_f1} |")
-    return "\n".join(lines)
+        rows.append([run["label"], f"{last['reward']:.4f}", f"{last['baseline']:.4f}", f"{last['entropy']:.3f}",
+                     f"{last['choice_reduce_share']:.3f}", f"{last['bracket_f1']:.3f}",
+                     f"{dev[-1]['parse_bracket_f1']:.3f}" if dev else "-"])
+    return table(["run", "reward (last)", "baseline", "entropy per pair", "reduce share at choices",
+                  "train bracket F1", "dev bracket F1 (predicted)"], rows)
 
 
 def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
     """reward and baseline, entropy per pair, and parse statistics (bracket F1
-    against the data's trees, reduce share at choice steps) against step."""
-    import matplotlib
+    against the data's trees, reduce share at choice steps) against step; each run in its framework's colour."""
+    from bench.training.curves import looks
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    chosen = list(filter(has_reinforce, runs))
+    with style.drawing() as plt:
+        fig, (ax_reward, ax_entropy, ax_parse) = plt.subplots(1, 3, figsize=(15, 4.2))
+        for run, look in zip(chosen, looks(chosen)):
+            _plot(run, look["color"], ax_reward, ax_entropy, ax_parse)
+        for ax, title, ylabel in ((ax_reward, "reward r = -CE (solid) and baseline b (dotted)", "nats"),
+                                  (ax_entropy, "entropy of the sampled parses", "nats per pair"),
+                                  (ax_parse, "parses against the data's trees", "share")):
+            ax.set(title=title, xlabel="step", ylabel=ylabel)
+            if ax.lines:
+                ax.legend(fontsize=7)
+        fig.tight_layout()
+        return style.save(fig, out_dir / "reinforce.png")
 
-    fig, (ax_reward, ax_entropy, ax_parse) = plt.subplots(1, 3, figsize=(15, 4.2))
-    for k, run in enumerate(filter(has_reinforce, runs)):
-        color = f"C{k % 10}"
-        rows = [r for r in run["train"] if "reward" in r]
-        steps = [r["step"] for r in rows]
-        ax_reward.plot(steps, [r["reward"] for r in rows], color=color, lw=1.2, label=f"{run['label']} reward")
-        ax_reward.plot(steps, [r["baseline"] for r in rows], ":", color=color, lw=1.2, label="baseline")
-        ax_entropy.plot(steps, [r["entropy"] for r in rows], color=color, lw=1.2, label=run["label"])
-        ax_parse.plot(steps, [r["bracket_f1"] for r in rows], color=color, lw=1.2,
-                      label=f"{run['label']} bracket F1 (sampled)")
-        ax_parse.plot(steps, [r["choice_reduce_share"] for r in rows], "--", color=color, lw=1.0,
-                      label="reduce share at choices")
-        dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
-        if dev:
-            ax_parse.plot([r["step"] for r in dev], [r["parse_bracket_f1"] for r in dev], "o", color=color, ms=4,
-                          label="dev bracket F1 (predicted)")
-    for ax, title, ylabel in ((ax_reward, "reward r = -CE (solid) and baseline b (dotted)", "nats"),
-                              (ax_entropy, "entropy of the sampled parses", "nats per pair"),
-                              (ax_parse, "parses against the data's trees", "share")):
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = out_dir / "reinforce.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+
+def _plot(run: dict, color: str, ax_reward, ax_entropy, ax_parse) -> None:
+    rows = [r for r in run["train"] if "reward" in r]
+    steps = [r["step"] for r in rows]
+    ax_reward.plot(steps, [r["reward"] for r in rows], color=color, lw=1.2, label=f"{run['label']} reward")
+    ax_reward.plot(steps, [r["baseline"] for r in rows], ":", color=color, lw=1.2, label="baseline")
+    ax_entropy.plot(steps, [r["entropy"] for r in rows], color=color, lw=1.2, label=run["label"])
+    ax_parse.plot(steps, [r["bracket_f1"] for r in rows], color=color, lw=1.2,
+                  label=f"{run['label']} bracket F1 (sampled)")
+    ax_parse.plot(steps, [r["choice_reduce_share"] for r in rows], "--", color=color, lw=1.0,
+                  label="reduce share at choices")
+    dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
+    if dev:
+        ax_parse.plot([r["step"] for r in dev], [r["parse_bracket_f1"] for r in dev], "o", color=color, ms=4,
+                      label="dev bracket F1 (predicted)")
