@@ -1,13 +1,6 @@
-"""The graph behind one batch's loss and gradients, recorded per batch or traced once (the guides' explain blocks).
-
-Every count is of one training step's graph for one batch's loss and its gradients, in each framework's own
-unit: PyTorch's autograd nodes and DyNet's nodes recorded while Python ran, at every step
-(``<implementation>.graph.recorded``); TensorFlow's ops of the traced loss-and-gradients function plus those of
-its while loops' bodies and conditions, each body once (``<implementation>.loss_and_grads``); JAX's equations of
-the traced jaxpr, the scans' bodies once each (``loss_and_grads.eqns_total``). The recorded graphs grow with the
-steps and change with the trees; the traced ones stay one program. The counts are the results of the documents'
-explain blocks as docs/figures/explain.json keeps them, never re-run here.
-"""
+"""The graph behind one batch's loss and gradients, recorded for every batch (PyTorch's autograd nodes, DyNet's
+nodes) or traced once (TensorFlow's ops and JAX's equations, each loop body once), read from the documents'
+explain blocks as docs/figures/explain.json keeps them: never re-run here."""
 
 from __future__ import annotations
 
@@ -17,10 +10,7 @@ from bench.render.sources import QuoteError, Results
 
 OTHER_TREES = "other_trees"  # the same words in other tree shapes: an implementation's graph size for each
 MAIN_BLOCK = "fig-main"  # the guide's first figure: its batch is also drawn as the same words in other trees
-TRACED_WORDS = {"while": "the ops of the traced loss-and-gradients graph plus those of its while loops' bodies and "
-                         "conditions (the forward loop and its gradient), each counted once",
-                "scan": "the equations of the traced loss-and-gradients jaxpr, the forward and reverse scans' bodies "
-                        "counted once each"}
+
 
 
 def _traced(value: dict) -> dict | None:
@@ -138,17 +128,8 @@ def graph_size(results: Results, plt):
                  f"python -m bench explain, small model ({main['model']})", fontsize=10)
     fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2, fontsize=7.5, frameon=False)
     fig.tight_layout(rect=(0, 0.1, 1, 1))  # the legend below both panels: inside either it would cover points
-    loops = {t["loop"]: name for r in drawn for name, t in r["traced"].items()}
     return fig, {
         "title": "The graph behind one batch's loss and gradients",
-        "caption": "The size of what computes one batch's loss and its gradients, against the loop steps T (left) "
-                   f"and for one batch of {main['what']}, its words arranged as other trees (right). " + " ".join(
-                       [f"{name}: the {units[name]} the forward pass recorded for the loss, every step's operations "
-                        "anew for each batch (the backward pass walks them)." for name in recorders]
-                       + [f"{name}: {TRACED_WORDS[loop]}, one program for every batch." for loop, name in
-                          sorted(loops.items(), key=lambda kv: tracers.index(kv[1]))])
-                   + " Each framework counts in its own unit. From the guides' explain blocks (python -m bench "
-                     f"explain; model {main['model']}).",
         "sources": [{"block": r["source"], "keys": ["<implementation>.graph", f"<implementation>.{OTHER_TREES}",
                                                    "<implementation>.loss_and_grads", "batch", "model"]}
                     for r in drawn],

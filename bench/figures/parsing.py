@@ -77,9 +77,9 @@ def _sentence(row, pair_id, s) -> dict:
             "tree": to_bracket(build_tree(s.tokens, s.transitions))}
 
 
-def _entry(title, caption, rows, code, data) -> dict:
-    return {"title": title, "caption": caption, "sources": [{"file": DATA, **rows, "keys": [snli.PREMISE_FIELD],
-                                                             "code": code}], "data": data}
+def _entry(title, rows, code, data) -> dict:
+    return {"title": title, "sources": [{"file": DATA, **rows, "keys": [snli.PREMISE_FIELD], "code": code}],
+            "data": data}
 
 
 def _lines(ax, rows: list, xs: tuple, styles: tuple) -> None:
@@ -133,10 +133,7 @@ def shift_reduce(results, plt):
     ax.set_title("the tree (node: the step of its REDUCE)", fontsize=9)
     fig.suptitle(f"Shift-reduce: \"{' '.join(s.tokens)}\" (SNLI sample, row {row}), {len(s.transitions)} steps: "
                  "SHIFT moves a word onto the stack, REDUCE composes the top two", fontsize=10)
-    return fig, _entry("A shift-reduce trace of one sentence",
-                       f"The transitions of the first {SENTENCE_WORDS}-word premise of {DATA} (row {row}), from "
-                       "shared.transitions.parse of its binary parse, run on a Python stack and buffer: the state "
-                       "after every step, and the tree they build.", {"row": row},
+    return fig, _entry("A shift-reduce trace of one sentence", {"row": row},
                        "shared.transitions.parse, build_tree",
                        {"sentence": _sentence(row, pair_id, s), "steps": steps})
 
@@ -191,11 +188,7 @@ def thin_stack_figure(results, plt):
                    f"grey: stale slots at and above it; {UNUSED}: not written yet", fontsize=8)
     fig.suptitle(f"The thin stack (Bowman et al. 2016) of \"{' '.join(s.tokens)}\": nothing is copied, SHIFT pushes "
                  "a row number, REDUCE writes one new row", fontsize=10)
-    return fig, _entry("The thin stack of the same sentence",
-                       "The thin-stack layout of impl_jax/masked.py for the shift-reduce figure's sentence: the "
-                       "array of N + T rows and the pointer stack after every step, replayed from the transitions with "
-                       "the integer rules of SPINN._write (thin layout). A slot no step has written yet is drawn as a "
-                       f"dash ({UNUSED}): the array holds its initial 0 there, which points at nothing.", {"row": row},
+    return fig, _entry("The thin stack of the same sentence", {"row": row},
                        "impl_jax/masked.py SPINN._write, thin layout (replayed)",
                        {"sentence": _sentence(row, pair_id, s), **thin})
 
@@ -270,11 +263,7 @@ def levels_figure(results, plt):
                     loc="left")
     fig.suptitle(f"{len(sentences)} sentences scheduled on the host: {max(plan['steps'])} transition steps for the "
                  f"longest, {L} levels of Reduce, each level one batched call", fontsize=10)
-    return fig, _entry("One batch scheduled into levels",
-                       f"The first {SENTENCES} different premises of at most {WORDS} words of {DATA}, their gold "
-                       "transitions scheduled by shared.levels.schedule_by_height (no tracker: a node's level is its "
-                       "height), every level exactly as wide as its nodes: the trees with each phrase's level, and "
-                       "the node table each level's one Reduce fills.", {"rows": [r for r, _, _ in chosen]},
+    return fig, _entry("One batch scheduled into levels", {"rows": [r for r, _, _ in chosen]},
                        "shared.levels.schedule_by_height",
                        {"sentences": [{"row": r, "pair_id": p, "tokens": list(s.tokens), "transitions":
                                        [TRANSITION_NAMES[op] for op in s.transitions]} for r, p, s in chosen], **plan})

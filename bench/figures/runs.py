@@ -1,9 +1,5 @@
-"""Figures of committed benchmark records: speed ratios, padding, compile time, host reads.
-
-Every ratio is the report's (bench/benchmark/stats.py ``round_ratios``): pairs/s over the baseline's, round
-by round in one run's interleaved rounds, summarised by the median and quartiles; so a re-run of a folder
-redraws a figure with no change here.
-"""
+"""Figures of committed benchmark records: speed ratios, padding, compile time, host reads. Every ratio is the
+report's (bench/benchmark/stats.py round_ratios), so a re-run of a folder redraws a figure with no change here."""
 
 from __future__ import annotations
 
@@ -89,14 +85,8 @@ def headline(results: Results, plt):
     fig.suptitle(f"Speed over define-by-run {BASELINE}: median of per-round ratios, band = interquartile range",
                  fontsize=10)
     fig.tight_layout()
-    rounds = sorted({row["rounds"] for rows in by_run.values() for row in rows})
-    files = [results.record_file(run) for run in by_run]
     return fig, {
         "title": "Speed over PyTorch against batch size",
-        "caption": f"Each implementation's pairs/s over {BASELINE}'s on the same device, the median of the per-round "
-                   f"ratios of {'/'.join(map(str, rounds))} interleaved rounds (band: interquartile range), gold "
-                   f"parses, data {results.measurements(HEADLINE_RUNS[0])[0].data or '?'}, from "
-                   f"{' and '.join(files)}; the report's round_ratios.",
         "sources": _sources(results, by_run, ["implementation", "mode", "transitions", "device", "batch_size",
                                               "round_pairs_per_s", "run_id"],
                             select=f"transitions gold; ratios over {BASELINE} round by round"),
@@ -163,10 +153,6 @@ def padding(results: Results, plt):
     runs = list(dict.fromkeys(p["run"] for p in points))
     return fig, {
         "title": "Speed over PyTorch against the padding share",
-        "caption": f"Static implementations' pairs/s over {BASELINE}'s (median and IQR of per-round ratios, "
-                   "inference, gold parses) against padding_waste, the PAD share of the transition slots the "
-                   "implementation computes (runs before the sentence batches recorded the share of the batch "
-                   f"arrays), in every run of default implementations that records it: {', '.join(runs)}.",
         "sources": _sources(results, runs, ["implementation", "mode", "transitions", "batch_size",
                                             "round_pairs_per_s", "padding_waste", "data"]),
         "data": points}
@@ -209,9 +195,6 @@ def compile_shapes(results: Results, plt):
     fig.tight_layout(rect=(0, 0.13, 1, 1))
     return fig, {
         "title": "Compile time against the number of shapes",
-        "caption": "compile_s (tracing and compiling before the first result, all shapes) against warmup_shapes "
-                   "for every default implementation that builds its graph ahead of time, in every committed run "
-                   f"({', '.join(runs)}); lines join the medians per shape count.",
         "sources": _sources(results, runs, ["implementation", "mode", "warmup_shapes", "compile_s", "traces",
                                             "compile_detail.xla_compilations"]),
         "data": points}
@@ -287,10 +270,6 @@ def host_reads(results: Results, plt):
     fig.tight_layout(rect=(0, 0.03 if note else 0, 1, 1))
     return fig, {
         "title": "A decision read on the host",
-        "caption": "One median batch (step_s_median) per implementation as a bar in time, predicted parses, with a "
-                   "mark per decision read back to Python (host_syncs_per_batch). Only the bars' lengths are times: "
-                   "the marks are spaced evenly along the bar in the order of the reads, because the record counts "
-                   f"the reads per batch and does not time them. From {results.record_file(HEADLINE_RUNS[0])}.",
         "sources": _sources(results, HEADLINE_RUNS[:1], ["implementation", "mode", "transitions", "batch_size",
                                                          "step_s_median", "host_syncs_per_batch", "phase_s_per_batch"],
                             select="inference, predicted parses, and the baseline's gold parses at the same batch "

@@ -1,11 +1,7 @@
-"""The suite's one plot style: the docs' figures, the report's plots and the training curves.
-
-Colours follow the registry (bench/frameworks.py): a framework has one hue in every plot, its first
-implementation the plain hue, the next ones darker or lighter with their own marker and line style.
-matplotlib's defaults are reset inside ``drawing()`` (a user's matplotlibrc does not leak in), and an SVG is
-saved without the date or matplotlib's version and with fixed element ids, so a file changes only when what
-it shows does (figures are checked through their numbers, bench/render/command.py, not their bytes).
-"""
+"""The suite's one plot style, of the docs' figures, the report's plots and the training curves: a framework has
+one hue in every plot (bench/frameworks.py's order), its first implementation the plain hue, the next ones darker
+or lighter with their own marker and line style; matplotlib's defaults reset (no user's matplotlibrc leaks in);
+an SVG without date, version or random ids, so a file changes only when what it shows does."""
 
 from __future__ import annotations
 
@@ -52,9 +48,9 @@ def linestyle(implementation: str, k: int = 0):
     return LINESTYLES[(_position(implementation)[1] + k) % len(LINESTYLES)]
 
 
-def look(implementation: str, k: int = 0) -> dict:
-    """colour, marker and line style of an implementation's line, as plot's keywords."""
-    return {"color": colour(implementation), "marker": marker(implementation), "ls": linestyle(implementation, k)}
+def look(implementation: str) -> dict:
+    """An implementation's line, as plot's keywords."""
+    return {"color": colour(implementation), "marker": marker(implementation), "ls": linestyle(implementation)}
 
 
 def registry_order(names) -> list[str]:
@@ -80,15 +76,13 @@ def drawing():
         yield plt
 
 
-def save(fig, path: Path, format: str | None = None) -> Path:
-    """Write ``fig`` (SVG without date or version; PNG at 110 dpi) and close it."""
+def save(fig, path: Path) -> Path:
+    """Write ``fig`` (a .png at 110 dpi, else an SVG) and close it."""
     import matplotlib.pyplot as plt
 
     try:
-        if (format or Path(path).suffix.lstrip(".")) == "png":
-            fig.savefig(path, format="png", dpi=110)
-        else:
-            fig.savefig(path, format="svg", metadata=METADATA)
+        png = Path(path).suffix == ".png"
+        fig.savefig(path, format="png" if png else "svg", **({"dpi": 110} if png else {"metadata": METADATA}))
     finally:
         plt.close(fig)
     return Path(path)

@@ -50,7 +50,7 @@ def _impl_order(names) -> list[str]:
 def measured_at(results: Results, folder: str) -> str:
     """Where and at which commit a folder was made, and, where its measured code has changed since, a sentence
     that says so: what a folder this machine cannot re-make (a GPU run) is quoted with."""
-    stamp, entry = results.stamp(folder), results.entries[folder]
+    stamp, entry = results.json(folder, reproduce.STAMP), results.entries[folder]
     records = [r for rows in reproduce.folder_records(results.folder(folder)).values() for r in rows]
     commits = list(dict.fromkeys(r["git_commit"] for r in records if "git_commit" in r)) or [stamp["git_commit"]]
     machine = ", ".join(stamp.get("gpus") or []) or f"{stamp['cpu_count']} cores ({stamp['cpu']})"

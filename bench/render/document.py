@@ -67,8 +67,8 @@ def render(doc: Path, results: Results, text: str | None = None, *, only=KINDS, 
         if not current and not write:
             out.problems.append(f"{where}: quoted {m['text']!r}, its source says {fresh!r} ({link} \"{spec}\")"
                                 if inline else f"{where}: block {link} {spec!r} differs from its source:\n"
-                                + "".join(difflib.unified_diff(m["body"].splitlines(True), fresh.splitlines(True),
-                                                               "document", "source")))
+                                + "".join(difflib.unified_diff(*[(mask if kind == "explain" else str)(t).splitlines(
+                                    True) for t in (m["body"], fresh)], "document", "source")))
         if inline:
             return f'[{fresh}]({link} "{spec}")'
         return f'<!-- render {link} "{spec}" -->\n{m["body"] if current else fresh}<!-- /render -->'

@@ -30,7 +30,7 @@ from bench.benchmark import targets as targets_module
 from bench.benchmark.record import Measurement
 from bench.progress import duration
 from bench.render.sources import QuoteError, Results
-from bench.training import curves, scaling
+from bench.training import curves, parse_summary, scaling
 
 SCALE = {"ms": 1e3, "us": 1e6, "percent": 100, "gflops": 1e-9, "mib": 2 ** -20}
 UNITS = {"ratio": "x", "seconds": " s", "ms": " ms", "us": " µs", "percent": " %", "gflops": " GFLOP/s", "mib": " MiB"}
@@ -131,12 +131,6 @@ def best(results: Results, folder, mode, transitions, batch):
     return [max(rows, key=lambda row: row["median"])] if rows else [], "implementation"
 
 
-def compare(results: Results, folder, first, key):
-    """How many of this run's ratio medians lie inside FIRST's range (bench compare FIRST this): the one
-    sentence that says whether a re-run agrees; no record holds it."""
-    return [compare_runs.compare(results.measurements(first), results.measurements(folder))], key
-
-
 def which(rows: list[dict], which: str) -> list[dict]:
     name, _, number = which.partition("=")
     if which not in ("last", "*") and name not in ("epoch", "step"):
@@ -160,19 +154,17 @@ def train_diff(results: Results, folder, base, runs, keys):
             for step, record in logged[run].items() if step in logged[base] for key in keys.split(",")], "abs_diff"
 
 
-def _parses(results: Results, folder, run, key):
-    from bench.training import parse_summary
-
-    return [parse_summary.summarize(results.run_dir(folder, run))], key
-
-
 # name -> reader(results, folder, *args) -> (rows, key): the rows selected and the key to read of them.
 TABLES: dict[str, Callable] = {
     "field": lambda results, folder, impl, mode, transitions, batch, key: ([
         r for r in results.measurements(folder) if _match(r.implementation, impl) and _match(r.mode, mode)
         and _match(r.transitions, transitions) and _match(r.batch_size, batch)], key),
-    "ratio": ratio, "best": best, "compare": compare, "loss-diff": loss_diff, "train-diff": train_diff,
-    "parses": _parses,
+    "ratio": ratio, "best": best, "loss-diff": loss_diff, "train-diff": train_diff,
+    # How many of this run's ratio medians lie inside FIRST's range (bench compare FIRST this): the one sentence
+    # that says whether a re-run agrees (used twice); no record holds it.
+    "compare": lambda results, folder, first, key: ([compare_runs.compare(results.measurements(first),
+                                                                          results.measurements(folder))], key),
+    "parses": lambda results, folder, run, key: ([parse_summary.summarize(results.run_dir(folder, run))], key),
     "rounds": lambda results, folder: ([{"busy": stats.round_flags(results.measurements(folder))}], "busy"),
     "target": lambda results, folder, *words: ([r for r in targets_module.targets(results.measurements(folder))
                                                 if " ".join(words[:-1]) in r["target"]], words[-1]),

@@ -63,10 +63,6 @@ class Results:
     def json(self, name: str, rel: str) -> dict:
         return self._read(("json", name, rel), lambda: json.loads(self.file(name, rel).read_text()))
 
-    def stamp(self, name: str) -> dict:
-        """What bench reproduce recorded of the folder: commands, commit, wall time."""
-        return self.json(name, reproduce.STAMP)
-
     def run_dir(self, name: str, run: str) -> Path:
         return self.file(name, f"{run}/metrics.jsonl").parent
 
