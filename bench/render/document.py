@@ -48,6 +48,8 @@ def render(doc: Path, results: Results, text: str | None = None, *, only=KINDS, 
         link, spec = _link(m["source"], doc), m["query"]
         try:
             kind, folder, file = _source(m["source"], doc, results, inline)
+            if kind == "blocks" and spec.split()[:1] == ["measured-at"]:  # shown, whatever is rendered (command.run)
+                out.measured_at.add(folder)
             if kind not in only:
                 return m.group(0)
             out.folders |= {folder} if kind in ("numbers", "blocks") else set()
@@ -85,7 +87,7 @@ def _source(source: str, doc: Path, results: Results, inline: bool) -> tuple[str
     if source.startswith("#"):
         return "explain", source[1:], None
     target, root = (doc.parent / source).resolve(), results.root.resolve()
-    if target.is_relative_to(root / "results"):
+    if target.is_relative_to((root / "results").resolve()):
         return ("numbers" if inline else "blocks", *results.locate(target))
     if target.suffix in FENCES and target.is_relative_to(root) and not inline:
         return "code", target.relative_to(root).as_posix(), None
@@ -96,8 +98,6 @@ def _source(source: str, doc: Path, results: Results, inline: bool) -> tuple[str
 def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool) -> tuple[str, bool]:
     """(the block's fresh body, whether the document's is current)."""
     if kind == "blocks":
-        if spec.split()[0] == "measured-at":
-            out.measured_at.add(folder)
         fresh = blocks.render(results, folder, spec).rstrip("\n") + "\n"
         return fresh, fresh == body
     if kind == "code":

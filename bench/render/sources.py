@@ -61,7 +61,14 @@ class Results:
         return self.records(name, f"{run}/metrics.jsonl")
 
     def json(self, name: str, rel: str) -> dict:
-        return self._read(("json", name, rel), lambda: json.loads(self.file(name, rel).read_text()))
+        def read():
+            path = self.file(name, rel)
+            try:
+                return json.loads(path.read_text())
+            except ValueError as err:
+                raise QuoteError(f"results/{name}/{rel} is not JSON ({err})") from None
+
+        return self._read(("json", name, rel), read)
 
     def run_dir(self, name: str, run: str) -> Path:
         return self.file(name, f"{run}/metrics.jsonl").parent
