@@ -13,6 +13,7 @@ from bench import frameworks, reproduce
 from bench.benchmark import compare as compare_runs
 from bench.benchmark import markdown, stats
 from bench.benchmark import targets as targets_module
+from bench.figures.style import registry_order
 from bench.render import table
 from bench.render.query import evaluate
 from bench.render.sources import QuoteError, Results
@@ -39,11 +40,6 @@ def render(results: Results, folder: str, spec: str) -> str:
 
 def _list(text: str) -> list[str]:
     return [part for part in text.split(",") if part]
-
-
-def _impl_order(names) -> list[str]:
-    """Implementations in the registry's order (the baseline first), others after, sorted."""
-    return [n for n in frameworks.IMPLEMENTATIONS if n in names] + sorted(set(names) - set(frameworks.IMPLEMENTATIONS))
 
 
 @block
@@ -77,7 +73,7 @@ def ratios(results: Results, folder, modes, transitions, batches, impls="*", ove
           f"{r['median']:.2f}x ({r['q1']:.2f}-{r['q3']:.2f})" for r in chosen}
     rows = [[f"{mode}, {trans}: {impl}"] + [at.get((mode, trans, impl, b), "") for b in _list(batches)]
             for mode in _list(modes) for trans in _list(transitions)
-            for impl in _impl_order({r["implementation"] for r in chosen})
+            for impl in registry_order({r["implementation"] for r in chosen})
             if any((mode, trans, impl, b) in at for b in _list(batches))]
     return table(["speed over " + baseline + " (IQR)"] + [f"batch {b}" for b in _list(batches)], rows)
 
@@ -87,7 +83,7 @@ def pairs(results: Results, folder, modes, transitions, batches, impls="*", by="
     """Pairs/s, a row per mode, parse and batch size, a column per implementation (``-``: not measured); with
     ``by=parse`` a row per mode and parse, the batch sizes measured in each cell."""
     records = results.measurements(folder)
-    chosen = _impl_order({r.implementation for r in records}) if impls == "*" else _list(impls)
+    chosen = registry_order({r.implementation for r in records}) if impls == "*" else _list(impls)
     at = {(r.mode, r.transitions, str(r.batch_size), r.implementation): f"{r.pairs_per_s:,.1f}" for r in records}
     rows = []
     for mode, trans in ((mode, trans) for mode in _list(modes) for trans in _list(transitions)):
