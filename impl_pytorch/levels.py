@@ -5,14 +5,14 @@ batches further, as TorchFold and DGL's Tree-LSTM batch trees: the batch's
 gold trees are scheduled on the host into levels, and each level is one
 batched Reduce over all the nodes it holds. The encoder keeps a node table
 
-    table  <float>[S * N + 1 + R, 2H]   [h; c] of every node: row s * N + i is
+    table  <float>[S * N + 1 + R, H] twice  h and c of every node: row s * N + i is
            word i of sentence s (the leaves), row S * N is zeros (what an
            absent stack item or an empty buffer reads), then one block per
            level, R rows in all, in the order the levels compute them
 
 and runs a Python ``for`` over the levels: gather the rows the level reads
-(one index_select), run the cells on them, write the level's block into the
-table. Without the tracker a level is a tree height (every node of height
+(h of every row it reads, c of the children: one index_select each), run
+the cells on them, write the level's block into the table. Without the tracker a level is a tree height (every node of height
 h + 1 at level h, so a batch takes as many levels as its tallest tree); with
 it a level is a transition step: the tracker on the sentences that step,
 Reduce on those that reduce (shared.levels.schedule_by_step).
@@ -26,16 +26,22 @@ tracks costs a table-sized zero fill and sum per level in the backward pass
 its rows' gradient into the buffer, a write hands its block the buffer's
 rows. A token (a 0-d tensor) passed from each write to the next reads and
 writes orders the backward pass: a block's gradient is read only after
-every level that read the block has added to it. At B=128, H=300, N=32 on
-a 2-core CPU this took the gradient from 437 ms (the table a tensor that
-autograd tracks, blocks written in place) and 511 ms (the table grown by
-torch.cat of each block) to 300 ms with the tracker, 234 and 256 to 189 ms
-without; encoding, which builds no graph, is the same (101, 137 and 100 ms).
+every level that read the block has added to it. h and c are two tables,
+so that no row is sliced in two (a slice's gradient is zero-filled to its
+source's size). Measured at B=128 (a batch of make_sentence_batches over
+the embedded sample, N=32), H=300, D=64 on a 2-core CPU, the fastest of 9
+calls: the gradient took 467 ms with the table an autograd tensor written
+in place, 544 ms with the table grown by torch.cat of each block, 317 ms
+with these Functions on one [h; c] table and 306 ms on two (D=0: 269, 272,
+197, 198 ms); encoding builds no graph and took 103, 140, 107 and 102 ms
+(D=0: 70, 93, 71, 70). lists.py took 124 ms and 415 ms on that batch (D=0:
+75 and 244); making the schedule on the host is 7 to 9 ms of an encode.
 
 Eager code has no compiled shapes, so every level takes its exact width:
 the schedule pads nothing (``widths=(1,)``). The index arrays are made once
-per batch on the host, in NumPy, and copied to the device in one tensor; a
-level slices its part. Gold transitions only: a predicted or sampled parse
+per batch on the host, in NumPy, each copied to the device once (every
+level's rows in one array, its sentences in another); a level slices its
+part with Python ints, so the loop never waits for the device. Gold transitions only: a predicted or sampled parse
 is decided inside the loop and cannot be scheduled ahead (the runner
 refuses them: shared.levels.LEVELS_UNSUPPORTED).
 
@@ -119,16 +125,16 @@ class SPINN(nn.Module):
         device = leaves.device
         reads = torch.as_tensor(plan.reads, device=device)  # every level's table rows, one copy to the device
         # The table: the leaves, the zero row, then R rows that the levels write in order.
-        table = _NodeTable(S * N + 1 + plan.reduce_rows, leaves)
+        table = _NodeTable(S * N + 1 + plan.reduce_rows, leaves)  # row S * N: the zero row
         # The first token takes part in autograd's graph whenever one is recorded, so that the leaves'
         # write is in it, its backward the last of the table's, even where the leaves need no gradient.
         first = leaves.new_zeros((), requires_grad=torch.is_grad_enabled() and not torch.is_inference_mode_enabled())
-        token = _Write.apply(leaves.reshape(S * N, 2 * H), first, table, 0)
+        token = _Write.apply(*leaves.reshape(S * N, 2 * H).split(H, dim=1), first, table, 0)
         active_all = reducing_all = state = None
         if D > 0:
             active_all = torch.as_tensor(plan.active, device=device)
             reducing_all = torch.as_tensor(plan.reducing, device=device)
-            state = leaves.new_zeros((S, 2 * D))  # (h_t, c_t) of every sentence, side by side
+            state = (leaves.new_zeros((S, D)), leaves.new_zeros((S, D)))  # (h_t, c_t) of every sentence
         logits = []
 
         # ---- the loop over levels: what each runs was decided on the host.
@@ -138,7 +144,8 @@ class SPINN(nn.Module):
                 token, state = self._level(table, token, reads, level, state, active_all, reducing_all,
                                            logits if head else None)
 
-        encodings = _Read.apply(token, table, torch.as_tensor(plan.roots, device=device))[:, :H]  # [S, H]
+        roots = torch.as_tensor(plan.roots, device=device)
+        encodings = _Read.apply(token, table, roots, roots[:0])[0]  # h of each root, [S, H]
         if not head:
             return encodings, None
         T = transitions.shape[1]
@@ -150,86 +157,110 @@ class SPINN(nn.Module):
         return encodings, per_step
 
     def _level(self, table: _NodeTable, token: torch.Tensor, reads: torch.Tensor, level: _Level,
-               state: torch.Tensor | None, active_all: torch.Tensor | None, reducing_all: torch.Tensor | None,
-               logits: list | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+               state: tuple[torch.Tensor, torch.Tensor] | None, active_all: torch.Tensor | None,
+               reducing_all: torch.Tensor | None,
+               logits: list | None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """One level: gather the rows it reads from ``table``, run the cells,
         write its block into ``table``. Returns the token of that write and
-        the new tracker state <float>[S, 2D] (None without the tracker). With
-        ``logits`` (a list) the head's logits of the level's sentences are
-        appended to it."""
-        H, D = self.hidden_dim, self.tracker_dim
-        rows = _Read.apply(token, table, reads[level.reads:level.reads_end])  # every row the level reads
+        the new tracker state (h_t, c_t) <float>[S, D] each (None without the
+        tracker). With ``logits`` (a list) the head's logits of the level's
+        sentences are appended to it."""
+        W = level.width
+        # h of every row the level reads; c of the children (its last 2W rows), which Reduce alone reads.
+        rows_h, rows_c = _Read.apply(token, table, reads[level.reads:level.reads_end],
+                                     reads[level.reads_end - 2 * W:level.reads_end])
         tracking = None
-        if D > 0:
-            A, W = level.active_end - level.active, level.width
-            front, top, below, left, right = rows.split([A, A, A, W, W])
+        if self.tracker is not None:
+            A = level.active_end - level.active
+            front, top, below, left_h, right_h = rows_h.split([A, A, A, W, W])
             active = active_all[level.active:level.active_end]
-            before = state.index_select(0, active)
-            h, c = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], (before[:, :D], before[:, D:]))
-            state = state.index_copy(0, active, torch.cat([h, c], dim=1))  # a PAD step changes nothing
+            h, c = self.tracker.step(front, top, below, (state[0].index_select(0, active),
+                                                         state[1].index_select(0, active)))
+            state = (state[0].index_copy(0, active, h), state[1].index_copy(0, active, c))  # PAD changes nothing
             if logits is not None:  # the head reads the state this step's tracker update just wrote
                 logits.append(self.tracker.transition_logits(h))
             if W == 0:
                 return token, state
             tracking = h.index_select(0, reducing_all[level.reducing:level.reducing + W])
         else:
-            left, right = rows.chunk(2)
-        h, c = self.reduce.compose((left[:, :H], left[:, H:]), (right[:, :H], right[:, H:]), tracking)
+            left_h, right_h = rows_h.chunk(2)
+        left_c, right_c = rows_c.chunk(2)
+        h, c = self.reduce.compose((left_h, left_c), (right_h, right_c), tracking)
         # The level's one write: its block, rows no level read before and none writes again.
-        return _Write.apply(torch.cat([h, c], dim=1), token, table, level.offset), state
+        return _Write.apply(h, c, token, table, level.offset), state
 
 
 class _NodeTable:
-    """The node table <float>[rows, 2H], outside autograd (``values``), and
-    the gradient of its rows (``grad``), made by the first read's backward."""
+    """The node table, h and c <float>[rows, H] each (``h``, ``c``), outside
+    autograd, and their gradients (``grad_h``, ``grad_c``), made by the first
+    backward that needs them. h and c apart, so that nothing slices a row in
+    two: the gradient of a slice is a zero-filled tensor as large as its source."""
 
     def __init__(self, rows: int, leaves: torch.Tensor):
-        self.values = leaves.new_zeros((rows, leaves.shape[-1]), requires_grad=False)
-        self.grad: torch.Tensor | None = None
+        S, N, _ = leaves.shape
+        H = leaves.shape[-1] // 2
+        # Every row is written before it is read (the leaves first, each block by its level), but the
+        # zero row, which nobody writes: no need to fill the rest.
+        self.h, self.c = leaves.new_empty((rows, H)), leaves.new_empty((rows, H))
+        self.h[S * N].zero_()
+        self.c[S * N].zero_()
+        self.grad_h: torch.Tensor | None = None
+        self.grad_c: torch.Tensor | None = None
 
-    def grad_rows(self) -> torch.Tensor:
-        if self.grad is None:
-            self.grad = torch.zeros_like(self.values)
-        return self.grad
+    def grads(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.grad_h is None:
+            self.grad_h, self.grad_c = torch.zeros_like(self.h), torch.zeros_like(self.c)
+        return self.grad_h, self.grad_c
 
 
 class _Write(torch.autograd.Function):
-    """block <float>[K, 2H] into the table at ``offset`` (in place, outside
-    autograd) -> a new token (0-d) that the next reads and writes take."""
+    """A block's h and c <float>[K, H] into the table at ``offset`` (in place,
+    outside autograd) -> a new token (0-d) that the next reads and writes take."""
 
     @staticmethod
-    def forward(ctx, block: torch.Tensor, token: torch.Tensor, table: _NodeTable, offset: int) -> torch.Tensor:
-        table.values[offset:offset + block.shape[0]] = block
-        ctx.table, ctx.offset, ctx.rows = table, offset, block.shape[0]
+    def forward(ctx, h: torch.Tensor, c: torch.Tensor, token: torch.Tensor, table: _NodeTable,
+                offset: int) -> torch.Tensor:
+        table.h[offset:offset + h.shape[0]] = h
+        table.c[offset:offset + c.shape[0]] = c
+        ctx.table, ctx.offset, ctx.rows = table, offset, h.shape[0]
         return token.new_zeros(())
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_token: torch.Tensor):
         # Every read of these rows came after this write, so its backward has run.
-        table = ctx.table
-        grad = table.grad_rows()[ctx.offset:ctx.offset + ctx.rows].clone() if ctx.needs_input_grad[0] else None
-        if ctx.offset == 0:  # the leaves, written first: the last backward of the table, the buffer is done
-            table.grad = None  # (a second backward through a retained graph starts from zeros)
-        return grad, grad_token, None, None
+        table, rows = ctx.table, slice(ctx.offset, ctx.offset + ctx.rows)
+        grad_h, grad_c = table.grads()
+        grad_h = grad_h[rows].clone() if ctx.needs_input_grad[0] else None
+        grad_c = grad_c[rows].clone() if ctx.needs_input_grad[1] else None
+        if ctx.offset == 0:  # the leaves, written first: the last backward of the table, the buffers are done
+            table.grad_h = table.grad_c = None  # (a second backward through a retained graph starts from zeros)
+        return grad_h, grad_c, grad_token, None, None
 
 
 class _Read(torch.autograd.Function):
-    """token, table rows <int64>[K] -> their values <float>[K, 2H]; the
-    backward adds the rows' gradient into the table's buffer."""
+    """token, table rows <int64>[K] and [K'] -> h of the first <float>[K, H]
+    and c of the second <float>[K', H]; the backward adds their gradients
+    into the table's buffers."""
 
     @staticmethod
-    def forward(ctx, token: torch.Tensor, table: _NodeTable, index: torch.Tensor) -> torch.Tensor:
+    def forward(ctx, token: torch.Tensor, table: _NodeTable, rows_h: torch.Tensor,
+                rows_c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.set_materialize_grads(False)  # an output nothing read has no gradient to add
         ctx.table = table
-        ctx.save_for_backward(index)
-        return table.values.index_select(0, index)
+        ctx.save_for_backward(rows_h, rows_c)
+        return table.h.index_select(0, rows_h), table.c.index_select(0, rows_c)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_values: torch.Tensor):
-        (index,) = ctx.saved_tensors
-        ctx.table.grad_rows().index_add_(0, index, grad_values)
-        return grad_values.new_zeros(()), None, None
+    def backward(ctx, grad_h: torch.Tensor | None, grad_c: torch.Tensor | None):
+        rows_h, rows_c = ctx.saved_tensors
+        buffer_h, buffer_c = ctx.table.grads()
+        if grad_h is not None:
+            buffer_h.index_add_(0, rows_h, grad_h)
+        if grad_c is not None:
+            buffer_c.index_add_(0, rows_c, grad_c)
+        return buffer_h.new_zeros(()), None, None, None
 
 
 @dataclass(frozen=True)
