@@ -128,7 +128,7 @@ class SPINN(nn.Module):
         table = _NodeTable(S * N + 1 + plan.reduce_rows, leaves)  # row S * N: the zero row
         # The first token takes part in autograd's graph whenever one is recorded, so that the leaves'
         # write is in it, its backward the last of the table's, even where the leaves need no gradient.
-        first = leaves.new_zeros((), requires_grad=torch.is_grad_enabled() and not torch.is_inference_mode_enabled())
+        first = leaves.new_zeros((), requires_grad=torch.is_grad_enabled())
         token = _Write.apply(*leaves.reshape(S * N, 2 * H).split(H, dim=1), first, table, 0)
         active_all = reducing_all = state = None
         if D > 0:
