@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import provenance
+from bench.progress import duration
 from bench.records import read_records, write_json
 from shared.files import written_aside
 
@@ -298,16 +299,11 @@ def plan(chosen: list[Entry], root: Path = ROOT) -> str:
     """What a reproduction is about to do: each folder with how long it took last time, and the sum."""
     walls = [last_wall(e, root) for e in chosen]
     lines = [f"reproduce: {len(chosen)} folder{'s' if len(chosen) != 1 else ''}, in this order (last time each took):"]
-    lines += [f"  results/{e.name}: {_wall(w) if w is not None else 'never made'}" for e, w in zip(chosen, walls)]
+    lines += [f"  results/{e.name}: {duration(w) if w is not None else 'never made'}" for e, w in zip(chosen, walls)]
     known = [w for w in walls if w is not None]
-    lines.append(f"  about {_wall(sum(known))} in all" + (f", and {len(walls) - len(known)} never made"
+    lines.append(f"  about {duration(sum(known))} in all" + (f", and {len(walls) - len(known)} never made"
                                                           if len(known) < len(walls) else ""))
     return "\n".join(lines)
-
-
-def _wall(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
 
 
 RESUMABLE = ("run",)  # the bench commands whose --resume keeps a folder's records and measures what it lacks
@@ -339,7 +335,7 @@ def resume(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
 
 def _stamp(e: Entry, folder: Path, root: Path, started: str, wall: float, resumed: bool = False) -> None:
     stamp = {"name": e.name, "commands": list(e.commands), "started": started,
-             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "wall": _wall(wall),
+             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "wall": duration(wall),
              "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
     if resumed:  # the wall time is the resumed part's; each record says when and at which commit it was made
         stamp["resumed"] = True

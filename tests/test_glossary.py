@@ -27,7 +27,7 @@ READING_ORDER = ("overview.md", "static-vs-dynamic.md", "algorithm-or-framework.
                  "autobatching.md", "data-parallel.md")
 LINK_MARK = "\0glossary\0"  # where a guide links the glossary, in its prose
 
-_RENDER_RE = re.compile(r"<!-- render:.*?<!-- /render -->", re.S)
+_RENDER_RE = re.compile(r"<!-- render .*?<!-- /render -->", re.S)
 _FENCE_RE = re.compile(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", re.S | re.M)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
 _HEADING_RE = re.compile(r"^#.*$", re.M)

@@ -23,7 +23,7 @@ import pytest
 
 from bench import frameworks, provenance, reproduce
 from bench.cli import build_parser, main
-from bench.figures.sources import Sources
+from bench.render.sources import Results
 
 ROOT = reproduce.ROOT
 
@@ -333,7 +333,7 @@ def test_figures_read_the_manifest_folders_only(tmp_path):
     shutil.copy(ROOT / "results" / "cpu" / "results.jsonl", results / "mine")
     (results / "manifest.toml").write_text(
         '[[folder]]\nname = "cpu"\nabout = "the default run"\ncommands = ["python -m bench run --out {out}"]\n')
-    assert Sources(results=results).run_names() == ["cpu"]
+    assert Results(tmp_path).runs() == ["cpu"]
 
 
 def test_bench_data_writes_its_figures_with_their_provenance(tmp_path, capsys):
