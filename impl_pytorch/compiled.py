@@ -7,9 +7,10 @@ shape, so TorchDynamo can capture it without a graph break.
 
 What is compiled is the step, masked.SPINN's ``step_function`` (its
 ``_step``), not the whole loop. Capturing the classifier's whole forward
-unrolls all T steps into one graph, whose Inductor compile time grows with T. The step is traced once per (mode, batch shape, train/eval,
-grad/no grad) and the same compiled step runs at every iteration of the
-Python loop, as lax.scan reuses its traced body (impl_jax): AOTAutograd
+unrolls all T steps into one graph, whose Inductor compile time grows with
+T. The step is traced once per (mode, batch shape, train/eval, grad/no grad)
+and the same compiled step runs at every iteration of the Python loop, as
+lax.scan reuses its traced body (impl_jax): AOTAutograd
 differentiates it and Inductor fuses its elementwise work into C++ (CPU) or
 Triton (GPU) kernels. The loop, the in-place write of each step's row and the
 embedding and classifier around it stay eager. ``dynamic=False``: every

@@ -5,17 +5,18 @@ batches further, as TorchFold and DGL's Tree-LSTM batch trees: the batch's
 gold trees are scheduled on the host into levels, and each level is one
 batched Reduce over all the nodes it holds. The encoder keeps a node table
 
-    table  <float>[S * N + 1 + R, H] twice  h and c of every node: row s * N + i is
-           word i of sentence s (the leaves), row S * N is zeros (what an
-           absent stack item or an empty buffer reads), then one block per
-           level, R rows in all, in the order the levels compute them
+    h, c  <float>[S * N + 1 + R, H] each, of every node: row s * N + i is
+          word i of sentence s (the leaves), row S * N is zeros (what an
+          absent stack item or an empty buffer reads), then one block per
+          level, R rows in all, in the order the levels compute them
 
 and runs a Python ``for`` over the levels: gather the rows the level reads
 (h of every row it reads, c of the children: one index_select each), run
-the cells on them, write the level's block into the table. Without the tracker a level is a tree height (every node of height
-h + 1 at level h, so a batch takes as many levels as its tallest tree); with
-it a level is a transition step: the tracker on the sentences that step,
-Reduce on those that reduce (shared.levels.schedule_by_step).
+the cells on them, write the level's block into the table. Without the
+tracker a level is a tree height (every node of height h + 1 at level h,
+so a batch takes as many levels as its tallest tree); with it a level is a
+transition step: the tracker on the sentences that step, Reduce on those
+that reduce (shared.levels.schedule_by_step).
 
 The table lives outside autograd, with a gradient written here: the
 gradient of a gather is as large as its source, so a table that autograd
