@@ -92,6 +92,18 @@ class Platform(PlatformBase):
             return out
         return run
 
+    def matmuls(self, pairs, device):
+        """PyTorch's eager products, back to back on ``device``, waiting for the last (a batch's limit)."""
+        import torch
+        target = torch.device("cuda" if device == "gpu" else "cpu")
+        placed = [(torch.from_numpy(a).to(target), torch.from_numpy(b).to(target)) for a, b in pairs]
+
+        def run():
+            for a, b in placed:
+                a @ b
+            self.synchronize(device)
+        return run
+
 
 def _launch(replicas: int, argv: list[str]) -> int:
     """``python -m bench *argv`` as ``replicas`` processes under PyTorch's

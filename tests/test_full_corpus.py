@@ -295,7 +295,7 @@ def test_a_stage_off_a_terminal_is_silent_when_quick_and_counts_when_slow(monkey
         clock.now += 1.0
         progress.update(500)
     lines = slow.getvalue().splitlines()
-    assert lines == ["[read] rows 2,000, 800 rows/s", "[read] rows 2,500, 714 rows/s, done in 4s"]
+    assert lines == ["[read] rows 2,000, 800 rows/s", "[read] rows 2,500, 714 rows/s, done in 4 s"]
 
 
 # --------------------------------------------------------------------------

@@ -203,10 +203,10 @@ def test_a_change_to_code_that_ran_lists_its_folder_and_names_the_file(checkout)
     (checkout / "README.md").write_text("# edited: no source file\n")
     (checkout / "impl_jax" / "explain.py").write_text("X = 1\n")  # code, but no record's process ran it
     (checkout / "shared" / "new_module.py").write_text("X = 1\n")  # untracked, and nothing ran it
-    with open(checkout / "impl_jax" / "model.py", "a") as f:
+    with open(checkout / "impl_jax" / "masked.py", "a") as f:
         f.write("\n# a comment\n")
     assert reproduce.check(checkout) == {}
-    with open(checkout / "impl_jax" / "model.py", "a") as f:
+    with open(checkout / "impl_jax" / "masked.py", "a") as f:
         f.write("\nTOUCHED = 1\n")
     stale = reproduce.check(checkout)
     assert list(stale) == ["jax-run"]  # the PyTorch run ran none of impl_jax
@@ -404,7 +404,7 @@ def test_a_stale_gpu_folder_is_kept_and_quoted_with_its_commit_where_no_gpu_can_
                                  "cpu_count": 16, "cpu": "x"}))
     fresh = blocks.measured_at(Results(checkout), "jax-run")
     assert fresh.startswith(f"Measured at commit `{head[:12]}` on NVIDIA H100") and "changed since" not in fresh
-    with open(checkout / "impl_jax" / "model.py", "a") as f:
+    with open(checkout / "impl_jax" / "masked.py", "a") as f:
         f.write("\nTOUCHED = 1\n")
     monkeypatch.setattr(provenance, "gpus", lambda: [])  # this machine: no GPU
     here, elsewhere = reproduce.check_here(checkout)

@@ -86,3 +86,9 @@ def save(fig, path: Path) -> Path:
     finally:
         plt.close(fig)
     return Path(path)
+
+
+def looks(frameworks: list[str]) -> list[dict]:
+    """Each line of a plot of runs of ``frameworks`` (one entry a run): its framework's colour, and the next line
+    style for a framework's next run."""
+    return [{"color": colour(fw), "ls": linestyle(fw, frameworks[:k].count(fw))} for k, fw in enumerate(frameworks)]

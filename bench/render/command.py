@@ -64,7 +64,7 @@ def explain_json(results: Results, outcomes, write: bool) -> list[str]:
     """docs/figures/explain.json, the results of the documents' explain blocks that the figures read: an entry
     whose counts differ from a fresh run (times and versions aside) is a problem, or, with ``write``, rewritten."""
     path = results.root / FIGURES_DIR / EXPLAIN_JSON
-    fresh = {fig: {"guide": document._display(o.path, results), "command": command, "result": result}
+    fresh = {fig: {"guide": document.display(o.path, results), "command": command, "result": result}
              for o in outcomes for fig, (command, result) in o.explained.items()}
     old = json.loads(path.read_text()) if path.exists() else {}
     same = lambda a, b: {**a, "result": document.comparable(a["result"])} == {  # noqa: E731

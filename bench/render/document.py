@@ -41,7 +41,7 @@ def render(doc: Path, results: Results, text: str | None = None, *, only=KINDS, 
     that is current is left as it is (an explain block keeps its times)."""
     doc = Path(doc)
     out = Outcome(doc, doc.read_text() if text is None else text)
-    name = _display(doc, results)
+    name = display(doc, results)
 
     def marker(m, inline: bool) -> str:
         where = f"{name}:{m.string.count(chr(10), 0, m.start()) + 1}"
@@ -130,7 +130,7 @@ def _link(source: str, doc: Path) -> str:
         Path(os.path.relpath((doc.parent / source).resolve(), doc.parent.resolve())).as_posix()
 
 
-def _display(doc: Path, results: Results) -> str:
+def display(doc: Path, results: Results) -> str:
     path = doc.resolve()
     return path.relative_to(results.root.resolve()).as_posix() if path.is_relative_to(results.root.resolve()) \
         else str(doc)

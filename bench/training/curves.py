@@ -58,11 +58,8 @@ def loss_agreement(runs: list[dict]) -> list[dict]:
 
 
 def looks(runs: list[dict]) -> list[dict]:
-    """Each run's line in a plot: its framework's colour (bench/figures/style.py), the next line style for a
-    framework's next run."""
-    frameworks = [run["run"]["framework"] for run in runs]
-    return [{"color": style.colour(fw), "ls": style.linestyle(fw, frameworks[:k].count(fw))}
-            for k, fw in enumerate(frameworks)]
+    """Each run's line in a plot (bench/figures/style.py's looks of their frameworks)."""
+    return style.looks([run["run"]["framework"] for run in runs])
 
 
 def format_runs(runs: list[dict]) -> str:

@@ -34,12 +34,10 @@ def format_reinforce(runs: list[dict]) -> str:
 def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
     """reward and baseline, entropy per pair, and parse statistics (bracket F1
     against the data's trees, reduce share at choice steps) against step; each run in its framework's colour."""
-    from bench.training.curves import looks
-
     chosen = list(filter(has_reinforce, runs))
     with style.drawing() as plt:
         fig, (ax_reward, ax_entropy, ax_parse) = plt.subplots(1, 3, figsize=(15, 4.2))
-        for run, look in zip(chosen, looks(chosen)):
+        for run, look in zip(chosen, style.looks([run["run"]["framework"] for run in chosen])):
             _plot(run, look["color"], ax_reward, ax_entropy, ax_parse)
         for ax, title, ylabel in ((ax_reward, "reward r = -CE (solid) and baseline b (dotted)", "nats"),
                                   (ax_entropy, "entropy of the sampled parses", "nats per pair"),
