@@ -385,7 +385,7 @@ def ragged_arrays(transitions, N: int, tracker: bool) -> tuple[dict[str, np.ndar
     return {k: out[k] for k in RAGGED_ARRAYS}, sched
 
 
-CLASS_LADDER = (0, 8, 32, 128, 512, 2048, 8192)
+CLASS_LADDER = (0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)  # doubling: at most half a level padding
 
 
 def width_classes(S: int) -> tuple[int, ...]:
