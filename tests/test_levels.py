@@ -125,6 +125,6 @@ def test_class_arrays_pack_each_step_and_pick_its_width_class():
         o = arrays["offsets"][l]
         assert list(arrays["left"][o:o + lv.used]) == list(lv.left[:lv.used])
     assert np.all(arrays["cls"][exact.n_levels:] == 0)
-    assert width_classes(256) == (0, 8, 32, 128, 512) and width_classes(100000)[-1] >= 100000
+    assert width_classes(256) == (0, 8, 16, 32, 64, 128, 256) and width_classes(100000)[-1] >= 100000
     with pytest.raises(ValueError, match="n_levels"):
         class_arrays(tr, N, n_levels=2)
