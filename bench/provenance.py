@@ -195,15 +195,16 @@ def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]
 
 def resolve_commit(commit: str, root: Path = ROOT) -> str:
     """A commit's full hash; a ValueError in one line where git does not know it."""
-    out = _git(root, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    out = _output(["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], root)
     if not out:
         raise ValueError(f"no commit {commit!r} in this repository")
     return out.strip()
 
 
-def _git(root: Path, *args: str) -> str | None:
+def _output(argv: list[str], cwd: Path | None = None) -> str | None:
+    """What a command prints, or None where it cannot run, fails or takes longer than 30 s."""
     try:
-        done = subprocess.run(["git", *args], capture_output=True, text=True, cwd=root, timeout=30)
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -211,7 +212,7 @@ def _git(root: Path, *args: str) -> str | None:
 
 @lru_cache(maxsize=None)
 def _head(root: Path) -> str | None:
-    out = _git(root, "rev-parse", "HEAD")
+    out = _output(["git", "rev-parse", "HEAD"], root)
     return out.strip() if out else None
 
 
@@ -222,7 +223,7 @@ def git_commit(root: Path = ROOT) -> str:
 
 def changed_files(root: Path = ROOT) -> set[str] | None:
     """The paths that differ from HEAD (staged, unstaged, untracked and not ignored), or None without git."""
-    out = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    out = _output(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"], root)
     if out is None:
         return None
     changed, entries = set(), iter(out.split("\0"))
@@ -310,9 +311,5 @@ def machine() -> dict:
 
 def gpus() -> list[str]:
     """The NVIDIA GPUs this machine has, as nvidia-smi names them ([] where it has none, or no nvidia-smi)."""
-    try:
-        done = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
+    out = _output(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"]) or ""
+    return [line.strip() for line in out.splitlines() if line.strip()]

@@ -33,12 +33,14 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench import provenance
+from bench.errors import WorkFailed
 from bench.progress import duration
-from bench.records import read_records, write_json
+from bench.records import read_records, rewrite_records, write_json
 from shared.files import written_aside
 
 ROOT = provenance.ROOT
@@ -74,11 +76,7 @@ class Entry:
 
 def load_manifest(root: Path = ROOT) -> list[Entry]:
     """The manifest's folders, in its order; a ValueError in one line for an entry that cannot be run."""
-    return read_manifest(root / MANIFEST)
-
-
-def read_manifest(path: Path) -> list[Entry]:
-    """The entries of a manifest file (see load_manifest)."""
+    path = root / MANIFEST
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -180,11 +178,7 @@ def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> l
     digests = {} if digests is None else digests
     for path, records in files.items():
         rel = path.relative_to(folder)
-        why: dict[str, int] = {}
-        for record in records:
-            reason = provenance.stale_reason(record, root, digests)
-            if reason:
-                why[reason] = why.get(reason, 0) + 1
+        why = Counter(filter(None, (provenance.stale_reason(record, root, digests) for record in records)))
         reasons += [f"{rel}: {count} of {len(records)} records: {reason}" for reason, count in why.items()]
         if path.name == "metrics.jsonl" and _unended_parts(path):
             reasons.append(f"{rel}: {_unended_parts(path)} part(s) of the run wrote no \"end\" record (killed "
@@ -195,12 +189,7 @@ def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> l
 def check(root: Path = ROOT) -> dict[str, list[str]]:
     """name -> reasons, for every stale folder of the manifest."""
     digests: dict = {}
-    stale = {}
-    for e in load_manifest(root):
-        reasons = stale_reasons(e, root, digests)
-        if reasons:
-            stale[e.name] = reasons
-    return stale
+    return {e.name: reasons for e in load_manifest(root) if (reasons := stale_reasons(e, root, digests))}
 
 
 def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
@@ -233,16 +222,14 @@ def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
             count += 1
         rewritten[path] = rows
     for path, rows in rewritten.items():
-        with written_aside(path) as tmp:
-            tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        rewrite_records(path, rows)
     stamp_path = e.folder(root) / STAMP
     if count and stamp_path.exists():
         stamp = json.loads(stamp_path.read_text())
         stamp["attested"] = full
         write_json(stamp_path, stamp)
         if "git_commit" in stamp:  # a stamp bench reproduce wrote whole: its README says so too
-            with written_aside(e.folder(root) / "README.md") as tmp:
-                tmp.write_text(_readme(e, stamp))
+            _readme(e, stamp, root)
     return count
 
 
@@ -255,24 +242,19 @@ def check_here(root: Path = ROOT) -> tuple[dict[str, list[str]], dict[str, list[
     """(stale folders this machine can re-make, stale folders it cannot): ``check`` split by ``can_make``.
     The second kind (a GPU run, after its code changed, on a machine without a GPU) stays committed and is
     quoted with the commit it measured and a sentence that says it is stale (bench render's measured-at)."""
-    stale = check(root)
-    entries = {e.name: e for e in load_manifest(root)}
+    stale, entries = check(root), {e.name: e for e in load_manifest(root)}
     here = {n: r for n, r in stale.items() if can_make(entries[n])}
     return here, {n: r for n, r in stale.items() if n not in here}
-
-
-def quotable(name: str, root: Path = ROOT) -> Path:
-    """The folder of a manifest entry, for quoting (renderer and figures read only these)."""
-    return entry(name, root).folder(root)
 
 
 # ---------------------------------------------------------------------------
 # Reproducing
 # ---------------------------------------------------------------------------
 
-def _readme(e: Entry, stamp: dict) -> str:
+def _readme(e: Entry, stamp: dict, root: Path) -> None:
+    """The folder's README.md: what it holds, and the commands and commit that made it."""
     commands = "\n".join(f"    {c.replace('{out}', e.out())}" for c in e.commands)
-    return (f"# results/{e.name}\n\n{e.about}\n\n"
+    text = (f"# results/{e.name}\n\n{e.about}\n\n"
             f"Made by `python -m bench reproduce {e.name}` (results/manifest.toml), which ran, from the "
             f"repository's root:\n\n{commands}\n\n"
             f"at commit `{stamp['git_commit'][:12]}`, {stamp['started']}, in {stamp['wall']} on "
@@ -285,6 +267,8 @@ def _readme(e: Entry, stamp: dict) -> str:
             + ". `python -m bench reproduce --check` says whether the "
             "code it measured has changed since; `reproduced.json` holds the same facts, and every record says "
             "what it measured (docs/spec.md §6, \"Provenance\").\n")
+    with written_aside(e.folder(root) / "README.md") as tmp:
+        tmp.write_text(text)
 
 
 def last_wall(e: Entry, root: Path = ROOT) -> float | None:
@@ -321,27 +305,31 @@ def resume(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
         words = shlex.split(command)
         if words[2] != "bench" or words[3] not in RESUMABLE + RERUNNABLE:
             raise ValueError(f"reproduce --resume: {command!r} cannot resume; reproduce {e.name} whole")
-    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
-    for k, command in enumerate(e.commands, 1):
-        argv = e.argv(command) + (["--resume"] if shlex.split(command)[3] in RESUMABLE else [])
-        print(f"reproduce {e.name} [{k}/{len(e.commands)}], resumed: {' '.join(argv[1:])}", file=sys.stderr,
-              flush=True)
-        done = runner(argv, cwd=root)
-        if done.returncode != 0:
-            raise RuntimeError(f"reproduce {e.name}: command {k} exited with status {done.returncode}")
-    _stamp(e, folder, root, started, time.perf_counter() - t0, resumed=True)
+    _run(e, root, runner, resumed=True)
     return folder
 
 
-def _stamp(e: Entry, folder: Path, root: Path, started: str, wall: float, resumed: bool = False) -> None:
+def _run(e: Entry, root: Path, runner, resumed: bool = False) -> None:
+    """Run the entry's commands from the repository's root (``bench run`` with ``--resume`` where ``resumed``),
+    then stamp the folder; a WorkFailed (exit code 1) naming the first command that fails."""
+    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
+    for k, command in enumerate(e.commands, 1):
+        line = command.replace("{out}", e.out())
+        argv = e.argv(command) + (["--resume"] if resumed and shlex.split(command)[3] in RESUMABLE else [])
+        print(f"reproduce {e.name} [{k}/{len(e.commands)}]" + (f", resumed: {' '.join(argv[1:])}" if resumed
+                                                                else f": {line}"), file=sys.stderr, flush=True)
+        done = runner(argv, cwd=root)
+        if done.returncode != 0:
+            raise WorkFailed(f"reproduce {e.name}: command {k} exited with status {done.returncode}"
+                             + ("" if resumed else f": {line}"))
+    wall = time.perf_counter() - t0
     stamp = {"name": e.name, "commands": list(e.commands), "started": started,
              "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "wall": duration(wall),
              "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
     if resumed:  # the wall time is the resumed part's; each record says when and at which commit it was made
         stamp["resumed"] = True
-    write_json(folder / STAMP, stamp)
-    with written_aside(folder / "README.md") as tmp:
-        tmp.write_text(_readme(e, stamp))
+    write_json(e.folder(root) / STAMP, stamp)
+    _readme(e, stamp, root)
 
 
 def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
@@ -359,17 +347,9 @@ def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
     aside.parent.mkdir(parents=True, exist_ok=True)
     if folder.exists():
         folder.rename(aside)
-    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
     try:
         folder.mkdir(parents=True)
-        for k, command in enumerate(e.commands, 1):
-            print(f"reproduce {e.name} [{k}/{len(e.commands)}]: {command.replace('{out}', e.out())}",
-                  file=sys.stderr, flush=True)
-            done = runner(e.argv(command), cwd=root)
-            if done.returncode != 0:
-                raise RuntimeError(f"reproduce {e.name}: command {k} exited with status {done.returncode}: "
-                                   f"{command.replace('{out}', e.out())}")
-        _stamp(e, folder, root, started, time.perf_counter() - t0)
+        _run(e, root, runner)
     except BaseException:
         if folder.exists():
             shutil.rmtree(folder)
@@ -441,13 +421,8 @@ def cmd_reproduce(args) -> int:
         if args.attest:
             changed = attest(e, args.attest)
             print(f"reproduce: {changed} records of results/{e.name} attested to commit {args.attest}", file=sys.stderr)
-            return 0
-        try:
-            folder = resume(e)
-        except RuntimeError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        print(f"reproduce: completed {folder.relative_to(ROOT)}", file=sys.stderr)
+        else:
+            print(f"reproduce: completed {resume(e).relative_to(ROOT)}", file=sys.stderr)
         return 0
     if args.all or args.stale:
         stale = check() if args.stale else {}
@@ -465,10 +440,5 @@ def cmd_reproduce(args) -> int:
         raise ValueError("name a folder of the manifest, or --all, --stale, --check, --list")
     print(plan(chosen), file=sys.stderr, flush=True)
     for e in chosen:
-        try:
-            folder = reproduce(e)
-        except RuntimeError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
-        print(f"reproduce: wrote {folder.relative_to(ROOT)}", file=sys.stderr)
+        print(f"reproduce: wrote {reproduce(e).relative_to(ROOT)}", file=sys.stderr)
     return 0
