@@ -13,6 +13,7 @@ from __future__ import annotations
 from bench import frameworks
 from bench.benchmark.record import Measurement, load
 from bench.benchmark.stats import round_ratios
+from bench.render import table
 
 
 def register(sub) -> None:
@@ -33,37 +34,24 @@ def compare(first: list[Measurement], second: list[Measurement], baseline: str |
     the count of second-run medians inside the first run's min-max (over the
     registry's baseline unless ``baseline`` names another)."""
     a, b = _by_key(round_ratios(first, baseline)), _by_key(round_ratios(second, baseline))
-    rows, inside, both = [], 0, 0
-    for key in sorted(set(a) | set(b)):  # (device, mode, transitions, batch size, implementation)
-        x, y = a.get(key), b.get(key)
-        held = None
-        if x is not None and y is not None:
-            both += 1
-            held = x["min"] <= y["median"] <= x["max"]
-            inside += held
-        rows.append({"key": key, "first": x, "second": y, "inside": held})
-    return {"rows": rows, "inside": inside, "compared": both}
+    rows = [{"key": key, "first": a.get(key), "second": b.get(key),
+             "inside": a[key]["min"] <= b[key]["median"] <= a[key]["max"] if key in a and key in b else None}
+            for key in sorted(set(a) | set(b))]  # key: (device, mode, transitions, batch size, implementation)
+    held = [row["inside"] for row in rows if row["inside"] is not None]
+    return {"rows": rows, "inside": sum(held), "compared": len(held)}
 
 
 def format_compare(result: dict, baseline: str | None = None) -> str:
     baseline = baseline or frameworks.BASELINE
 
-    def cell(r):
-        if r is None:
-            return "not measured"
-        return f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"
-
-    lines = [f"Speed over {baseline}: median of the per-round ratios (min-max, rounds)", "",
-             "| device | mode | transitions | batch | implementation | first run | second run | second inside first |",
-             "|---|---|---|---|---|---|---|---|"]
-    for row in result["rows"]:
-        device, mode, transitions, batch, impl = row["key"]
-        verdict = {True: "yes", False: "**no**", None: "-"}[row["inside"]]
-        lines.append(f"| {device} | {mode} | {transitions} | {batch} | {impl} | {cell(row['first'])} "
-                     f"| {cell(row['second'])} | {verdict} |")
-    lines += ["", f"{result['inside']} of {result['compared']} medians of the second run lie inside "
-                  f"the first run's min-max."]
-    return "\n".join(lines)
+    cell = lambda r: "not measured" if r is None else \
+        f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"  # noqa: E731
+    verdict = {True: "yes", False: "**no**", None: "-"}
+    return "\n".join([f"Speed over {baseline}: median of the per-round ratios (min-max, rounds)", "", table(
+        ["device", "mode", "transitions", "batch", "implementation", "first run", "second run", "second inside first"],
+        [[*row["key"], cell(row["first"]), cell(row["second"]), verdict[row["inside"]]] for row in result["rows"]]),
+        "", f"{result['inside']} of {result['compared']} medians of the second run lie inside the first run's "
+            "min-max."])
 
 
 def cmd_compare(args) -> int:

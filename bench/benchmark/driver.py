@@ -1,13 +1,6 @@
-"""Driving a planned run (bench/benchmark/plan.py): the workers through agreement, peak and interleaved rounds.
-
-The parent process only drives and collects. For each measurement (mode,
-batch size, transitions) every worker warms up in turn (tracing and
-compiling, counted and timed alone), then the timing proceeds in interleaved
-rounds: each round visits every implementation, in an order rotated from
-round to round, and each times the same slice of the same batch plan. Each
-finished measurement becomes one :class:`~bench.benchmark.record.Measurement`,
-appended to ``OUT/results.jsonl`` at once; the run ends with its summary and
-its report.
+"""Driving a planned run (bench/benchmark/plan.py says how a run measures): the workers through agreement, peak
+and interleaved rounds. Each finished measurement becomes one :class:`~bench.benchmark.record.Measurement`,
+appended to ``OUT/results.jsonl`` at once; the run ends with its summary and its report.
 """
 
 from __future__ import annotations
@@ -58,28 +51,13 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
     records = [r for r in load([results]) if r.implementation in names]
     agreement = pairwise_agreement(out_dir, names)
     write_json(out_dir / "agreement.json", agreement)
-    print()
-    print(format_table(records))
-    print()
-    print(format_ratios(records))
-    host_syncs = format_host_syncs(records)
-    if host_syncs:
-        print("\n" + host_syncs)
-    phases = format_phases(records)
-    if phases:
-        print("\n" + phases)
-    if variants_measured(records):
-        print("\n" + format_matrix(records))
-    print()
-    print(format_targets(records))
-    if agreement:
-        print("\nPairwise agreement (max abs difference):")
-        for pair, diff in agreement.items():
-            print(f"  {pair}: encodings {diff['max_abs_diff_encoding']:.1e}, "
-                  f"logits {diff['max_abs_diff_logits']:.1e}")
-    summary = load_summary(records)
-    if summary:
-        print("\n" + summary)
+    sections = [format_table(records), format_ratios(records), format_host_syncs(records), format_phases(records),
+                format_matrix(records) if variants_measured(records) else "", format_targets(records),
+                "Pairwise agreement (max abs difference):\n" + "\n".join(
+                    f"  {pair}: encodings {diff['max_abs_diff_encoding']:.1e}, logits {diff['max_abs_diff_logits']:.1e}"
+                    for pair, diff in agreement.items()) if agreement else "", load_summary(records)]
+    for text in filter(None, sections):  # each after an empty line
+        print("\n" + text)
     _report(args.out)
     for name, why in failures.items():
         print(f"error: {name} {why}", file=sys.stderr)

@@ -59,13 +59,8 @@ def masked_flops(config: ModelConfig, batch) -> int:
 
 def classifier_flops(config: ModelConfig, batch_size: int) -> int:
     """Forward matmul FLOPs of the MLP and output layer for batch_size pairs."""
-    H, M, L = config.hidden_dim, config.mlp_dim, config.mlp_layers
-    width, total = 4 * H, 0
-    for _ in range(L):
-        total += 2 * width * M
-        width = M
-    total += 2 * width * 3
-    return batch_size * total
+    widths = [4 * config.hidden_dim] + [config.mlp_dim] * config.mlp_layers + [3]  # the features, each layer, logits
+    return batch_size * sum(2 * a * b for a, b in zip(widths, widths[1:]))
 
 
 def scheduled_flops(config: ModelConfig, batch, graph: dict, mode: str = "infer") -> int:
@@ -88,8 +83,6 @@ def batch_flops(config: ModelConfig, batch, mode: str = "infer") -> int:
     forward = (sentence_flops(config, batch.premise_transitions)
                + sentence_flops(config, batch.hypothesis_transitions)
                + classifier_flops(config, batch.size))
-    if mode == "infer":
-        return forward
-    if mode == "train":
-        return TRAIN_FACTOR * forward
+    if mode in ("infer", "train"):
+        return TRAIN_FACTOR * forward if mode == "train" else forward
     raise ValueError(f"unknown mode {mode!r}; expected 'infer' or 'train'")

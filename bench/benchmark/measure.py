@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -90,21 +91,11 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
 
 def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
     """Max abs differences of encodings and logits between implementations."""
-    loaded = {}
-    for name in names:
-        path = Path(out_dir) / "agreement" / f"{name}.npz"
-        if path.exists():
-            loaded[name] = np.load(path)
-    table = {}
-    keys = sorted(loaded)
-    for i, a in enumerate(keys):
-        for b in keys[i + 1:]:
-            table[f"{a} vs {b}"] = {
-                "max_abs_diff_encoding": float(max(np.abs(loaded[a]["premise"] - loaded[b]["premise"]).max(),
-                                                   np.abs(loaded[a]["hypothesis"] - loaded[b]["hypothesis"]).max())),
-                "max_abs_diff_logits": float(np.abs(loaded[a]["logits"] - loaded[b]["logits"]).max()),
-            }
-    return table
+    paths = {name: Path(out_dir) / "agreement" / f"{name}.npz" for name in names}
+    loaded = {name: np.load(path) for name, path in sorted(paths.items()) if path.exists()}
+    diff = lambda a, b, key: float(np.abs(loaded[a][key] - loaded[b][key]).max())  # noqa: E731
+    return {f"{a} vs {b}": {"max_abs_diff_encoding": max(diff(a, b, "premise"), diff(a, b, "hypothesis")),
+                            "max_abs_diff_logits": diff(a, b, "logits")} for a, b in combinations(loaded, 2)}
 
 
 def warm_up(runner, batches, step) -> dict:

@@ -27,16 +27,16 @@ import argparse
 import math
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import frameworks
 from bench.benchmark.stats import is_busy, other_work_limit
-from bench.benchmark.worker import WorkerSpec
+from bench.benchmark.worker import WorkerSpec, resolve_buckets
 from bench.config import SIZES, add_device_argument, add_dtype_argument, preset, size_help
 from bench.datasets import add_data_arguments, load_dataset
 from bench.lock import lock_output
-from shared.batching import DEFAULT_BUCKETS, length_buckets, make_batches, pair_length, plan_batches
+from shared.batching import DEFAULT_BUCKETS, make_batches, make_sentence_batches, pair_length, plan_batches
 
 QUICK = {"num_pairs": 64, "batch_sizes": [1, 8], "decided_batch_sizes": [1, 8], "rounds": 3,
          "round_time": 0.05, "agreement_pairs": 8}
@@ -165,9 +165,9 @@ def apply_preset(args) -> None:
 def plan_implementations(args) -> list[str]:
     implementations = frameworks.IMPLEMENTATIONS
     if args.implementations:
-        unknown = [name for name in args.implementations if name not in implementations]
+        unknown = ", ".join(name for name in args.implementations if name not in implementations)
         if unknown:
-            raise ValueError(f"unknown implementation(s) {', '.join(unknown)}; choose from {', '.join(implementations)}")
+            raise ValueError(f"unknown implementation(s) {unknown}; choose from {', '.join(implementations)}")
         chosen = list(dict.fromkeys(args.implementations))
         if args.preset and args.implementations == frameworks.PRESETS[args.preset].get("implementations"):
             # A preset's list is what to measure where it can be: the frameworks not installed drop out, said once.
@@ -194,22 +194,13 @@ def plan_keys(args, defaults: dict) -> list[tuple[str, int, str]]:
     """The measurements, (mode, batch size, transitions), in the order they are made."""
     if not args.modes or not args.transitions:
         raise ValueError("nothing to measure: --modes and --transitions need at least one value each")
-    for mode in args.modes:
-        if mode not in TRANSITIONS:
-            raise ValueError(f"unknown mode {mode!r}; choose from infer, train")
-    known = {t for ts in TRANSITIONS.values() for t in ts}
-    for transitions in args.transitions:
-        if transitions not in known:
-            raise ValueError(f"unknown transitions {transitions!r}; choose from gold, predicted, sampled")
-    keys = []
-    for transitions in ("gold", "predicted", "sampled"):
-        if transitions not in args.transitions:
-            continue
-        for mode in args.modes:
-            if transitions not in TRANSITIONS[mode]:
-                continue
-            sizes = args.batch_sizes or defaults["batch_sizes" if transitions == "gold" else "decided_batch_sizes"]
-            keys += [(mode, b, transitions) for b in sizes]
+    for mode in (m for m in args.modes if m not in TRANSITIONS):
+        raise ValueError(f"unknown mode {mode!r}; choose from infer, train")
+    for transitions in (t for t in args.transitions if t not in ("gold", "predicted", "sampled")):
+        raise ValueError(f"unknown transitions {transitions!r}; choose from gold, predicted, sampled")
+    keys = [(mode, b, t) for t in ("gold", "predicted", "sampled") if t in args.transitions
+            for mode in args.modes if t in TRANSITIONS[mode]
+            for b in args.batch_sizes or defaults["batch_sizes" if t == "gold" else "decided_batch_sizes"]]
     if not keys:
         raise ValueError(f"nothing to measure: --transitions {','.join(args.transitions)} does not apply to "
                          f"--modes {','.join(args.modes)} (predicted is for infer, sampled for train)")
@@ -225,6 +216,8 @@ class RunPlan:
     defaults: dict  # QUICK or FULL
     rounds: int
     round_time: float
+    pairs: dict = field(default_factory=dict)  # mode -> the pairs its workers batch (read by plan_run)
+    buckets: list = field(default_factory=list)  # their token-count bucket boundaries
 
 
 def plan_run(args) -> RunPlan:
@@ -268,12 +261,10 @@ def _check_batches(args, plan: RunPlan) -> None:
     worker loads them (no framework needed) and the batches planned as it plans
     them: whole batches within each length bucket."""
     dataset = load_dataset(argparse.Namespace(**_data(args, plan.defaults)))
-    pairs = {"infer": dataset.pairs, "train": [p for p in dataset.pairs if p.label >= 0]}
-    buckets = args.buckets or list(DEFAULT_BUCKETS)
-    if isinstance(buckets, str):  # "auto:K": the worker's quantiles of the same data
-        buckets = list(length_buckets([pair_length(p) for p in dataset.pairs], int(buckets.partition(":")[2])))
+    plan.pairs = {"infer": dataset.pairs, "train": [p for p in dataset.pairs if p.label >= 0]}
+    plan.buckets = buckets = resolve_buckets(args.buckets or DEFAULT_BUCKETS, dataset.pairs)
     for mode, batch_size in dict.fromkeys((mode, b) for mode, b, _ in plan.keys):
-        lengths = [pair_length(p) for p in pairs[mode]]
+        lengths = [pair_length(p) for p in plan.pairs[mode]]
         what = f"the {len(lengths)} {'labelled ' if mode == 'train' else ''}pairs of {dataset.name}"
         if batch_size > len(lengths):
             raise ValueError(f"batch size {batch_size} is larger than {what} ({mode}): it would measure nothing "
@@ -288,21 +279,14 @@ def _check_batches(args, plan: RunPlan) -> None:
 def planned_shapes(args, plan: RunPlan) -> dict[tuple[str, int], int]:
     """(mode, batch size) -> how many batch shapes (N, T) its workers will warm up on, planned as they plan
     their batches: what a compiling implementation compiles for."""
-    from shared.batching import make_sentence_batches
     from shared.vocab import Vocabulary
 
-    dataset = load_dataset(argparse.Namespace(**_data(args, plan.defaults)))
-    vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True)
-    buckets = args.buckets or list(DEFAULT_BUCKETS)
-    if isinstance(buckets, str):
-        buckets = list(length_buckets([pair_length(p) for p in dataset.pairs], int(buckets.partition(":")[2])))
-    shapes = {}
-    for mode, batch_size in dict.fromkeys((mode, b) for mode, b, _ in plan.keys):
-        pairs = dataset.pairs if mode == "infer" else [p for p in dataset.pairs if p.label >= 0]
-        batches = make_sentence_batches(pairs, vocab, batch_size, buckets=buckets) if args.batching == "sentences" \
-            else make_batches(pairs, vocab, batch_size, buckets=buckets, drop_last=True)
-        shapes[mode, batch_size] = len({(b.num_tokens, b.num_steps) for b in batches})
-    return shapes
+    vocab = Vocabulary.from_pairs(plan.pairs["infer"], lowercase=True)
+    batches = {(mode, b): make_sentence_batches(plan.pairs[mode], vocab, b, buckets=plan.buckets)
+               if args.batching == "sentences" else
+               make_batches(plan.pairs[mode], vocab, b, buckets=plan.buckets, drop_last=True)
+               for mode, b, _ in plan.keys}
+    return {key: len({(b.num_tokens, b.num_steps) for b in planned}) for key, planned in batches.items()}
 
 
 def _data(args, defaults: dict) -> dict:

@@ -116,7 +116,5 @@ def format_targets(records: list[Measurement]) -> str:
     rows = targets(records)
     if not rows:
         return "Targets: nothing to compare (no records)."
-    lines = ["| target | goal | measured | |", "|---|---|---|---|"]
-    for row in rows:
-        lines.append(f"| {row['target']} | {row['goal']} | {row['measured']} | {'PASS' if row['met'] else 'MISS'} |")
-    return "\n".join(lines)
+    return "\n".join(["| target | goal | measured | |", "|---|---|---|---|"] + [
+        f"| {r['target']} | {r['goal']} | {r['measured']} | {'PASS' if r['met'] else 'MISS'} |" for r in rows])

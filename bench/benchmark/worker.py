@@ -93,6 +93,13 @@ def build_workload(spec: WorkerSpec):
     return dataset, vocab, config, params
 
 
+def resolve_buckets(buckets: list | str, pairs) -> list[int]:
+    """Token-count bucket boundaries: as given, or for "auto:K" the K quantiles of the pairs' lengths."""
+    if isinstance(buckets, str):
+        return list(length_buckets([pair_length(p) for p in pairs], int(buckets.partition(":")[2])))
+    return list(buckets)
+
+
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere)."""
     if not sys.platform.startswith("linux"):
@@ -141,9 +148,7 @@ class Worker:
                 self.runner_cls.require(capability)
         self.dataset, self.vocab, self.config, self.params = build_workload(spec)
         self.labelled = [p for p in self.dataset.pairs if p.label >= 0]
-        if isinstance(spec.buckets, str):  # "auto:K": the K quantiles of this data's pair lengths
-            count = int(spec.buckets.partition(":")[2])
-            spec.buckets = list(length_buckets([pair_length(p) for p in self.dataset.pairs], count))
+        spec.buckets = resolve_buckets(spec.buckets, self.dataset.pairs)
         self.tasks: dict[str, Task] = {}
         if spec.measure_cache:  # a private cache, removed with the worker: every compilation is written to it
             self.platform.enable_compilation_cache(str(scratch / "cache"))
