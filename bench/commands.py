@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from bench import ROOT, frameworks
-from bench.config import (add_device_argument, add_dtype_argument, add_size_arguments, default_dtype, model_config,
-                          quiet_frameworks)
+from bench.config import (add_device_argument, add_dtype_argument, add_framework_argument, add_size_arguments,
+                          load_model, model_config)
 from bench.datasets import add_data_arguments, load_dataset
 from bench.progress import Progress, stage
-
 
 
 def register(sub) -> None:
@@ -32,8 +31,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("encode", help="encode every row of an SNLI jsonl file (docs/spec.md §5)")
-    p.add_argument("--framework", required=True, choices=frameworks.NAMES, metavar="FRAMEWORK",
-                   help=f"the reference, a framework or one of its variants: {', '.join(frameworks.NAMES)}")
+    add_framework_argument(p)
     p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
     p.add_argument("--data", required=True, help="SNLI-format pairs (.jsonl or .txt)")
     p.add_argument("--out", required=True, help="output .npz: premise, hypothesis, logits, pair_id")
@@ -134,11 +132,10 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | Non
     return out
 
 
-HEAD_KERNEL = "tracker.transition.kernel"
-
-
 def check_transitions_flags(transitions: str, seed: int | None, config, params_path) -> int:
     """The seed of sampled mode (0 by default); a one-line ValueError for flags that do not fit."""
+    from shared.contract import HEAD_KERNEL
+
     if seed is not None and transitions != "sampled":
         raise ValueError(f"--seed seeds the uniform numbers of --transitions sampled; it means nothing with "
                          f"--transitions {transitions}")
@@ -149,15 +146,10 @@ def check_transitions_flags(transitions: str, seed: int | None, config, params_p
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from shared.params import load_params
     from shared.snli import NO_LABEL, read_snli
-    from shared.vocab import Vocabulary
 
-    dtype = args.dtype or default_dtype(args.framework)
-    quiet_frameworks(dtype, [args.framework])  # before the framework is imported (float64 may need a switch)
-    loaded = load_params(args.params)
+    dtype, loaded, vocab = load_model(args)
     seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
-    vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
     pairs, _ = read_snli(args.data, keep_unlabeled=True)  # an empty file: EmptyDataError, exit 2
     runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:

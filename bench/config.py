@@ -100,6 +100,24 @@ def add_dtype_argument(parser, default: str | None = None) -> None:
                                                      "[default: float64 for the reference, else float32]"))
 
 
+def add_framework_argument(parser) -> None:
+    """--framework, as every command that runs one implementation declares it."""
+    parser.add_argument("--framework", required=True, choices=frameworks.NAMES, metavar="FRAMEWORK",
+                        help=f"the reference, a framework or one of its variants: {', '.join(frameworks.NAMES)}")
+
+
+def load_model(args: argparse.Namespace):
+    """(dtype, the parameter file of ``--params``, its vocabulary) of a command that runs ``--framework``, the
+    process settings applied first (before the framework is imported: float64 may need a switch)."""
+    from shared.params import load_params
+    from shared.vocab import Vocabulary
+
+    dtype = args.dtype or default_dtype(args.framework)
+    quiet_frameworks(dtype, [args.framework])
+    loaded = load_params(args.params)
+    return dtype, loaded, Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
+
+
 def default_dtype(name: str) -> str:
     """The compute precision of a command that names none: the reference's
     float64, every framework's float32."""

@@ -99,12 +99,14 @@ def result_header(args: argparse.Namespace, batch_summary: dict, config) -> dict
     }
 
 
-def format_header(result: dict, batch_lines: list[str], model_note: str = "") -> list[str]:
-    """The first lines of every explain text: the batch (``batch_lines``), the
-    model (with ``model_note``), the versions of the frameworks present, the machine."""
-    m = result["model"]
+def format_header(result: dict, batch_lines: list[str] | None = None, model_note: str = "") -> list[str]:
+    """The first lines of every explain text: the batch (``batch_lines``, by default what it is and its
+    transitions), the model (with ``model_note``), the versions of the frameworks present, the machine."""
+    m, b = result["model"], result["batch"]
     return [
-        *batch_lines,
+        f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",
+        *(batch_lines or [f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps: "
+                          f"{b['shift']} SHIFT, {b['reduce']} REDUCE, {b['pad']} PAD"]),
         f"model: E={m['embed_dim']} H={m['hidden_dim']} D={m['tracker_dim']} M={m['mlp_dim']} "
         f"L={m['mlp_layers']}, V={m['vocab_size']}{model_note}, float32, CPU",
         "versions: " + ", ".join(f"{name} {result[name]['framework_version']}"

@@ -16,9 +16,8 @@ from pathlib import Path
 
 from bench import ROOT, frameworks
 from bench.explain.arguments import chosen_frameworks
-from bench.explain.batches import make_batches, model_config
+from bench.explain.batches import setup
 from shared.batching import PairBatch
-from shared.params import init_params
 from shared.transitions import PAD, REDUCE, TRANSITION_NAMES
 
 
@@ -72,9 +71,7 @@ def _own_code(filename: str) -> bool:
 
 
 def explain_bad_input(args: argparse.Namespace) -> dict:
-    batches = make_batches(args)
-    config = model_config(args, batches.vocab_size)
-    params = init_params(config, seed=args.seed)
+    batches, config, params = setup(args)
     bad = bad_batch(batches.main, args.bad_input, config.vocab_size)
     result = {"bad_input": {"kind": args.bad_input, "what": BAD_INPUTS[args.bad_input],
                             "first_premise": [int(op) for op in bad.premise_transitions[0]]}}

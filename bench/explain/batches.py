@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.config import model_config as sized_config
+from bench.config import model_config
 from shared.batching import PairBatch, make_pair_batch, sentences_transitions
-from shared.params import ModelConfig
+from shared.params import ModelConfig, init_params
 from shared.snli import SAMPLE_PATH, Pair, read_snli
 from shared.synthetic import random_transitions, shaped_pairs
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
@@ -69,8 +69,11 @@ def make_batches(args: argparse.Namespace) -> Batches:
                    other_trees=other_trees, vocab_size=len(vocab), source=source, trees=trees)
 
 
-def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
-    return sized_config(args, vocab_size, lowercase=True)
+def setup(args: argparse.Namespace) -> tuple[Batches, ModelConfig, dict]:
+    """The batch and its variants, the model ``args`` describe and its initial weights."""
+    batches = make_batches(args)
+    config = model_config(args, batches.vocab_size, lowercase=True)
+    return batches, config, init_params(config, seed=args.seed)
 
 
 def summary(batches: Batches) -> dict:

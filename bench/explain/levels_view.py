@@ -22,7 +22,8 @@ import importlib
 
 from bench import frameworks
 from bench.explain.arguments import format_header, result_header
-from bench.explain.batches import make_batches, model_config, summary
+from bench.config import model_config
+from bench.explain.batches import make_batches, summary
 from shared.batching import sentences_transitions
 from shared.levels import schedule
 from shared.params import init_params
@@ -63,8 +64,8 @@ def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
 def explain_levels(args: argparse.Namespace) -> dict:
     """The figures of ``explain --levels``, as a JSON-ready dict."""
     batches = make_batches(args)
-    config = model_config(args, batches.vocab_size)
-    result = {**result_header(args, summary(batches), config)}
+    config = model_config(args, batches.vocab_size, lowercase=True)
+    result = result_header(args, summary(batches), config)
     configs = {"tracker": config} if config.tracker_dim else {}  # --tracker-dim 0: the view without it alone
     configs["no_tracker"] = dataclasses.replace(config, tracker_dim=0)
     transitions = sentences_transitions(batches.main)
@@ -82,12 +83,7 @@ def explain_levels(args: argparse.Namespace) -> dict:
 
 def format_levels(result: dict) -> str:
     """The text ``explain --levels`` prints."""
-    b = result["batch"]
-    lines = format_header(result, [
-        f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",
-        f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps: "
-        f"{b['shift']} SHIFT, {b['reduce']} REDUCE, {b['pad']} PAD",
-    ])
+    lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
     for key, label in VARIANTS.items():

@@ -21,7 +21,8 @@ import numpy as np
 
 from bench import frameworks
 from bench.explain.arguments import chosen_frameworks, format_header, result_header
-from bench.explain.batches import make_batches, model_config, summary
+from bench.config import model_config
+from bench.explain.batches import make_batches, summary
 from shared.batching import sentences_transitions
 from shared.params import init_params
 from shared.transitions import PAD, REDUCE, SHIFT
@@ -30,16 +31,13 @@ from shared.transitions import PAD, REDUCE, SHIFT
 def explain_parse(args: argparse.Namespace) -> dict:
     """The figures of ``explain --parse``, as a JSON-ready dict."""
     batches = make_batches(args)
-    config = model_config(args, batches.vocab_size)
+    config = model_config(args, batches.vocab_size, lowercase=True)
     if not config.tracker_dim:
         raise ValueError("--parse needs a tracker (the head reads its state): --tracker-dim must be > 0")
     config = dataclasses.replace(config, transition_head=True)
     params = init_params(config, seed=args.seed)
-    result = {
-        **result_header(args, summary(batches), config),
-    }
-    gold = sentences_transitions(batches.main)
-    result["batch"]["choice_steps_gold"] = _choice_steps(gold)
+    result = result_header(args, summary(batches), config)
+    result["batch"]["choice_steps_gold"] = _choice_steps(sentences_transitions(batches.main))
     for name in chosen_frameworks(args, "--parse"):
         result[name] = frameworks.platform(name).explain_parse(batches, config, params)
     return result
@@ -63,15 +61,10 @@ def _choice_steps(transitions: np.ndarray) -> int:
 def format_parse(result: dict) -> str:
     """The text ``explain --parse`` prints (and the guide quotes)."""
     b = result["batch"]
-    batch_lines = [
-        f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",
-        f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps; the gold parses have "
-        f"{b['choice_steps_gold']} steps where both SHIFT and REDUCE are valid",
-    ]
-    lines = format_header(result, batch_lines, ", with a transition head (fresh weights)") + [
-        "",
-        f"  {'':<34} {'gold':>8} {'predicted':>10}",
-    ]
+    lines = format_header(result, [f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps; the gold parses "
+                                   f"have {b['choice_steps_gold']} steps where both SHIFT and REDUCE are valid"],
+                          ", with a transition head (fresh weights)")
+    lines += ["", f"  {'':<34} {'gold':>8} {'predicted':>10}"]
     for name in frameworks.FRAMEWORKS:
         if name in result:
             lines += frameworks.platform(name).format_explain_parse(result[name])

@@ -9,24 +9,18 @@ from pathlib import Path
 from bench import frameworks
 from bench.explain.arguments import chosen, format_header, result_header
 from bench.explain.bad_input import explain_bad_input, format_bad_input
-from bench.explain.batches import make_batches, model_config, summary
+from bench.explain.batches import setup, summary
 from bench.explain.levels_view import explain_levels, format_levels
 from bench.explain.parse_view import explain_parse, format_parse
-from shared.params import init_params
 
 
 def explain(args: argparse.Namespace) -> dict:
     """The figures of one ``explain`` run, as a JSON-ready dict."""
-    batches = make_batches(args)
-    config = model_config(args, batches.vocab_size)
-    params = init_params(config, seed=args.seed)
+    batches, config, params = setup(args)
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    result = {
-        **result_header(args, summary(batches), config),
-        "timed": not args.no_timing,
-    }
+    result = {**result_header(args, summary(batches), config), "timed": not args.no_timing}
     for name in chosen(args):
         result[name] = frameworks.platform(name).explain(name, batches, config, params, out,
                                                          timing=not args.no_timing)
@@ -60,7 +54,6 @@ def format_text(result: dict) -> str:
         return format_parse(result)
     b = result["batch"]
     lines = format_header(result, [
-        f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",
         f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps: "
         f"{b['shift']} SHIFT, {b['reduce']} REDUCE, {b['pad']} PAD",
         f"  variants: the same words as {b['other_trees']} trees (same B, N, T); "

@@ -16,8 +16,8 @@ from typing import Sequence
 import numpy as np
 
 from bench import frameworks
-from bench.config import (add_device_argument, add_dtype_argument, add_size_arguments, default_dtype, model_config,
-                          quiet_frameworks)
+from bench.config import (add_device_argument, add_dtype_argument, add_framework_argument, add_size_arguments,
+                          default_dtype, load_model, model_config, quiet_frameworks)
 from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label, shows_progress
 from bench.lock import lock_output
 from bench.progress import stage
@@ -35,15 +35,11 @@ from shared.params import ParamFile, init_params, load_params
 from shared.snli import Pair, with_parse
 from shared.vocab import Vocabulary
 
-def _add_framework_argument(p) -> None:
-    p.add_argument("--framework", required=True, choices=frameworks.NAMES, metavar="FRAMEWORK",
-                   help=f"the reference, a framework or one of its variants: {', '.join(frameworks.NAMES)}")
-
 
 def register(sub) -> None:
     p = sub.add_parser("train", help="train the SNLI classifier in one framework (checkpoints, metrics, resume)",
                        description=__doc__.splitlines()[0])
-    _add_framework_argument(p)
+    add_framework_argument(p)
     add_data_arguments(p)
     group = p.add_argument_group("dev data")
     group.add_argument("--dev", default="auto",
@@ -122,7 +118,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("evaluate", help="accuracy and confusion matrix of a parameter file on SNLI-format data")
-    _add_framework_argument(p)
+    add_framework_argument(p)
     p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
     add_data_arguments(p)
     p.set_defaults(split="dev")
@@ -315,20 +311,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             lock.release()
     if not writer:
         return 0
-    summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1)}
-    for split in ("dev", "train"):
-        last = [r for r in result.evals if r["split"] == split]
-        if last:
-            summary[f"{split}_accuracy"] = round(last[-1]["accuracy"], 4)
+    summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1),
+               **{f"{r['split']}_accuracy": round(r["accuracy"], 4) for r in result.evals}}  # each split's last
     print(f"trained {cfg.framework}: {json.dumps(summary)}; weights in {Path(args.out) / 'model.npz'}")
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    dtype = args.dtype or default_dtype(args.framework)
-    quiet_frameworks(dtype, [args.framework])  # before the framework is imported (float64 may need a switch)
-    loaded = load_params(args.params)
-    vocab = Vocabulary.from_array(loaded.vocab, lowercase=loaded.config.lowercase)
+    dtype, loaded, vocab = load_model(args)
     dataset = load_dataset(args, keep_unlabeled=True)
     runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     result = evaluate_pairs(runner, dataset.pairs, vocab, batch_size=args.batch_size)
