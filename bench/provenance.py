@@ -1,31 +1,23 @@
 """What a record measured: the source files that ran, and whether they are still today's.
 
-A record (a benchmark measurement, a training run, a scaling run, ``bench
-data``'s statistics, the lessons' probes) is only worth quoting if one can
-tell which code produced it. ``git status`` of the whole tree cannot: an
-edited README would mark a run dirty. A hand-kept list of folders cannot
-either: it is both too wide (every module of ``shared/`` counts for a run
-that imported a third of them) and easy to get wrong. So a record names the
-files that ran (docs/spec.md §6, "Provenance"):
+A record (a benchmark measurement, a training run, a scaling run, ``bench data``'s statistics, the lessons' probes) is
+only worth quoting if one can tell which code produced it. ``git status`` of the whole tree cannot: an edited README
+would mark a run dirty. A hand-kept list of folders cannot either: it is both too wide (every module of ``shared/``
+counts for a run that imported a third of them) and easy to get wrong. So a record names the files that ran
+(docs/spec.md §6, "Provenance"):
 
-* ``measured``: the repository's source files among the modules the
-  measuring processes had imported when the measurement ended
-  (:func:`loaded`), read from the interpreter itself (``sys.modules``), and
-  the pins (``constraints.txt``); for a benchmark, the worker's and the
-  parent's (which plans the batches and rounds and computes the record's
-  figures), so a module only one family or framework needs counts only
-  where it was imported;
-* ``measured_digest``: a SHA-256 over each of those files' *normalized*
-  form (:func:`normalized`): the syntax tree without docstrings or other bare
-  strings, so comments, docstrings and formatting do not count, and the
-  pins without their comments;
-* ``git_commit``: HEAD when it was made; ``measured_clean``: True when every
-  measured file, normalized, was as that commit has it (None outside a git
-  checkout).
+* ``measured``: the repository's source files among the modules the measuring processes had imported when the
+  measurement ended (:func:`loaded`), read from the interpreter itself (``sys.modules``), and the pins
+  (``constraints.txt``); for a benchmark, the worker's and the parent's (which plans the batches and rounds and computes
+  the record's figures), so a module only one family or framework needs counts only where it was imported;
+* ``measured_digest``: a SHA-256 over each of those files' *normalized* form (:func:`normalized`): the syntax tree
+  without docstrings or other bare strings, so comments, docstrings and formatting do not count, and the pins without
+  their comments;
+* ``git_commit``: HEAD when it was made; ``measured_clean``: True when every measured file, normalized, was as that
+  commit has it (None outside a git checkout).
 
-``bench reproduce --check`` recomputes the digest of today's files of the
-same list: a record whose digest differs measured other code, and it names
-the files that changed since its commit.
+``bench reproduce --check`` recomputes the digest of today's files of the same list: a record whose digest differs
+measured other code, and it names the files that changed since its commit.
 """
 
 from __future__ import annotations
@@ -53,12 +45,8 @@ _SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 def loaded(root: Path = ROOT) -> list[str]:
     """The repository's source files among this interpreter's imported modules (relative paths, sorted).
     This module, which only takes the inventory, is not part of it."""
-    files = set()
-    for module in list(sys.modules.values()):
-        rel = _in_repository(getattr(module, "__file__", None), root)
-        if rel and rel != _SELF:
-            files.add(rel)
-    return sorted(files)
+    files = {_in_repository(getattr(module, "__file__", None), root) for module in list(sys.modules.values())}
+    return sorted(files - {None, _SELF})
 
 
 def _in_repository(path: str | None, root: Path) -> str | None:
@@ -112,12 +100,9 @@ def _canonical(node) -> str:
             parts.append(repr(text))
         return "(JoinedStr [" + ",".join(parts) + "])"
     if isinstance(node, ast.AST):
-        fields = [type(node).__name__]
-        for name, value in ast.iter_fields(node):
-            if value is None or (isinstance(value, list) and not value):  # fields newer Pythons add, left empty
-                continue
-            fields.append(f"{name}={_canonical(value)}")
-        return "(" + " ".join(fields) + ")"
+        fields = [f"{name}={_canonical(value)}" for name, value in ast.iter_fields(node)
+                  if value is not None and value != []]  # fields newer Pythons add are left empty
+        return "(" + " ".join([type(node).__name__, *fields]) + ")"
     if isinstance(node, list):  # a statement that is only a string (a docstring) does nothing: left out
         return "[" + ",".join(_canonical(v) for v in node if not (isinstance(v, ast.Expr) and _is_text(v.value))) + "]"
     return repr(node)

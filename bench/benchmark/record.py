@@ -128,15 +128,20 @@ class Measurement:
     def get(self, name: str, default: Any = None) -> Any:
         """A field, or a dotted path into a dict field (``compile_detail.trace_s``); ``default`` if absent."""
         head, _, rest = name.partition(".")
-        value = getattr(self, head, default)
-        for part in rest.split(".") if rest else ():
-            if isinstance(value, dict) and part in value:
-                value = value[part]
-            elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-                value = value[int(part)]
-            else:
-                return default
-        return value
+        return dotted(getattr(self, head, default), rest, default) if rest else getattr(self, head, default)
+
+
+def dotted(value, key: str, default: Any = None) -> Any:
+    """A dotted path into dicts and lists (``trace_s``, ``batch.num_steps``, ``round_step_s.0``); ``default`` if
+    absent."""
+    for part in key.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return default
+    return value
 
 
 _REQUIRED = ("implementation", "framework", "mode", "batch_size")

@@ -99,9 +99,8 @@ def graph_size(results: Results, plt):
         ax.plot([r["T"] for r in mine], [r["traced"][name]["size"] for r in mine], ms=5, **style.look(name),
                 label=f"{name}: traced once, {t['size']} {t['unit']} ({'while' if t['loop'] == 'while' else 'scan'} "
                       f"bodies {', '.join(map(str, t['bodies']))}, each once)")
-    ax.set_ylim(bottom=0)
-    ax.set_xlim(0, 1.25 * max(r["T"] for r in drawn))
-    ax.set(xlabel="loop steps T of the batch (transitions per sentence, PAD included)",
+    ax.set(ylim=(0, None), xlim=(0, 1.25 * max(r["T"] for r in drawn)),
+           xlabel="loop steps T of the batch (transitions per sentence, PAD included)",
            ylabel="size of the loss-and-gradients graph\n(autograd nodes, DyNet nodes, TF ops, jaxpr equations)")
     ax.set_title("each point one batch; shaded bar: the same words arranged as other trees", fontsize=9)
     # The main batch as the same words in other trees: the recorded graph changes, the traced one does not.

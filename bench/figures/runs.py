@@ -140,9 +140,8 @@ def padding(results: Results, plt):
         for x, runs in sorted(groups.items()):
             ax.annotate("\n".join(dict.fromkeys(runs)), (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 4),
                         textcoords="offset points", ha="center", va="bottom", fontsize=6.5, color="#444444")
-        ax.set_xlim(-6, 56)
-        ax.set_xlabel("PAD share of the transition slots computed (%)")
-        ax.set_title(f"inference, gold parses, batch {size}")
+        ax.set(xlim=(-6, 56), xlabel="PAD share of the transition slots computed (%)",
+               title=f"inference, gold parses, batch {size}")
     for ax in axes[0]:  # room for the run names at the bottom
         _ratio_axis(ax, min(min(p["q1"] for p in points), 1.0) / 1.6, max(max(p["q3"] for p in points), 1.0) * 1.15)
     axes[0][0].set_ylabel(f"pairs/s over {BASELINE}'s (log)")
@@ -181,9 +180,8 @@ def compile_shapes(results: Results, plt):
                                                                  == n])) for n in shapes],
                     color=style.colour(impl), ls=style.linestyle(impl), lw=1.2)
         ax.set_xticks(sorted({p["warmup_shapes"] for p in points if p["mode"] == mode}))
-        ax.set_ylim(bottom=0)
-        ax.set(xlabel="shapes warmed up (bucket shapes of the run)", ylabel="compile and trace time, all shapes (s)",
-               title=MODE_TITLES.get(mode, mode))
+        ax.set(ylim=(0, None), xlabel="shapes warmed up (bucket shapes of the run)",
+               ylabel="compile and trace time, all shapes (s)", title=MODE_TITLES.get(mode, mode))
     runs = list(dict.fromkeys(p["run"] for p in points))
     fig.suptitle(f"One compilation per shape (XLA) against one trace for all shapes: {len(points)} warm-ups "
                  f"in {len(runs)} runs", fontsize=10)
@@ -226,9 +224,8 @@ def host_reads(results: Results, plt):
         mine = [lane for lane in lanes if lane["batch_size"] == size]
         longest = max(max(lane["step_s_median"], sum(lane["phase_s_per_batch"].values())) for lane in mine) * 1e3
         for y, lane in enumerate(reversed(mine)):
-            width, phases = lane["step_s_median"] * 1e3, lane["phase_s_per_batch"]
-            c = style.colour(lane["implementation"])
-            start = 0.0
+            width, phases, c, start = lane["step_s_median"] * 1e3, lane["phase_s_per_batch"], \
+                style.colour(lane["implementation"]), 0.0
             for k, (name, seconds) in enumerate(phases.items()):  # a batch split in phases: a segment each
                 ax.barh(y, seconds * 1e3, left=start, height=0.5, color=c, alpha=0.85 - 0.3 * (k % 2),
                         edgecolor="white")
@@ -236,8 +233,7 @@ def host_reads(results: Results, plt):
                 start += seconds * 1e3
             if not phases:
                 ax.barh(y, width, height=0.5, color=c, alpha=0.85)
-            reads = lane["host_syncs_per_batch"]
-            drawn = int(round(reads))
+            reads, drawn = lane["host_syncs_per_batch"], int(round(lane["host_syncs_per_batch"]))
             if drawn:  # spread evenly: the record holds how many reads a batch made, not when
                 ax.plot([(k + 0.5) * width / drawn for k in range(drawn)], [y + 0.36] * drawn, "v", color="black",
                         ms=3.5)
@@ -248,10 +244,9 @@ def host_reads(results: Results, plt):
             ax.text(end + longest * 0.01, y, f"{width:.1f} ms  {note}", va="center", fontsize=7.5)
         ax.set_yticks(range(len(mine)), [f"{lane['implementation']} ({lane['transitions']})"
                                          for lane in reversed(mine)])
-        ax.set_xlim(0, longest * 1.85)
-        ax.set_ylim(-0.6, len(mine) - 0.2)
+        ax.set(xlim=(0, longest * 1.85), ylim=(-0.6, len(mine) - 0.2),
+               title=f"inference, batch {size}: one median batch")
         ax.grid(False, axis="y")
-        ax.set_title(f"inference, batch {size}: one median batch")
         # The bars are timed, the marks only counted: the axis says so, so that no mark reads as a moment.
         ax.set_xlabel("time within the batch (ms): the bars' lengths only\n\u25bc a decision read back to Python "
                       "(device to host), spaced evenly: counted per batch, not timed", fontsize=8)

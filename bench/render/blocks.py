@@ -13,11 +13,14 @@ from bench import frameworks, reproduce
 from bench.benchmark import compare as compare_runs
 from bench.benchmark import markdown, stats
 from bench.benchmark import targets as targets_module
+from bench.datasets import row_range
 from bench.figures.style import registry_order
 from bench.render import table
 from bench.render.query import evaluate
 from bench.render.sources import QuoteError, Results
+from bench.training import parse_summary
 from bench.training import scaling as scaling_runs
+from shared.snli import SAMPLE_PATH, read_snli
 
 BLOCKS: dict[str, Callable[..., str]] = {}
 
@@ -168,8 +171,7 @@ def scaling(results: Results, folder) -> str:
 
 @block
 def accuracy(results: Results, folder, runs, epoch) -> str:
-    """Dev accuracy at EPOCH, best and last, train accuracy, wall time: the sample-overfit table of
-    docs/training.md."""
+    """Dev accuracy at EPOCH, best and last, train accuracy, wall time: the sample-overfit table of docs/training.md."""
     q = lambda text: evaluate(results, folder, text)  # noqa: E731
     return table(["run", f"dev accuracy, epoch {epoch} / best / last", "train accuracy, last", "wall time"], [
         [run, f"{q(f'eval {run} dev epoch={epoch} accuracy')} / {q(f'eval:max {run} dev * accuracy')} / "
@@ -208,8 +210,6 @@ def equivalence(results: Results, folder, *groups) -> str:
 @block
 def parses(results: Results, folder, runs) -> str:
     """bench.training.parse_summary's table of arithmetic runs (docs/learned-parses.md, twice)."""
-    from bench.training import parse_summary
-
     return parse_summary.format_table([parse_summary.summarize(results.run_dir(folder, run)) for run in _list(runs)])
 
 
@@ -233,10 +233,6 @@ def sample_parses(results: Results, folder, runs, dev_rows) -> str:
     """SNLI-sample runs of one parse each: accuracies and the dev parses' bracket F1 against the Stanford parses
     (a fixed shape's on the dev rows DEV_ROWS; a REINFORCE run's as its last dev evaluation measured it): the
     table of docs/learned-parses.md's SNLI runs."""
-    from bench.datasets import row_range
-    from bench.training.parse_summary import shape_f1
-    from shared.snli import SAMPLE_PATH, read_snli
-
     dev_pairs, _ = read_snli(SAMPLE_PATH, rows=row_range(dev_rows))
     q = lambda text: evaluate(results, folder, text)  # noqa: E731
     rows = []
@@ -244,7 +240,7 @@ def sample_parses(results: Results, folder, runs, dev_rows) -> str:
         info = results.json(folder, f"{run}/run.json")
         parse = "reinforce" if "reinforce" in info else info["data"].get("parse", "gold")
         f1 = q(f"eval:3 {run} dev last parse_bracket_f1") if parse == "reinforce" else \
-            f"{1.0 if parse == 'gold' else shape_f1(dev_pairs, parse):.3f}"
+            f"{1.0 if parse == 'gold' else parse_summary.shape_f1(dev_pairs, parse):.3f}"
         rows.append([run, {"reinforce": "sampled (REINFORCE)", "gold": "Stanford parses"}.get(parse, parse),
                      q(f"eval {run} dev last accuracy"), q(f"eval:max {run} dev * accuracy"),
                      q(f"eval {run} train last accuracy"), f1, q(f"metrics:max {run} elapsed_s")])

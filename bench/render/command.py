@@ -67,10 +67,9 @@ def explain_json(results: Results, outcomes, write: bool) -> list[str]:
     fresh = {fig: {"guide": document.display(o.path, results), "command": command, "result": result}
              for o in outcomes for fig, (command, result) in o.explained.items()}
     old = json.loads(path.read_text()) if path.exists() else {}
-    same = lambda a, b: {**a, "result": document.comparable(a["result"])} == {  # noqa: E731
-        **b, "result": document.comparable(b["result"])}
+    masked = lambda entry: {**entry, "result": document.comparable(entry["result"])}  # noqa: E731
     differ = sorted(f for f in fresh.keys() | old.keys() if f not in fresh or f not in old
-                    or not same(old[f], fresh[f]))
+                    or masked(old[f]) != masked(fresh[f]))
     if write and differ:
         with written_aside(path) as tmp:
             tmp.write_text(json.dumps({f: fresh[f] if f in differ else old[f] for f in fresh}, indent=1,
@@ -92,12 +91,13 @@ def figures(results: Results, write: bool, redraw: bool = False) -> list[str]:
         for name, (module, builder) in FIGURES.items():
             fig, entry = getattr(importlib.import_module(f"bench.figures.{module}"), builder)(results, plt)
             entry = {"file": f"{name}.svg", **json.loads(json.dumps(entry))}
-            if (entry != index.get(name) or not (folder / entry["file"]).exists() or redraw) and write:
+            differs = entry != index.get(name) or not (folder / entry["file"]).exists()
+            if write and (differs or redraw):
                 with written_aside(folder / entry["file"]) as tmp:
                     style.save(fig, tmp)
                 index[name] = entry
                 print(f"render: drew {FIGURES_DIR / entry['file']}", file=sys.stderr)
-            elif entry != index.get(name) or not (folder / entry["file"]).exists():
+            elif differs:
                 problems.append(f"{FIGURES_DIR / entry['file']}: missing, or its numbers differ from {INDEX}'s")
             plt.close(fig)
     if write:

@@ -97,11 +97,9 @@ def _source(source: str, doc: Path, results: Results, inline: bool) -> tuple[str
 
 def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool) -> tuple[str, bool]:
     """(the block's fresh body, whether the document's is current)."""
-    if kind == "blocks":
-        fresh = blocks.render(results, folder, spec).rstrip("\n") + "\n"
-        return fresh, fresh == body
-    if kind == "code":
-        fresh = f"```{FENCES[Path(folder).suffix]}\n{extract(results.root, folder, spec)}```\n"
+    if kind in ("blocks", "code"):
+        fresh = blocks.render(results, folder, spec).rstrip("\n") + "\n" if kind == "blocks" else \
+            f"```{FENCES[Path(folder).suffix]}\n{extract(results.root, folder, spec)}```\n"
         return fresh, fresh == body
     from bench.explain.report import format_text
 

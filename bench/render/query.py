@@ -1,21 +1,20 @@
 """The query language of a quoted value: ``TABLE[:MOD...] ARG... [/ TABLE[:MOD...] ARG...]``.
 
-TABLE names rows read from the results folder (below), ARGs select them, and the last names the key to read:
-dotted for nested keys, ``A..B`` for the range of two keys of one row. Where the source is a JSON file or an
-explain block, the query is the key alone. MODs: digits, a kind (KINDS; else the key's own, ``kind_of``), and
-an aggregate over several rows or a list's items: max, min, sum, span (the smallest to the largest), len.
-``A / B`` is A's value over B's, written as a ratio (A's digits and kind apply to it). A selecting argument
-is ``*`` (any) or a comma list. The tables:
+TABLE names rows read from the results folder (below), ARGs select them, and the last names the key to read: dotted for
+nested keys, ``A..B`` for the range of two keys of one row. Where the source is a JSON file or an explain block, the
+query is the key alone. MODs: digits, a kind (KINDS; else the key's own, ``kind_of``), and an aggregate over several
+rows or a list's items: max, min, sum, span (the smallest to the largest), len. ``A / B`` is A's value over B's, written
+as a ratio (A's digits and kind apply to it). A selecting argument is ``*`` (any) or a comma list. The tables:
 
-``field IMPL MODE TRANSITIONS BATCH KEY``: benchmark records; ``ratio MODE TRANSITIONS BATCH IMPL [OVER]
-[KEY]``: the median (or q1, q3, min, max, busy, rounds) of per-round ratios over the baseline or OVER;
-``best MODE TRANSITIONS BATCH``: the static implementation of the highest ratio; ``rounds``: the busy flags of
-all timed rounds; ``target WORDS... KEY``: the report's target containing WORDS (met, goal, measured);
-``scale FRAMEWORK REPLICAS KEY``: bench scale's summary; ``eval RUN SPLIT WHICH KEY``, ``train RUN WHICH KEY``,
-``metrics RUN KEY``: a training run's evaluations, logging windows or any record that has KEY (WHICH: last,
-``*``, epoch=N, step=N); ``loss-diff RUNS [first]``: the largest relative difference of two runs' loss curves,
-every pair (or against the first); ``parses RUN KEY``: parse_summary's row of an arithmetic run; ``compare
-FIRST KEY`` and ``train-diff BASE RUNS KEYS`` (each used twice, their docstrings say why they stay).
+``field IMPL MODE TRANSITIONS BATCH KEY``: benchmark records; ``ratio MODE TRANSITIONS BATCH IMPL [OVER] [KEY]``: the
+median (or q1, q3, min, max, busy, rounds) of per-round ratios over the baseline or OVER; ``best MODE TRANSITIONS
+BATCH``: the static implementation of the highest ratio; ``rounds``: the busy flags of all timed rounds; ``target
+WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK REPLICAS KEY``: bench
+scale's summary; ``eval RUN SPLIT WHICH KEY``, ``train RUN WHICH KEY``, ``metrics RUN KEY``: a training run's
+evaluations, logging windows or any record that has KEY (WHICH: last, ``*``, epoch=N, step=N); ``loss-diff RUNS
+[first]``: the largest relative difference of two runs' loss curves, every pair (or against the first); ``parses RUN
+KEY``: parse_summary's row of an arithmetic run; ``compare FIRST KEY`` and ``train-diff BASE RUNS KEYS`` (each used
+twice, their docstrings say why they stay).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from bench import frameworks
 from bench.benchmark import compare as compare_runs
 from bench.benchmark import stats
 from bench.benchmark import targets as targets_module
-from bench.benchmark.record import Measurement
+from bench.benchmark.record import Measurement, dotted
 from bench.progress import duration
 from bench.render.sources import QuoteError, Results
 from bench.training import curves, parse_summary, scaling
@@ -97,16 +96,11 @@ def write(value, kind: str, digits: int | None = None) -> str:
 
 def lookup(row, key: str):
     """A dotted key of a record (a Measurement's field, or a key computed from it: DERIVED) or of a dict."""
-    value = DERIVED[key](row) if key in DERIVED and isinstance(row, Measurement) else row
-    for part in [] if key in DERIVED else key.split("."):
-        if isinstance(value, Measurement):
-            value = value.get(part)
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            value = value.get(part) if isinstance(value, dict) else None
-        if value is None:
-            raise QuoteError(f"no {key!r} in {getattr(row, 'implementation', None) or 'the record'}")
+    measured = isinstance(row, Measurement)
+    value = (DERIVED[key](row) if measured else row) if key in DERIVED else row.get(key) if measured else \
+        dotted(row, key)
+    if value is None:
+        raise QuoteError(f"no {key!r} in {getattr(row, 'implementation', None) or 'the record'}")
     return value
 
 
