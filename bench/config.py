@@ -85,23 +85,20 @@ def new_model(args: argparse.Namespace, pairs, lowercase: bool, seed: int, show:
 # Process settings of the frameworks (entry points and benchmark workers)
 # --------------------------------------------------------------------------
 #
-# Each framework's platform (shared/platform.py) says what it needs before its
-# library is imported: environment defaults, forced settings (some for a
-# dtype), its Python loggers and the native notices it prints. The functions
-# below gather them from the registry, for every framework or for the named ones.
+# Each framework's platform (shared/platform.py) says what it needs before its library is imported: environment
+# defaults, forced settings (some for a dtype), its Python loggers and the native notices it prints. The functions below
+# gather them from the registry, for every framework or for the named ones.
 
-# Set for every measured process beside the platforms' forced settings,
-# whatever the caller's environment says.
+# Set for every measured process beside the platforms' forced settings, whatever the caller's environment says.
 FORCED_ENV = {
     "PYTHONUNBUFFERED": "1",
     "NVIDIA_TF32_OVERRIDE": "0",  # real float32 matmuls on NVIDIA GPUs, in any library that honours it
 }
 
-# OMP_WAIT_POLICY is left as the environment has it, and recorded with the
-# thread counts. OpenMP threads spin at barriers by default: the fastest on a
-# quiet machine, but on a busy one a spinning thread waits out a descheduled
-# partner's time slice at every small op. On a shared machine, run with
-# OMP_WAIT_POLICY=PASSIVE (each record's "threads" says which was in force).
+# OMP_WAIT_POLICY is left as the environment has it, and recorded with the thread counts. OpenMP threads spin at
+# barriers by default: the fastest on a quiet machine, but on a busy one a spinning thread waits out a descheduled
+# partner's time slice at every small op. On a shared machine, run with OMP_WAIT_POLICY=PASSIVE (each record's "threads"
+# says which was in force).
 
 
 DTYPES = ("float32", "float64")
@@ -139,16 +136,14 @@ def load_model(args: argparse.Namespace):
 
 
 def default_dtype(name: str) -> str:
-    """The compute precision of a command that names none: the reference's
-    float64, every framework's float32."""
+    """The compute precision of a command that names none: the reference's float64, every framework's float32."""
     return "float64" if frameworks.resolve(name)[0] == frameworks.REFERENCE.name else "float32"
 
 
 def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
-    """Process-wide settings for the frameworks (or those of ``names``), before
-    any of them is imported (called by every command that runs one): what
-    their platforms ask for with ``dtype``, where the environment says
-    nothing, and their loggers set to show errors only."""
+    """Process-wide settings for the frameworks (or those of ``names``), before any of them is imported (called by every
+    command that runs one): what their platforms ask for with ``dtype``, where the environment says nothing, and their
+    loggers set to show errors only."""
     settings = frameworks.configure_process(names, dtype)
     for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
         if key != "PYTHONUNBUFFERED":
@@ -167,15 +162,13 @@ _noise_filter: threading.Thread | None = None
 
 
 def filter_native_noise(names: Sequence[str] | None = None) -> None:
-    """Route file descriptor 2 through a thread that drops the start-up
-    notices the frameworks' native code writes there (``Platform.native_noise``
-    of every framework, or of those of ``names``) and passes everything else on
-    (tracebacks, errors, progress).
+    """Route file descriptor 2 through a thread that drops the start-up notices the frameworks' native code writes there
+    (``Platform.native_noise`` of every framework, or of those of ``names``) and passes everything else on (tracebacks,
+    errors, progress).
 
-    Called by quiet_frameworks in the entry points (``python -m bench`` and
-    the benchmark workers, which set ENTRY_POINT), not for library use: it
-    rewires the process's stderr. At exit the thread is drained, so the last
-    lines (a traceback) are never lost.
+    Called by quiet_frameworks in the entry points (``python -m bench`` and the benchmark workers, which set
+    ENTRY_POINT), not for library use: it rewires the process's stderr. At exit the thread is drained, so the last lines
+    (a traceback) are never lost.
     """
     global _noise_filter
     if _noise_filter is not None or os.name != "posix":

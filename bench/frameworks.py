@@ -2,27 +2,22 @@
 
 A framework is one package (``impl_<name>/``) with two modules:
 
-* ``runner.py``: a class ``Runner``, a subclass of ``shared.runner.Runner``
-  (docs/runner-interface.md), the model behind one contract;
-* ``platform.py``: a class ``Platform``, a subclass of
-  ``shared.platform.Platform``: what the harness needs besides the model
-  (process settings applied before the library is imported, devices, the GPU
-  check, versions, the matmul peak, memory, synchronisation, and the graph
-  introspection of ``explain``). Importing it must not import the library.
+* ``runner.py``: a class ``Runner``, a subclass of ``shared.runner.Runner`` (docs/runner-interface.md), the model behind
+  one contract;
+* ``platform.py``: a class ``Platform``, a subclass of ``shared.platform.Platform``: what the harness needs besides the
+  model (process settings applied before the library is imported, devices, the GPU check, versions, the matmul peak,
+  memory, synchronisation, and the graph introspection of ``explain``). Importing it must not import the library.
 
-and one :class:`Framework` entry below, which lists its implementations (the
-framework's Runner with options). Nothing else in ``bench/`` or ``shared/``
-names a framework: the benchmark, the report's algorithm × framework matrix,
+and one :class:`Framework` entry below, which lists its implementations (the framework's Runner with options). Nothing
+else in ``bench/`` or ``shared/`` names a framework: the benchmark, the report's algorithm × framework matrix,
 ``explain``'s order and the commands' choices are all read from here.
 
-Frameworks are imported lazily, only when asked for, so a user with one
-framework installed can use that one. A framework of another package is a
-plugin: a module that calls :func:`register`, named in the environment
-variable ``SPINN_PLUGINS`` (comma-separated) or declared by an installed
-package in the entry-point group ``spinn_suite.frameworks``; every plugin is
-imported when this registry is, so its framework is measured, explained and
-checked (``bench conform``) like the built-in ones, in every process,
-benchmark workers included (docs/runner-interface.md walks through one).
+Frameworks are imported lazily, only when asked for, so a user with one framework installed can use that one. A
+framework of another package is a plugin: a module that calls :func:`register`, named in the environment variable
+``SPINN_PLUGINS`` (comma-separated) or declared by an installed package in the entry-point group
+``spinn_suite.frameworks``; every plugin is imported when this registry is, so its framework is measured, explained and
+checked (``bench conform``) like the built-in ones, in every process, benchmark workers included
+(docs/runner-interface.md walks through one).
 """
 
 from __future__ import annotations
@@ -217,10 +212,9 @@ register(Framework(
 register(Framework(
     name="dynet", package="impl_dynet", library="dynet", extra="dynet",
     implementations=(
-        # SPINN written for one sentence; a batch is a Python loop into one graph,
-        # which DyNet batches as it evaluates it (on-the-fly operation batching).
-        # Timed as DyNet's users train: its own trainer, in C++ (impl_dynet/train.py, NativeTrainer); bench train
-        # and the checkpoints keep the shared rules.
+        # SPINN written for one sentence; a batch is a Python loop into one graph, which DyNet batches as it evaluates
+        # it (on-the-fly operation batching). Timed as DyNet's users train: its own trainer, in C++
+        # (impl_dynet/train.py, NativeTrainer); bench train and the checkpoints keep the shared rules.
         Implementation("dynet", AUTOBATCH, {"autobatch": True}, {"trainer": "native"}, eager=True, padding="none"),
         # The same code with autobatching off: what the loop costs without it.
         Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False}, {"trainer": "native"}, eager=True,
@@ -235,7 +229,6 @@ register(Framework(
                VMAP: "not built: DyNet has no trace-time vectorizing map",
                LEVELS: "not built: autobatching by depth (dynet-depth) finds such levels at run time"},
 ))
-
 
 
 # ---------------------------------------------------------------------------
@@ -376,12 +369,9 @@ def configure_process(names=None, dtype: str = "float32") -> dict[str, dict[str,
     """The environment the frameworks of ``names`` (every one without) ask for
     before their libraries are imported: "defaults" the caller's environment may
     override, and "forced" settings it may not (see shared.platform.Platform)."""
-    defaults: dict[str, str] = {}
-    forced: dict[str, str] = {}
-    for p in platforms(names):
-        defaults.update(p.default_env())
-        forced.update(p.forced_env(dtype))
-    return {"defaults": defaults, "forced": forced}
+    chosen = platforms(names)
+    return {"defaults": {key: value for p in chosen for key, value in p.default_env().items()},
+            "forced": {key: value for p in chosen for key, value in p.forced_env(dtype).items()}}
 
 
 # ---------------------------------------------------------------------------

@@ -1,23 +1,18 @@
 """One command at a time per output folder.
 
-``bench run`` and ``bench train`` append to files in their ``--out`` folder
-(results.jsonl, metrics.jsonl, checkpoints). Two commands writing the same
-folder would interleave their records and the report would read them as one
-run, so each command holds an exclusive lock on the folder while it runs.
+``bench run`` and ``bench train`` append to files in their ``--out`` folder (results.jsonl, metrics.jsonl, checkpoints).
+Two commands writing the same folder would interleave their records and the report would read them as one run, so each
+command holds an exclusive lock on the folder while it runs.
 
-The lock is ``fcntl.flock`` on ``OUT/.lock``: the kernel releases it when
-the holding process exits, however it exits (SIGKILL included), so a lock
-left by a dead process is never "stale" in a way that needs guessing: the
-next command simply gets it. The file also records who holds it (process id,
-command, start time), which is what the refusal message quotes; that text is
-information only, never what decides.
+The lock is ``fcntl.flock`` on ``OUT/.lock``: the kernel releases it when the holding process exits, however it exits
+(SIGKILL included), so a lock left by a dead process is never "stale" in a way that needs guessing: the next command
+simply gets it. The file also records who holds it (process id, command, start time), which is what the refusal message
+quotes; that text is information only, never what decides.
 
-A command that is refused after taking the lock leaves the folder as it
-found it: ``release`` removes the lock file it created when nothing else was
-written beside it, and the folders ``acquire`` created once they are empty.
-A lock file is only ever removed by its holder, before it lets go, and
-``acquire`` holds a lock only on the file its path still names, so a
-removal never lets two commands hold the same folder.
+A command that is refused after taking the lock leaves the folder as it found it: ``release`` removes the lock file it
+created when nothing else was written beside it, and the folders ``acquire`` created once they are empty. A lock file is
+only ever removed by its holder, before it lets go, and ``acquire`` holds a lock only on the file its path still names,
+so a removal never lets two commands hold the same folder.
 """
 
 from __future__ import annotations
@@ -136,10 +131,9 @@ class FolderLock:
 
 
 def lock_output(folder: str | os.PathLike, command: str, *, announce: bool = True) -> FolderLock:
-    """Take the folder's lock for the rest of this process (or until released),
-    saying so on stderr when it takes over from a process that died holding it
-    (``announce=False``: the caller calls ``announce`` once it is sure to run,
-    so a refused command says only why)."""
+    """Take the folder's lock for the rest of this process (or until released), saying so on stderr when it takes over
+    from a process that died holding it (``announce=False``: the caller calls ``announce`` once it is sure to run, so a
+    refused command says only why)."""
     lock = FolderLock(folder, command).acquire()
     if announce:
         lock.announce()

@@ -1,11 +1,9 @@
 """Progress on the terminal: a tqdm bar, or plain lines where there is no terminal.
 
-On a terminal (stderr is a TTY) the bar is redrawn in place with a status
-text after it. Into a file or a pipe (CI logs, tests) a bar would be a smear
-of carriage returns, so the same information goes out as a plain line every
-``interval`` seconds and once at the end. Messages (``write``) go above the
-bar without breaking it. ``interval=None``: no plain lines at all, for
-callers whose own messages already say how far they are.
+On a terminal (stderr is a TTY) the bar is redrawn in place with a status text after it. Into a file or a pipe (CI logs,
+tests) a bar would be a smear of carriage returns, so the same information goes out as a plain line every ``interval``
+seconds and once at the end. Messages (``write``) go above the bar without breaking it. ``interval=None``: no plain
+lines at all, for callers whose own messages already say how far they are.
 """
 
 from __future__ import annotations
@@ -33,13 +31,10 @@ def duration(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
 
 
-# An ETA extrapolates a rate to the rest of the work, so none is shown until
-# that rate rests on enough: ETA_MIN_SECONDS of work timed from the first
-# update on (what came before it, such as opening a file, sorting or a
-# compilation, counted nothing) and ETA_MIN_FRACTION of the total done since.
-# A first line timed over one update and a setup of 20 s would otherwise
-# promise hours for a stage of seconds. Once the work is done, its ETA (0s) is
-# no extrapolation and is shown.
+# An ETA extrapolates a rate to the rest of the work, so none is shown until that rate rests on enough: ETA_MIN_SECONDS
+# of work timed from the first update on (what came before it, such as opening a file, sorting or a compilation, counted
+# nothing) and ETA_MIN_FRACTION of the total done since. A first line timed over one update and a setup of 20 s would
+# otherwise promise hours for a stage of seconds. Once the work is done, its ETA (0s) is no extrapolation and is shown.
 ETA_MIN_SECONDS = 5.0
 ETA_MIN_FRACTION = 0.01
 
@@ -47,11 +42,9 @@ ETA_MIN_FRACTION = 0.01
 class Progress:
     """``total`` units of work (steps, pairs, measurements), done a few at a time.
 
-    ``update(n, status)`` counts n more done; ``status`` is shown after the
-    bar (or in the plain line). The ETA of the plain lines uses the rate
-    since the previous line only, so one slow stretch (a compilation) does
-    not distort it for long; the bar's, the rate since the first update. Either
-    shows only once ETA_MIN_SECONDS and ETA_MIN_FRACTION allow.
+    ``update(n, status)`` counts n more done; ``status`` is shown after the bar (or in the plain line). The ETA of the
+    plain lines uses the rate since the previous line only, so one slow stretch (a compilation) does not distort it for
+    long; the bar's, the rate since the first update. Either shows only once ETA_MIN_SECONDS and ETA_MIN_FRACTION allow.
     """
 
     def __init__(self, label: str, total: int | None, *, unit: str = "it", stream=None, enabled: bool = True,
@@ -65,9 +58,8 @@ class Progress:
         self.tty = enabled and (bool(STDERR_IS_TERMINAL) if self.stream is sys.stderr and STDERR_IS_TERMINAL
                                 is not None else hasattr(self.stream, "isatty") and self.stream.isatty())
         self.interval = interval
-        # delay (plain lines only): the first line once this many seconds
-        # have passed, then every interval, and a last one at the end only if
-        # an earlier one went out; work done sooner says nothing.
+        # delay (plain lines only): the first line once this many seconds have passed, then every interval, and a last
+        # one at the end only if an earlier one went out; work done sooner says nothing.
         self.delay = delay
         self._lines = 0
         self._start = time.perf_counter()
@@ -125,9 +117,8 @@ class Progress:
         self._lines += 1
 
     def eta(self, now: float, since: tuple[float, int]) -> float | None:
-        """Seconds left at the rate since ``since`` (time, count), never from
-        before the first update; None where the total is unknown, and until the
-        rate rests on enough (ETA_MIN_SECONDS, ETA_MIN_FRACTION)."""
+        """Seconds left at the rate since ``since`` (time, count), never from before the first update; None where the
+        total is unknown, and until the rate rests on enough (ETA_MIN_SECONDS, ETA_MIN_FRACTION)."""
         if self.total is None:
             return None
         if self.done >= self.total:
@@ -189,11 +180,9 @@ STAGE_INTERVAL_S = 5.0
 
 def stage(label: str, total: int | None = None, *, unit: str = "rows", enabled: bool = True,
           stream=None) -> Progress:
-    """Progress of one loading stage (reading rows, the vocabulary, GloVe,
-    batching, statistics): a bar on a terminal; elsewhere plain lines with the
-    count and the rate, the first after STAGE_DELAY_S, then every
-    STAGE_INTERVAL_S, and one at the end if any went out. A full SNLI corpus
-    spends most of a minute here before a command's first result; a small
-    file says nothing. Its ``update`` is the callback shared/'s loaders take."""
+    """Progress of one loading stage (reading rows, the vocabulary, GloVe, batching, statistics): a bar on a terminal;
+    elsewhere plain lines with the count and the rate, the first after STAGE_DELAY_S, then every STAGE_INTERVAL_S, and
+    one at the end if any went out. A full SNLI corpus spends most of a minute here before a command's first result; a
+    small file says nothing. Its ``update`` is the callback shared/'s loaders take."""
     return Progress(label, total, unit=unit, stream=stream, enabled=enabled, interval=STAGE_INTERVAL_S,
                     delay=STAGE_DELAY_S)

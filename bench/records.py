@@ -1,8 +1,7 @@
 """JSON lines: one record a line, appended as soon as it exists.
 
-The benchmark's ``results.jsonl`` and training's ``metrics.jsonl`` are both
-written and read here. A line cut short by a kill is ignored on reading, so
-a file stays readable whatever happened to the process writing it.
+The benchmark's ``results.jsonl`` and training's ``metrics.jsonl`` are both written and read here. A line cut short by a
+kill is ignored on reading, so a file stays readable whatever happened to the process writing it.
 """
 
 from __future__ import annotations
@@ -30,9 +29,8 @@ def read_records(path: str | os.PathLike) -> list[dict]:
 
 
 def _append(file, data: bytes, path: Path) -> None:
-    """Append ``data`` to an unbuffered binary ``file`` opened for appending;
-    if the write fails (a full disk), cut the file back to where it ended and
-    raise an OSError naming ``path``: a file only ever holds whole records."""
+    """Append ``data`` to an unbuffered binary ``file`` opened for appending; if the write fails (a full disk), cut the
+    file back to where it ended and raise an OSError naming ``path``: a file only ever holds whole records."""
     start = file.seek(0, os.SEEK_END)
     try:
         view = memoryview(data)

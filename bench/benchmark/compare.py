@@ -1,11 +1,9 @@
 """``python -m bench compare FIRST SECOND``: does a ratio hold from run to run?
 
-Two runs of the same command on a shared machine never give the same
-pairs/s; what the benchmark claims is the ratio to the baseline, taken round
-by round. This command puts the two runs' ratios side by side, measurement
-by measurement, and says whether the second run's median falls inside the
-first run's range of per-round ratios (min-max). A measurement only one run
-has is listed as such, never counted.
+Two runs of the same command on a shared machine never give the same pairs/s; what the benchmark claims is the ratio to
+the baseline, taken round by round. This command puts the two runs' ratios side by side, measurement by measurement, and
+says whether the second run's median falls inside the first run's range of per-round ratios (min-max). A measurement
+only one run has is listed as such, never counted.
 """
 
 from __future__ import annotations
@@ -30,9 +28,8 @@ def _by_key(rows: list[dict]) -> dict:
 
 
 def compare(first: list[Measurement], second: list[Measurement], baseline: str | None = None) -> dict:
-    """Rows (key, first ratio row or None, second ratio row or None, inside) and
-    the count of second-run medians inside the first run's min-max (over the
-    registry's baseline unless ``baseline`` names another)."""
+    """Rows (key, first ratio row or None, second ratio row or None, inside) and the count of second-run medians inside
+    the first run's min-max (over the registry's baseline unless ``baseline`` names another)."""
     a, b = _by_key(round_ratios(first, baseline)), _by_key(round_ratios(second, baseline))
     rows = [{"key": key, "first": a.get(key), "second": b.get(key),
              "inside": a[key]["min"] <= b[key]["median"] <= a[key]["max"] if key in a and key in b else None}

@@ -1,10 +1,8 @@
 """What a worker records of its framework and device, read through the framework's platform.
 
-Versions, device names, thread counts, precision modes, and the dense matmul
-peak that useful FLOP/s are compared with (measured with the same framework,
-device and dtype, in the same process). Every figure comes from a
-``shared.platform.Platform`` (``bench.frameworks.platform(name)``): nothing
-here knows which framework it measures.
+Versions, device names, thread counts, precision modes, and the dense matmul peak that useful FLOP/s are compared with
+(measured with the same framework, device and dtype, in the same process). Every figure comes from a
+``shared.platform.Platform`` (``bench.frameworks.platform(name)``): nothing here knows which framework it measures.
 """
 
 from __future__ import annotations

@@ -166,8 +166,7 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
     progress.update(1)
     if not prepared:
         return {}
-    # Every implementation times the same batches in a round: as many as the
-    # slowest needs for about round_time seconds.
+    # Every implementation times the same batches in a round: as many as the slowest needs for about round_time seconds.
     slowest = max(numbers["step_estimate_s"] for numbers in prepared.values())
     per_round = max(1, int(run["round_time"] / max(slowest, 1e-9)))
     order = list(prepared)

@@ -1,14 +1,12 @@
 """Useful work, counted once, from the transitions actually present.
 
-Only the matrix products of docs/spec.md §3 are counted (2 FLOPs per multiply-add):
-they are the work a dense matmul peak can be compared with. Gate
-nonlinearities and elementwise products are O(H) per step against O(H^2) for
-the products, so leaving them out changes the count by about 1 % at H=300 and
-keeps the count a clean lower bound. Padding (PAD steps, padded tokens) is
-never counted: it is work the implementation chose to do, not useful work.
+Only the matrix products of docs/spec.md §3 are counted (2 FLOPs per multiply-add): they are the work a dense matmul
+peak can be compared with. Gate nonlinearities and elementwise products are O(H) per step against O(H^2) for the
+products, so leaving them out changes the count by about 1 % at H=300 and keeps the count a clean lower bound. Padding
+(PAD steps, padded tokens) is never counted: it is work the implementation chose to do, not useful work.
 
-Training counts 3x the forward products: the backward pass of ``x @ W``
-needs two products of the same size (``dx = dy @ W.T``, ``dW = x.T @ dy``).
+Training counts 3x the forward products: the backward pass of ``x @ W`` needs two products of the same size (``dx = dy @
+W.T``, ``dW = x.T @ dy``).
 """
 
 from __future__ import annotations
@@ -44,11 +42,9 @@ def _step_flops(config: ModelConfig) -> tuple[int, int]:
 
 
 def masked_flops(config: ModelConfig, batch) -> int:
-    """Forward matmul FLOPs that the masked algorithm computes for a pair batch:
-    its loop runs to the batch's last real step, and at every step every
-    sentence runs the tracker and a composition, used or not (its masks keep
-    the results of the real ones only). Compare with :func:`batch_flops`,
-    which counts only the steps that act."""
+    """Forward matmul FLOPs that the masked algorithm computes for a pair batch: its loop runs to the batch's last real
+    step, and at every step every sentence runs the tracker and a composition, used or not (its masks keep the results
+    of the real ones only). Compare with :func:`batch_flops`, which counts only the steps that act."""
     transitions = sentences_transitions(batch)
     tracker, reduce = _step_flops(config)
     real = sentence_flops(config, transitions)
@@ -64,11 +60,9 @@ def classifier_flops(config: ModelConfig, batch_size: int) -> int:
 
 
 def scheduled_flops(config: ModelConfig, batch, graph: dict, mode: str = "infer") -> int:
-    """Matmul FLOPs that a host-scheduled level program computes for a pair
-    batch, padding included: the leaf projection of every token slot, the
-    tracker on ``graph["tracker_rows"]`` rows and Reduce on
-    ``graph["reduce_rows"]`` rows (the runner's ``last_graph``, counted from the
-    schedule it ran), and the classifier. Over :func:`batch_flops` it is the
+    """Matmul FLOPs that a host-scheduled level program computes for a pair batch, padding included: the leaf projection
+    of every token slot, the tracker on ``graph["tracker_rows"]`` rows and Reduce on ``graph["reduce_rows"]`` rows (the
+    runner's ``last_graph``, counted from the schedule it ran), and the classifier. Over :func:`batch_flops` it is the
     schedule's computed share of useful work."""
     E, H = config.embed_dim, config.hidden_dim
     S, N = 2 * batch.size, np.shape(batch.premise_tokens)[1]

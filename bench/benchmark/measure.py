@@ -1,8 +1,7 @@
 """The measurements of one implementation: agreement with the reference, warm-up, memory.
 
-Used inside a worker process (bench/benchmark/worker.py); ``pairwise_agreement``
-by the parent that collects the results. The timing itself
-is the worker's ``time`` request, driven in rounds by bench/benchmark/plan.py.
+Used inside a worker process (bench/benchmark/worker.py); ``pairwise_agreement`` by the parent that collects the
+results. The timing itself is the worker's ``time`` request, driven in rounds by bench/benchmark/plan.py.
 """
 
 from __future__ import annotations
@@ -45,11 +44,10 @@ class RssSampler:
 
 def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str,
                     parse_modes=()) -> dict:
-    """``runner`` against the float64 reference on the same weights: encodings
-    and logits on ``pairs``, gradients on the cheapest four of them, and for
-    each model-decided mode in ``parse_modes`` ("predicted") the share of
-    sentences whose transitions equal the reference's. Keeps the outputs in
-    ``out_dir/agreement/{name}.npz`` for the pairwise comparison."""
+    """``runner`` against the float64 reference on the same weights: encodings and logits on ``pairs``, gradients on the
+    cheapest four of them, and for each model-decided mode in ``parse_modes`` ("predicted") the share of sentences whose
+    transitions equal the reference's. Keeps the outputs in ``out_dir/agreement/{name}.npz`` for the pairwise
+    comparison."""
     from shared import parse_metrics, reference
     from shared.batching import make_pair_batch, pair_length
     from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs,
@@ -99,11 +97,9 @@ def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
 
 
 def warm_up(runner, batches, step) -> dict:
-    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls``
-    times each: the tracing and compiling a compiled implementation needs
-    before its first results (counted by the runner's compile statistics),
-    and what it builds on later calls of a shape (CUDA graphs), all of it in
-    ``first_call_s``."""
+    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each: the tracing and compiling a
+    compiled implementation needs before its first results (counted by the runner's compile statistics), and what it
+    builds on later calls of a shape (CUDA graphs), all of it in ``first_call_s``."""
     before = runner.compile_stats()
     seen, first_call_s = set(), 0.0
     for batch in batches:

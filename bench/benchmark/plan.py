@@ -1,24 +1,18 @@
 """``python -m bench run``: the cross-framework benchmark (the suite's main job).
 
-The parent process only plans, drives and collects. Every implementation is
-measured by a worker process of its own (bench/benchmark/worker.py), all
-started at once and kept alive for the whole run. For each measurement (mode,
-batch size, transitions) the parent first has each worker warm up in turn
-(tracing and compiling, counted and timed alone), then times in interleaved
-rounds: each round visits every implementation, in an order rotated from
-round to round, and each times the same slice of the same batch plan. Load
-that comes and goes on the machine then lands on every implementation alike,
-and a ratio between two implementations is taken round by round (its median
-and spread are in the report). Records go to ``OUT/results.jsonl`` as each
-measurement completes; the run holds a lock on OUT while it runs. Arguments
-that would measure nothing are refused before anything starts (``plan_run``),
-each round also records the machine's load and the CPU time the timed worker
-got, and the run ends by writing ``OUT/report.md`` and its plots, as
+The parent process only plans, drives and collects. Every implementation is measured by a worker process of its own
+(bench/benchmark/worker.py), all started at once and kept alive for the whole run. For each measurement (mode, batch
+size, transitions) the parent first has each worker warm up in turn (tracing and compiling, counted and timed alone),
+then times in interleaved rounds: each round visits every implementation, in an order rotated from round to round, and
+each times the same slice of the same batch plan. Load that comes and goes on the machine then lands on every
+implementation alike, and a ratio between two implementations is taken round by round (its median and spread are in the
+report). Records go to ``OUT/results.jsonl`` as each measurement completes; the run holds a lock on OUT while it runs.
+Arguments that would measure nothing are refused before anything starts (``plan_run``), each round also records the
+machine's load and the CPU time the timed worker got, and the run ends by writing ``OUT/report.md`` and its plots, as
 ``python -m bench report OUT`` would.
 
-This module plans (the arguments checked, the measurements, the workers'
-specs); bench/benchmark/driver.py drives the workers through the rounds and
-writes the records.
+This module plans (the arguments checked, the measurements, the workers' specs); bench/benchmark/driver.py drives the
+workers through the rounds and writes the records.
 """
 
 from __future__ import annotations
@@ -48,9 +42,8 @@ FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted
                  "model": "spinn"}
 MODELS = ("spinn", "treelstm")  # treelstm: SPINN without its tracker (SPINN-PI-NT), a plain binary Tree-LSTM
 
-# Which transitions each mode can follow (docs/spec.md §7): inference reads
-# the data's parse or predicts its own; training follows the data's parse
-# (supervised) or samples one (REINFORCE).
+# Which transitions each mode can follow (docs/spec.md §7): inference reads the data's parse or predicts its own;
+# training follows the data's parse (supervised) or samples one (REINFORCE).
 TRANSITIONS = {"infer": ("gold", "predicted"), "train": ("gold", "sampled")}
 
 
@@ -221,11 +214,10 @@ class RunPlan:
 
 
 def plan_run(args) -> RunPlan:
-    """The run the arguments ask for, or a one-line refusal (ValueError) of any
-    argument that would measure nothing. It comes before the output folder is
-    locked and before any worker starts: a run refused after minutes of start-up
-    and warm-up, or one that measures nothing and exits 0, wastes the user's time.
-    The flags not given are filled in first (``apply_preset``)."""
+    """The run the arguments ask for, or a one-line refusal (ValueError) of any argument that would measure nothing. It
+    comes before the output folder is locked and before any worker starts: a run refused after minutes of start-up and
+    warm-up, or one that measures nothing and exits 0, wastes the user's time. The flags not given are filled in first
+    (``apply_preset``)."""
     apply_preset(args)
     defaults = QUICK if args.quick else FULL
     plan = RunPlan(plan_implementations(args), plan_keys(args, defaults), defaults,
@@ -256,9 +248,8 @@ def _check_numbers(args, plan: RunPlan) -> None:
 
 
 def _check_batches(args, plan: RunPlan) -> None:
-    """Refuse a batch size that no batch of the data can fill: its worker would
-    skip it and the run would measure nothing there. The data are loaded as a
-    worker loads them (no framework needed) and the batches planned as it plans
+    """Refuse a batch size that no batch of the data can fill: its worker would skip it and the run would measure
+    nothing there. The data are loaded as a worker loads them (no framework needed) and the batches planned as it plans
     them: whole batches within each length bucket."""
     dataset = load_dataset(argparse.Namespace(**_data(args, plan.defaults)))
     plan.pairs = {"infer": dataset.pairs, "train": [p for p in dataset.pairs if p.label >= 0]}

@@ -88,10 +88,9 @@ def _plot(records: list[Measurement], out_dir: Path, plt) -> list[Path]:
 
 
 def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> Path | None:
-    """The interleaved per-round ratios over the baseline, one panel per device,
-    mode and parse: every round a dot (a busy one a red cross), the median a
-    circle, the interquartile range a thick bar and the range a thin one. The
-    spread is the point: one median alone hides whether a ratio held."""
+    """The interleaved per-round ratios over the baseline, one panel per device, mode and parse: every round a dot (a
+    busy one a red cross), the median a circle, the interquartile range a thick bar and the range a thin one. The spread
+    is the point: one median alone hides whether a ratio held."""
     rows = [row for row in round_ratios(records) if row["rounds"]]
     if not rows:
         return None

@@ -1,11 +1,9 @@
 """The parent's side of the workers: start them, ask, wait, and end them.
 
-Each worker (bench/benchmark/worker.py) is a process of its own that answers
-one JSON line per request. The parent never imports a framework; it only
-talks to the workers. Every worker is ended when the pool closes, and dies by
-itself if the parent dies first (see the worker's module docstring). Each has
-a scratch folder for its caches, ``SCRATCH/<implementation>`` in the output
-folder: removed when the worker is closed, and, if a killed run left it
+Each worker (bench/benchmark/worker.py) is a process of its own that answers one JSON line per request. The parent never
+imports a framework; it only talks to the workers. Every worker is ended when the pool closes, and dies by itself if the
+parent dies first (see the worker's module docstring). Each has a scratch folder for its caches,
+``SCRATCH/<implementation>`` in the output folder: removed when the worker is closed, and, if a killed run left it
 behind, when the next run on the folder starts one.
 """
 

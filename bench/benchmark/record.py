@@ -1,10 +1,9 @@
 """One benchmark measurement: the record type of ``results.jsonl`` (docs/spec.md §6).
 
-``bench run`` builds a :class:`Measurement` per (implementation, mode, batch
-size, transitions) and appends its dict; the report, ``bench compare``, the
-figures and the renderer read records back with :func:`load`, so every key a
-reader uses is a field here. Records of older runs lack some fields: they
-read as the defaults below (None, or empty), never as an error.
+``bench run`` builds a :class:`Measurement` per (implementation, mode, batch size, transitions) and appends its dict;
+the report, ``bench compare``, the figures and the renderer read records back with :func:`load`, so every key a reader
+uses is a field here. Records of older runs lack some fields: they read as the defaults below (None, or empty), never as
+an error.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``python -m bench report``: report.md and its plots from results.jsonl files.
 
-The report is put together from modules with one job each: the statistics
-(bench/benchmark/stats.py), the goals (targets.py), the Markdown
-(markdown.py) and the plots (plots.py), all reading the typed records of
-record.py. ``bench run`` ends by writing the same report with the same code.
+The report is put together from modules with one job each: the statistics (bench/benchmark/stats.py), the goals
+(targets.py), the Markdown (markdown.py) and the plots (plots.py), all reading the typed records of record.py. ``bench
+run`` ends by writing the same report with the same code.
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool
                  over: tuple[str, ...] = (), note: str = "") -> tuple[str, list[Path]]:
     """Write report.md and its plots into ``out_dir``; the Markdown and the files written.
 
-    One writer for ``bench report`` and the end of ``bench run``, so the two
-    cannot drift apart. Without matplotlib the plots are left out, said in
-    one line, and report.md is written all the same: a run's figures are
-    worth more than its pictures.
+    One writer for ``bench report`` and the end of ``bench run``, so the two cannot drift apart. Without matplotlib the
+    plots are left out, said in one line, and report.md is written all the same: a run's figures are worth more than its
+    pictures.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(records, sources, over)

@@ -15,13 +15,11 @@ from bench.benchmark.record import Measurement
 def round_ratios(records: list[Measurement], baseline: str | None = None) -> list[dict]:
     """Each implementation's speed over the baseline's, measured round by round.
 
-    Where both records come from the same run's interleaved rounds, the ratio
-    is taken in every round (the same batches, seconds apart) and summarised
-    by its median, quartiles and range; otherwise (records of different runs)
-    it is the ratio of the two overall figures, marked as not interleaved
-    (``rounds`` 0). The baseline is the registry's unless named. A row:
-    device, mode, transitions, batch_size, implementation, median, q1, q3,
-    min, max, rounds, data, round_ratios, busy (per round, or None).
+    Where both records come from the same run's interleaved rounds, the ratio is taken in every round (the same batches,
+    seconds apart) and summarised by its median, quartiles and range; otherwise (records of different runs) it is the
+    ratio of the two overall figures, marked as not interleaved (``rounds`` 0). The baseline is the registry's unless
+    named. A row: device, mode, transitions, batch_size, implementation, median, q1, q3, min, max, rounds, data,
+    round_ratios, busy (per round, or None).
     """
     baseline = baseline or frameworks.BASELINE
     base = {r.key()[:-1]: r for r in records if r.implementation == baseline}
@@ -58,22 +56,18 @@ def device_fraction(r: Measurement) -> float:
 # ---------------------------------------------------------------------------
 
 def other_work_limit(cores: int) -> float:
-    """How many cores' worth of other work makes a machine busy: one core, or a
-    quarter of them on a larger machine."""
+    """How many cores' worth of other work makes a machine busy: one core, or a quarter of them on a larger machine."""
     return max(1.0, cores / 4)
 
 
 def is_busy(load: float, cores: int, own: float = 0.0) -> bool:
     """The rule that marks a round as measured on a busy machine.
 
-    The 1-minute load average counts every thread that runs or waits for a
-    core, the benchmark's own included: its workers take turns, so over a
-    minute they keep about ``own`` cores busy, the run's typical CPU share
-    (:func:`run_share`). What is left, ``load - own``, is other work; above
-    :func:`other_work_limit` the timed implementations lost cores to it, and
-    how much differs from one implementation to the next, so a ratio taken in
-    such a round need not hold on a quiet machine. Before a run starts, own
-    is 0.
+    The 1-minute load average counts every thread that runs or waits for a core, the benchmark's own included: its
+    workers take turns, so over a minute they keep about ``own`` cores busy, the run's typical CPU share
+    (:func:`run_share`). What is left, ``load - own``, is other work; above :func:`other_work_limit` the timed
+    implementations lost cores to it, and how much differs from one implementation to the next, so a ratio taken in such
+    a round need not hold on a quiet machine. Before a run starts, own is 0.
     """
     return load - own > other_work_limit(cores)
 
@@ -86,9 +80,8 @@ def run_share(records: list[Measurement]) -> float:
 
 
 def busy_rounds(record: Measurement, own: float) -> list[bool] | None:
-    """Which of a record's rounds ran on a busy machine (``own``: the run's
-    :func:`run_share`); None where the record has no load figures (runs from
-    before they were recorded)."""
+    """Which of a record's rounds ran on a busy machine (``own``: the run's :func:`run_share`); None where the record
+    has no load figures (runs from before they were recorded)."""
     if not record.round_load or not record.cpu_count:
         return None
     return [is_busy(load, record.cpu_count, own) for load in record.round_load]

@@ -1,37 +1,30 @@
 """One implementation's process: it stays alive for the whole run and measures on request.
 
-``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json SCRATCH``
-once per implementation, all at once, so frameworks cannot disturb each
-other's memory or threads and memory figures are the implementation's own.
-The parent then drives every worker through the same steps, so that timing
-can proceed in interleaved rounds (bench/benchmark/plan.py): background load
-that comes and goes then lands on every implementation alike.
+``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json SCRATCH`` once per implementation, all at
+once, so frameworks cannot disturb each other's memory or threads and memory figures are the implementation's own. The
+parent then drives every worker through the same steps, so that timing can proceed in interleaved rounds
+(bench/benchmark/plan.py): background load that comes and goes then lands on every implementation alike.
 
-The protocol is JSON lines: one request a line on the worker's stdin, one
-reply a line on a private copy of its stdout (anything a library prints goes
-to stderr instead, so it cannot corrupt a reply). Requests:
+The protocol is JSON lines: one request a line on the worker's stdin, one reply a line on a private copy of its stdout
+(anything a library prints goes to stderr instead, so it cannot corrupt a reply). Requests:
 
-* ``agreement``: encodings, logits and gradients against the float64
-  reference (and, with a transition head, the share of predicted parses equal
-  to the reference's);
+* ``agreement``: encodings, logits and gradients against the float64 reference (and, with a transition head, the share
+  of predicted parses equal to the reference's);
 * ``peak``: the dense matmul peak of this framework, device and dtype;
-* ``prepare`` (a measurement key: mode, batch size, transitions): build a
-  runner and the batches, warm up on every shape (tracing and compiling,
-  counted), time one more batch as an estimate;
-* ``time`` (key, first batch index, count): time that slice of the batch plan
-  and return the per-batch seconds, with the CPU time the process got over
-  the slice and the machine's load average; every worker gets the same
-  slices, so a round compares the same work;
-* ``limit`` (key, stop): the limit of the batches the rounds timed (bench/benchmark/limit.py): their useful
-  products alone on the fastest routine of this process;
+* ``prepare`` (a measurement key: mode, batch size, transitions): build a runner and the batches, warm up on every shape
+  (tracing and compiling, counted), time one more batch as an estimate;
+* ``time`` (key, first batch index, count): time that slice of the batch plan and return the per-batch seconds, with the
+  CPU time the process got over the slice and the machine's load average; every worker gets the same slices, so a round
+  compares the same work;
+* ``limit`` (key, stop): the limit of the batches the rounds timed (bench/benchmark/limit.py): their useful products
+  alone on the fastest routine of this process;
 * ``finish`` (key): retraces while timed, memory peak; the runner is dropped;
 * ``exit``.
 
-The worker dies with its parent, however the parent ends: on Linux it asks
-the kernel for SIGKILL when the parent dies (``PR_SET_PDEATHSIG``), and on any
-system it exits when its stdin closes, which happens when the parent exits.
-What it writes on the side (caches) goes in SCRATCH, a folder the parent made
-and removes (bench/benchmark/pool.py), so nothing is left behind when it is killed.
+The worker dies with its parent, however the parent ends: on Linux it asks the kernel for SIGKILL when the parent dies
+(``PR_SET_PDEATHSIG``), and on any system it exits when its stdin closes, which happens when the parent exits. What it
+writes on the side (caches) goes in SCRATCH, a folder the parent made and removes (bench/benchmark/pool.py), so nothing
+is left behind when it is killed.
 """
 
 from __future__ import annotations
@@ -220,11 +213,9 @@ class Worker:
         return reply
 
     def time(self, key: str, start: int, count: int) -> dict:
-        """Time a slice of the batch plan. Also the process's CPU seconds over the
-        slice's wall seconds (every thread counted: a share below the cores the
-        implementation uses on a quiet machine means it waited for a core) and
-        the machine's 1-minute load average as the slice ends, so a reader can
-        tell a slow round from a busy one."""
+        """Time a slice of the batch plan. Also the process's CPU seconds over the slice's wall seconds (every thread
+        counted: a share below the cores the implementation uses on a quiet machine means it waited for a core) and the
+        machine's 1-minute load average as the slice ends, so a reader can tell a slow round from a busy one."""
         task = self.tasks[key]
         times, pairs, flops = [], 0, 0
         cpu0, wall0 = time.process_time(), time.perf_counter()

@@ -1,11 +1,9 @@
 """Debugging: what each framework does with an invalid transition sequence or token id.
 
-Every framework is driven through its Runner, as a user would (its
-Platform's ``explain_bad_input``, in ``impl_<framework>/explain.py``): one
-raises from a line of its model, one checks the batch on the host before its
-graph runs (and its bare traced function, called without the check, runs or
-fails inside the runtime), one returns numbers. This module breaks the batch,
-says where in the project's own code an error came from, and prints it all.
+Every framework is driven through its Runner, as a user would (its Platform's ``explain_bad_input``, in
+``impl_<framework>/explain.py``): one raises from a line of its model, one checks the batch on the host before its graph
+runs (and its bare traced function, called without the check, runs or fails inside the runtime), one returns numbers.
+This module breaks the batch, says where in the project's own code an error came from, and prints it all.
 """
 
 from __future__ import annotations
@@ -45,9 +43,8 @@ def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
 
 
 def _where(err: BaseException) -> str | None:
-    """The innermost frame of the project's own code (this tool aside) in the
-    traceback of ``err``, or of the error it was raised from; None if the
-    traceback holds no frame of it."""
+    """The innermost frame of the project's own code (this tool aside) in the traceback of ``err``, or of the error it
+    was raised from; None if the traceback holds no frame of it."""
     while err.__cause__ is not None or (err.__context__ is not None and err.__suppress_context__):
         err = err.__cause__ or err.__context__
     frames = [f for f in traceback.extract_tb(err.__traceback__) if _own_code(f.filename)]

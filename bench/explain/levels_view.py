@@ -1,15 +1,11 @@
 """``explain --levels``: the host-scheduled levels of the batch, and the loop each framework runs over them.
 
-shared/levels.py schedules a batch's gold transitions on the host: without
-the tracker a level is a tree height (every node of height h at level
-h - 1), with it a level is a transition step (the tracker on the sentences
-that step, Reduce on those that reduce). The view shows that schedule for
-the batch, with and without the tracker, and for every framework with a
-host-scheduled levels implementation in the registry (``bench/frameworks.py``)
-the schedule as its Runner feeds it (TensorFlow: every level exactly as
-wide as its nodes; JAX: padded to the widths its programs compile for) and
-the body of the loop it runs over the levels, read from that Runner
-(``explain_levels`` in ``impl_<framework>/explain.py``).
+shared/levels.py schedules a batch's gold transitions on the host: without the tracker a level is a tree height (every
+node of height h at level h - 1), with it a level is a transition step (the tracker on the sentences that step, Reduce
+on those that reduce). The view shows that schedule for the batch, with and without the tracker, and for every framework
+with a host-scheduled levels implementation in the registry (``bench/frameworks.py``) the schedule as its Runner feeds
+it (TensorFlow: every level exactly as wide as its nodes; JAX: padded to the widths its programs compile for) and the
+body of the loop it runs over the levels, read from that Runner (``explain_levels`` in ``impl_<framework>/explain.py``).
 
 Counts only: deterministic for a given library version.
 """

@@ -1,13 +1,10 @@
 """``explain --parse``: what a parse decided at run time costs each framework (docs/spec.md §7).
 
-With a transition head the model may follow its own parse ("predicted"
-mode): each step's op is known only once the head has scored the tracker
-state. The same batch is run in gold mode (the data's transitions, the head
-teacher-forced) and in predicted mode, and for each framework the view shows
-what changes: where the decision is taken (a define-by-run loop reads it back
-to the host; a compiled loop keeps it in its body as a mask) and what that
-adds. Each framework's view is its Platform's ``explain_parse``
-(``impl_<framework>/explain.py``).
+With a transition head the model may follow its own parse ("predicted" mode): each step's op is known only once the head
+has scored the tracker state. The same batch is run in gold mode (the data's transitions, the head teacher-forced) and
+in predicted mode, and for each framework the view shows what changes: where the decision is taken (a define-by-run loop
+reads it back to the host; a compiled loop keeps it in its body as a mask) and what that adds. Each framework's view is
+its Platform's ``explain_parse`` (``impl_<framework>/explain.py``).
 
 Counts only: deterministic for a given library version.
 """

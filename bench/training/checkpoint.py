@@ -1,18 +1,15 @@
-"""Checkpoints: ``checkpoints/step-NNNNNNNN/`` with model.npz (canonical,
-docs/spec.md §4), optimizer.npz (the shared layout of shared/optimizers.py)
-and state.json (step, epoch, position in the epoch, ...).
+"""Checkpoints: ``checkpoints/step-NNNNNNNN/`` with model.npz (canonical, docs/spec.md §4), optimizer.npz (the shared
+layout of shared/optimizers.py) and state.json (step, epoch, position in the epoch, ...).
 
-Atomicity: a checkpoint is written into a temporary folder and renamed into
-place (a rename is atomic), so a run killed at any moment leaves only complete
-checkpoints; a half-written temporary folder is ignored and removed. A write
-that fails (a full disk, a read-only folder) removes the temporary folder and
-is one OSError naming the file, the earlier checkpoints left as they were.
+Atomicity: a checkpoint is written into a temporary folder and renamed into place (a rename is atomic), so a run killed
+at any moment leaves only complete checkpoints; a half-written temporary folder is ignored and removed. A write that
+fails (a full disk, a read-only folder) removes the temporary folder and is one OSError naming the file, the earlier
+checkpoints left as they were.
 
-Damage after the fact (a file cut short by a disk that failed, or by a copy):
-:func:`newest_loadable` tries the checkpoints newest first and returns the
-newest that loads, with the reason each newer one was passed over, so
-``--resume`` goes on from the last intact step instead of stopping. The
-newest ``keep`` checkpoints are kept (``--keep-checkpoints``).
+Damage after the fact (a file cut short by a disk that failed, or by a copy): :func:`newest_loadable` tries the
+checkpoints newest first and returns the newest that loads, with the reason each newer one was passed over, so
+``--resume`` goes on from the last intact step instead of stopping. The newest ``keep`` checkpoints are kept
+(``--keep-checkpoints``).
 """
 
 from __future__ import annotations
@@ -67,9 +64,8 @@ def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_co
                     state: dict, keep: int = 2) -> Path:
     """Write ``checkpoints/step-{step:08d}/`` atomically; keep the newest ``keep``.
 
-    Everything goes into a temporary folder first; one ``os.rename`` then
-    publishes it. A crash before the rename leaves the earlier checkpoints
-    as they were (the temporary folder is removed by the next run).
+    Everything goes into a temporary folder first; one ``os.rename`` then publishes it. A crash before the rename leaves
+    the earlier checkpoints as they were (the temporary folder is removed by the next run).
     """
     root = Path(out_dir) / "checkpoints"
     try:
@@ -121,11 +117,10 @@ def list_checkpoints(out_dir: Path) -> list[Path]:
 
 
 def check_folder(out_dir: str | os.PathLike, resume: bool) -> None:
-    """Whether a training run may start in ``out_dir``, judged from the folder
-    alone, so that a command can refuse before it reads any data or locks the
-    folder: ``resume`` needs a run to continue (its run.json); a new run needs
-    a folder that holds none (nothing is overwritten). One-line errors; a
-    folder that does not exist yet is fine for a new run."""
+    """Whether a training run may start in ``out_dir``, judged from the folder alone, so that a command can refuse
+    before it reads any data or locks the folder: ``resume`` needs a run to continue (its run.json); a new run needs a
+    folder that holds none (nothing is overwritten). One-line errors; a folder that does not exist yet is fine for a new
+    run."""
     out_dir = Path(out_dir)
     if resume:
         if not (out_dir / "run.json").exists():
@@ -162,9 +157,8 @@ def load_checkpoint(path: Path) -> Checkpoint:
 
 
 def newest_loadable(out_dir: Path) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
-    """The newest checkpoint that loads, and (path, reason) for each newer one
-    that did not (a truncated model.npz, say), newest first. (None, reasons)
-    when none loads; (None, []) when there is none."""
+    """The newest checkpoint that loads, and (path, reason) for each newer one that did not (a truncated model.npz,
+    say), newest first. (None, reasons) when none loads; (None, []) when there is none."""
     skipped = []
     for path in reversed(list_checkpoints(out_dir)):
         try:

@@ -1,7 +1,6 @@
 """``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface.
 
-Flags in, library calls out: the loop is bench/training/trainer.py, the
-evaluation bench/training/evaluate.py.
+Flags in, library calls out: the loop is bench/training/trainer.py, the evaluation bench/training/evaluate.py.
 """
 
 from __future__ import annotations
@@ -197,9 +196,8 @@ def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
 
 
 def load_init(args: argparse.Namespace) -> ParamFile | None:
-    """The parameter file of ``--init``, read before the data: a damaged file
-    is then refused at once, not after a full corpus is read. None without
-    ``--init``, and with ``--resume``, where a checkpoint may make it unneeded."""
+    """The parameter file of ``--init``, read before the data: a damaged file is then refused at once, not after a full
+    corpus is read. None without ``--init``, and with ``--resume``, where a checkpoint may make it unneeded."""
     if not args.init:
         return None
     if args.glove:

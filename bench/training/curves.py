@@ -1,8 +1,7 @@
 """``python -m bench curves``: loss and accuracy curves of training runs.
 
-Rendered from the metrics.jsonl files ``bench train`` writes (one record a
-line), as a Markdown summary (``curves.md``: the runs, and how far each pair
-of loss curves is apart) and a plot (``curves.png``).
+Rendered from the metrics.jsonl files ``bench train`` writes (one record a line), as a Markdown summary (``curves.md``:
+the runs, and how far each pair of loss curves is apart) and a plot (``curves.png``).
 """
 
 from __future__ import annotations
@@ -42,9 +41,8 @@ def load_runs(paths) -> list[dict]:
 
 
 def loss_agreement(runs: list[dict]) -> list[dict]:
-    """Every pair of runs' training-loss curves, at the steps both logged: the
-    largest relative difference |a - b| / |b|, b the earlier run given (put
-    the float64 reference first to measure everything against it)."""
+    """Every pair of runs' training-loss curves, at the steps both logged: the largest relative difference |a - b| /
+    |b|, b the earlier run given (put the float64 reference first to measure everything against it)."""
     rows = []
     for i, base_run in enumerate(runs):
         base = {r["step"]: r["loss"] for r in base_run["train"]}

@@ -42,9 +42,8 @@ class Evaluation:
 
 
 def labelled_pairs(pairs: Sequence[Pair]) -> list[Pair]:
-    """The pairs with a gold label (the rest are left out and counted by the
-    caller); ValueError if there are none, or none has one, in the words every command uses for
-    a file of unlabelled rows (shared.snli.labelled_pairs)."""
+    """The pairs with a gold label (the rest are left out and counted by the caller); ValueError if there are none, or
+    none has one, in the words every command uses for a file of unlabelled rows (shared.snli.labelled_pairs)."""
     return snli.labelled_pairs(pairs, "nothing to evaluate", empty="nothing to evaluate: no pairs")
 
 

@@ -1,19 +1,15 @@
 """``bench train --replicas K --processes P`` on one host: P processes of one job, over the loopback address.
 
-JAX (``jax.distributed``) and TensorFlow (``MultiWorkerMirroredStrategy``)
-have no launcher of their own: on a cluster each host starts its process with
-the environment that says where it stands in the job (JAX's coordinator
-address, process count and id; TensorFlow's ``TF_CONFIG``), which is what
-``Platform.process_env`` writes. This module does the same for P processes of
-this host, each listening on a free port of 127.0.0.1, and watches them: when
-one fails, the others are stopped at once (they would otherwise wait for it at
-the next all-reduce, or fail there in turn) and one line names it. PyTorch
-keeps its own launcher (impl_pytorch/replicas.py).
+JAX (``jax.distributed``) and TensorFlow (``MultiWorkerMirroredStrategy``) have no launcher of their own: on a cluster
+each host starts its process with the environment that says where it stands in the job (JAX's coordinator address,
+process count and id; TensorFlow's ``TF_CONFIG``), which is what ``Platform.process_env`` writes. This module does the
+same for P processes of this host, each listening on a free port of 127.0.0.1, and watches them: when one fails, the
+others are stopped at once (they would otherwise wait for it at the next all-reduce, or fail there in turn) and one line
+names it. PyTorch keeps its own launcher (impl_pytorch/replicas.py).
 
-What the processes write to stderr passes through here, each line held back
-for :data:`HOLD_S`: when a process dies, what the others then write (the
-all-reduce that lost its peer, in their words) is dropped, so that the job's
-end is the one line that names the process that failed.
+What the processes write to stderr passes through here, each line held back for :data:`HOLD_S`: when a process dies,
+what the others then write (the all-reduce that lost its peer, in their words) is dropped, so that the job's end is the
+one line that names the process that failed.
 """
 
 from __future__ import annotations
@@ -89,9 +85,8 @@ def _culprit(codes: list[int | None]) -> tuple[int, int]:
 
 
 def launch_processes(platform, processes: int, argv: list[str]) -> int:
-    """Run ``python -m bench *argv`` as ``processes`` processes of one job of
-    ``platform``'s engine on this host; 0 once all end well, else the failed
-    process's exit status (1 if a signal killed it), after one line on stderr."""
+    """Run ``python -m bench *argv`` as ``processes`` processes of one job of ``platform``'s engine on this host; 0 once
+    all end well, else the failed process's exit status (1 if a signal killed it), after one line on stderr."""
     addresses = free_addresses(processes)
     # Each process gets its share of the host's cores, as PyTorch's launcher gives its replicas.
     threads = {} if "OMP_NUM_THREADS" in os.environ else {

@@ -1,9 +1,8 @@
 """``metrics.jsonl`` of a training run: one JSON record a line.
 
-Kinds: "run" (the settings, first line), "train" (the mean loss every
---log-every steps), "eval" (dev and train accuracy at every epoch end),
-"checkpoint", "resume" (a resumed part's first line), "end" (the last line of
-the run or of a part of it: the source files it ran, bench/provenance.py).
+Kinds: "run" (the settings, first line), "train" (the mean loss every --log-every steps), "eval" (dev and train accuracy
+at every epoch end), "checkpoint", "resume" (a resumed part's first line), "end" (the last line of the run or of a part
+of it: the source files it ran, bench/provenance.py).
 """
 
 from __future__ import annotations

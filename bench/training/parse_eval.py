@@ -2,16 +2,12 @@
 
 For labelled pairs, in eval mode, against the gold transitions of the data:
 
-* teacher-forced transition accuracy (gold mode: the argmax of t at each gold
-  step), and the mean teacher-forced transition loss, the quantity the
-  supervised loss trains;
-* the exact-parse rate and the unlabeled bracket F1 of the trees the model
-  predicts (predicted mode);
-* class accuracy when the model follows the gold parses and when it follows
-  its own.
+* teacher-forced transition accuracy (gold mode: the argmax of t at each gold step), and the mean teacher-forced
+  transition loss, the quantity the supervised loss trains;
+* the exact-parse rate and the unlabeled bracket F1 of the trees the model predicts (predicted mode);
+* class accuracy when the model follows the gold parses and when it follows its own.
 
-The counts come from shared.parsing (ParseCounts); this module only runs the
-two modes batch by batch and sums them.
+The counts come from shared.parsing (ParseCounts); this module only runs the two modes batch by batch and sums them.
 """
 
 from __future__ import annotations

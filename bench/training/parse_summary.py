@@ -1,13 +1,11 @@
-"""Learned parses against fixed ones: a table from runs of ``bench train`` on ``--data arithmetic``, rendered in
-the documents by the ``parses`` block and quote (bench/render/).
+"""Learned parses against fixed ones: a table from runs of ``bench train`` on ``--data arithmetic``, rendered in the
+documents by the ``parses`` block and quote (bench/render/).
 
-For each run folder: how its sentences were parsed in training (the true
-trees, one fixed shape of ``--parse``, or REINFORCE), its dev accuracy
-(last and best evaluation), and the unlabeled bracket F1 of its dev parses
-against the true trees (docs/spec.md §7). A fixed shape's F1 is a property
-of the shape, computed here on the run's dev pairs (regenerated from the
-seed and sizes its run.json records); a REINFORCE run's is the one its last
-dev evaluation measured in predicted mode.
+For each run folder: how its sentences were parsed in training (the true trees, one fixed shape of ``--parse``, or
+REINFORCE), its dev accuracy (last and best evaluation), and the unlabeled bracket F1 of its dev parses against the true
+trees (docs/spec.md §7). A fixed shape's F1 is a property of the shape, computed here on the run's dev pairs
+(regenerated from the seed and sizes its run.json records); a REINFORCE run's is the one its last dev evaluation
+measured in predicted mode.
 """
 
 from __future__ import annotations

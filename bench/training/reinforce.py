@@ -1,21 +1,17 @@
 """``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7).
 
-The loop is bench/training/trainer.py's; :class:`ReinforceTrainer` changes
-what one step does and what is logged, evaluated and checkpointed:
+The loop is bench/training/trainer.py's; :class:`ReinforceTrainer` changes what one step does and what is logged,
+evaluated and checkpointed:
 
-* a step samples the parse with the uniform numbers of shared.parsing,
-  drawn from (--seed, the epoch, each pair's data row): the same samples in
-  every framework, whatever the batch, and again after a resume;
-* the baseline b is the first batch's mean reward (measured in eval mode
-  before the first step), then b <- 0.9 b + 0.1 mean r after every step;
-  checkpoints save it (state.json, a JSON float: exact) and a resume
-  restores it, so a resumed run continues the uninterrupted one exactly;
-* each "train" record adds the means, over its steps, of the reward, the
-  logprob and entropy per pair, the parse shape (shared.reinforce), the
-  bracket F1 of the followed parses against the batch's own trees, and the
-  baseline after the last step;
-* dev and train evaluations run in predicted mode (the model parses) and
-  add the parse metrics against the data's trees.
+* a step samples the parse with the uniform numbers of shared.parsing, drawn from (--seed, the epoch, each pair's data
+  row): the same samples in every framework, whatever the batch, and again after a resume;
+* the baseline b is the first batch's mean reward (measured in eval mode before the first step), then b <- 0.9 b + 0.1
+  mean r after every step; checkpoints save it (state.json, a JSON float: exact) and a resume restores it, so a resumed
+  run continues the uninterrupted one exactly;
+* each "train" record adds the means, over its steps, of the reward, the logprob and entropy per pair, the parse shape
+  (shared.reinforce), the bracket F1 of the followed parses against the batch's own trees, and the baseline after the
+  last step;
+* dev and train evaluations run in predicted mode (the model parses) and add the parse metrics against the data's trees.
 """
 
 from __future__ import annotations
@@ -71,9 +67,8 @@ def settings_from_args(args: argparse.Namespace) -> ReinforceSettings | None:
 
 
 def with_head(model: ParamFile, seed: int) -> ParamFile:
-    """The model with a transition head: unchanged if it has one, else the
-    head's initial weights of ``seed`` added (the other weights, GloVe
-    vectors included, are kept)."""
+    """The model with a transition head: unchanged if it has one, else the head's initial weights of ``seed`` added (the
+    other weights, GloVe vectors included, are kept)."""
     if model.config.transition_head:
         return model
     config = dataclasses.replace(model.config, transition_head=True)
@@ -100,9 +95,8 @@ class ParsedEvaluation(Evaluation):
 
 def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, mode: str = "predicted", batch_size: int = 128,
                     buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> ParsedEvaluation:
-    """Accuracy, loss and confusion of ``runner.parse(batch, mode)`` on the
-    labelled ``pairs``, and its parses against the pairs' own trees
-    (teacher-forced transition accuracy, exact-parse rate, bracket F1)."""
+    """Accuracy, loss and confusion of ``runner.parse(batch, mode)`` on the labelled ``pairs``, and its parses against
+    the pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1)."""
     labelled = labelled_pairs(pairs)
     batch_counts = []  # the parses of each batch against its trees
 

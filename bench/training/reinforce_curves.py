@@ -1,8 +1,7 @@
 """The REINFORCE panels of ``bench curves`` (runs of ``bench train --transitions reinforce``).
 
-Read from the "train" records' reward, baseline, entropy and parse fields
-(bench/training/reinforce.py) and the "eval" records' parse metrics; runs
-without them are left out of these panels.
+Read from the "train" records' reward, baseline, entropy and parse fields (bench/training/reinforce.py) and the "eval"
+records' parse metrics; runs without them are left out of these panels.
 """
 
 from __future__ import annotations

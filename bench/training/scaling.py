@@ -1,26 +1,20 @@
 """``python -m bench scale``: what data parallelism buys, framework by
 framework, measured with the training command itself.
 
-Each round runs ``bench train --replicas K`` for every (framework, K), in an
-order rotated from round to round so that a busy spell of the machine does
-not fall on one configuration only. Every run takes the same steps over the
-same batches (the same seed), logging every step. From its metrics:
+Each round runs ``bench train --replicas K`` for every (framework, K), in an order rotated from round to round so that a
+busy spell of the machine does not fall on one configuration only. Every run takes the same steps over the same batches
+(the same seed), logging every step. From its metrics:
 
-* pairs/s: the median over the measured steps (the first ``--warmup`` steps
-  left out, and the median so that a step that compiled a new shape does not
-  count as throughput);
-* speed-up over one replica: the median, over steps, of one replica's step
-  time over K replicas' time for the same step (the same batch); scaling
-  efficiency is the speed-up over K;
-* each replica's compute and all-reduce wait per step, where the engine
-  shows them (``replica_s_per_step`` in the metrics): define-by-run replicas
-  build different graphs from different trees, and the one that finishes
-  first waits for the others.
+* pairs/s: the median over the measured steps (the first ``--warmup`` steps left out, and the median so that a step that
+  compiled a new shape does not count as throughput);
+* speed-up over one replica: the median, over steps, of one replica's step time over K replicas' time for the same step
+  (the same batch); scaling efficiency is the speed-up over K;
+* each replica's compute and all-reduce wait per step, where the engine shows them (``replica_s_per_step`` in the
+  metrics): define-by-run replicas build different graphs from different trees, and the one that finishes first waits
+  for the others.
 
-Results go to ``OUT/results.jsonl`` (one record per run) and
-``OUT/report.md``; every run's folder is kept under ``OUT/runs/``, its
-``metrics.jsonl`` and ``run.json`` (the weights are removed: they are not
-what this measures).
+Results go to ``OUT/results.jsonl`` (one record per run) and ``OUT/report.md``; every run's folder is kept under
+``OUT/runs/``, its ``metrics.jsonl`` and ``run.json`` (the weights are removed: they are not what this measures).
 """
 
 from __future__ import annotations
@@ -127,9 +121,8 @@ def ran(folder: Path) -> list[str]:
 
 
 def summarize(folder: Path, warmup: int) -> dict:
-    """What a run logged every step, its first ``warmup`` steps left out:
-    the step times, the median pairs/s and, where the engine showed them,
-    each replica's mean seconds per phase and the straggler gap."""
+    """What a run logged every step, its first ``warmup`` steps left out: the step times, the median pairs/s and, where
+    the engine showed them, each replica's mean seconds per phase and the straggler gap."""
     steps = [r for r in read_metrics(folder) if r["kind"] == "train"][warmup:]
     record = {"steps": len(steps), "step_s": [r["pairs"] / r["pairs_per_s"] for r in steps],
               "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps]))}
@@ -172,10 +165,9 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
 
 def summary(records: list[dict]) -> list[dict]:
-    """One row per (framework, K), in the records' order: pairs/s (median over rounds of each run's median
-    step), the speed-up over one replica per round (median of per-step ratios; the rounds' median and
-    quartiles), efficiency, and each replica's mean compute and all-reduce wait and the straggler gap where
-    the engine shows them."""
+    """One row per (framework, K), in the records' order: pairs/s (median over rounds of each run's median step), the
+    speed-up over one replica per round (median of per-step ratios; the rounds' median and quartiles), efficiency, and
+    each replica's mean compute and all-reduce wait and the straggler gap where the engine shows them."""
     by = {}
     for r in records:
         by.setdefault((r["framework"], r["replicas"]), {})[r["round"]] = r

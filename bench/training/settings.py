@@ -45,13 +45,11 @@ class TrainConfig:
     # At batch 32 an epoch of full SNLI is about 17,000 steps.
     checkpoint_every: int = 1000
     transition_weight: float = 0.0  # the supervised transition loss of docs/spec.md §7 (> 0 needs a head)
-    # Data-parallel replicas, each taking batch_size / replicas pairs of every
-    # batch, on the framework's own engine (shared/platform.py). Not a setting
-    # of the run: the same steps with any K, so a run may resume with another.
+    # Data-parallel replicas, each taking batch_size / replicas pairs of every batch, on the framework's own engine
+    # (shared/platform.py). Not a setting of the run: the same steps with any K, so a run may resume with another.
     replicas: int = 1
 
-    # Settings a resumed run must share with the run it continues (the rest,
-    # e.g. epochs or the framework, may change).
+    # Settings a resumed run must share with the run it continues (the rest, e.g. epochs or the framework, may change).
     MUST_MATCH = ("optimizer", "lr", "lr_decay", "lr_decay_steps", "hyper", "batch_size", "dropout", "seed",
                   "freeze_embeddings", "buckets", "drop_last", "transition_weight")
 

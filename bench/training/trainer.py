@@ -1,10 +1,8 @@
 """The training loop: one :class:`Trainer` drives any implementation through the Runner interface.
 
-The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``,
-``train_step``, ``encode``, ``get_params``, ``optimizer_state`` and
-``load_optimizer_state`` (docs/runner-interface.md) only, so every
-framework trains from the same batches in the same order, and checkpoints
-move between them.
+The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``, ``train_step``, ``encode``,
+``get_params``, ``optimizer_state`` and ``load_optimizer_state`` (docs/runner-interface.md) only, so every framework
+trains from the same batches in the same order, and checkpoints move between them.
 
 What a run writes under ``out_dir``::
 
@@ -15,9 +13,8 @@ What a run writes under ``out_dir``::
     model.npz                  the latest weights (canonical)
     best.npz                   the weights with the best dev accuracy so far
 
-Repeatability: the batches of epoch e are a pure function of (seed, e) and the
-dropout masks of step s a pure function of (seed, s) in every framework, and a
-checkpoint records the step, the epoch and the position inside it. So a run
+Repeatability: the batches of epoch e are a pure function of (seed, e) and the dropout masks of step s a pure function
+of (seed, s) in every framework, and a checkpoint records the step, the epoch and the position inside it. So a run
 resumed from a checkpoint takes exactly the steps the uninterrupted run takes.
 """
 
@@ -88,15 +85,12 @@ class TrainingInterrupted(KeyboardInterrupt):
 class Trainer:
     """One training run in ``out_dir``, new or resumed from its last checkpoint.
 
-    ``init`` is a ParamFile (weights, ModelConfig, vocabulary) or a function
-    returning one (called only when there is no checkpoint to resume from).
-    Unlabelled pairs are not trained on. The constructor checks the folder
-    and prepares the runner; :meth:`run` trains, evaluating on ``dev_pairs``
-    (and a sample of the training pairs) and checkpointing at each epoch end,
-    every ``checkpoint_every`` steps inside an epoch, and when SIGINT or
-    SIGTERM asks it to stop (``stop_on_signal``: the step under way finishes,
-    the checkpoint is written, then :class:`TrainingInterrupted`; a second
-    Ctrl-C stops at once, as Python does).
+    ``init`` is a ParamFile (weights, ModelConfig, vocabulary) or a function returning one (called only when there is no
+    checkpoint to resume from). Unlabelled pairs are not trained on. The constructor checks the folder and prepares the
+    runner; :meth:`run` trains, evaluating on ``dev_pairs`` (and a sample of the training pairs) and checkpointing at
+    each epoch end, every ``checkpoint_every`` steps inside an epoch, and when SIGINT or SIGTERM asks it to stop
+    (``stop_on_signal``: the step under way finishes, the checkpoint is written, then :class:`TrainingInterrupted`; a
+    second Ctrl-C stops at once, as Python does).
     """
 
     def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
@@ -231,9 +225,8 @@ class Trainer:
 
     @contextlib.contextmanager
     def _stop_requests(self):
-        """While the loop runs, SIGINT and SIGTERM ask it to stop after the
-        step under way (a step cut in two would leave weights and optimizer
-        state apart); a second SIGINT interrupts at once."""
+        """While the loop runs, SIGINT and SIGTERM ask it to stop after the step under way (a step cut in two would
+        leave weights and optimizer state apart); a second SIGINT interrupts at once."""
         if not self.stop_on_signal or threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -251,9 +244,8 @@ class Trainer:
                 signal.signal(sig, handler)
 
     def _between_steps(self, epoch_float: float) -> None:
-        """Before a step: inside an epoch a checkpoint every ``checkpoint_every``
-        steps, and one before stopping when a signal asked for it (at an epoch's
-        start the epoch end's checkpoint is already written)."""
+        """Before a step: inside an epoch a checkpoint every ``checkpoint_every`` steps, and one before stopping when a
+        signal asked for it (at an epoch's start the epoch end's checkpoint is already written)."""
         unsaved = self.position > 0 and self.step != self._saved_step
         if self._stop_signal is None:
             every = self.cfg.checkpoint_every
