@@ -156,8 +156,7 @@ def padding(results: Results, folder, batches) -> str:
 def scaling(results: Results, folder) -> str:
     """bench scale's rows beside one replica's (docs/data-parallel.md and docs/results.md)."""
     rows = scaling_runs.summary(results.records(folder))
-    one = {row["framework"]: row for row in rows if row["replicas"] == 1}
-    per = lambda row, key: " / ".join(f"{v:.3f}" for v in row[key]) if row[key] else "-"  # noqa: E731
+    one, per = {row["framework"]: row for row in rows if row["replicas"] == 1}, scaling_runs.per_replica
     return table(["framework", "replicas", "pairs/s (1 replica)", "speed-up over 1 (IQR)", "compute s/step per "
                   "replica", "all-reduce wait s/step per replica", "straggler gap"], [
         [row["framework"], row["replicas"], f"{row['pairs_per_s']:,.1f} ({one[row['framework']]['pairs_per_s']:,.1f})",

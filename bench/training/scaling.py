@@ -106,12 +106,9 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
               "cpu_count": os.cpu_count(), **summarize(folder, args.warmup),
               **provenance(set(ran(folder)) | set(loaded())),
               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    for heavy in ("checkpoints", "model.npz", "best.npz"):  # the weights are not what this measures
-        path = folder / heavy
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the weights are not what this measures
+    for weights in ("model.npz", "best.npz"):
+        (folder / weights).unlink(missing_ok=True)
     return record
 
 
@@ -192,28 +189,25 @@ def summary(records: list[dict]) -> list[dict]:
 def render(records: list[dict]) -> str:
     """report.md: pairs/s, speed-up and efficiency per framework and K, and
     each replica's all-reduce wait where the engine shows it."""
+    from bench.render import table  # imported after the runs: no record counts it as measured
+
     if not records:
         raise ValueError("no scaling records to report")
     first = records[0]
+    rows = [[row["framework"], row["replicas"], f"{row['pairs_per_s']:,.1f}",
+             f"{row['speedup']:.2f} ({row['speedup_q1']:.2f}-{row['speedup_q3']:.2f})x" if row["speedup"] is not None
+             else "1x" if row["replicas"] == 1 else "-", "-" if row["efficiency"] is None else f"{row['efficiency']:.0%}",
+             per_replica(row, "compute_s"), per_replica(row, "allreduce_wait_s"),
+             "-" if row["straggler_gap_s"] is None else
+             f"{row['straggler_gap_s']:.3f} s ({row['straggler_gap_share']:.0%})"] for row in summary(records)]
     lines = ["# Data-parallel scaling (`bench scale`)", "",
              f"Global batch {first['batch_size']} pairs, model `{first['size']}`, data `{first['data']}`; "
              f"{max(r['round'] for r in records) + 1} rounds; {first['steps']} measured steps a run; "
              f"{first['cpu_count']} cores; load average at the end of the runs "
              f"{min(r['load'] for r in records):.1f}-{max(r['load'] for r in records):.1f}.", "",
-             "| framework | replicas | pairs/s (median of steps; rounds' median) | speed-up over 1 (IQR over rounds) "
-             "| efficiency | compute s/step per replica | all-reduce wait s/step per replica | straggler gap |",
-             "|---|---|---|---|---|---|---|---|"]
-    for row in summary(records):
-        k = row["replicas"]
-        speedup = (f"{row['speedup']:.2f} ({row['speedup_q1']:.2f}-{row['speedup_q3']:.2f})x"
-                   if row["speedup"] is not None else "1x" if k == 1 else "-")
-        efficiency = f"{row['efficiency']:.0%}" if row["efficiency"] is not None else "-"
-        compute = " / ".join(f"{v:.3f}" for v in row["compute_s"]) if row["compute_s"] else "-"
-        wait = " / ".join(f"{v:.3f}" for v in row["allreduce_wait_s"]) if row["allreduce_wait_s"] else "-"
-        gap = (f"{row['straggler_gap_s']:.3f} s ({row['straggler_gap_share']:.0%})"
-               if row["straggler_gap_s"] is not None else "-")
-        lines.append(f"| {row['framework']} | {k} | {row['pairs_per_s']:,.1f} | {speedup} | {efficiency} | {compute} "
-                     f"| {wait} | {gap} |")
+             table(["framework", "replicas", "pairs/s (median of steps; rounds' median)",
+                    "speed-up over 1 (IQR over rounds)", "efficiency", "compute s/step per replica",
+                    "all-reduce wait s/step per replica", "straggler gap"], rows)]
     lines += ["", "Speed-up: per step, one replica's time over K replicas' time for the same batch, median over "
               "steps, then over rounds. All-reduce wait: from a replica's last gradient bucket being ready to the "
               "averaged gradients coming back (the slower replicas' remaining compute, then the transfer). "
@@ -221,6 +215,11 @@ def render(records: list[dict]) -> str:
               "share of the slowest's. A dash in the replica columns: the engine runs the replicas inside one "
               "program and shows no per-replica time (or K = 1)."]
     return "\n".join(lines) + "\n"
+
+
+def per_replica(row: dict, key: str) -> str:
+    """A summary row's per-replica seconds (compute_s, allreduce_wait_s) as a report cell: "0.123 / 0.130", or "-"."""
+    return " / ".join(f"{v:.3f}" for v in row[key]) if row[key] else "-"
 
 
 def _mean_per_replica(rounds: dict, key: str) -> list[float] | None:
