@@ -1,23 +1,21 @@
-"""SPINN compiled by JAX: one jax.jit program, one lax.scan over the T steps.
+# %% [markdown]
+# # SPINN compiled by JAX: one jax.jit program, one lax.scan over the T steps
+# jit traces `encode` with stand-ins that have a shape but no value (exercise 2 tries a Python `if` on one): SHIFT,
+# REDUCE and PAD are masks (jnp.where), every sentence computes the tracker AND a REDUCE at every step, and PAD
+# changes nothing. The thin stack: `items` holds every item ever made (rows 0..N-1 the leaves, row N+t written at
+# step t); a sentence keeps only row numbers (its stack of pointers), a depth sp and a buffer pointer bp, all in the
+# scan's carry. The scan runs all T steps, even past a sentence's end (exercise 3 asks why). What it prints: jit
+# traces and compiles once per new shape, not for a batch of a shape it has seen. Run: `python -m lessons.jax_scan`.
 
-Notice: jit traces `encode` once, with abstract shapes, so no Python `if`
-can look at a value (exercise 2): SHIFT, REDUCE and PAD are masks
-(jnp.where), every sentence computes the tracker AND a REDUCE at every step,
-and PAD changes nothing. The "thin stack": `items` holds every item ever made
-(rows 0..N-1 the leaves, row N+t written at step t); a sentence keeps only
-row numbers (its stack of pointers), a depth sp and a buffer pointer bp, all
-in the scan's carry. The scan runs all T steps, even past a sentence's end:
-jax.grad refuses a loop whose length depends on data (exercise 3).
-
-Run it from the repository root:  .venv/bin/python -m lessons.jax_scan
-"""
+# %%
+import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from lessons.setup import lesson_inputs, report
+from lessons.setup import lesson_batches, report
 
 PAD, SHIFT, REDUCE = 0, 1, 2
 
@@ -62,38 +60,31 @@ def encode(p, tokens, transitions):
     return items[rows, stack[:, 0], :H]
 
 
-def exercise_python_if(transitions):
-    """Exercise 2: branch on the op with Python. Answer: a mask, jnp.where(op == SHIFT, ...)."""
-    def step_kind(op):
-        if op == SHIFT:  # op is a tracer under jit: it has a shape, not a value
-            return 1
-        return 2
-    try:
-        jax.jit(step_kind)(transitions[0, 0])
-    except jax.errors.ConcretizationTypeError as e:
-        answer = jax.jit(lambda op: jnp.where(op == SHIFT, 1, 2))(transitions[0])
-        print(f"exercise 2, `if op == SHIFT:` under jit: {type(e).__name__}: {str(e).splitlines()[0]}"
-              f" answer, jnp.where: {np.asarray(answer)[:5]}")
-
-
-def exercise_grad_while_loop():
-    """Exercise 3: jax.grad through lax.while_loop. Answer: lax.scan with a fixed length T."""
-    def loop(x):  # x**4, by a loop whose stopping test reads the carry
-        return lax.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1] * x), (0, 1.0))[1]
-    try:
-        jax.grad(loop)(2.0)
-    except ValueError as e:
-        answer = jax.grad(lambda x: lax.scan(lambda y, _: (y * x, None), 1.0, None, length=4)[0])(2.0)
-        print(f"exercise 3, jax.grad through while_loop: {str(e).splitlines()[0]}"
-              f" answer, lax.scan of 4 steps: d(x**4)/dx at 2 = {float(answer)}")
-
-
+# %%
 def main() -> float:
-    config, params, tokens, transitions, expected = lesson_inputs()
-    exercise_python_if(transitions)
-    exercise_grad_while_loop()
-    encodings = jax.jit(encode)(params, tokens, transitions)  # numpy in; the program is traced once
-    return report("jax, lax.scan under jit", np.asarray(encodings), expected)
+    _config, params, batches = lesson_batches()  # the premises and the hypotheses of 8 pairs,
+    batches.append(tuple(array[:4] for array in batches[0]))  # and 4 premises: another shape
+    events = []  # what JAX reports as it traces and compiles encode: (event, seconds)
+
+    def listen(event, seconds, fun_name="", **_):
+        if fun_name in ("encode", "jit(encode)"):
+            events.append((event.rsplit("/", 1)[-1], seconds))
+    jax.clear_caches()  # nothing compiled before: this run's compiles are its own
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        jitted, encodings = jax.jit(encode), []
+        for (tokens, transitions, _), what in zip(batches, ("the premises", "the hypotheses", "4 premises")):
+            start, before = time.perf_counter(), len(events)
+            encodings.append(np.asarray(jitted(params, tokens, transitions)))  # numpy in: a program per shape
+            seconds = time.perf_counter() - start
+            traces = [s for event, s in events[before:] if event == "jaxpr_trace_duration"]
+            compiles = [s for event, s in events[before:] if event == "backend_compile_duration"]
+            print(f"{what} {list(transitions.shape)}: traced {len(traces)}, compiled {len(compiles)} "
+                  f"({sum(compiles):.2f} s); the call took {seconds:.3f} s")
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return report("jax, lax.scan under jit", np.concatenate(encodings), np.concatenate([b[2] for b in batches]),
+                  f"sentences in {len(batches)} batches")
 
 
 if __name__ == "__main__":

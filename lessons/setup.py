@@ -16,6 +16,8 @@ a, i, f1, f2, o).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from shared import reference
@@ -25,6 +27,7 @@ from shared.snli import SAMPLE_PATH, read_snli
 from shared.vocab import Vocabulary
 
 TOLERANCE = 1e-5  # float32 arithmetic against float64: rounding, not a bug
+ROOT = Path(__file__).resolve().parents[1]  # the repository's root
 
 
 def lesson_batches():

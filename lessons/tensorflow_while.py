@@ -1,34 +1,28 @@
-"""Lesson: SPINN as ONE static TensorFlow graph, a tf.while_loop over the steps.
+# %% [markdown]
+# # SPINN as ONE static TensorFlow graph: a tf.while_loop over the steps
+# The trees are data (a transitions tensor), not code: the loop body is traced once, with unknown B, N and T, and no
+# Python `if` looks at a transition. SHIFT and REDUCE are masks: every sentence runs the tracker and a REDUCE at every
+# step, and tf.where keeps what its op asks for (PAD keeps nothing). The stack is row numbers into `thin`, a
+# tf.TensorArray of every item ever made (rows 0..N-1 the leaves, row N+t step t's REDUCE, a last row of zeros for
+# "no such item"), written in place; a sentence keeps its pointers, a depth sp and a buffer pointer bp. What it
+# prints: one trace serves batches of two shapes. Run: `.venv/bin/python -m lessons.tensorflow_while`.
 
-What to notice:
-* One graph serves every batch: the trees are data (a transitions tensor), not code. The loop
-  body is traced once, with unknown B, N and T; no Python `if` looks at a transition. SHIFT and
-  REDUCE are masks: every sentence runs the tracker and a REDUCE at every step, and tf.where
-  keeps what its op asks for (PAD keeps nothing).
-* The stack lives as row numbers: `thin` holds every item ever made (rows 0..N-1 the leaves,
-  row N+t what step t composed, a last row of zeros for "no such item"); a sentence's stack is
-  a row of pointers into it, with a depth `sp` and a buffer pointer `bp`. `thin` is a
-  tf.TensorArray, as in impl_tensorflow/masked.py: a step writes its row in place, where a
-  plain tensor updated in the loop would be copied whole at every step.
-
-Run from the repository root:  .venv/bin/python -m lessons.tensorflow_while
-"""
+# %%
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # oneDNN's start-up notice, past any log level
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from lessons.setup import lesson_inputs, report  # noqa: E402
+from lessons.setup import lesson_batches, report  # noqa: E402
 
 PAD, SHIFT, REDUCE = 0, 1, 2
 
 
-def build_encoder(params):
-    """One tf.function, traced once, for batches of any shape."""
+def build_encoder(params):  # one tf.function, traced once, for batches of any shape
     w = {name: tf.constant(value) for name, value in params.items()}
-    H, D = w["reduce.right.kernel"].shape[0], w["tracker.kernel_hidden"].shape[0]
-    sig = tf.sigmoid
+    H, D, sig = w["reduce.right.kernel"].shape[0], w["tracker.kernel_hidden"].shape[0], tf.sigmoid
 
     @tf.function(autograph=False, input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
     def encode(tokens, transitions):  # [B, N], [B, T] -> [B, H]
@@ -46,7 +40,6 @@ def build_encoder(params):
             op = transitions[:, t]  # [B]: a tensor, never looked at in Python
             is_shift, is_reduce = tf.equal(op, SHIFT), tf.equal(op, REDUCE)
             active = tf.not_equal(op, PAD)[:, None]
-
             # Read buffer front, stack top, second from top (the zero row where there is no such item).
             top = tf.gather(pointers, tf.maximum(sp - 1, 0), batch_dims=1)
             below = tf.gather(pointers, tf.maximum(sp - 2, 0), batch_dims=1)
@@ -79,20 +72,27 @@ def build_encoder(params):
             bp += tf.cast(is_shift, tf.int32)
             return t + 1, thin, pointers, sp, bp, h_t, c_t
 
-        zeros_b, zeros_d = tf.zeros([B], tf.int32), tf.zeros([B, D])
+        zeros_b, zeros_d = tf.zeros([B], tf.int32), tf.zeros([B, D])  # the start: sp, bp; the tracker's h_t, c_t
         start = (tf.constant(0), thin, tf.zeros([B, N + 1], tf.int32), zeros_b, zeros_b, zeros_d, zeros_d)
         _, thin, pointers, *_ = tf.while_loop(lambda t, *_: t < T, body, start)
         root = thin.gather(pointers[:, 0] * B + tf.range(B))  # the one item left, in slot 0
         return root[:, :H]
-
     return encode
 
 
+# %%
 def main() -> float:
-    config, params, tokens, transitions, expected = lesson_inputs()
+    _config, params, batches = lesson_batches()  # the premises and the hypotheses of 8 pairs, then 4 premises:
+    batches.append(tuple(array[:4] for array in batches[0]))  # another shape
     encode = build_encoder(params)
-    encodings = encode(tf.constant(tokens, tf.int32), tf.constant(transitions, tf.int32))
-    return report("tensorflow, tf.while_loop", encodings.numpy(), expected)
+    encodings = [encode(tf.constant(tokens), tf.constant(transitions)).numpy() for tokens, transitions, _ in batches]
+    graph = encode.get_concrete_function().graph.as_graph_def()  # the one graph; its loop's body is a function of it
+    body = max(graph.library.function, key=lambda function: len(function.node_def))
+    print(f"{len(batches)} batches of transitions {', '.join(str(list(b[1].shape)) for b in batches)}: tf.function "
+          f"traced encode {encode.experimental_get_tracing_count()} time, into one graph of {len(graph.node)} ops and "
+          f"{len(body.node_def)} more in the loop's body, which runs T times")
+    return report("tensorflow, tf.while_loop", np.concatenate(encodings), np.concatenate([b[2] for b in batches]),
+                  f"sentences in {len(batches)} batches")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,17 @@
-"""Exercise 5, answered: `if op == SHIFT` on a tensor in tf.function, AutoGraph on and off.
+# %% [markdown]
+# # Exercise 5, answered: `if op == SHIFT` on a tensor in tf.function, AutoGraph on and off
+# The encoder is written for one sentence, as dynet_loop is: `for op in transitions:` and `if op == SHIFT:`, on
+# tensors that have no value while tf.function traces. AutoGraph (tf.function's default) rewrites the source first:
+# the `for` becomes a tf.while_loop, the `if` a tf.cond, both in the graph (the stack is one tensor: a Python list
+# cannot live in a graph loop). With autograph=False, as in tensorflow_while and the suite, nothing is rewritten and
+# the `if` asks a tensor for a Python bool: refused.
+# Run from the repository root: `.venv/bin/python -m lessons.answers.autograph_if`.
 
-The encoder is written for one sentence, as dynet_loop is: `for op in
-transitions:` and `if op == SHIFT:`, on tensors that have no value while
-tf.function traces. AutoGraph (tf.function's default) rewrites the source
-first: the `for` becomes a tf.while_loop, the `if` a tf.cond, both in the
-graph (the stack is one tensor: a Python list cannot live in a graph loop).
-With autograph=False, as in tensorflow_while and the suite, nothing is
-rewritten and the `if` asks a tensor for a Python bool: refused.
-
-Run from the repository root:  .venv/bin/python -m lessons.answers.autograph_if
-"""
+# %%
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # oneDNN's start-up notice, past any log level
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -81,6 +80,7 @@ def graph_ops(encode):  # the control-flow ops of the traced graph, loop and bra
     return sorted(ops & {"While", "StatelessWhile", "If", "StatelessIf"})
 
 
+# %%
 def main():
     _config, params, tokens, transitions, expected = lesson_inputs()
     encode = build_encoder(params)

@@ -1,25 +1,15 @@
-"""Exercise 4, answered: torch.compile on the list model, its graph breaks and its recompiles.
+# %% [markdown]
+# # Exercise 4, answered: torch.compile on the list model (`python -m lessons.answers.compile_lists`)
+# Dynamo, torch.compile's front end, records `encode`'s tensor operations into a graph until Python reads a tensor's
+# value (`int(transitions[b, t])`). A break inside a loop makes it run the whole function as plain Python, compiling
+# only the small functions it calls, each specialised on the Python values it saw: other trees, a recompile. Both are
+# Dynamo's, whatever the backend: "eager" runs the captured graphs as they are, Inductor generates code for each.
 
-torch.compile's front end (Dynamo) reads the Python bytecode of `encode` and
-records the tensor operations it meets into a graph, until it meets what a
-graph cannot hold: `int(transitions[b, t])` is a tensor's value read by
-Python (Tensor.item()), so the graph breaks there. A break inside a Python
-loop makes Dynamo give up on the whole function, which runs as plain Python
-(eagerly); it still compiles the small functions `encode` calls (the list
-comprehensions, tracker_step, reduce_step), each specialised on the Python
-values it saw: a sentence index, a sentence's length, how many sentences
-reduce at a step. Other values, other trees: a recompile.
-
-The backend is "eager": Dynamo captures the graphs and Python runs them as
-they are, with no code generated. The breaks and the recompiles are Dynamo's,
-the same under every backend; Inductor would also generate and compile C++ for
-each small graph, which takes far longer on a 2-core machine and changes no
-count here (python -m lessons.today times both).
-
-Run from the repository root:  .venv/bin/python -m lessons.answers.compile_lists
-"""
-
-import logging
+# %%
+import contextlib
+import logging.handlers
+import re
+import time
 
 import torch
 import torch._dynamo
@@ -28,70 +18,81 @@ from lessons.pytorch_lists import encode
 from lessons.setup import lesson_batches, report
 
 
-class Log(logging.Handler):
-    """What torch._logging says about graph breaks and recompiles, kept."""
+@contextlib.contextmanager
+def fresh_dynamo(**logs):
+    """Dynamo reset before and after, with torch._logging.set_logs(**logs); what it logs (breaks, recompiles,
+    warnings) is kept in a list, not printed."""
+    torch._logging.set_logs(**logs)  # first: it gives the loggers new handlers
+    logger, log = logging.getLogger("torch._dynamo"), logging.handlers.BufferingHandler(capacity=10**9)
+    theirs, logger.handlers = logger.handlers, [log]  # its own handlers print
+    torch._dynamo.reset()
+    try:
+        yield log.buffer
+    finally:
+        logger.handlers = theirs
+        torch._logging.set_logs()
+        torch._dynamo.reset()
 
-    def __init__(self):
-        super().__init__()
-        self.messages: list[str] = []
 
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-    def take(self, prefix: str) -> list[str]:
-        found = [m for m in self.messages if m.startswith(prefix)]
-        self.messages = [m for m in self.messages if not m.startswith(prefix)]
-        return found
+def inputs():
+    """encode's arguments and reference encodings for the premises, then the hypotheses: other trees, same shapes."""
+    config, params, batches = lesson_batches()
+    w = {name: torch.tensor(value) for name, value in params.items()}
+    return [((w, torch.as_tensor(t), torch.as_tensor(ts), config.hidden_dim, config.tracker_dim), e)
+            for t, ts, e in batches]
 
 
 def compile_two_batches(backend="eager", dynamic=None):
-    """Compile encode, run it on two batches of other trees (the premises, then the hypotheses, of the same
-    pairs: the same shapes). Per batch: (encodings, reference encodings, and the messages logged: graph breaks,
-    recompiles, functions that reached the recompile limit and run uncompiled from then on)."""
-    config, params, batches = lesson_batches()
-    w = {name: torch.tensor(value) for name, value in params.items()}
-    torch._dynamo.reset()
-    log = Log()
-    logger = logging.getLogger("torch._dynamo")
-    logger.addHandler(log)
-    torch._logging.set_logs(graph_breaks=True, recompiles=True)
-    try:
-        fn = torch.compile(encode, backend=backend, dynamic=dynamic)
-        seen = []
-        for tokens, transitions, expected in batches:
-            out = fn(w, torch.as_tensor(tokens).long(), torch.as_tensor(transitions), config.hidden_dim,
-                     config.tracker_dim)
-            seen.append((out.detach().numpy(), expected, log.take("Graph break in user code"), log.take("Recompiling"),
-                         log.take("torch._dynamo hit config.recompile_limit")))
-    finally:
-        torch._logging.set_logs()
-        logger.removeHandler(log)
-        torch._dynamo.reset()
+    """Compile encode, run it on the two batches. Per batch: (encodings, reference encodings, and the messages
+    logged: graph breaks, recompiles, functions that reached the recompile limit and run uncompiled from then on)."""
+    kinds = ("Graph break in user code", "Recompiling", "torch._dynamo hit config.recompile_limit")
+    with fresh_dynamo(graph_breaks=True, recompiles=True) as records:
+        fn, seen = torch.compile(encode, backend=backend, dynamic=dynamic), []
+        for args, expected in inputs():
+            before, out = len(records), fn(*args).detach().numpy()
+            new = [record.getMessage() for record in records[before:]]
+            seen.append((out, expected, *([m for m in new if m.startswith(kind)] for kind in kinds)))
     return seen
 
 
 def explain():
     """torch._dynamo.explain on the first batch: how many graphs and breaks Dynamo counts."""
-    config, params, ((tokens, transitions, _), _) = lesson_batches()
-    w = {name: torch.tensor(value) for name, value in params.items()}
-    torch._dynamo.reset()
-    found = torch._dynamo.explain(encode)(w, torch.as_tensor(tokens).long(), torch.as_tensor(transitions),
-                                          config.hidden_dim, config.tracker_dim)
-    torch._dynamo.reset()
-    return found
+    with fresh_dynamo():
+        return torch._dynamo.explain(encode)(*inputs()[0][0])
 
 
+def passes(backend=None, rounds=10) -> tuple[float, float]:
+    """Seconds for the two batches, the first time (compiling) and the fastest of `rounds` after; None: uncompiled."""
+    fn, batches, seconds = encode if backend is None else torch.compile(encode, backend=backend), inputs(), []
+    with fresh_dynamo():
+        for _ in range(1 + rounds):
+            start = time.perf_counter()
+            for args, _ in batches:
+                fn(*args)
+            seconds.append(time.perf_counter() - start)
+    return seconds[0], min(seconds[1:])
+
+
+# %%
 def main():
-    found = explain()
-    print(f"torch._dynamo.explain: {found.graph_count} graphs, {found.graph_break_count} graph breaks")
-    seen = compile_two_batches()  # the premises, then the hypotheses
-    for k, (out, expected, breaks, recompiles, limits) in enumerate(seen, 1):
+    found, seen = explain(), compile_two_batches()  # the premises, then the hypotheses
+    for k, (out, expected, breaks, again, limits) in enumerate(seen, 1):
         report(f"batch {k}, compiled", out, expected, ("premises", "hypotheses")[k - 1])
-        print(f"batch {k}: {len(breaks)} graph breaks, {len(recompiles)} recompiles, "
-              f"recompile limit reached {len(limits)} times")
-    breaks = seen[0][2]
-    print("the first break:", " ".join(breaks[0].split("\n")[:4]) if breaks else "none")
-    return found, seen
+        print(f"batch {k}: {len(breaks)} graph breaks, {len(again)} recompiles, {len(limits)} hit the recompile limit")
+    where = [re.search(r"pytorch_lists\.py:(\d+)", m).group(1) for m in seen[0][2]]  # the line of each break logged
+    print(f"the first break, line {where[0]}:", re.search(r"encountered:\s+(.+)", seen[0][2][0]).group(1))
+    print(f"why torch._dynamo.explain says {found.graph_count} graphs and {found.graph_break_count} breaks where the "
+          f"log says {len(where)}: explain counts every graph compiled (each small function, once per specialisation) "
+          f"and calls each after the first a break; the log names each place a trace broke, lines {', '.join(where)} "
+          "of pytorch_lists.py")
+    plain, times = passes()[1], {backend: passes(backend) for backend in ("eager", "inductor")}
+    print(f"the two batches take {plain:.3f} s uncompiled; compiled, " + "; ".join(
+        f'backend="{b}": {first:.2f} s the first time, {later:.3f} s after' for b, (first, later) in times.items()))
+    pays = {b: 2 * (first - plain) / (plain - later) for b, (first, later) in times.items() if later < 0.9 * plain}
+    best = min(pays, key=pays.get, default=None)
+    print("worth waiting for: " + (f'backend="{best}", after {pays[best]:,.0f} batches of trees it has compiled for'
+                                   if best else "neither: compiled, the batches run no 10 % faster than uncompiled"))
+    return found, seen, plain, times
 
 
 if __name__ == "__main__":

@@ -1,18 +1,14 @@
-"""Exercise 3, answered: jax.grad through a loop whose length is data.
+# %% [markdown]
+# # Exercise 3, answered: jax.grad through a loop whose length is data
+# SPINN's loop could stop at a batch's last real step, a length read from the data. The same question on x**n, n an
+# array: lax.while_loop (or fori_loop with a traced bound, which becomes one) runs n steps, and reverse mode refuses
+# it, because it would have to keep every step's values for the backward pass without knowing how many there will be.
+# Forward mode (jax.jvp, jacfwd) is accepted: it carries the derivative along as it goes. The answers: a fixed trip
+# count (fori_loop with Python ints, which becomes a scan), or, when n varies, a scan of a bound's length that masks
+# the steps past n: what the lessons do with PAD. Each answer is checked against d(x**n)/dx = n x**(n-1).
+# Run from the repository root: `.venv/bin/python -m lessons.answers.grad_loop`.
 
-SPINN's loop could stop at a batch's last real step, a length read from the
-data. The same question on x**n, n an array: lax.while_loop (or fori_loop
-with a traced bound, which becomes one) runs n steps, and reverse mode refuses
-it, because it would have to keep every step's values for the backward pass
-without knowing how many there will be. Forward mode (jax.jvp, jacfwd) is
-accepted: it carries the derivative along as it goes. The answers: a fixed
-trip count (fori_loop with Python ints, which becomes a scan), or, when n
-varies, a scan of a bound's length that masks the steps past n: what the
-lessons do with PAD. Each answer is checked against d(x**n)/dx = n x**(n-1).
-
-Run from the repository root:  .venv/bin/python -m lessons.answers.grad_loop
-"""
-
+# %%
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -49,6 +45,7 @@ def refusal(fn, *args):
     return None
 
 
+# %%
 def main():
     x, n = 2.0, jnp.asarray(4)
     analytic = float(n * x ** (n - 1))  # 32

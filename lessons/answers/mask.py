@@ -1,16 +1,13 @@
-"""Exercise 1, answered: the SHIFT/REDUCE choice written as masks, in plain NumPy.
+# %% [markdown]
+# # Exercise 1, answered: the SHIFT/REDUCE choice written as masks, in plain NumPy
+# pytorch_lists asks Python, sentence by sentence, which branch to take. Here no step ever looks at one sentence: each
+# step reads every sentence's op, turns it into three boolean masks (SHIFT, REDUCE, not PAD), computes BOTH branches
+# for every sentence, and keeps one with np.where. The stack holds the vectors themselves (a padded [B, N + 1, 2H]
+# array, not the lessons' thin stack of row numbers); sp is each stack's depth and bp each buffer's front.
+# Exercise 6 is answered here too: ``track_pad=True`` lets the tracker run on PAD steps. Run from the repository root:
+# `.venv/bin/python -m lessons.answers.mask`.
 
-pytorch_lists asks Python, sentence by sentence, which branch to take. Here
-no step ever looks at one sentence: each step reads every sentence's op,
-turns it into three boolean masks (SHIFT, REDUCE, not PAD), computes BOTH
-branches for every sentence, and keeps one with np.where. The stack holds the
-vectors themselves (a padded [B, N + 1, 2H] array, not the lessons' thin
-stack of row numbers); sp is each stack's depth and bp each buffer's front.
-
-Exercise 6 is answered here too: ``track_pad=True`` lets the tracker run on
-PAD steps. Run from the repository root:  .venv/bin/python -m lessons.answers.mask
-"""
-
+# %%
 import numpy as np
 
 from lessons.setup import lesson_inputs, report
@@ -73,6 +70,7 @@ def left_padded(transitions):
     return np.stack([np.concatenate([ops[ops == PAD], ops[ops != PAD]]) for ops in transitions])
 
 
+# %%
 def main() -> float:
     _config, params, tokens, transitions, expected = lesson_inputs()
     encodings = encode(params, tokens, transitions)

@@ -1,17 +1,14 @@
-"""Exercise 2, answered: `if op == SHIFT:` under jax.jit, the error, and two ways around it.
+# %% [markdown]
+# # Exercise 2, answered: `if op == SHIFT:` under jax.jit, the error, and two ways around it
+# jit calls the function once with tracers: stand-ins that carry a shape and a dtype but no value. `op == SHIFT` on a
+# tracer is another tracer, and Python's `if` asks it for a bool it does not have: JAX raises
+# TracerBoolConversionError (a ConcretizationTypeError). Without jit the same function runs, because then op is a
+# concrete array. The answers: a mask, jnp.where(op == SHIFT, ...), which computes both sides and selects; or
+# lax.cond, which puts the branch into the program. Under vmap (one op per sentence) lax.cond becomes a select too:
+# both branches run for every sentence.
+# Run from the repository root: `.venv/bin/python -m lessons.answers.tracer_if`.
 
-jit calls the function once with tracers: stand-ins that carry a shape and a
-dtype but no value. `op == SHIFT` on a tracer is another tracer, and Python's
-`if` asks it for a bool it does not have: JAX raises
-TracerBoolConversionError (a ConcretizationTypeError). Without jit the same
-function runs, because then op is a concrete array. The answers: a mask,
-jnp.where(op == SHIFT, ...), which computes both sides and selects; or
-lax.cond, which puts the branch into the program. Under vmap (one op per
-sentence) lax.cond becomes a select too: both branches run for every sentence.
-
-Run from the repository root:  .venv/bin/python -m lessons.answers.tracer_if
-"""
-
+# %%
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,6 +45,7 @@ def with_cond(op):
     return lax.cond(op == SHIFT, lambda: 1, lambda: 2)
 
 
+# %%
 def main():
     _config, _params, _tokens, transitions, _expected = lesson_inputs()
     ops = transitions[:, 0]  # every sentence's first step (a SHIFT)
