@@ -13,7 +13,7 @@ import numpy as np
 
 from bench import ROOT, frameworks
 from bench.config import (add_device_argument, add_dtype_argument, add_framework_argument, add_size_arguments,
-                          load_model, new_model)
+                          load_model, model_config)
 from bench.datasets import add_data_arguments, load_dataset
 from bench.progress import Progress, stage
 
@@ -59,15 +59,27 @@ def register(sub) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from shared.params import save_params
+    from shared.glove import load_glove
+    from shared.params import init_params, save_params
+    from shared.vocab import Vocabulary
 
     dataset = load_dataset(args)
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
-    model = new_model(args, dataset.pairs, not args.no_lowercase, args.seed)
-    save_params(args.out, model.params, model.config, model.vocab)
-    print(f"wrote {args.out}: vocabulary {len(model.vocab)} words from {dataset.name}, "
-          f"{sum(v.size for v in model.params.values()):,} weights, config {model.config.to_json()}")
+    lowercase = not args.no_lowercase
+    with stage("vocabulary", len(dataset.pairs), unit="pairs") as progress:
+        vocab = Vocabulary.from_pairs(dataset.pairs, min_freq=args.min_freq, lowercase=lowercase,
+                                      max_size=args.max_vocab, progress=progress.update)
+    config = model_config(args, len(vocab), lowercase)
+    params = init_params(config, seed=args.seed)
+    if args.glove:
+        with stage("GloVe", unit="lines") as progress:
+            report = load_glove(args.glove, vocab, params["embed.embedding"], progress=progress.update)
+        print(report, file=sys.stderr)
+    save_params(args.out, params, config, vocab.to_array())
+    n_weights = sum(v.size for v in params.values())
+    print(f"wrote {args.out}: vocabulary {len(vocab)} words from {dataset.name}, "
+          f"{n_weights:,} weights, config {config.to_json()}")
     return 0
 
 

@@ -61,26 +61,6 @@ def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> 
     return ModelConfig(vocab_size=vocab_size, lowercase=lowercase, transition_head=head, **sizes)
 
 
-def new_model(args: argparse.Namespace, pairs, lowercase: bool, seed: int, show: bool = True):
-    """Fresh weights (a ParamFile) of the sizes ``--size`` and its overrides give, the vocabulary of ``pairs``
-    (``--min-freq``, ``--max-vocab``), the embedding filled from ``--glove`` where given; ``show``: the stages'
-    progress."""
-    from shared.glove import load_glove
-    from shared.params import ParamFile, init_params
-    from shared.vocab import Vocabulary
-
-    with progress.stage("vocabulary", len(pairs), unit="pairs", enabled=show) as shown:
-        vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=lowercase, max_size=args.max_vocab,
-                                      progress=shown.update)
-    config = model_config(args, len(vocab), lowercase)
-    params = init_params(config, seed=seed)
-    if args.glove:
-        with progress.stage("GloVe", unit="lines", enabled=show) as shown:
-            report = load_glove(args.glove, vocab, params["embed.embedding"], progress=shown.update)
-        print(report, file=sys.stderr)
-    return ParamFile(params, config, vocab.to_array())
-
-
 # --------------------------------------------------------------------------
 # Process settings of the frameworks (entry points and benchmark workers)
 # --------------------------------------------------------------------------

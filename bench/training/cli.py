@@ -16,7 +16,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.config import (add_device_argument, add_dtype_argument, add_framework_argument, add_size_arguments,
-                          default_dtype, load_model, new_model, quiet_frameworks)
+                          default_dtype, load_model, model_config, quiet_frameworks)
 from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label, shows_progress
 from bench.lock import lock_output
 from bench.progress import stage
@@ -26,12 +26,13 @@ from bench.training.evaluate import evaluate_pairs, format_confusion
 from bench.training.checkpoint import check_folder
 from bench.training.launch import launch_processes
 from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
-from bench.training.settings import TrainConfig
+from bench.training.settings import EMBEDDING, TrainConfig
 from bench.training.trainer import Trainer
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
-from shared.params import ParamFile, load_params
+from shared.params import ParamFile, init_params, load_params
 from shared.snli import Pair, with_parse
+from shared.vocab import Vocabulary
 
 
 def register(sub) -> None:
@@ -207,12 +208,24 @@ def load_init(args: argparse.Namespace) -> ParamFile | None:
 
 def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
                loaded: ParamFile | None = None) -> ParamFile:
-    """Fresh weights (sizes from the flags, vocabulary from the data, GloVe
-    if given) or the parameter file of ``--init`` (``loaded``, if read already)."""
+    """Fresh weights (sizes from the flags, vocabulary from the data, GloVe if given) or the parameter file of
+    ``--init`` (``loaded``, if read already)."""
+    from shared.glove import load_glove
+
     if args.init:
         return loaded if loaded is not None else load_params(args.init)
     pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
-    return new_model(args, pairs, True, args.seed if args.init_seed is None else args.init_seed, shows_progress(args))
+    with stage("vocabulary", len(pairs), unit="pairs", enabled=shows_progress(args)) as progress:
+        vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=True, max_size=args.max_vocab,
+                                      progress=progress.update)
+    config = model_config(args, len(vocab), lowercase=True)
+    seed = args.seed if args.init_seed is None else args.init_seed
+    params = init_params(config, seed=seed)
+    if args.glove:
+        with stage("GloVe", unit="lines", enabled=shows_progress(args)) as progress:
+            report = load_glove(args.glove, vocab, params[EMBEDDING], progress=progress.update)
+        print(report, file=sys.stderr)
+    return ParamFile(params, config, vocab.to_array())
 
 
 def check_processes(platform, replicas: int, processes: int | None) -> int:
