@@ -21,7 +21,7 @@ import pytest
 
 from bench import ROOT, frameworks
 from bench.explain.arguments import GUIDES as GUIDE_NAMES
-from bench.render import document
+from bench.render import command
 from bench.render.sources import QuoteError, Results
 from tests.helpers import guide_prose
 
@@ -32,10 +32,10 @@ ALL_TEXT = "\n".join(TEXTS.values())  # the first guide first
 DOCS = ROOT / "docs"
 # (repository path, query, body) of every code excerpt; (id, command, body) of every explain block; the counts quoted.
 EXCERPTS = [((DOCS / m["source"]).resolve().relative_to(ROOT).as_posix(), m["query"], m["body"])
-            for m in document.BLOCK_RE.finditer(ALL_TEXT) if m["source"].endswith(".py")]
-FIGURES = [(m["source"][1:], f"python -m bench {m['query']}", m["body"]) for m in document.BLOCK_RE.finditer(ALL_TEXT)
+            for m in command.BLOCK_RE.finditer(ALL_TEXT) if m["source"].endswith(".py")]
+FIGURES = [(m["source"][1:], f"python -m bench {m['query']}", m["body"]) for m in command.BLOCK_RE.finditer(ALL_TEXT)
            if m["source"].startswith("#")]
-NUMBERS = [m for m in document.INLINE_RE.finditer(ALL_TEXT) if m["source"].startswith("#")]
+NUMBERS = [m for m in command.INLINE_RE.finditer(ALL_TEXT) if m["source"].startswith("#")]
 OVERVIEW = DOCS / "overview.md"
 README = ROOT / "README.md"
 # ![alt text](path/to/figure.svg): a drawn figure shown in a guide or the README.
@@ -51,14 +51,14 @@ def test_the_guide_has_excerpts_figures_and_quotes():
     assert len(FIGURES) >= 5 and len({fig for fig, _, _ in FIGURES}) == len(FIGURES)
     assert len(NUMBERS) >= 20
     # Every marker was recognised (a typo would leave it unchecked).
-    assert ALL_TEXT.count("<!-- render ") == len(list(document.BLOCK_RE.finditer(ALL_TEXT)))
+    assert ALL_TEXT.count("<!-- render ") == len(list(command.BLOCK_RE.finditer(ALL_TEXT)))
     assert len(re.findall(r"\]\(#fig-", ALL_TEXT)) == len(NUMBERS)
 
 
 def excerpt_lines(path: str, spec: str) -> range:
-    """The source lines (1-based) an excerpt names, resolved as document.extract resolves them (QuoteError where
+    """The source lines (1-based) an excerpt names, resolved as command.extract resolves them (QuoteError where
     it names none)."""
-    document.extract(ROOT, path, spec)
+    command.extract(ROOT, path, spec)
     source = (ROOT / path).read_text()
     lines = source.splitlines()
     first, dots, last = spec.partition(" .. ")
@@ -108,22 +108,22 @@ def test_check_finds_drift_and_render_repairs_it(tmp_path):
                      '<!-- /render -->\n\nIts [1](#fig-x "batch.num_steps") steps took [0.1 s](#fig-x '
                      '"pytorch.forward_s").\n')
     results = Results()
-    rendered = document.render(guide, results, write=True)
+    rendered = command.render(guide, results, write=True)
     assert rendered.problems == [] and rendered.counts["excerpts"] == rendered.counts["explain blocks"] == 1
     guide.write_text(rendered.text)
-    assert document.render(guide, results).problems == []
-    body = next(m["body"] for m in document.BLOCK_RE.finditer(rendered.text) if m["source"] == "#fig-x")
+    assert command.render(guide, results).problems == []
+    body = next(m["body"] for m in command.BLOCK_RE.finditer(rendered.text) if m["source"] == "#fig-x")
     count = re.search(r"autograd nodes of the loss\s+(\d+)", body)[1]
     steps = re.search(r'\[(\d+)\]\(#fig-x "batch.num_steps"\)', rendered.text)[1]
     broken = rendered.text.replace("    write_slot", "    # an edit\n    write_slot", 1).replace(
         body, body.replace(f" {count} ", " 1 ", 1)).replace(f"[{steps}](#fig-x", f"[{int(steps) + 1}](#fig-x")
-    problems = document.render(guide, results, broken).problems
+    problems = command.render(guide, results, broken).problems
     assert len(problems) == 3, problems
     assert "impl_jax/masked.py" in problems[0] and "+    # an edit" not in problems[0] and "-    # an edit" in problems[0]
     assert "#fig-x" in problems[1] and f"quoted '{int(steps) + 1}'" in problems[2]
-    repaired = document.render(guide, results, broken, write=True).text
-    assert document.render(guide, results, repaired).problems == []
-    assert document.mask(repaired) == document.mask(rendered.text)
+    repaired = command.render(guide, results, broken, write=True).text
+    assert command.render(guide, results, repaired).problems == []
+    assert command.mask(repaired) == command.mask(rendered.text)
 
 
 def test_values_quoted_as_code_come_from_a_figure():

@@ -15,7 +15,7 @@ import pytest
 
 from bench import reproduce
 from bench.cli import main
-from bench.render import command, document, query, table
+from bench.render import command, query, table
 from bench.render.sources import QuoteError, Results
 
 ROOT = reproduce.ROOT
@@ -28,12 +28,12 @@ def results():
 
 def _quotes(text: str, folder: str = "") -> list[re.Match]:
     """The quotes of a number from a folder's tables in ``text`` (from ``folder``, ``results/cpu``, if given)."""
-    return [m for m in document.INLINE_RE.finditer(text) if any(c.isdigit() for c in m["text"])
+    return [m for m in command.INLINE_RE.finditer(text) if any(c.isdigit() for c in m["text"])
             and m["source"].rstrip("/").endswith(folder) and "results/" in m["source"] and ".json" not in m["source"]]
 
 
 def test_the_documents_quote_numbers_and_tables(results):
-    outcomes = [document.render(doc, results, only=("numbers", "blocks")) for doc in command.documents()]
+    outcomes = [command.render(doc, results, only=("numbers", "blocks")) for doc in command.documents()]
     readme = outcomes[0]
     assert readme.counts["quotes"] >= 15 and readme.counts["blocks"] >= 1
     assert sum(o.counts["quotes"] for o in outcomes) >= 150 and sum(o.counts["blocks"] for o in outcomes) >= 20
@@ -47,21 +47,21 @@ def test_an_edited_number_is_named_and_rendering_writes_it_back(results):
     digit = next(k for k, c in enumerate(m["text"]) if c.isdigit())
     edited_number = m["text"][:digit] + str((int(m["text"][digit]) + 1) % 10) + m["text"][digit + 1:]
     edited = text.replace(f"[{m['text']}]", f"[{edited_number}]")
-    assert document.render(ROOT / "README.md", results, text).problems == []
-    problems = document.render(ROOT / "README.md", results, edited).problems
+    assert command.render(ROOT / "README.md", results, text).problems == []
+    problems = command.render(ROOT / "README.md", results, edited).problems
     assert len(problems) == 1 and f"quoted {edited_number!r}, its source says {m['text']!r}" in problems[0]
-    assert document.render(ROOT / "README.md", results, edited, write=True).text == text
+    assert command.render(ROOT / "README.md", results, edited, write=True).text == text
 
 
 def test_an_edited_block_is_named_with_a_diff_and_rendered_back(results):
     readme = (ROOT / "README.md").read_text()
-    m = next(m for m in document.BLOCK_RE.finditer(readme) if "results/" in m["source"])
-    block = document.render(ROOT / "README.md", results, m.group(0), write=True).text
+    m = next(m for m in command.BLOCK_RE.finditer(readme) if "results/" in m["source"])
+    block = command.render(ROOT / "README.md", results, m.group(0), write=True).text
     marker, body = block.split("\n", 1)
     edited = f"{marker}\n{body.replace(' ', '  ', 1)}"
-    problems = document.render(ROOT / "README.md", results, edited).problems
+    problems = command.render(ROOT / "README.md", results, edited).problems
     assert len(problems) == 1 and "differs from its source" in problems[0] and "\n-" in problems[0]
-    assert document.render(ROOT / "README.md", results, edited, write=True).text == block
+    assert command.render(ROOT / "README.md", results, edited, write=True).text == block
 
 
 def test_a_typed_number_is_found_and_an_allowed_line_is_not():
@@ -72,7 +72,7 @@ def test_a_typed_number_is_found_and_an_allowed_line_is_not():
             "```\n10.0 s in a fence\n```\n"
             "<!-- render results/cpu \"report targets\" -->\n| 1.43x | in a block |\n<!-- /render -->\n"
             "Batch 128, E = 300, step 4, H = 32: no units.\n")
-    assert document.typed_numbers(text) == [(1, "2.5x"), (1, "3.2 s"), (1, "35 %"), (1, "1,204.5 pairs/s"),
+    assert command.typed_numbers(text) == [(1, "2.5x"), (1, "3.2 s"), (1, "35 %"), (1, "1,204.5 pairs/s"),
                                             (1, "3e-7")]
 
 
@@ -146,7 +146,7 @@ def test_only_manifest_folders_can_be_quoted(results):
     with pytest.raises(QuoteError, match="not in results/manifest.toml"):
         results.folder("mine")
     text = '[1.00x](results/archive/cpu-seam "ratio infer gold 1 jax")\n'
-    problems = document.render(ROOT / "README.md", results, text).problems
+    problems = command.render(ROOT / "README.md", results, text).problems
     assert len(problems) == 1 and "history" in problems[0]
 
 
@@ -174,8 +174,8 @@ def test_a_quote_of_a_stale_folder_fails_the_check(tmp_path):
 def test_render_writes_the_records_numbers_and_a_link_from_the_document(tmp_path):
     m = _quotes((ROOT / "README.md").read_text())[0]
     doc = tmp_path / "x.md"
-    folder = document._source(m["source"], ROOT / "README.md", Results(), True)[1]
-    link = document._link(str(ROOT / "results" / folder), doc)
+    folder = command._source(m["source"], ROOT / "README.md", Results(), True)[1]
+    link = command._link(str(ROOT / "results" / folder), doc)
     doc.write_text(f'Typed [9.99x]({link} "{m["query"]}") here.\n')
     problems, counts = command.run([doc], write=True, only=("numbers",))
     assert all("is quoted but stale" in p for p in problems) and counts["quotes"] == 1

@@ -1,24 +1,37 @@
 """``python -m bench render`` writes every marker of README.md and docs/, explain.json and the figures from their
 sources; ``python -m bench check`` changes nothing and exits 1 naming each that differs (bench/render/__init__.py).
-``render --check`` is ``check``; ``figures`` and ``figures --check`` are ``render`` and ``check --only figures``."""
+``render --check`` is ``check``; ``figures`` and ``figures --check`` are ``render`` and ``check --only figures``. One
+document is rendered by :func:`render`: every marker from its source, each difference named, typed numbers found."""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import importlib
 import json
+import os
+import re
 import sys
+import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import ROOT, reproduce
-from bench.render import document
-from bench.render.sources import EXPLAIN_JSON, FIGURES_DIR, Results
+from bench.render import blocks, query
+from bench.render.sources import EXPLAIN_JSON, FIGURES_DIR, QuoteError, Results
 from shared.files import written_aside
 
-KINDS = document.KINDS + ("figures",)
+# [2.47x](results/cpu "ratio infer gold 1 jax") and <!-- render SOURCE "QUERY" --> BODY <!-- /render -->
+INLINE_RE = re.compile(r'\[(?P<text>[^\]\n]*)\]\((?P<source>[^)\s"]+) "(?P<query>[^"\n]+)"\)')
+BLOCK_RE = re.compile(r'^<!-- render (?P<source>\S+) "(?P<query>[^\n]*)" -->\n(?P<body>.*?)^<!-- /render -->$',
+                      re.S | re.M)
+MARKERS = ("numbers", "blocks", "code", "explain")  # what a document's markers render
+KINDS = MARKERS + ("figures",)  # what bench check checks
+FENCES = {".py": "python"}
 # name -> (module of bench/figures, builder(results, pyplot) -> (figure, figures.json entry)); NAME.svg is drawn.
 FIGURES = {"headline": ("runs", "headline"), "shift-reduce": ("parsing", "shift_reduce"),
-           "thin-stack": ("parsing", "thin_stack_figure"), "graph-size": ("graphs", "graph_size"),
+           "thin-stack": ("parsing", "thin_stack_figure"), "graph-size": ("runs", "graph_size"),
            "host-reads": ("runs", "host_reads"), "padding": ("runs", "padding"),
            "compile-shapes": ("runs", "compile_shapes"), "levels": ("parsing", "levels_figure")}
 INDEX = "figures.json"
@@ -36,7 +49,7 @@ def run(paths=None, *, write: bool = False, only=KINDS, root: Path = ROOT, redra
         raise ValueError(f"--only: a comma list of {', '.join(KINDS)}, not {','.join(only)!r}")
     results, outcomes = Results(root), []
     for path in paths or documents(root):
-        outcomes.append(document.render(Path(path), results, only=only, write=write))
+        outcomes.append(render(Path(path), results, only=only, write=write))
         if write and outcomes[-1].text != Path(path).read_text():
             with written_aside(path) as tmp:
                 tmp.write_text(outcomes[-1].text)
@@ -64,10 +77,10 @@ def explain_json(results: Results, outcomes, write: bool) -> list[str]:
     """docs/figures/explain.json, the results of the documents' explain blocks that the figures read: an entry
     whose counts differ from a fresh run (times and versions aside) is a problem, or, with ``write``, rewritten."""
     path = results.root / FIGURES_DIR / EXPLAIN_JSON
-    fresh = {fig: {"guide": document.display(o.path, results), "command": command, "result": result}
+    fresh = {fig: {"guide": display(o.path, results), "command": command, "result": result}
              for o in outcomes for fig, (command, result) in o.explained.items()}
     old = json.loads(path.read_text()) if path.exists() else {}
-    masked = lambda entry: {**entry, "result": document.comparable(entry["result"])}  # noqa: E731
+    masked = lambda entry: {**entry, "result": comparable(entry["result"])}  # noqa: E731
     differ = sorted(f for f in fresh.keys() | old.keys() if f not in fresh or f not in old
                     or masked(old[f]) != masked(fresh[f]))
     if write and differ:
@@ -150,3 +163,183 @@ def report(problems: list[str], counts: dict, write: bool) -> int:
     print(f"{len(problems)} problem(s); covered {covered}" if problems else
           f"{'rendered' if write else 'checked'} {covered}: each one from its source", file=sys.stderr)
     return 1 if problems else 0
+
+
+@dataclass
+class Outcome:
+    """What rendering a document found: its new text, the problems, what it quoted and ran."""
+
+    path: Path
+    text: str
+    problems: list[str] = field(default_factory=list)
+    folders: set[str] = field(default_factory=set)  # the results folders quoted
+    measured_at: set[str] = field(default_factory=set)  # the folders whose measured-at block it shows
+    explained: dict = field(default_factory=dict)  # explain id -> (command, result)
+    counts: dict = field(default_factory=lambda: dict.fromkeys(("quotes", "blocks", "excerpts", "explain blocks",
+                                                                "explain quotes"), 0))
+
+
+def render(doc: Path, results: Results, text: str | None = None, *, only=MARKERS, write: bool = False) -> Outcome:
+    """Every marker of ``doc`` of the kinds ``only`` rendered, problems naming what differs or fails. With
+    ``write`` a marker that differs takes its source's text, and only what cannot be rendered is a problem; one
+    that is current is left as it is (an explain block keeps its times)."""
+    doc = Path(doc)
+    out = Outcome(doc, doc.read_text() if text is None else text)
+    name = display(doc, results)
+
+    def marker(m, inline: bool) -> str:
+        where = f"{name}:{m.string.count(chr(10), 0, m.start()) + 1}"
+        link, spec = _link(m["source"], doc), m["query"]
+        try:
+            kind, folder, file = _source(m["source"], doc, results, inline)
+            if kind == "blocks" and spec.split()[:1] == ["measured-at"]:  # shown, whatever is rendered (command.run)
+                out.measured_at.add(folder)
+            if kind not in only:
+                return m.group(0)
+            out.folders |= {folder} if kind in ("numbers", "blocks") else set()
+            if link != m["source"].rstrip("/") and not write:
+                out.problems.append(f"{where}: the link {m['source']!r} should read {link!r}")
+            if inline:
+                out.counts["explain quotes" if kind == "explain" else "quotes"] += 1
+                fresh = _explained(out, folder, spec, m["text"]) if kind == "explain" else \
+                    query.evaluate(results, folder, spec, results.json(folder, file) if file else None)
+                current = fresh == m["text"]
+            else:
+                out.counts[{"blocks": "blocks", "code": "excerpts", "explain": "explain blocks"}[kind]] += 1
+                fresh, current = _block(kind, folder, spec, m["body"], results, out, write)
+        except QuoteError as err:
+            out.problems.append(f"{where}: {m['source']} {spec!r}: {err}")
+            return m.group(0)
+        if not current and not write:
+            out.problems.append(f"{where}: quoted {m['text']!r}, its source says {fresh!r} ({link} \"{spec}\")"
+                                if inline else f"{where}: block {link} {spec!r} differs from its source:\n"
+                                + "".join(difflib.unified_diff(*[(mask if kind == "explain" else str)(t).splitlines(
+                                    True) for t in (m["body"], fresh)], "document", "source")))
+        if inline:
+            return f'[{fresh}]({link} "{spec}")'
+        return f'<!-- render {link} "{spec}" -->\n{m["body"] if current else fresh}<!-- /render -->'
+
+    out.text = INLINE_RE.sub(lambda m: marker(m, True), BLOCK_RE.sub(lambda m: marker(m, False), out.text))
+    if "numbers" in only:
+        out.problems += [f"{name}:{line}: {typed!r} is typed, not quoted from a record (a quote or a render block: "
+                         "bench/render/__init__.py)" for line, typed in typed_numbers(out.text)]
+    return out
+
+
+def _source(source: str, doc: Path, results: Results, inline: bool) -> tuple[str, str, str | None]:
+    """(kind, results folder or file or explain id, file in the folder) of a marker's source."""
+    if source.startswith("#"):
+        return "explain", source[1:], None
+    target, root = (doc.parent / source).resolve(), results.root.resolve()
+    if target.is_relative_to((root / "results").resolve()):
+        return ("numbers" if inline else "blocks", *results.locate(target))
+    if target.suffix in FENCES and target.is_relative_to(root) and not inline:
+        return "code", target.relative_to(root).as_posix(), None
+    raise QuoteError(f"a {'quote' if inline else 'block'}'s source is a results folder, "
+                     f"{'a JSON file of one' if inline else 'a source file'} or #ID")
+
+
+def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool) -> tuple[str, bool]:
+    """(the block's fresh body, whether the document's is current)."""
+    if kind in ("blocks", "code"):
+        fresh = blocks.render(results, folder, spec).rstrip("\n") + "\n" if kind == "blocks" else \
+            f"```{FENCES[Path(folder).suffix]}\n{extract(results.root, folder, spec)}```\n"
+        return fresh, fresh == body
+    from bench.explain.report import format_text
+
+    command = f"python -m bench {spec}"
+    out.explained[folder] = command, results.explain(command, timing=False)
+    fresh = f"```text\n$ {command}\n{format_text(out.explained[folder][1])}\n```\n"
+    if write and mask(fresh) != mask(body):  # written with the times a reader expects
+        out.explained[folder] = command, results.explain(command, timing=True)
+        return f"```text\n$ {command}\n{format_text(out.explained[folder][1])}\n```\n", False
+    return fresh, mask(fresh) == mask(body)
+
+
+def _explained(out: Outcome, fig: str, key: str, written: str) -> str:
+    """A count quoted from the document's explain block ``fig``; a time (a key ending in _s) is an example."""
+    if fig not in out.explained:
+        raise QuoteError(f"the document has no explain block #{fig}")
+    value = None if key.endswith("_s") else query.lookup(out.explained[fig][1], key)
+    if not key.endswith("_s") and (isinstance(value, bool) or not isinstance(value, int)):
+        raise QuoteError(f"{key} is {value!r}, not a count")
+    return written if key.endswith("_s") else str(value)
+
+
+def _link(source: str, doc: Path) -> str:
+    """The marker's source as a path from the document (a link that opens it)."""
+    return source if source.startswith("#") else \
+        Path(os.path.relpath((doc.parent / source).resolve(), doc.parent.resolve())).as_posix()
+
+
+def display(doc: Path, results: Results) -> str:
+    path = doc.resolve()
+    return path.relative_to(results.root.resolve()).as_posix() if path.is_relative_to(results.root.resolve()) \
+        else str(doc)
+
+
+def extract(root: Path, rel: str, spec: str) -> str:
+    """The lines of a source file a block names, dedented: ``first .. last``, from the one line containing
+    ``first`` to the next containing ``last``; or a qualified name, that function or class with its decorators."""
+    if not (root / rel).is_file():
+        raise QuoteError(f"no file {rel}")
+    source = (root / rel).read_text()
+    lines, (first, dots, last) = source.splitlines(), spec.partition(" .. ")
+    if dots:
+        starts = [k for k, line in enumerate(lines) if first in line]
+        if len(starts) != 1:
+            raise QuoteError(f"the first anchor {first!r} is on {len(starts)} lines, not one")
+        end = next((k for k in range(starts[0], len(lines)) if last in lines[k]), None)
+        if end is None:
+            raise QuoteError(f"the last anchor {last!r} is not after line {starts[0] + 1}")
+        return textwrap.dedent("\n".join(lines[starts[0]:end + 1])) + "\n"
+    node, body = None, ast.parse(source).body
+    for part in spec.split("."):
+        node = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                     and n.name == part), None)
+        if node is None:
+            raise QuoteError(f"no function or class {spec!r} in {rel}")
+        body = node.body
+    return textwrap.dedent("\n".join(lines[min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1:
+                                           node.end_lineno])) + "\n"
+
+
+def mask(text: str) -> str:
+    """explain's output without what changes from run to run or machine to machine: times, versions, machine."""
+    lines = [(line.split(":")[0] + ": ..." if line.startswith(("versions:", "machine:")) else line)
+             for line in text.splitlines()]
+    return "\n".join(re.sub(r"\d+\.\d+ s\b|\(not timed\)", "<time>", line).rstrip() for line in lines).strip() + "\n"
+
+
+def comparable(value):
+    """An explain result without what changes from run to run: times (keys ending in _s) and whether they were
+    taken, versions, the machine."""
+    if isinstance(value, dict):
+        return {k: comparable(v) for k, v in value.items()
+                if not k.endswith("_s") and k not in ("framework_version", "machine", "timed")}
+    return [comparable(v) for v in value] if isinstance(value, list) else value
+
+
+ALLOW = "<!-- not measured -->"  # a line that states a goal, a published figure or a setting
+_SKIP_RES = (re.compile(r"<!-- render .*?<!-- /render -->", re.S), re.compile(r"<!--.*?-->", re.S),
+             re.compile(r'\[[^\]\n]*\]\([^)\n]*? "[^"\n]*"\)'), re.compile(r"`[^`\n]*`"))
+MEASURED_RE = re.compile(
+    r"(?<![\w.-])(?:\d+(?:[.,]\d+)*\s?(?:x|×)(?![\w])|\d+(?:[.,]\d+)*\s?%"
+    r"|\d+(?:\.\d+)?\s?(?:s|ms|µs|us|min|h)(?![\w/])"
+    r"|\d+(?:[.,]\d+)*\s?(?:pairs/s|sentences/s|GFLOP/s|TFLOP/s|FLOP/s|MiB|GiB|MB|GB|kB)|\d(?:\.\d+)?e[-+]?\d+)")
+
+
+def typed_numbers(text: str) -> list[tuple[int, str]]:
+    """(line, text) of each ratio, percentage, duration, throughput, amount of memory or number in scientific
+    notation typed in the prose: outside markers, code and comments, on a line without ALLOW."""
+    lines, fenced = [], False
+    for line in text.splitlines():  # fenced code first: its backticks are no inline code
+        fence = line.lstrip().startswith(("```", "~~~"))
+        fenced ^= fence
+        lines.append("" if fenced or fence else line)
+    text = "\n".join(lines)
+    for k, pattern in enumerate(_SKIP_RES):
+        text = pattern.sub(lambda m: m.group(0) if k == 1 and m.group(0) == ALLOW else
+                           re.sub(r"[^\n]", " ", m.group(0)), text)
+    return [(n, m.group(0)) for n, line in enumerate(text.splitlines(), 1) if ALLOW not in line
+            for m in MEASURED_RE.finditer(line)]
