@@ -163,14 +163,10 @@ def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]
     out, at, blobs = done.stdout, 0, {}
     for rel in files:
         end = out.index(b"\n", at)
-        header = out[at:end].split()
-        at = end + 1
-        if len(header) != 3:  # "<name> missing"
-            blobs[rel] = None
-            continue
-        size = int(header[2])
-        blobs[rel] = out[at:at + size]
-        at += size + 1
+        header, at = out[at:end].split(), end + 1
+        size = int(header[2]) if len(header) == 3 else None  # None: "<name> missing"
+        blobs[rel] = None if size is None else out[at:at + size]
+        at += 0 if size is None else size + 1
     return blobs
 
 
@@ -207,26 +203,17 @@ def git_commit(root: Path = ROOT) -> str:
 
 
 def changed_files(root: Path = ROOT) -> set[str] | None:
-    """The paths that differ from HEAD (staged, unstaged, untracked and not ignored), or None without git."""
-    out = _output(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"], root)
-    if out is None:
-        return None
-    changed, entries = set(), iter(out.split("\0"))
-    for entry in entries:
-        if not entry:
-            continue
-        status, path = entry[:2], entry[3:]
-        changed.add(path)
-        if "R" in status or "C" in status:  # a rename names its source next
-            changed.add(next(entries, ""))
-    return changed
+    """The paths that differ from HEAD (staged or not, both sides of a rename, untracked and not ignored), or None
+    without git."""
+    listed = [_output(["git", *args, "-z"], root) for args in (("diff", "--name-only", "--no-renames", "HEAD"),
+                                                                ("ls-files", "--others", "--exclude-standard"))]
+    return None if None in listed else set(filter(None, "".join(listed).split("\0")))
 
 
 def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
     """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout): an
     uncommitted edit of comments or docstrings leaves a measurement clean, any other leaves it dirty."""
-    changed = changed_files(root)
-    head = _head(root)
+    changed, head = changed_files(root), _head(root)
     if changed is None or head is None:
         return None
     edited = [rel for rel in files if rel in changed]
@@ -260,8 +247,7 @@ def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -
                "from what ran)"
     if record["measured_clean"] is not True:
         return f"measured files differed from commit {commit[:12]} when it ran"
-    digests = {} if digests is None else digests
-    key = tuple(files)
+    digests, key = {} if digests is None else digests, tuple(files)
     if key not in digests:
         digests[key] = digest(files, root)
     if digests[key] == record["measured_digest"]:

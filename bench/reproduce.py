@@ -77,16 +77,15 @@ def load_manifest(root: Path = ROOT) -> list[Entry]:
         raise FileNotFoundError(f"no results manifest at {path}") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path}: {err}") from None
-    entries, seen = [], set()
+    entries: list[Entry] = []
     for k, item in enumerate(data.get("folder", [])):
         where = f"{path}: folder {k + 1}"
-        name, about, commands = item.get("name"), item.get("about"), item.get("commands")
-        needs = item.get("needs", "")
+        name, about, commands, needs = item.get("name"), item.get("about"), item.get("commands"), item.get("needs", "")
         if not isinstance(name, str) or not name or name.startswith(("/", ".")) or ".." in name.split("/"):
             raise ValueError(f"{where}: a name must be a path under results/, got {name!r}")
         if name.split("/")[0] == ARCHIVE:
             raise ValueError(f"{where}: {name} is under results/{ARCHIVE}/, which holds history, not the manifest's")
-        if name in seen:
+        if name in (e.name for e in entries):
             raise ValueError(f"{where}: {name} is listed twice")
         if not isinstance(about, str) or not about.strip():
             raise ValueError(f"{where} ({name}): say what it measures in 'about'")
@@ -101,7 +100,6 @@ def load_manifest(root: Path = ROOT) -> list[Entry]:
             raise ValueError(f"{where} ({name}): no command writes {{out}}")
         if needs not in ("", "gpu"):
             raise ValueError(f"{where} ({name}): 'needs' is \"gpu\" or absent, got {needs!r}")
-        seen.add(name)
         entries.append(Entry(name, " ".join(about.split()), tuple(commands), needs))
     if not entries:
         raise ValueError(f"{path}: no [[folder]] entries")
@@ -326,8 +324,7 @@ def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
         if folder.exists() and (folder / STAMP).exists():
             shutil.rmtree(aside)
         else:
-            if folder.exists():
-                shutil.rmtree(folder)
+            shutil.rmtree(folder, ignore_errors=True)
             aside.rename(folder)
             print(f"reproduce: put back {folder}, set aside by a reproduction that did not finish", file=sys.stderr)
     aside.parent.mkdir(parents=True, exist_ok=True)
@@ -337,14 +334,12 @@ def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
         folder.mkdir(parents=True)
         _run(e, root, runner)
     except BaseException:
-        if folder.exists():
-            shutil.rmtree(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         if aside.exists():
             aside.rename(folder)
             print(f"reproduce: {folder} is as it was", file=sys.stderr)
         raise
-    if aside.exists():
-        shutil.rmtree(aside)
+    shutil.rmtree(aside, ignore_errors=True)
     return folder
 
 
@@ -394,11 +389,9 @@ def cmd_reproduce(args) -> int:
             print(f"{len(stale)} of {len(entries)} folders are stale: python -m bench reproduce --stale re-runs them",
                   file=sys.stderr)
             return 1
-        if elsewhere:
-            print(f"results: every folder this machine can make measured today's code; {len(elsewhere)} that "
-                  "need another machine are stale")
-            return 0
-        print(f"results: all {len(entries)} folders of {MANIFEST} measured today's code")
+        print(f"results: every folder this machine can make measured today's code; {len(elsewhere)} that need another "
+              "machine are stale" if elsewhere else f"results: all {len(entries)} folders of {MANIFEST} measured today's "
+              "code")
         return 0
     if args.resume or args.attest:
         if len(args.names) != 1 or args.all or args.stale or args.check:

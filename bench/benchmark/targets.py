@@ -43,10 +43,10 @@ def targets(records: list[Measurement]) -> list[dict]:
                       and r.fraction_of_limit is not None]
         if candidates:
             best = max(candidates, key=lambda r: r.fraction_of_limit)
-            rows.append({"target": f"best share of the limit, {mode} batch {batch_size} ({best.implementation}: "
-                                   f"{best.pairs_per_s:,.0f} of {best.limit_pairs_per_s:,.0f} pairs/s)",
-                         "goal": f">= {100 * goal:g}% of the limit", "measured": f"{100 * best.fraction_of_limit:.1f}%",
-                         "met": best.fraction_of_limit >= goal})
+            rows.append(_row(f"best share of the limit, {mode} batch {batch_size} ({best.implementation}: "
+                             f"{best.pairs_per_s:,.0f} of {best.limit_pairs_per_s:,.0f} pairs/s)",
+                             f">= {100 * goal:g}% of the limit", f"{100 * best.fraction_of_limit:.1f}%",
+                             best.fraction_of_limit >= goal))
     ratios = [row for row in round_ratios(gold_cpu) if row["implementation"] not in frameworks.EAGER]
     own = {(r.implementation, r.mode, r.batch_size): r for r in gold_cpu}
     for mode, batch_size, goal in STATIC_GOALS:
@@ -56,46 +56,43 @@ def targets(records: list[Measurement]) -> list[dict]:
             busy = f", {busy_count(best)} on a busy machine" if busy_count(best) else ""
             spread = (f" (IQR {best['q1']:.2f}-{best['q3']:.2f}, {best['rounds']} rounds{busy})"
                       if best["rounds"] else "")
-            rows.append({"target": f"best static / {baseline}, {mode} batch {batch_size} ({best['implementation']})",
-                         "goal": f">= {goal:g}x", "measured": f"{best['median']:.2f}x{spread}"
-                         + _where_the_time_went(own.get((best["implementation"], mode, batch_size))),
-                         "met": best["median"] >= goal})
+            rows.append(_row(f"best static / {baseline}, {mode} batch {batch_size} ({best['implementation']})",
+                             f">= {goal:g}x", f"{best['median']:.2f}x{spread}"
+                             + _where_the_time_went(own.get((best["implementation"], mode, batch_size))),
+                             best["median"] >= goal))
     levels = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.algorithm == frameworks.LEVELS}
     for r in gold_cpu:
         computed = (r.graph_per_batch or {}).get("computed_over_useful")
         if r.implementation in levels and r.batch_size == 128 and computed is not None:
-            rows.append({"target": f"{r.implementation} computed / useful FLOPs, {r.mode} batch 128",
-                         "goal": f"<= {LEVELS_COMPUTED_GOAL:g}x", "measured": f"{computed:.2f}x"
-                         + _where_the_time_went(r), "met": computed <= LEVELS_COMPUTED_GOAL})
+            rows.append(_row(f"{r.implementation} computed / useful FLOPs, {r.mode} batch 128",
+                             f"<= {LEVELS_COMPUTED_GOAL:g}x", f"{computed:.2f}x" + _where_the_time_went(r),
+                             computed <= LEVELS_COMPUTED_GOAL))
     with_cache = {name for name in frameworks.FRAMEWORKS if frameworks.platform(name).has_compilation_cache}
     one_trace = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.one_trace}
     for r in records:
         if r.framework in with_cache and r.mode == "train" and r.device == "cpu":
             per_shape = r.compile_s / max(r.warmup_shapes or 1, 1)
-            rows.append({"target": f"{r.implementation} train compile per shape, cold, batch {r.batch_size}",
-                         "goal": f"<= {COLD_COMPILE_GOAL:g} s", "measured": f"{per_shape:.2f} s",
-                         "met": per_shape <= COLD_COMPILE_GOAL})
+            rows.append(_row(f"{r.implementation} train compile per shape, cold, batch {r.batch_size}",
+                             f"<= {COLD_COMPILE_GOAL:g} s", f"{per_shape:.2f} s", per_shape <= COLD_COMPILE_GOAL))
             cached = r.cached_compile
             if cached:
                 per_shape = cached["compile_s"] / max(cached["shapes"], 1)
-                rows.append({"target": f"{r.implementation} train compile per shape, persistent cache, "
-                                       f"batch {r.batch_size} ({cached['cache_hits']} hits)",
-                             "goal": f"<= {CACHED_COMPILE_GOAL:g} s", "measured": f"{per_shape:.2f} s",
-                             "met": per_shape <= CACHED_COMPILE_GOAL and cached["cache_hits"] > 0})
+                rows.append(_row(f"{r.implementation} train compile per shape, persistent cache, batch {r.batch_size} "
+                                 f"({cached['cache_hits']} hits)", f"<= {CACHED_COMPILE_GOAL:g} s", f"{per_shape:.2f} s",
+                                 per_shape <= CACHED_COMPILE_GOAL and cached["cache_hits"] > 0))
         if r.implementation in one_trace:
-            rows.append({"target": f"{r.implementation} traces, {r.mode} {r.transitions} "
-                                   f"batch {r.batch_size} ({r.warmup_shapes} shapes)",
-                         "goal": "1 per function", "measured": str(r.traces), "met": r.traces <= 1})
-    if records:
-        worst_enc = max(records, key=lambda r: r.max_abs_err_encoding)
-        worst_log = max(records, key=lambda r: r.max_abs_err_logits)
-        rows.append({"target": f"encodings vs float64 reference (worst: {worst_enc.implementation})",
-                     "goal": f"<= {ENCODING_TOL_F32:g}", "measured": f"{worst_enc.max_abs_err_encoding:.1e}",
-                     "met": worst_enc.max_abs_err_encoding <= ENCODING_TOL_F32})
-        rows.append({"target": f"logits vs float64 reference (worst: {worst_log.implementation})",
-                     "goal": f"<= {LOGITS_TOL_F32:g}", "measured": f"{worst_log.max_abs_err_logits:.1e}",
-                     "met": worst_log.max_abs_err_logits <= LOGITS_TOL_F32})
+            rows.append(_row(f"{r.implementation} traces, {r.mode} {r.transitions} batch {r.batch_size} "
+                             f"({r.warmup_shapes} shapes)", "1 per function", str(r.traces), r.traces <= 1))
+    for what, key, tolerance in (("encodings", "max_abs_err_encoding", ENCODING_TOL_F32),
+                                 ("logits", "max_abs_err_logits", LOGITS_TOL_F32)) if records else ():
+        worst = max(records, key=lambda r: getattr(r, key))
+        rows.append(_row(f"{what} vs float64 reference (worst: {worst.implementation})", f"<= {tolerance:g}",
+                         f"{getattr(worst, key):.1e}", getattr(worst, key) <= tolerance))
     return rows
+
+
+def _row(target: str, goal: str, measured: str, met: bool) -> dict:
+    return {"target": target, "goal": goal, "measured": measured, "met": met}
 
 
 def _where_the_time_went(r: Measurement | None) -> str:
