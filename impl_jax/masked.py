@@ -1,37 +1,46 @@
-"""SPINN on masked arrays: the whole batch in padded arrays, one fixed-shape loop (docs/spec.md §3, §7).
+"""SPINN on masked arrays, in JAX: the masked family (docs/spec.md §3, §7).
 
-The masked family (bench/frameworks.py): every sentence's stack and buffer
-are rows of fixed-size arrays, moved by integer pointers, and what an
-example's transition means is decided by masks. ``SPINN.encode`` follows the
-given (gold) transitions; ``SPINN.parse`` also reads the transition head and
-may decide the transitions itself. Both run one ``nn.scan`` (``lax.scan``
-lifted over Flax variables) of T steps, T the padded length of the batch, in
-which nothing depends on a value (docs/static-vs-dynamic.md; the decision,
-docs/decided-graphs.md):
+Every sentence's stack and buffer are rows of fixed-size arrays, moved by
+integer pointers, and what a sentence's transition means is decided by
+masks: at every step every sentence runs the tracker and a composition, and
+the masks keep the results of the sentences they apply to. Nothing in the
+loop branches on a value, so one program serves every tree.
+``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
+reads the transition head at every step and, in predicted and sampled mode,
+lets it decide: the decision is two more masks, taken on the device
+(``decide``, shift_reduce.py, docs/decided-graphs.md), and the rest of the
+step is the one gold mode runs. The cells are cells.py's: ``SPINN`` holds
+the submodules of the other families (``tracker``, ``reduce``), so the
+parameters, their names and the canonical conversion (convert.py) are theirs.
 
-    leaves       <float>[S, N, 2H]   [h; c] of every word: the buffer, made by
-                                     classifier.py (S sentences: premises and hypotheses, 2B)
-    transitions  <int32>[S, T]       PAD / SHIFT / REDUCE
-    n_leaves     <int32>[S]          SHIFTs per row: its words
-    sp, bp       <int32>[S]          stack pointer (items on the stack), buffer pointer
+Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
+tracker. An item (a stack or buffer entry) is ``[h; c]``, <float>[2H]. The
+loop's state is the thin stack (Bowman et al. 2016):
 
-Two stack layouts (``layout=``): ``"padded"``, ``stack <float>[S, N + 1, 2H]``
-written with a scatter; ``"thin"`` (Bowman et al. 2016, the default),
-``thin <float>[N + T, S, 2H]`` holding every item ever made (rows 0..N-1 the
-leaves, row N + t step t's composition) and the stack proper
-``pointers <int32>[S, N + 1]``, row numbers into it. Both give the same
-numbers; the thin stack's write is one slab, and its backward pass copies nothing.
+    leaves       <float>[S, N, 2H]      [h; c] of every token slot
+    transitions  <int32>[S, T]          PAD / SHIFT / REDUCE
+    n_leaves     <int32>[S]             SHIFTs per sentence: its words
+    thin         <float>[N + T, S, 2H]  every item ever made: rows 0..N-1 the
+                                        leaves (the buffer lives there), row
+                                        N + t what step t composed (``stack``)
+    pointers     <int32>[S, N + 1]      the stack: row numbers into ``thin``
+    sp, bp       <int32>[S]             stack pointer (items on the stack), buffer pointer
+    state        <float>[S, D] twice    the tracker's (h, c)
 
-In inference each scan iteration is a cond that skips the steps past the
-batch's last real one (``SPINN._step_until``); the differentiated programs run
-every step (``skip_tail=False``). The parse mode ("gold", "predicted",
-"sampled") is a Python argument: each mode is its own traced program.
-
-What the JAX families share (the halves of an item, the leaf count, the
-decision of §7) is shift_reduce.py's; the cells are cells.py's.
-
-Linen, not nnx: a linen module holds no state, so the weights are the plain
-pytree passed to ``apply`` that ``jax.jit``, ``jax.grad`` and optax work on (train.py).
+JAX compiles the loop: one ``nn.scan`` (``lax.scan`` lifted over Flax
+variables) of T steps, T the padded length of the batch, fixed when the
+program is compiled (docs/static-vs-dynamic.md). In inference each scan
+iteration is a cond that skips the steps past the batch's last real one
+(``SPINN._step_until``); the differentiated programs run every step
+(``skip_tail=False``). The parse mode is a Python argument: each mode is
+its own traced program. A second stack layout (``layout="padded"``) keeps
+the items themselves, ``stack <float>[S, N + 1, 2H]`` written with a
+scatter, and no pointers; both give the same numbers, and the thin stack's
+write is one slab, whose backward pass copies nothing. What the JAX
+families share (the halves of an item, the leaf count, the decision) is
+shift_reduce.py's. Linen, not nnx: a linen module holds no state, so the
+weights are the plain pytree passed to ``apply`` that ``jax.jit``,
+``jax.grad`` and optax work on (train.py).
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ from .shift_reduce import DEFAULT_LAYOUT, LAYOUTS, count_leaves, decide, halves,
 
 
 class SPINN(nn.Module):
-    """The sentence encoder: leaves and transitions -> h of the root, <float>[S, H]."""
+    """The shift-reduce encoder as one fixed-length scan over padded arrays."""
 
     config: ModelConfig
     layout: str = DEFAULT_LAYOUT  # "thin" or "padded"
@@ -67,29 +76,60 @@ class SPINN(nn.Module):
         self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.dtype)
 
     def encode(self, leaves, transitions):
-        """leaves <float>[S, N, 2H], transitions <int32>[S, T] -> encodings <float>[S, H]:
-        the root of each sentence, following the given transitions.
+        """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
+        <int>[S, T], followed -> encodings <float>[S, H], the h of each root.
+        Gold mode, and the transition head is never evaluated here."""
+        return self._run(leaves, transitions, "gold", None, head=False)
 
-        Gold mode only, and the transition head is never evaluated here
-        (``parse`` is the path that reads it)."""
-        T = transitions.shape[1]
+    def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
+        """The encoder with its transition head, in ``mode`` (docs/spec.md §7).
+
+        leaves <float>[S, N, 2H]; transitions <int>[S, T]: in gold mode they
+        are followed (teacher forcing: the head scores every step), in
+        predicted and sampled mode only each row's number of SHIFTs (n) is
+        used, and the head decides 2n - 1 steps; uniforms <float>[S, T]
+        (sampled mode only): step t of a sentence REDUCEs, where both actions
+        are valid, if ``uniforms[:, t]`` < p_R. ``mode`` is a Python string:
+        each mode is its own program. Returns shared.parsing.SentenceParses:
+        encodings <float>[S, H], transitions <int32>[S, T] (followed),
+        transition_logits <float>[S, T, 2] (zeros at PAD), logprob, entropy
+        <float>[S] (sampled mode, else zeros).
+
+        The transitions are <int32>; ``mode`` is fixed when tracing.
+        """
+        return self._run(leaves, transitions, mode, uniforms, head=True)
+
+    def _run(self, leaves, transitions, mode: str, uniforms, head: bool):
+        """The loop behind encode and parse: S sentences through their steps.
+
+        leaves <float>[S, N, 2H]; transitions <int>[S, T]; ``mode`` and
+        ``head`` (read the transition head at every step) are Python values:
+        each mode is its own program; uniforms <float>[S, T] in sampled mode.
+        Returns the encodings <float>[S, H]; with the head, SentenceParses.
+        """
+        S, T = transitions.shape
         n_leaves = count_leaves(transitions)
-        carry = self._initial_carry(leaves, T)
-        if self.is_initializing() and self.config.transition_head:
+        carry = self._start(leaves, T)
+        if self.is_initializing() and not head and self.config.transition_head:
             # init() creates the weights a call touches; this path never reads
             # the head, so touch it once here, outside the loop.
             self.tracker.transition_logits(jnp.zeros((1, self.config.tracker_dim), leaves.dtype))
 
-        # ---- the loop -------------------------------------------------------
+        # ---- the loop --------------------------------------------------------
         # lax.scan runs `_step` T times inside ONE compiled loop: the body is
         # traced once, with abstract shapes, so it cannot look at a value to
         # decide what to do. nn.scan is lax.scan lifted over Flax variables:
         # variable_broadcast="params" hands every step the same weights (and
-        # makes their gradients sum over steps); xs are the transitions
-        # [T, S] (axis 0 is scanned) and the step number t; the leaves and
-        # leaf counts are broadcast (the same at every step).
+        # makes their gradients sum over steps); xs are scanned along axis 0:
+        # (op, t, u), the transitions <int32>[T, S] in gold mode (None
+        # otherwise: the op is decided inside the loop), the step number, and
+        # the uniform numbers <float>[T, S] in sampled mode; the leaves, leaf
+        # counts and the stop are broadcast (the same at every step). With the
+        # head a step also returns ys: the head's t, the op it followed and
+        # (sampled mode) the step's log-probability and entropy.
         scan = nn.scan(
-            lambda module, carry, xs, leaves, n_leaves, stop: module._step_until(carry, xs, leaves, n_leaves, stop),
+            lambda module, carry, xs, leaves, n_leaves, stop: module._step_until(
+                carry, xs, leaves, n_leaves, stop, mode, head),
             variable_broadcast="params",
             split_rngs={"params": False},
             in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast),
@@ -99,88 +139,42 @@ class SPINN(nn.Module):
             # when init() creates the weights inside the loop.
             check_constancy_invariants=self.is_initializing(),
         )
-        xs = (jnp.swapaxes(transitions, 0, 1), jnp.arange(T, dtype=jnp.int32))
-        (stack, pointers, _, _, _), _ = scan(self, carry, xs, leaves, n_leaves, last_step(transitions))
-        return self._root(stack, pointers)
-
-    def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
-        """Encode with the transitions of ``mode`` (docs/spec.md §7), reading the head at every step.
-
-        leaves <float>[S, N, 2H]; transitions <int32>[S, T]: followed in "gold"
-        mode; in "predicted" and "sampled" mode only their count of SHIFTs
-        per row (n) is used, and each sentence runs 2n-1 decided steps, then
-        PAD. uniforms <float>[S, T]: sampled mode's numbers, step t of a row
-        using column t. ``mode`` is a Python string: every mode traces its
-        own program. The inputs are those shared.contract checked on the
-        host. Returns shared.parsing.SentenceParses:
-          encodings <float>[S, H], transitions <int32>[S, T] (followed),
-          transition_logits <float>[S, T, 2] (t at non-PAD steps, else 0),
-          logprob, entropy <float>[S] (sums over choice steps; sampled mode, else 0).
-        """
-        S, T = transitions.shape
-        n_leaves = count_leaves(transitions)
-        carry = self._initial_carry(leaves, T)
-
-        # The same scan as encode, over the same step, which now also
-        # returns a per-step output ys: the op it followed, the head's t and
-        # (sampled mode) the step's log-probability and entropy. xs are
-        # (op, t, u): the data's transitions <int32>[T, S] in gold mode
-        # (None otherwise: the op is decided inside the loop), the step
-        # number, and the uniform numbers <float>[T, S] in sampled mode.
-        scan = nn.scan(
-            lambda module, carry, xs, leaves, n_leaves, stop: module._step_until(
-                carry, xs, leaves, n_leaves, stop, mode, True),
-            variable_broadcast="params",
-            split_rngs={"params": False},
-            in_axes=(0, nn.broadcast, nn.broadcast, nn.broadcast),
-            length=T,
-            unroll=self.unroll,
-            check_constancy_invariants=self.is_initializing(),
-        )
         xs = (jnp.swapaxes(transitions, 0, 1) if mode == "gold" else None, jnp.arange(T, dtype=jnp.int32),
               jnp.swapaxes(uniforms, 0, 1) if mode == "sampled" else None)
         # A decided sentence of n words runs exactly 2n - 1 steps (docs/spec.md §7).
         stop = last_step(transitions) if mode == "gold" else 2 * jnp.max(n_leaves) - 1
         (stack, pointers, _, _, _), ys = scan(self, carry, xs, leaves, n_leaves, stop)
-        followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)
+
+        encodings = self._root(stack, pointers)  # [S, H]
+        if not head:
+            return encodings
+        followed = transitions.astype(jnp.int32) if mode == "gold" else jnp.swapaxes(ys["op"], 0, 1)  # [S, T]
         zeros = jnp.zeros((S,), leaves.dtype)
         return SentenceParses(
-            encodings=self._root(stack, pointers),
+            encodings=encodings,
             transitions=followed,
             transition_logits=jnp.swapaxes(ys["logits"], 0, 1),
             logprob=jnp.sum(ys["logprob"], axis=0) if mode == "sampled" else zeros,
             entropy=jnp.sum(ys["entropy"], axis=0) if mode == "sampled" else zeros,
         )
 
-    # ---- the pieces both paths share -----------------------------------------
-
-    def _initial_carry(self, leaves, T: int) -> tuple:
-        """The loop state before step 0: an empty stack, the tracker at zeros."""
+    def _start(self, leaves, T: int) -> tuple:
+        """The loop's state before step 0: (stack, pointers, sp, bp, state), an
+        empty stack, the tracker at zeros (() without a tracker)."""
         H, D = self.config.hidden_dim, self.config.tracker_dim
         S, N = leaves.shape[:2]
         slots = N + 1  # at most N items, plus one free slot above the top (see _write)
         dtype = leaves.dtype
         zero_index = jnp.zeros((S,), jnp.int32)
-        tracker_state = (jnp.zeros((S, D), dtype), jnp.zeros((S, D), dtype)) if D > 0 else ()
+        state = (jnp.zeros((S, D), dtype), jnp.zeros((S, D), dtype)) if D > 0 else ()
         if self.layout == "padded":
             stack = jnp.zeros((S, slots, 2 * H), dtype)
             pointers = ()  # the padded stack holds the vectors themselves
         else:
-            # thin stack: the leaves first (rows 0..N-1), then one row per step.
+            # The thin stack: the leaves first (rows 0..N-1), then one (still zero) row per step.
             stack = jnp.concatenate([jnp.swapaxes(leaves, 0, 1), jnp.zeros((T, S, 2 * H), dtype)], axis=0)
             pointers = jnp.zeros((S, slots), jnp.int32)
-        carry = (stack, pointers, zero_index, zero_index, tracker_state)
-        return carry
-
-    def _root(self, stack, pointers):
-        """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[S, H]."""
-        S = stack.shape[0] if self.layout == "padded" else stack.shape[1]
-        rows = jnp.arange(S, dtype=jnp.int32)
-        if self.layout == "padded":
-            root = stack[:, 0]
-        else:
-            root = stack[pointers[:, 0], rows]
-        return halves(root, self.config.hidden_dim)[0]
+        return stack, pointers, zero_index, zero_index, state
 
     def _step_until(self, carry, xs, leaves, n_leaves, stop, mode: str = "gold", head: bool = False):
         """``_step`` while t < ``stop``, the batch's real length; after it, nothing.
@@ -214,75 +208,72 @@ class SPINN(nn.Module):
         return nn.cond(xs[1] < stop, run, idle, self, carry)
 
     def _step(self, carry, xs, leaves, n_leaves, mode: str = "gold", head: bool = False):
-        """One transition for every sentence of the batch.
+        """One transition for every sentence, as the scan's body runs it.
 
-        carry: stack (layout's array), pointers (thin: <int32>[S, N + 1]),
-               sp, bp <int32>[S], tracker state; xs: op <int32>[S] (None when
-               decided), t <int32>[], and in sampled mode u <float>[S].
-        ``head``: also read the transition head and return ys (``parse``);
-        otherwise ys is None and the step is exactly the gold-mode step.
+        carry: (stack, pointers, sp, bp, state) (see _start); xs: op
+        <int32>[S] (None when decided), t <int32>[], and in sampled mode u
+        <float>[S]. Returns the new carry and ys: with ``head`` (logits
+        <float>[S, 2], zeros at PAD; in decided modes the op followed
+        <int32>[S]; in sampled mode the step's logprob and entropy
+        <float>[S]), otherwise None, and the step is exactly the gold-mode step.
         """
-        stack, pointers, sp, bp, tracker_state = carry
+        stack, pointers, sp, bp, state = carry
         op, t = xs[0], xs[1]
-        N = leaves.shape[1]
+        H, N = self.config.hidden_dim, leaves.shape[1]
         rows = jnp.arange(sp.shape[0], dtype=jnp.int32)
-
-        # ---- masks: the "if op == ..." of the Python version, one bool per sentence.
-        # Every sentence computes a tracker step AND a composition; the masks
-        # decide which results are kept. PAD keeps nothing: stack, buffer and
-        # tracker stay as they were, so padding cannot change a result.
-        if mode == "gold":
-            is_shift = op == SHIFT
-            is_reduce = op == REDUCE
-            active = op != PAD
-
         top, below, front, can_shift = self._read(stack, pointers, sp, bp, leaves, n_leaves, rows)
-        if mode != "gold":
-            # The op is not known yet (the head decides it after the tracker
-            # update), but whether the step does anything is: a sentence is
-            # finished, and PADs from then on, when neither action is possible.
+
+        # ---- masks: the "if op == ..." of lists.py, one bool per sentence.
+        # PAD keeps nothing: stack, buffer and tracker stay as they were.
+        if mode == "gold":
+            is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
+        else:
+            # The op is decided after the tracker update; whether the step
+            # does anything is known now: a finished sentence can neither
+            # shift nor reduce, and PADs from then on.
             can_reduce = sp >= 2
             active = can_shift | can_reduce
 
-        tracker_state, tracking = self._track(front, top, below, tracker_state, active)
+        # ---- the tracker, kept only where the step is not PAD.
+        tracking = None
+        if self.config.tracker_dim > 0:  # a Python `if` on the model's configuration, not on data
+            h_t, c_t = self.tracker.step(halves(front, H)[0], halves(top, H)[0], halves(below, H)[0], state)
+            keep = active[:, None]
+            state = (jnp.where(keep, h_t, state[0]), jnp.where(keep, c_t, state[1]))
+            tracking = state[0]
 
-        # ---- the transition head (parse only; a Python `if`, settled while tracing).
-        # It reads the state this step's tracker update just wrote; a REDUCE
-        # below composes with that same state (docs/spec.md §7).
+        # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
         ys = None
         if head:
             logits = self.tracker.transition_logits(tracking)  # [S, 2] = (t_S, t_R)
-            ys = {"logits": jnp.where(active[:, None], logits, 0)}
+            ys = {}
             if mode != "gold":
-                # ---- the decision. Define-by-run code stops here at every
-                # step, brings t back to Python and branches on it. Here it
-                # never leaves the device: decide (shift_reduce.py) turns t
-                # into the masks is_shift / is_reduce, which take the place of
-                # the gold op's masks, and the rest of the step is the same in every mode.
-                is_shift, is_reduce, choice_ys = decide(logits, xs[2], can_shift, can_reduce, mode)
-                ys.update(choice_ys)
+                # ---- the decision, taken on the device: two masks that take
+                # the place of the gold op's.
+                is_shift, is_reduce, ys = decide(logits, xs[2], can_shift, can_reduce, mode)
                 ys["op"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
+            ys["logits"] = jnp.where(active[:, None], logits, 0)  # zeros at PAD
 
-        # ---- compose the two top items (used only where the step is REDUCE), back into one item [S, 2H]
-        H = self.config.hidden_dim
+        # ---- compose the two top items for every sentence (kept only where the step is REDUCE).
         composed = jnp.concatenate(self.reduce.compose(halves(below, H), halves(top, H), tracking), axis=-1)
         carry = self._write(stack, pointers, sp, bp, t, is_shift, is_reduce, front, composed, rows, N)
-        return carry + (tracker_state,), ys
+        return carry + (state,), ys
 
     def _read(self, stack, pointers, sp, bp, leaves, n_leaves, rows):
-        """What a step reads, <float>[S, 2H] each: the top two stack items and
-        the buffer front, zeros where absent; and can_shift <bool>[S]."""
-        # Reads by pointer. sp counts the items on the stack: the top is slot
-        # sp-1, the item below it slot sp-2; bp is the buffer front. Indices
-        # are clipped into range and absent items masked to zeros.
+        """What a step reads: the items at the stack top, below it and the
+        buffer front, <float>[S, 2H] each, zeros where absent; and can_shift <bool>[S]."""
+        # sp counts the items on the stack: the top is slot sp - 1, the item
+        # below it slot sp - 2; bp is the buffer front. Indices are clipped
+        # into range and absent items masked to zeros.
         N = leaves.shape[1]
 
-        def slot(k):  # the item k places from the top, <float>[S, 2H]
+        def slot(k):
+            """The item k places from the top, <float>[S, 2H]; zeros where there is none."""
             index = jnp.maximum(sp - k, 0)
             if self.layout == "padded":
                 item = stack[rows, index]
-            else:  # thin: the stack holds row numbers; follow the back-pointer
-                item = stack[pointers[rows, index], rows]
+            else:
+                item = stack[pointers[rows, index], rows]  # follow the back-pointer
             return jnp.where((sp >= k)[:, None], item, 0)
 
         top, below = slot(1), slot(2)
@@ -295,26 +286,11 @@ class SPINN(nn.Module):
         front = jnp.where(can_shift[:, None], front, 0)
         return top, below, front, can_shift
 
-    def _track(self, front, top, below, tracker_state, active):
-        """The tracker step, kept only where the step is not PAD: (tracker
-        state, its h_t <float>[S, D] for Reduce), or (), None without a tracker."""
-        H = self.config.hidden_dim
-        tracking = None
-        if self.config.tracker_dim > 0:
-            h_t, c_t = self.tracker.step(halves(front, H)[0], halves(top, H)[0], halves(below, H)[0],
-                                         tracker_state)
-            keep = active[:, None]
-            tracker_state = (jnp.where(keep, h_t, tracker_state[0]), jnp.where(keep, c_t, tracker_state[1]))
-            tracking = tracker_state[0]
-        return tracker_state, tracking
-
     def _write(self, stack, pointers, sp, bp, t, is_shift, is_reduce, front, composed, rows, N):
         """Keep step t's result and move the pointers: (stack, pointers, sp, bp)."""
-        # SHIFT writes at slot sp, REDUCE pops two and writes at slot sp-2;
-        # PAD writes (a value nobody reads) at slot sp, the free slot above
-        # the top, so no branch is needed.
         write_slot = sp - 2 * is_reduce.astype(jnp.int32)
         if self.layout == "padded":
+            # SHIFT writes the leaf at slot sp, REDUCE the composition at slot sp - 2.
             item = jnp.where(is_shift[:, None], front, composed)
             # One row per sentence; unique_indices tells JAX that no two
             # updates collide, so the gradient of the scatter needs only the
@@ -322,16 +298,29 @@ class SPINN(nn.Module):
             stack = stack.at[rows, write_slot].set(item, unique_indices=True)
         else:
             # Row N + t of the thin stack is this step's composition, for all
-            # sentences at once (one contiguous slab). The row is still zero,
-            # so adding is writing; but the gradient of an add passes the
-            # cotangent through, while that of a set must zero the row, and
-            # that made XLA copy the whole cotangent stack every step (twice).
+            # sentences at once (one contiguous slab); only a REDUCE ever
+            # points at it. The row is still zero, so adding is writing; but
+            # the gradient of an add passes the cotangent through, while that
+            # of a set must zero the row, and that made XLA copy the whole
+            # cotangent stack every step (twice).
             new_row = N + t
             stack = stack.at[new_row].add(composed)
-            # Push a back-pointer: the leaf's row for SHIFT, the new row for REDUCE.
+            # ---- push a pointer: the leaf's row for SHIFT at slot sp, the new row
+            # for REDUCE at slot sp - 2 (where the left child was). PAD writes at
+            # slot sp, the free slot above the top, which nobody reads, so no
+            # branch is needed.
             target = jnp.where(is_shift, bp, new_row)
             pointers = pointers.at[rows, write_slot].set(target, unique_indices=True)
         sp = sp + is_shift.astype(jnp.int32) - is_reduce.astype(jnp.int32)
         bp = bp + is_shift.astype(jnp.int32)
         return stack, pointers, sp, bp
 
+    def _root(self, stack, pointers):
+        """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[S, H]."""
+        S = stack.shape[0] if self.layout == "padded" else stack.shape[1]
+        rows = jnp.arange(S, dtype=jnp.int32)
+        if self.layout == "padded":
+            root = stack[:, 0]
+        else:
+            root = stack[pointers[:, 0], rows]
+        return halves(root, self.config.hidden_dim)[0]

@@ -1,32 +1,43 @@
-"""SPINN in PyTorch with the static-graph algorithm: arrays, pointers and masks (docs/spec.md §3, §7).
+"""SPINN on masked arrays, in PyTorch: the masked family (docs/spec.md §3, §7).
 
-lists.py walks each tree with Python lists and a Python ``if`` per example.
-This file runs the algorithm of impl_jax/masked.py instead, in PyTorch eager,
-so that a reader can tell what a speed gap owes to the framework and what to
-the algorithm. Every sentence does the same work at every step; what its
-transition *means* is decided by masks and pointers:
+Every sentence's stack and buffer are rows of fixed-size arrays, moved by
+integer pointers, and what a sentence's transition means is decided by
+masks: at every step every sentence runs the tracker and a composition, and
+the masks keep the results of the sentences they apply to. Nothing in the
+loop branches on a value, so one program serves every tree.
+``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
+reads the transition head at every step and, in predicted and sampled mode,
+lets it decide: the decision is two more masks, taken on the device
+(``_decide``, docs/decided-graphs.md), and the rest of the step is the one
+gold mode runs. The cells are cells.py's: ``SPINN`` holds the submodules of
+the other families (``tracker``, ``reduce``), so the parameters, their names
+and the canonical conversion (convert.py) are theirs.
 
-    leaves       <float>[S, N, 2H]   [h; c] of every token slot
-    transitions  <int64>[S, T]       PAD / SHIFT / REDUCE, on the device
-    thin         <float>[N + T, S, 2H]  the thin stack (Bowman et al. 2016):
-                 rows 0..N-1 are the leaves (the buffer lives there), row
-                 N + t is what step t composed, for all sentences at once
-    pointers     <int64>[S, N + 1]   the stack: row numbers into ``thin``
-    sp, bp       <int64>[S]          stack pointer (items on the stack), buffer pointer
+Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
+tracker. An item (a stack or buffer entry) is ``[h; c]``, <float>[2H]. The
+loop's state is the thin stack (Bowman et al. 2016):
 
-The loop is a Python ``for`` over all T steps, whatever the trees, with no
-Python ``if`` on a value: no per-example lists, and the transition head's
-decision is a masked select on the device, never read back to the host
-during the loop. Each step is one side-effect-free function of fixed
-shapes (``SPINN._step``; the loop does the one in-place write), which
+    leaves       <float>[S, N, 2H]      [h; c] of every token slot
+    transitions  <int64>[S, T]          PAD / SHIFT / REDUCE
+    n_leaves     <int64>[S]             SHIFTs per sentence: its words
+    thin         <float>[N + T, S, 2H]  every item ever made: rows 0..N-1 the
+                                        leaves (the buffer lives there), row
+                                        N + t what step t composed
+    pointers     <int64>[S, N + 1]      the stack: row numbers into ``thin``
+    sp, bp       <int64>[S]             stack pointer (items on the stack), buffer pointer
+    state        <float>[S, D] twice    the tracker's (h, c)
+
+PyTorch runs the algorithm of impl_jax/masked.py eagerly, so that a reader
+can tell what a speed gap owes to the framework and what to the algorithm
+(lists.py is the same framework with Python lists and a Python ``if`` per
+sentence). The loop is a Python ``for`` over all T steps, whatever the
+trees, and the transition head's decision is never read back to the host
+during it. Each step is one side-effect-free function of fixed shapes
+(``SPINN._step``; the loop does the one in-place write), which
 ``torch.compile`` captures without a graph break and reuses at every step
 (runner option ``compile=True``, impl_pytorch/compiled.py, which puts its
-compiled version in ``SPINN.step_function``).
-
-The cells are cells.py's: :class:`SPINN` holds the submodules of lists.SPINN
-(``tracker``, ``reduce``) and calls ``Tracker.step`` and ``Reduce.compose``
-on all S rows, so parameters, their names and the canonical conversion
-(convert.py) are the other families'.
+compiled version in ``SPINN.step_function``). The transitions come as NumPy
+(or a tensor) and are moved to the leaves' device.
 """
 
 from __future__ import annotations
@@ -47,15 +58,11 @@ from .cells import Reduce, Tracker
 class SPINN(nn.Module):
     """The shift-reduce encoder as one fixed-length loop over padded arrays.
 
-    ``encode`` follows the given transitions; ``parse`` runs the transition
-    head too, and in predicted and sampled mode lets it choose (docs/spec.md
-    §7). Both take the transitions as NumPy (or a tensor) and move them to
-    the leaves' device. ``step_function`` is what the loop calls at every
-    step: ``_step`` itself, or its torch.compile (compiled.py). ``step_begin``,
-    where set, is called once as each batch starts: under CUDA graphs it
-    tells Inductor that the outputs of the last batch's graphs are no longer
-    read, so their memory can be used again
-    (torch.compiler.cudagraph_mark_step_begin).
+    ``step_function`` is what the loop calls at every step: ``_step``
+    itself, or its torch.compile (compiled.py). ``step_begin``, where set,
+    is called once as each batch starts: under CUDA graphs it tells Inductor
+    that the outputs of the last batch's graphs are no longer read, so their
+    memory can be used again (torch.compiler.cudagraph_mark_step_begin).
     """
 
     def __init__(self, config: ModelConfig):
@@ -74,27 +81,29 @@ class SPINN(nn.Module):
         return self.encode(leaves, transitions)
 
     def encode(self, leaves: torch.Tensor, transitions) -> torch.Tensor:
-        """Gold mode: leaves <float>[S, N, 2H] ([h; c] of each token slot),
-        transitions <int>[S, T] (NumPy or a tensor) -> encodings <float>[S, H]."""
+        """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
+        <int>[S, T], followed -> encodings <float>[S, H], the h of each root.
+        Gold mode, and the transition head is never evaluated here."""
         return self._run(leaves, _on_device(transitions, leaves.device), "gold", None, head=False)["encodings"]
 
     def parse(self, leaves: torch.Tensor, transitions, mode: str = "predicted",
               uniforms: np.ndarray | None = None) -> SentenceParses:
-        """Run S sentences with the transition head, in ``mode`` (docs/spec.md §7).
+        """The encoder with its transition head, in ``mode`` (docs/spec.md §7).
 
-        Args:
-          leaves: <float>[S, N, 2H], [h; c] of each token slot.
-          transitions: <int>[S, T] (NumPy or a tensor). Gold mode follows
-            them (teacher forcing: the head scores every step); predicted and
-            sampled mode use only each row's number of SHIFTs, n.
-          mode: "gold", "predicted" or "sampled".
-          uniforms: sampled mode: <float>[S, T]; step t of sentence s uses
-            uniforms[s, t].
+        leaves <float>[S, N, 2H]; transitions <int>[S, T]: in gold mode they
+        are followed (teacher forcing: the head scores every step), in
+        predicted and sampled mode only each row's number of SHIFTs (n) is
+        used, and the head decides 2n - 1 steps; uniforms <float>[S, T]
+        (sampled mode only): step t of a sentence REDUCEs, where both actions
+        are valid, if ``uniforms[:, t]`` < p_R. ``mode`` is a Python string:
+        each mode is its own program. Returns shared.parsing.SentenceParses:
+        encodings <float>[S, H], transitions <int32>[S, T] (followed),
+        transition_logits <float>[S, T, 2] (zeros at PAD), logprob, entropy
+        <float>[S] (sampled mode, else zeros).
 
-        Returns shared.parsing.SentenceParses: the transitions followed as a
-        NumPy array on the host (gold mode: the given ones; otherwise the
-        decisions, read back once, after the loop), everything else a tensor
-        that keeps its graph (logprob and entropy included).
+        The transitions may be NumPy or a tensor; the followed ones come back
+        as a NumPy array on the host (the given ones, or the decisions read
+        back once, after the loop), every tensor keeping its graph.
         """
         device = leaves.device
         if mode == "sampled":
@@ -110,47 +119,30 @@ class SPINN(nn.Module):
 
     def _run(self, leaves: torch.Tensor, transitions: torch.Tensor, mode: str, uniforms: torch.Tensor | None,
              head: bool) -> dict[str, torch.Tensor]:
-        """S sentences through T steps, on the device.
+        """The loop behind encode and parse: S sentences through their steps.
 
-        Args:
-          leaves: <float>[S, N, 2H], [h; c] of each token slot.
-          transitions: <int64>[S, T]. Gold mode follows them; predicted and
-            sampled mode use only each row's number of SHIFTs, n.
-          mode: "gold", "predicted" or "sampled" (a Python constant: each
-            mode is its own program for torch.compile).
-          uniforms: sampled mode, <float64>[S, T].
-          head: read the transition head at every step (always, outside gold mode).
-
+        leaves <float>[S, N, 2H]; transitions <int>[S, T]; ``mode`` and
+        ``head`` (read the transition head at every step) are Python values:
+        each mode is its own program; uniforms <float>[S, T] in sampled mode.
         Returns a dict of tensors: encodings <float>[S, H]; and with the head
-        transitions <int64>[S, T] (followed; gold mode: the data's),
-        transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
-        entropy <float>[S] (sampled mode, else zeros).
+        (always on outside gold mode) transitions <int64>[S, T] (followed),
+        transition_logits, logprob and entropy, as parse returns them.
         """
         if self.step_begin is not None:
             self.step_begin()
         S, N, _ = leaves.shape
         T = transitions.shape[1]
-        H = self.hidden_dim
         head = head or mode != "gold"
-        device = leaves.device
-        rows = torch.arange(S, device=device)
         n_leaves = (transitions == SHIFT).sum(dim=1)  # [S]: one SHIFT per word
-        # The thin stack: the leaves, then one (still zero) row per step.
-        thin = torch.cat([leaves.transpose(0, 1), leaves.new_zeros((T, S, 2 * H))])  # [N + T, S, 2H]
-        pointers = torch.zeros((S, N + 1), dtype=torch.int64, device=device)  # N items + a free slot
-        sp = torch.zeros(S, dtype=torch.int64, device=device)
-        bp = torch.zeros_like(sp)
-        state = None
-        if self.tracker is not None:
-            state = (leaves.new_zeros((S, self.tracker_dim)), leaves.new_zeros((S, self.tracker_dim)))
-        new_rows = torch.arange(N, N + T, device=device)  # row N + t of thin, as a tensor (not a constant)
+        thin, pointers, sp, bp, state = self._start(leaves, T)
+        new_rows = torch.arange(N, N + T, device=leaves.device)  # row N + t of thin, as a tensor (not a constant)
         followed, step_logits = [], []  # per step: ops <int64>[S], t <float>[S, 2]
         logprob = entropy = leaves.new_zeros(S, dtype=torch.float64)  # summed in float64, as lists.py does
 
-        # ---- the loop -------------------------------------------------------
-        # T iterations for every batch, and no Python `if` on a tensor's
-        # value: the same code runs for every batch of this shape, each
-        # step is the same function of the same shapes (torch.compile
+        # ---- the loop --------------------------------------------------------
+        # A Python `for` over all T steps for every batch, and no Python `if`
+        # on a tensor's value: the same code runs for every batch of this
+        # shape, each step the same function of the same shapes (torch.compile
         # compiles it once and reuses it at every step, like lax.scan's body).
         for t in range(T):
             op = transitions[:, t] if mode == "gold" else None
@@ -169,8 +161,7 @@ class SPINN(nn.Module):
                 if mode == "sampled":
                     logprob, entropy = logprob + step_logprob, entropy + step_entropy
 
-        # After a valid sequence one item is left, in slot 0: its h is the encoding.
-        out = {"encodings": thin[pointers[:, 0], rows][:, :H]}  # [S, H]
+        out = {"encodings": self._root(thin, pointers)}  # [S, H]
         if head:
             out["transitions"] = torch.stack(followed, dim=1) if T else transitions  # [S, T]
             out["transition_logits"] = (torch.stack(step_logits, dim=1) if T
@@ -178,11 +169,27 @@ class SPINN(nn.Module):
             out["logprob"], out["entropy"] = logprob.to(leaves.dtype), entropy.to(leaves.dtype)
         return out
 
+    def _start(self, leaves: torch.Tensor, T: int) -> tuple:
+        """The loop's state before step 0: (thin, pointers, sp, bp, state), an
+        empty stack, the tracker at zeros (None without a tracker)."""
+        S, N, _ = leaves.shape
+        H, D = self.hidden_dim, self.tracker_dim
+        device = leaves.device
+        # The thin stack: the leaves first (rows 0..N-1), then one (still zero) row per step.
+        thin = torch.cat([leaves.transpose(0, 1), leaves.new_zeros((T, S, 2 * H))])  # [N + T, S, 2H]
+        pointers = torch.zeros((S, N + 1), dtype=torch.int64, device=device)  # N items + a free slot
+        sp = torch.zeros(S, dtype=torch.int64, device=device)
+        bp = torch.zeros_like(sp)
+        state = None
+        if self.tracker is not None:
+            state = (leaves.new_zeros((S, D)), leaves.new_zeros((S, D)))
+        return thin, pointers, sp, bp, state
+
     def _step(self, thin, pointers, sp, bp, state, n_leaves, new_row, op, u, mode: str, head: bool) -> tuple:
         """One transition for every sentence, without side effects.
 
         thin <float>[N + T, S, 2H], pointers <int64>[S, N + 1], sp, bp <int64>[S],
-        state (h_t, c_t) <float>[S, D] or None, n_leaves <int64>[S], new_row
+        state (h, c) <float>[S, D] or None, n_leaves <int64>[S], new_row
         <int64>[] (N + t), op <int64>[S] (gold mode, else None), u <float64>[S]
         (sampled mode, else None). Returns (row <float>[S, 2H] for thin[N + t],
         the new pointers, sp, bp and state); with ``head`` also (logits <float>[S, 2],
@@ -191,6 +198,50 @@ class SPINN(nn.Module):
         """
         H = self.hidden_dim
         rows = torch.arange(sp.shape[0], device=sp.device)
+        top, below, front, can_shift = self._read(thin, pointers, sp, bp, n_leaves, rows)
+
+        # ---- masks: the "if op == ..." of lists.py, one bool per sentence.
+        # PAD keeps nothing: stack, buffer and tracker stay as they were.
+        if mode == "gold":
+            is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
+        else:
+            # The op is decided after the tracker update; whether the step
+            # does anything is known now: a finished sentence can neither
+            # shift nor reduce, and PADs from then on.
+            can_reduce = sp >= 2
+            active = can_shift | can_reduce
+
+        # ---- the tracker, kept only where the step is not PAD.
+        tracking = None
+        if self.tracker is not None:  # a Python `if` on the model's configuration, not on data
+            h_t, c_t = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state)
+            keep = active[:, None]
+            state = (torch.where(keep, h_t, state[0]), torch.where(keep, c_t, state[1]))
+            tracking = state[0]
+
+        # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
+        ys = ()
+        if head:
+            logits = self.tracker.transition_logits(tracking)  # [S, 2] = (t_S, t_R)
+            step_logprob = step_entropy = None
+            if mode != "gold":
+                # ---- the decision, taken on the device: two masks that take
+                # the place of the gold op's.
+                is_shift, is_reduce, step_logprob, step_entropy = _decide(logits, u, can_shift, can_reduce, mode)
+            followed = torch.where(is_reduce, REDUCE, torch.where(is_shift, SHIFT, PAD))
+            ys = (torch.where(active[:, None], logits, 0.0), followed, step_logprob, step_entropy)
+
+        # ---- compose the two top items for every sentence (kept only where the step is REDUCE).
+        h, c = self.reduce.compose((below[:, :H], below[:, H:]), (top[:, :H], top[:, H:]), tracking)
+        pointers, sp, bp = self._write(pointers, sp, bp, is_shift, is_reduce, new_row)
+        return (torch.cat([h, c], dim=1), pointers, sp, bp, state) + ys
+
+    def _read(self, thin, pointers, sp, bp, n_leaves, rows) -> tuple:
+        """What a step reads: the items at the stack top, below it and the
+        buffer front, <float>[S, 2H] each, zeros where absent; and can_shift <bool>[S]."""
+        # sp counts the items on the stack: the top is slot sp - 1, the item
+        # below it slot sp - 2; bp is the buffer front. Indices are clipped
+        # into range and absent items masked to zeros.
 
         def slot(k: int) -> torch.Tensor:
             """The item k places from the top, <float>[S, 2H]; zeros where there is none."""
@@ -202,60 +253,42 @@ class SPINN(nn.Module):
         front = thin[bp, rows]
         can_shift = bp < n_leaves  # the buffer is not empty
         front = torch.where(can_shift[:, None], front, 0.0)
-        # ---- masks: the "if op == ..." of lists.py, one bool per sentence.
-        if mode == "gold":
-            is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
-        else:
-            # The op is decided after the tracker update; whether the step
-            # does anything is known now: a finished sentence can neither
-            # shift nor reduce, and PADs from then on.
-            can_reduce = sp >= 2
-            active = can_shift | can_reduce
+        return top, below, front, can_shift
 
-        # ---- tracker, kept only where the step is not PAD: PAD changes nothing.
-        tracking = None
-        if self.tracker is not None:
-            h_t, c_t = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state)
-            keep = active[:, None]
-            state = (torch.where(keep, h_t, state[0]), torch.where(keep, c_t, state[1]))
-            tracking = state[0]
-
-        # ---- the transition head reads the state just written (docs/spec.md §7).
-        ys = ()
-        if head:
-            logits = self.tracker.transition_logits(tracking)  # [S, 2] = (t_S, t_R)
-            step_logprob = step_entropy = None
-            if mode != "gold":
-                # ---- the decision. lists.py copies t to Python here and
-                # branches; here it stays on the device as two masks that
-                # take the place of the gold op's.
-                is_shift, is_reduce, step_logprob, step_entropy = _decide(logits, u, can_shift, can_reduce, mode)
-            followed = torch.where(is_reduce, REDUCE, torch.where(is_shift, SHIFT, PAD))
-            ys = (torch.where(active[:, None], logits, 0.0), followed, step_logprob, step_entropy)
-
-        # ---- compose the two top items for every sentence (kept where REDUCE).
-        h, c = self.reduce.compose((below[:, :H], below[:, H:]), (top[:, :H], top[:, H:]), tracking)
-
-        # ---- push a pointer. SHIFT pushes the leaf's row at slot sp, REDUCE
-        # pops two and pushes row N + t at slot sp - 2; PAD writes at sp, the
-        # free slot above the top, which nobody reads. Out of place: the
-        # compiled backward may read the pointers this step was given.
+    def _write(self, pointers, sp, bp, is_shift, is_reduce, new_row) -> tuple:
+        """Keep step t's result and move the pointers: (pointers, sp, bp)."""
+        # ---- push a pointer: the leaf's row for SHIFT at slot sp, the new row
+        # for REDUCE at slot sp - 2 (where the left child was). PAD writes at
+        # slot sp, the free slot above the top, which nobody reads, so no
+        # branch is needed. Out of place: the compiled backward may read the
+        # pointers this step was given. (Row N + t itself is written by the
+        # loop, the step's one side effect.)
         write_slot = sp - 2 * is_reduce.long()
         target = torch.where(is_shift, bp, new_row)
         pointers = pointers.scatter(1, write_slot[:, None], target[:, None])
         sp = sp + is_shift.long() - is_reduce.long()
         bp = bp + is_shift.long()
-        return (torch.cat([h, c], dim=1), pointers, sp, bp, state) + ys
+        return pointers, sp, bp
+
+    def _root(self, thin, pointers) -> torch.Tensor:
+        """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[S, H]."""
+        rows = torch.arange(pointers.shape[0], device=pointers.device)
+        return thin[pointers[:, 0], rows][:, :self.hidden_dim]
 
 
 def _decide(logits, uniform, can_shift, can_reduce, mode: str):
-    """docs/spec.md §7's rule for every sentence at once, without leaving the device.
+    """The decision of docs/spec.md §7, for every sentence at once, on the device.
 
-    logits <float>[S, 2] = (t_S, t_R); uniform <float64>[S] (sampled mode);
-    can_shift, can_reduce <bool>[S]. Returns is_shift, is_reduce <bool>[S]
-    (both false: the sentence is finished) and, in sampled mode, the step's
-    log p(action taken) and entropy <float64>[S], zero unless it was a choice.
+    logits <float>[S, 2] = (t_S, t_R); uniform <float64>[S] (sampled mode,
+    else None); can_shift (the buffer is not empty), can_reduce (two items
+    or more on the stack) <bool>[S]. Returns the masks is_shift, is_reduce
+    <bool>[S] (both false: the sentence is finished, a PAD step) and, in
+    sampled mode, the step's log p(action taken) and entropy <float64>[S],
+    zero unless it was a choice (else None).
     """
+    # Define-by-run code must bring the head's verdict back to Python here
+    # to pick a branch; on the device it is one more mask per sentence, and
+    # the masked step that follows is the one gold mode runs.
     choice = can_shift & can_reduce  # both actions possible: the head decides
     diff = logits[:, parsing.REDUCE_COLUMN] - logits[:, parsing.SHIFT_COLUMN]  # t_R - t_S
     step_logprob = step_entropy = None
