@@ -1,17 +1,33 @@
-"""The SPINN encoder, define-by-run (docs/spec.md §3, §7): the lists family.
+"""SPINN on per-example lists, in PyTorch: the lists family (docs/spec.md §3, §7).
 
-A sentence's buffer and stack are Python lists of ``(h, c)`` items, the
-transition steps a Python ``for`` loop, and each example takes a Python
-``if`` on its own SHIFT or REDUCE, so autograd records a graph shaped by the
-batch's own trees (docs/static-vs-dynamic.md). The cells (cells.py) batch
-the examples acting at a step. When the model decides its own parse
-(predicted and sampled mode), that ``if`` needs the head's logits in Python:
-one device-to-host read per step where some sentence has a choice
-(docs/decided-graphs.md).
+A sentence's buffer and stack are Python lists of items, the transition
+steps a Python ``for`` loop, and each sentence takes a Python ``if`` on its
+own SHIFT or REDUCE, so what runs, and what the framework records for the
+gradient, is a graph shaped by the batch's own trees
+(docs/static-vs-dynamic.md). The only batching is inside the cells
+(cells.py): at each step the items of the sentences that act are stacked,
+one matmul serves them all, and each sentence gets its row back.
+``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
+reads the transition head at every step and, in predicted and sampled mode,
+lets it decide: that ``if`` needs the head's logits in Python, one
+device-to-host read per step where some sentence has a choice (``_decide``,
+docs/decided-graphs.md).
 
-Shapes: S sentences (2B when premise and hypothesis run together), N tokens,
-T steps, H hidden, D tracker. Transitions stay a NumPy array on the host:
-Python reads them to decide what to compute, they never go to the device.
+Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
+tracker. The state lives on the host, in Python:
+
+    leaves       <float>[S, N, 2H]      [h; c] of every token slot
+    transitions  <int>[S, T]            PAD / SHIFT / REDUCE, NumPy: Python reads
+                                        them to decide what runs, they never go to the device
+    n_leaves     S ints                 SHIFTs per sentence: its words
+    buffers      S lists of items       its words, reversed (pop() takes the front)
+    stacks       S lists of items       each above two zero items
+    states       S pairs (h, c)         the tracker's, <float>[D] each
+
+PyTorch is the framework this algorithm was written for (Bradbury's 2017
+SPINN, the baseline every ratio is taken against): autograd records the ops
+as they run, a fresh graph every batch. An item is a pair (h, c) of [H]
+views, and the cells take Python lists of them (cells.py).
 """
 
 from __future__ import annotations
@@ -22,21 +38,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from shared import parsing
-from shared.parsing import SentenceParses
 from shared.params import ModelConfig
+from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
 
 
 class SPINN(nn.Module):
-    """The shift-reduce encoder: projected leaves and transitions -> one
-    encoding per sentence.
-
-    ``encode`` follows the data's transitions (``forward``, PyTorch's entry
-    point, calls it); ``parse`` runs the transition head too, and in
-    predicted and sampled mode lets it choose the transitions (docs/spec.md §7).
-    """
+    """The shift-reduce encoder run define-by-run: a Python loop over Python lists."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -45,12 +55,87 @@ class SPINN(nn.Module):
         self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head)
                         if config.tracker_dim > 0 else None)
         self.reduce = Reduce(config.hidden_dim, config.tracker_dim)
-        self.last_host_syncs = 0  # device-to-host reads of decisions by the last parse
+        self.last_host_syncs = 0  # device-to-host reads of decisions by the last call
+
+    def forward(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
+        """nn.Module's entry point: :meth:`encode`."""
+        return self.encode(leaves, transitions)
+
+    def encode(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
+        """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
+        <int>[S, T] (NumPy, host), followed -> encodings <float>[S, H], the h
+        of each root. Gold mode, and the transition head is never evaluated here."""
+        return self._run(leaves, transitions, "gold", None, head=False)
+
+    def parse(self, leaves: torch.Tensor, transitions: np.ndarray, mode: str = "predicted",
+              uniforms: np.ndarray | None = None) -> SentenceParses:
+        """The encoder with its transition head, in ``mode`` (docs/spec.md §7).
+
+        leaves <float>[S, N, 2H]; transitions <int>[S, T] (NumPy, host): in
+        gold mode they are followed (teacher forcing: the head scores every
+        step, the data decides), in predicted and sampled mode only each
+        row's number of SHIFTs (n) is used, and the head decides 2n - 1
+        steps; uniforms <float>[S, T] (sampled mode only): step t of a
+        sentence REDUCEs, where both actions are valid, if ``uniforms[:, t]``
+        < p_R. The inputs are those shared.contract.check_parse accepted.
+        Returns shared.parsing.SentenceParses: encodings <float>[S, H],
+        transitions <int32>[S, T] (followed, a NumPy array on the host),
+        transition_logits <float>[S, T, 2] (zeros at PAD), logprob, entropy
+        <float>[S] (sampled mode, else zeros), every tensor keeping its
+        graph; ``last_host_syncs`` counts the device-to-host reads of
+        decisions (one per step where some sentence has a choice).
+        """
+        return self._run(leaves, transitions, mode, uniforms, head=True)
+
+    def _run(self, leaves: torch.Tensor, transitions: np.ndarray, mode: str, uniforms: np.ndarray | None,
+             head: bool):
+        """The Python loop behind encode and parse. Returns the encodings
+        <float>[S, H]; with the head, SentenceParses."""
+        gold = mode == "gold"
+        transitions, buffers, stacks, states, n_leaves = self._start(leaves, transitions)
+        S, T = transitions.shape
+        # Gold mode: the row says where its PADs are; otherwise n fixes the number of steps (docs/spec.md §7).
+        num_steps = [T] * S if gold else [2 * n - 1 for n in n_leaves]
+        # Sampled mode: Python reads the uniform numbers one by one.
+        uniforms = np.asarray(uniforms, dtype=np.float64).tolist() if mode == "sampled" else None
+        followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
+        record = _HeadRecord()
+
+        # ---- the Python loop over steps: what runs at step t, and so what
+        # autograd records, is decided here, by this batch's transitions
+        # (gold mode) or by what the model decided at the steps before.
+        for t in range(max(num_steps, default=0)):
+            if gold:
+                ops = transitions[:, t].tolist()
+                active = [s for s, op in enumerate(ops) if op != PAD]  # PAD changes nothing
+            else:
+                active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
+            if not active:
+                continue
+            if self.tracker is not None:
+                self._track(active, buffers, stacks, states)
+            if head:
+                # The head reads the state this step's tracker update just
+                # wrote: one small batched matmul for the K active sentences.
+                # The result stays on the device; nothing waits for it yet.
+                logits = self.tracker.transition_logits(torch.stack([states[s][0] for s in active]))  # [K, 2]
+                first_row = record.add(t, active, logits)
+                if not gold:
+                    ops = _decide(t, logits, active, buffers, stacks, uniforms, record, first_row)
+                    followed[:, t] = ops
+            # A REDUCE composes with the h_t the head read.
+            self._shift_or_reduce(t, ops, active, buffers, stacks, states)
+
+        encodings = _roots(stacks)
+        self.last_host_syncs = record.host_syncs
+        if not head:
+            return encodings
+        return SentenceParses(encodings, followed, *record.outputs(encodings, T))
 
     def _start(self, leaves: torch.Tensor, transitions: np.ndarray):
-        """The initial parser state of S sentences: (transitions as a NumPy
-        array, buffers, stacks, tracker states or None, leaves per sentence).
-        A sentence has as many leaves as its row has SHIFTs."""
+        """The state before step 0: (transitions as a NumPy array, buffers,
+        stacks, tracker states or None, n_leaves). A sentence has as many
+        leaves as its row has SHIFTs."""
         S, N, _ = leaves.shape
         H = self.hidden_dim
         transitions = np.asarray(transitions)
@@ -68,12 +153,11 @@ class SPINN(nn.Module):
         starts = np.cumsum([0] + n_leaves).tolist()
         states = None
 
-        # docs/spec.md §3 reads zeros where the buffer is empty or the stack has fewer
-        # than two items. As in the 2017 code, a "null" item sits at the
-        # bottom of every buffer (once) and stack (twice), so buf[-1],
-        # stack[-1] and stack[-2] always exist; the 2017 code used the
-        # projected <pad> embedding there, this spec uses zeros. A valid
-        # sequence never pops a null item.
+        # A zero item sits at the bottom of every buffer (once) and stack
+        # (twice), so buf[-1], stack[-1] and stack[-2] always exist and read
+        # as zeros where docs/spec.md §3 says an item is absent (the 2017
+        # code used the projected <pad> embedding there). A valid sequence
+        # never pops one.
         zero = leaves.new_zeros(H)
         null = (zero, zero)
         # Buffers are reversed, so buf.pop() takes the first word. A buffer
@@ -85,35 +169,15 @@ class SPINN(nn.Module):
             states = [(zero_state, zero_state)] * S  # (h_t, c_t) per example
         return transitions, buffers, stacks, states, n_leaves
 
-    def forward(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
-        """nn.Module's entry point: :meth:`encode`."""
-        return self.encode(leaves, transitions)
-
-    def encode(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
-        """Gold mode: leaves <float>[S, N, 2H] ([h; c] of each token),
-        transitions <int>[S, T] (NumPy, host) -> encodings <float>[S, H]."""
-        transitions, buffers, stacks, states, _ = self._start(leaves, transitions)
-
-        # The Python loop over steps: what runs at step t, and so the graph,
-        # is decided here, from this batch's transitions.
-        for t, ops in enumerate(transitions.T.tolist()):
-            active = [s for s, op in enumerate(ops) if op != PAD]
-            if not active:
-                continue
-            # PAD changes nothing, the tracker included: the tracker runs only
-            # on the examples that act at this step (selected, batched inside
-            # Tracker, and unbatched back into their own slots), so a padded
-            # example keeps its state exactly. The 2017 code ran it on every
-            # example; selecting reads plainer than computing all rows and
-            # masking the padded ones back, and skips their work.
-            if self.tracker is not None:
-                self._track(active, buffers, stacks, states)
-            self._shift_or_reduce(t, ops, active, buffers, stacks, states)
-        return _roots(stacks)
-
     def _track(self, active: list[int], buffers: list, stacks: list, states: list) -> None:
-        """The tracker step of the ``active`` examples: one batched Tracker
-        call, each new (h_t, c_t) written back into its example's slot."""
+        """The tracker on the sentences that act, batched: their new (h_t,
+        c_t) written into ``states``, each into its sentence's slot."""
+        # PAD changes nothing, the tracker included: the tracker runs only on
+        # the sentences that act at this step, so a padded one keeps its
+        # state exactly. The 2017 code ran it on every example; selecting
+        # reads plainer than computing all rows and masking the padded ones
+        # back, and skips their work. The cells take lists of items and
+        # batch them inside (cells.py).
         new_states = self.tracker([buffers[s] for s in active], [stacks[s] for s in active],
                                   [states[s] for s in active])
         for s, state in zip(active, new_states):
@@ -121,9 +185,9 @@ class SPINN(nn.Module):
 
     def _shift_or_reduce(self, t: int, ops: list[int], active: list[int], buffers: list, stacks: list,
                          states: list | None) -> None:
-        """Step t's op ``ops[s]`` for every active example s, on its own lists."""
-        # The per-example branch: SHIFT moves a list item, REDUCE queues
-        # the two top items for one batched Reduce call.
+        """Step t's op ``ops[s]`` for every active sentence s, on its own lists."""
+        # The per-sentence branch: SHIFT moves a list item, REDUCE queues the
+        # two top items for one batched Reduce call.
         lefts, rights, trackings, reducing = [], [], [], []
         for s in active:
             buffer, stack = buffers[s], stacks[s]
@@ -144,63 +208,6 @@ class SPINN(nn.Module):
             for s, item in zip(reducing, composed):
                 stacks[s].append(item)
 
-    def parse(self, leaves: torch.Tensor, transitions: np.ndarray, mode: str = "predicted",
-              uniforms: np.ndarray | None = None) -> SentenceParses:
-        """Run S sentences with the transition head, in ``mode`` (docs/spec.md §7).
-
-        Args:
-          leaves: <float>[S, N, 2H], [h; c] of each token slot.
-          transitions: <int>[S, T] (NumPy, host). Gold mode follows them
-            (teacher forcing: the head scores every step, the data decides);
-            in predicted and sampled mode only each row's number of SHIFTs,
-            n, is used, and the sentence runs exactly 2n-1 decided steps.
-          mode: "gold", "predicted" or "sampled".
-          uniforms: sampled mode: <float>[S, T]; step t of sentence s uses
-            uniforms[s, t].
-
-        The inputs are those shared.contract.check_parse accepted. Returns
-        shared.parsing.SentenceParses, its transitions a NumPy array on the
-        host and everything else a tensor that keeps its graph (logprob and
-        entropy included); ``last_host_syncs`` counts the device-to-host
-        reads of decisions (one per step where some sentence has a choice).
-        """
-        gold = mode == "gold"
-        transitions, buffers, stacks, states, n_leaves = self._start(leaves, transitions)
-        S, T = transitions.shape
-        # Gold mode: the row says where its PADs are; otherwise n fixes the number of steps.
-        num_steps = [T] * S if gold else [2 * n - 1 for n in n_leaves]
-        # Sampled mode: Python reads the uniform numbers one by one.
-        uniforms = np.asarray(uniforms, dtype=np.float64).tolist() if mode == "sampled" else None
-        followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
-        record = _HeadRecord()
-
-        # The loop of encode, with the head. What runs at step t is decided
-        # here: in gold mode by the data, otherwise by the decisions the model
-        # took at the steps before.
-        for t in range(max(num_steps)):
-            if gold:
-                ops = followed[:, t].tolist()
-                active = [s for s, op in enumerate(ops) if op != PAD]
-            else:
-                active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
-            if not active:
-                continue
-            self._track(active, buffers, stacks, states)
-            # The head reads the state this step's tracker update just wrote:
-            # one small batched matmul for the K active sentences. The result
-            # stays on the device; nothing waits for it yet.
-            logits = self.tracker.transition_logits(torch.stack([states[s][0] for s in active]))  # [K, 2]
-            first_row = record.add(t, active, logits)
-            if not gold:
-                ops = _decide(t, logits, active, buffers, stacks, uniforms, record, first_row)
-                followed[:, t] = ops
-            # From here on, as in encode; a REDUCE composes with the h_t the head read.
-            self._shift_or_reduce(t, ops, active, buffers, stacks, states)
-
-        encodings = _roots(stacks)
-        self.last_host_syncs = record.host_syncs
-        return SentenceParses(encodings, followed, *record.outputs(encodings, T))
-
 
 def _roots(stacks: list) -> torch.Tensor:
     """The encodings <float>[S, H]: h of the one item each valid sequence leaves on its stack."""
@@ -218,18 +225,16 @@ def _decide(t: int, logits: torch.Tensor, active: list[int], buffers: list, stac
     with p_R and keeps each choice in ``record``, its row ``first_row + k``.
     """
     sampled = uniforms is not None
-    # Which actions are possible is read off the Python lists: SHIFT needs
-    # a word left in the buffer (above its null item), REDUCE two items on
-    # the stack (above its two nulls).
+    # What is possible is read off the lists: SHIFT needs a word above the
+    # buffer's zero item, REDUCE two items above the stack's two.
     can_shift = [len(buffers[s]) > 1 for s in active]
     can_reduce = [len(stacks[s]) > 3 for s in active]
     if any(a and b for a, b in zip(can_shift, can_reduce)):
-        # The host round trip of define-by-run. The `if` below is
-        # plain Python, so it needs plain numbers: the K x 2 logits
-        # are copied off the device here, and Python waits for
-        # them (on a GPU, for all the work queued before them).
-        # Once per step, for the K sentences together; a step
-        # where every sentence is forced needs no copy.
+        # The host round trip of define-by-run: the `if` below is plain
+        # Python, so it needs plain numbers. The K x 2 logits are copied off
+        # the device here, and Python waits for them (on a GPU, for all the
+        # work queued before them): once per step, for the K sentences
+        # together; a step where every sentence is forced needs no copy.
         host = logits.tolist()
         record.host_syncs += 1
         if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
@@ -237,8 +242,8 @@ def _decide(t: int, logits: torch.Tensor, active: list[int], buffers: list, stac
     ops = [PAD] * len(buffers)
     for k, s in enumerate(active):
         if can_shift[k] and can_reduce[k]:
-            # A real, data-dependent branch per sentence: what is
-            # recorded below depends on what the model just said.
+            # A real, data-dependent branch per sentence: what is recorded
+            # below depends on what the model just said.
             if sampled:
                 take_reduce = uniforms[s][t] < p_reduce[k]
                 record.choices.append(first_row + k)
@@ -289,9 +294,12 @@ class _HeadRecord:
 
 def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list[int], reduced: list[bool],
                  num_sentences: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sampled mode's per-sentence sums over choice steps (docs/spec.md §7):
-    log p(action taken) and the entropy of the step's Bernoulli, <float>[S]
-    each, differentiable through the logits.
+    """Sampled mode's per-sentence sums over the choice steps (docs/spec.md §7),
+    <float>[S] each: log p(action taken), and the entropy of the step's
+    Bernoulli. ``step_logits`` <float>[R, 2] and ``step_rows`` <int>[R]: the
+    head's rows in the order the steps ran, and the sentence of each;
+    ``choices``: the rows that were choices, ``reduced``: whether each
+    REDUCEd. Differentiable through the logits.
 
     With d = t_R - t_S: log p_R = log σ(d) and log p_S = log σ(-d), both by
     F.logsigmoid (stable: saturated logits give 0, never log 0), and
@@ -304,7 +312,7 @@ def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list
     """
     device = step_logits.device
     chosen = step_logits[torch.as_tensor(choices, device=device)].double()  # [C, 2], cast with its gradient
-    diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]
+    diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
     log_p_reduce, log_p_shift = F.logsigmoid(diff), F.logsigmoid(-diff)
     took_reduce = torch.as_tensor(reduced, device=device)
     step_logprob = torch.where(took_reduce, log_p_reduce, log_p_shift)

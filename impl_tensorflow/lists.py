@@ -1,38 +1,42 @@
-"""The define-by-run SPINN in TensorFlow eager (docs/spec.md §3, §7).
+"""SPINN on per-example lists, in TensorFlow: the lists family (docs/spec.md §3, §7).
 
-masked.py builds one static graph: a ``tf.while_loop`` whose body masks every
-sentence's SHIFT, REDUCE and PAD. This file runs the other algorithm, the one
-impl_pytorch/lists.py runs, in the same framework and with the same cells:
-no ``tf.function``, so every TensorFlow op runs as Python reaches it (eager
-execution), a sentence's buffer and stack are Python lists of items, the
-transition steps are a Python ``for`` loop, and each sentence takes a Python
-``if`` on its own SHIFT or REDUCE. The only batching is inside the Tracker and
-Reduce calls: at each step the items of the sentences that act are stacked
-(``tf.stack``), one matmul serves them all, and each sentence gets its row
-back (``tf.unstack``). This is how the TF-Eager SPINN example was written.
-
-So a speed gap between ``tensorflow`` and ``tensorflow-eager`` is the
-algorithm's (static graph with masks vs. define-by-run), and one between
-``tensorflow-eager`` and ``pytorch`` is the framework's (the same algorithm).
-
-Gradients: ``tf.GradientTape`` records the ops as they run, a tape shaped by
-this batch's trees, exactly as PyTorch's autograd does (train.py's
-``loss_and_grads`` and ``train_step`` are used unchanged, called eagerly, on
-classifier.SNLIClassifier with this SPINN as its encoder).
-
-Parses decided by the model (predicted, sampled): the head's logits are
-copied to the host (``.numpy()``) at every step where some sentence has a
-choice, and Python picks each sentence's branch: the round trip per step of
-define-by-run code, which masked.py avoids by deciding inside the graph.
+A sentence's buffer and stack are Python lists of items, the transition
+steps a Python ``for`` loop, and each sentence takes a Python ``if`` on its
+own SHIFT or REDUCE, so what runs, and what the framework records for the
+gradient, is a graph shaped by the batch's own trees
+(docs/static-vs-dynamic.md). The only batching is inside the cells
+(cells.py): at each step the items of the sentences that act are stacked,
+one matmul serves them all, and each sentence gets its row back.
+``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
+reads the transition head at every step and, in predicted and sampled mode,
+lets it decide: that ``if`` needs the head's logits in Python, one
+device-to-host read per step where some sentence has a choice (``_decide``,
+docs/decided-graphs.md).
 
 Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
-tracker. An item is ``[h; c]``, <float>[2H], as in masked.py. Transitions are
-read on the host (NumPy): they decide what runs, they are never computed on.
+tracker. The state lives on the host, in Python:
+
+    leaves       <float>[S, N, 2H]      [h; c] of every token slot
+    transitions  <int>[S, T]            PAD / SHIFT / REDUCE, NumPy: Python reads
+                                        them to decide what runs, they never go to the device
+    n_leaves     S ints                 SHIFTs per sentence: its words
+    buffers      S lists of items       its words, reversed (pop() takes the front)
+    stacks       S lists of items       each above two zero items
+    states       S pairs (h, c)         the tracker's, <float>[D] each
+
+TensorFlow runs it eagerly, as the TF-Eager SPINN example was written: no
+``tf.function``, so every op runs as Python reaches it, and
+``tf.GradientTape`` records a tape shaped by this batch's trees, as
+PyTorch's autograd does (train.py's ``loss_and_grads`` and ``train_step``
+run it unchanged, called eagerly). So a speed gap between ``tensorflow`` and
+``tensorflow-eager`` is the algorithm's (masked.py's static graph against
+define-by-run), and one between ``tensorflow-eager`` and ``pytorch`` the
+framework's. An item is one tensor ``[h; c]``, <float>[2H], as in
+masked.py; the cells take stacked rows (``tf.stack``, then ``tf.unstack``),
+and their weights are read once per call (layers.read_once).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 import tensorflow as tf
@@ -47,35 +51,9 @@ from .head import choice_probabilities, choice_scores
 from .layers import read_once
 
 
-@dataclass
-class _Lists:
-    """One call's state on the host: each sentence's buffer, stack and
-    tracker (h_t, c_t) as Python lists, the transitions followed <int32>[S, T]
-    (decided ones written step by step), and what parse records."""
-
-    mode: str
-    num_steps: list[int]  # steps each sentence runs: T (gold) or 2n - 1 (decided)
-    uniforms: list | None  # sampled mode: [S][T] floats
-    buffers: list[list]
-    stacks: list[list]
-    states: list[tuple]
-    followed: np.ndarray
-    step_logits: list = field(default_factory=list)  # the head's [K, 2] per step
-    step_rows: list[int] = field(default_factory=list)  # the sentence of each of their rows
-    step_columns: list[int] = field(default_factory=list)  # the step of each row
-    choices: list[int] = field(default_factory=list)  # sampled mode: the rows that were choices
-    reduced: list[bool] = field(default_factory=list)  # and what each did
-
-
 class SPINN(tf.Module):
-    """The shift-reduce encoder run define-by-run, with masked.py's Tracker
-    and Reduce (the same modules, so the same variables and names). Call it
-    eagerly: it reads transitions in Python.
-
-    ``last_host_syncs``: the device-to-host reads of decisions made by the
-    last call (one per step where some sentence had a choice; gold: none)."""
-
-    last_host_syncs = 0
+    """The shift-reduce encoder run define-by-run: a Python loop over Python
+    lists. Call it eagerly: it reads transitions in Python."""
 
     def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, name: str = "spinn"):
         super().__init__(name=name)
@@ -85,107 +63,128 @@ class SPINN(tf.Module):
             self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head, dtype=dtype)
                             if config.tracker_dim > 0 else None)
             self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype=dtype)
+        self.last_host_syncs = 0  # device-to-host reads of decisions by the last call
 
     def encode(self, leaves: tf.Tensor, transitions) -> tf.Tensor:
-        """leaves <float>[S, N, 2H] ([h; c] of each token), transitions
-        <int32>[S, T] (on the host), followed -> encodings <float>[S, H], the
-        h of each root. Gold mode, and the transition head is never evaluated here."""
-        return self._run(leaves, transitions).encodings
+        """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
+        <int>[S, T] (NumPy, host), followed -> encodings <float>[S, H], the h
+        of each root. Gold mode, and the transition head is never evaluated here."""
+        return self._run(leaves, transitions, "gold", None, head=False)
 
     def parse(self, leaves: tf.Tensor, transitions, mode: str = "predicted", uniforms=None) -> SentenceParses:
-        """The encoder with its transition head (docs/spec.md §7): masked.py's
-        SPINN.parse (same arguments, same SentenceParses), define-by-run."""
-        return self._run(leaves, transitions, mode, uniforms, with_head=True)
+        """The encoder with its transition head, in ``mode`` (docs/spec.md §7).
 
-    def _run(self, leaves, transitions, mode: str = "gold", uniforms=None, with_head: bool = False) -> SentenceParses:
-        """The Python loop behind encode and parse. Without the head only
-        ``encodings`` is filled in (the rest is None)."""
+        leaves <float>[S, N, 2H]; transitions <int>[S, T] (NumPy, host): in
+        gold mode they are followed (teacher forcing: the head scores every
+        step, the data decides), in predicted and sampled mode only each
+        row's number of SHIFTs (n) is used, and the head decides 2n - 1
+        steps; uniforms <float>[S, T] (sampled mode only): step t of a
+        sentence REDUCEs, where both actions are valid, if ``uniforms[:, t]``
+        < p_R. The inputs are those shared.contract.check_parse accepted.
+        Returns shared.parsing.SentenceParses: encodings <float>[S, H],
+        transitions <int32>[S, T] (followed), transition_logits
+        <float>[S, T, 2] (zeros at PAD), logprob, entropy <float>[S]
+        (sampled mode, else zeros), every tensor on the tape;
+        ``last_host_syncs`` counts the device-to-host reads of decisions
+        (one per step where some sentence has a choice).
+        """
+        return self._run(leaves, transitions, mode, uniforms, head=True)
+
+    def _run(self, leaves: tf.Tensor, transitions, mode: str, uniforms, head: bool):
+        """The Python loop behind encode and parse. Returns the encodings
+        <float>[S, H]; with the head, SentenceParses."""
         if not tf.executing_eagerly():
             raise RuntimeError("the lists SPINN branches in Python on the transitions; "
                                "call it eagerly, not inside tf.function (that is masked.py's SPINN)")
-        lists = self._lists(leaves, np.asarray(transitions), mode, uniforms)  # transitions: the host copy Python reads
-        self.last_host_syncs = 0
-
-        # ---- the Python loop over steps: what runs at step t, and so what the
-        # tape records, is decided here, by this batch's transitions (gold) or
-        # by what the model decided at the steps before. The weights are read
-        # once per call, not once per step (layers.read_once, as in masked.py).
-        with read_once(*self._weights(with_head)):
-            for t in range(max(lists.num_steps, default=0)):
-                if mode == "gold":  # PAD changes nothing
-                    active = [s for s in range(len(lists.stacks)) if lists.followed[s, t] != PAD]
-                else:
-                    active = [s for s, n in enumerate(lists.num_steps) if t < n]  # the sentences not finished yet
-                if not active:
-                    continue
-                tracking = self._track(lists, active)  # h_t <float>[K, D], or None
-                if with_head:
-                    logits = self.tracker.transition_logits(tracking)  # [K, 2] = (t_S, t_R)
-                    first_row = len(lists.step_rows)
-                    lists.step_logits.append(logits)
-                    lists.step_rows.extend(active)
-                    lists.step_columns.extend([t] * len(active))
-                if mode == "gold":
-                    ops = [int(lists.followed[s, t]) for s in active]
-                else:
-                    ops = self._decide(lists, t, active, logits, first_row)
-                self._apply(lists, t, active, ops, tracking)
-
-        for s, stack in enumerate(lists.stacks):
-            if len(stack) != 3:
-                raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
-        encodings = tf.stack([stack[-1] for stack in lists.stacks])[:, :self.hidden_dim]  # h of the item left: [S, H]
-        if not with_head:
-            return SentenceParses(encodings, None, None, None, None)
-        return _parses(lists, encodings)
-
-    def _weights(self, with_head: bool) -> list[tf.Variable]:
-        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
-        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
-        head = [self.tracker.transition.kernel, self.tracker.transition.bias] if with_head else []
-        return tracker + [self.reduce.kernel, self.reduce.bias] + head
-
-    def _lists(self, leaves, transitions: np.ndarray, mode: str, uniforms) -> _Lists:
-        """The batch on the host: a buffer and a stack of items <float>[2H] per sentence."""
-        H, D = self.hidden_dim, self.tracker_dim
-        dtype = leaves.dtype
-        S, N = int(leaves.shape[0]), int(leaves.shape[1])
-        T = transitions.shape[1]
-        n_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
-        num_steps = [T] * S if mode == "gold" else [2 * n - 1 for n in n_leaves]  # decided: 2n - 1 steps (§7)
+        gold = mode == "gold"
+        transitions, buffers, stacks, states, n_leaves = self._start(leaves, transitions)
+        S, T = transitions.shape
+        # Gold mode: the row says where its PADs are; otherwise n fixes the number of steps (docs/spec.md §7).
+        num_steps = [T] * S if gold else [2 * n - 1 for n in n_leaves]
         if max(num_steps, default=0) > T:
             raise ValueError(f"a sentence of {max(n_leaves)} tokens needs {2 * max(n_leaves) - 1} steps, "
                              f"the batch has T={T}")
-        if mode == "sampled":
-            uniforms = np.asarray(uniforms, dtype=np.float64).tolist()  # Python reads them one by one
+        # Sampled mode: Python reads the uniform numbers one by one.
+        uniforms = np.asarray(uniforms, dtype=np.float64).tolist() if mode == "sampled" else None
+        followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
+        record = _HeadRecord()
 
-        # The real leaves, one item <float>[2H] per word (padding slots left out):
-        # one gather and one unstack, not S * N slices.
+        # ---- the Python loop over steps: what runs at step t, and so what
+        # the tape records, is decided here, by this batch's transitions
+        # (gold mode) or by what the model decided at the steps before. The
+        # weights are read once per call, not once per step (layers.read_once,
+        # as in masked.py).
+        with read_once(*self._weights(head)):
+            for t in range(max(num_steps, default=0)):
+                if gold:
+                    ops = transitions[:, t].tolist()
+                    active = [s for s, op in enumerate(ops) if op != PAD]  # PAD changes nothing
+                else:
+                    active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
+                if not active:
+                    continue
+                tracking = None
+                if self.tracker is not None:
+                    tracking = self._track(active, buffers, stacks, states)  # h_t <float>[K, D]
+                if head:
+                    # The head reads the state this step's tracker update just
+                    # wrote: one small batched matmul for the K active sentences.
+                    logits = self.tracker.transition_logits(tracking)  # [K, 2] = (t_S, t_R)
+                    first_row = record.add(t, active, logits)
+                    if not gold:
+                        ops = _decide(t, logits, active, buffers, stacks, uniforms, record, first_row)
+                        followed[:, t] = ops
+                # A REDUCE composes with the h_t the head read.
+                self._shift_or_reduce(t, ops, active, buffers, stacks, tracking)
+
+        encodings = _roots(stacks, self.hidden_dim)
+        self.last_host_syncs = record.host_syncs
+        if not head:
+            return encodings
+        return SentenceParses(encodings, tf.constant(followed), *record.outputs(encodings, T))
+
+    def _start(self, leaves: tf.Tensor, transitions):
+        """The state before step 0: (transitions as a NumPy array, buffers,
+        stacks, tracker states, n_leaves). A sentence has as many leaves as
+        its row has SHIFTs."""
+        H, D = self.hidden_dim, self.tracker_dim
+        dtype = leaves.dtype
+        S, N = int(leaves.shape[0]), int(leaves.shape[1])
+        transitions = np.asarray(transitions)
+        n_leaves = (transitions == SHIFT).sum(axis=1).tolist()  # one SHIFT per word
+        # The real leaves, one item <float>[2H] per word (padding slots left
+        # out): one gather and one unstack, not S * N slices.
         rows = [s * N + j for s, n in enumerate(n_leaves) for j in range(n)]
         words = tf.unstack(tf.gather(tf.reshape(leaves, [S * N, 2 * H]), rows), num=len(rows))
         starts = np.cumsum([0] + n_leaves).tolist()
-        # A zero item at the bottom of every buffer (once) and stack (twice),
-        # so buf[-1], stack[-1] and stack[-2] always exist and read as zeros
-        # where docs/spec.md §3 says an item is absent. A valid sequence never pops one.
+
+        # A zero item sits at the bottom of every buffer (once) and stack
+        # (twice), so buf[-1], stack[-1] and stack[-2] always exist and read
+        # as zeros where docs/spec.md §3 says an item is absent. A valid
+        # sequence never pops one.
         null = tf.zeros([2 * H], dtype)
         zero_state = tf.zeros([D], dtype)
-        return _Lists(
-            mode=mode, num_steps=num_steps, uniforms=uniforms,
-            # reversed: pop() takes the front
-            buffers=[[null] + words[starts[s]:starts[s + 1]][::-1] for s in range(S)],
-            stacks=[[null, null] for _ in range(S)],
-            states=[(zero_state, zero_state)] * S,
-            followed=transitions.astype(np.int32) if mode == "gold" else np.full((S, T), PAD, np.int32),
-        )
+        # Buffers are reversed, so buf.pop() takes the first word. A buffer
+        # holds one leaf per SHIFT, so a SHIFT always finds one.
+        buffers = [[null] + words[starts[s]:starts[s + 1]][::-1] for s in range(S)]
+        stacks = [[null, null] for _ in range(S)]
+        states = [(zero_state, zero_state)] * S  # (h_t, c_t) per sentence
+        return transitions, buffers, stacks, states, n_leaves
 
-    def _track(self, lists: _Lists, active: list[int]):
-        """The tracker on the sentences that act: their new (h_t, c_t) written
-        into ``lists.states``; returns their h_t <float>[K, D] (None without a tracker)."""
-        if self.tracker is None:
-            return None
-        H, buffers, stacks, states = self.hidden_dim, lists.buffers, lists.stacks, lists.states
-        # The tracker runs only on the sentences that act, batched:
-        # stack their items, one matmul, hand each its row back.
+    def _weights(self, head: bool) -> list[tf.Variable]:
+        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
+        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
+        transition = [self.tracker.transition.kernel, self.tracker.transition.bias] if head else []
+        return tracker + [self.reduce.kernel, self.reduce.bias] + transition
+
+    def _track(self, active: list[int], buffers: list, stacks: list, states: list):
+        """The tracker on the sentences that act, batched: their new (h_t,
+        c_t) written into ``states``, each into its sentence's slot; returns
+        their h_t <float>[K, D], what Reduce and the head read."""
+        H = self.hidden_dim
+        # PAD changes nothing, the tracker included: the tracker runs only on
+        # the sentences that act at this step, so a padded one keeps its
+        # state exactly. Their rows stacked, one matmul, each its row back.
         front = tf.stack([buffers[s][-1] for s in active])  # [K, 2H]
         top = tf.stack([stacks[s][-1] for s in active])
         below = tf.stack([stacks[s][-2] for s in active])
@@ -193,48 +192,19 @@ class SPINN(tf.Module):
         tracking = self.tracker.step(front[:, :H], top[:, :H], below[:, :H], state)  # [K, D] each
         for s, h, c in zip(active, tf.unstack(tracking[0]), tf.unstack(tracking[1])):
             states[s] = (h, c)
-        return tracking[0]  # h_t of the K sentences, what Reduce and the head read
+        return tracking[0]
 
-    def _decide(self, lists: _Lists, t: int, active: list[int], logits, first_row: int) -> list[int]:
-        """The model decides step t (predicted, sampled): the op of each active
-        sentence, also written into ``lists.followed``. ``logits`` <float>[K, 2]
-        are the rows ``first_row`` .. of ``lists.step_logits``."""
-        # ---- What is possible is read off the lists (SHIFT: a word above the
-        # buffer's null item; REDUCE: two items above the stack's nulls); where
-        # both are, Python needs the head's numbers: the host round trip of define-by-run.
-        sampled = lists.mode == "sampled"
-        can_shift = [len(lists.buffers[s]) > 1 for s in active]
-        can_reduce = [len(lists.stacks[s]) > 3 for s in active]
-        if any(a and b for a, b in zip(can_shift, can_reduce)):
-            host = logits.numpy()  # waits for the step's work; one copy for the K sentences
-            self.last_host_syncs += 1
-            if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
-                p_reduce = parsing.reduce_probability(host.astype(np.float64)).tolist()
-        ops = []
-        for k, s in enumerate(active):
-            if can_shift[k] and can_reduce[k]:
-                if sampled:
-                    take_reduce = lists.uniforms[s][t] < p_reduce[k]
-                    lists.choices.append(first_row + k)
-                    lists.reduced.append(take_reduce)
-                else:
-                    t_shift, t_reduce = host[k]
-                    take_reduce = bool(t_reduce > t_shift)  # a tie SHIFTs
-                ops.append(REDUCE if take_reduce else SHIFT)
-            else:
-                ops.append(SHIFT if can_shift[k] else REDUCE)  # one possible action: no choice
-            lists.followed[s, t] = ops[-1]
-        return ops
-
-    def _apply(self, lists: _Lists, t: int, active: list[int], ops: list[int], tracking) -> None:
-        """Step t's per-sentence branch: SHIFT moves a list item, REDUCE
-        queues the two top items for one batched Reduce call."""
+    def _shift_or_reduce(self, t: int, ops: list[int], active: list[int], buffers: list, stacks: list,
+                         tracking) -> None:
+        """Step t's op ``ops[s]`` for every active sentence s, on its own lists."""
+        # The per-sentence branch: SHIFT moves a list item, REDUCE queues the
+        # two top items for one batched Reduce call.
         lefts, rights, reducing, reducing_rows = [], [], [], []
-        for k, (s, op) in enumerate(zip(active, ops)):
-            stack = lists.stacks[s]
-            if op == SHIFT:
-                stack.append(lists.buffers[s].pop())
-            elif op == REDUCE:
+        for k, s in enumerate(active):
+            buffer, stack = buffers[s], stacks[s]
+            if ops[s] == SHIFT:
+                stack.append(buffer.pop())
+            elif ops[s] == REDUCE:
                 if len(stack) < 4:
                     raise ValueError(f"sentence {s}, step {t}: REDUCE with fewer than two items on the stack")
                 rights.append(stack.pop())
@@ -242,41 +212,120 @@ class SPINN(tf.Module):
                 reducing.append(s)
                 reducing_rows.append(k)
             else:
-                raise ValueError(f"sentence {s}, step {t}: unknown transition code {op}")
+                raise ValueError(f"sentence {s}, step {t}: unknown transition code {ops[s]}")
         if reducing:
+            # The cells take stacked rows: the h_t rows of the reducing sentences among the K the tracker returned.
             track = tf.gather(tracking, reducing_rows) if tracking is not None else None  # the h_t just written
             h, c = self.reduce.compose(tf.split(tf.stack(lefts), 2, axis=1), tf.split(tf.stack(rights), 2, axis=1),
                                        track)  # [K', H] each
             for s, item in zip(reducing, tf.unstack(tf.concat([h, c], axis=1))):  # items [2H]
-                lists.stacks[s].append(item)
+                stacks[s].append(item)
 
 
-def _parses(lists: _Lists, encodings) -> SentenceParses:
-    """The records of parse, laid out as masked.py returns them."""
-    S, T = lists.followed.shape
-    dtype = encodings.dtype
-    if lists.step_logits:
-        all_logits = tf.concat(lists.step_logits, axis=0)  # [R, 2], in the order the steps ran
-        where = np.stack([lists.step_rows, lists.step_columns], axis=1)  # [R, 2]: (sentence, step)
-        transition_logits = tf.scatter_nd(where, all_logits, [S, T, 2])  # zeros at PAD, differentiable
-    else:
-        transition_logits = tf.zeros([S, T, 2], dtype)
-    if lists.choices:
-        logprob, entropy = _choice_sums(all_logits, np.asarray(lists.step_rows), lists.choices, lists.reduced, S)
-    else:
-        logprob = entropy = tf.zeros([S], dtype)
-    return SentenceParses(encodings, tf.constant(lists.followed), transition_logits, logprob, entropy)
+def _roots(stacks: list, H: int) -> tf.Tensor:
+    """The encodings <float>[S, H]: h of the one item each valid sequence leaves on its stack."""
+    for s, stack in enumerate(stacks):
+        if len(stack) != 3:
+            raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
+    return tf.stack([stack[-1] for stack in stacks])[:, :H]
+
+
+def _decide(t: int, logits: tf.Tensor, active: list[int], buffers: list, stacks: list,
+            uniforms: list | None, record: _HeadRecord, first_row: int) -> list[int]:
+    """The model's op at step t for each sentence (docs/spec.md §7): PAD
+    unless active. Predicted mode follows the head's logits <float>[K, 2]
+    (row k: sentence active[k]); sampled mode (``uniforms`` given) draws it
+    with p_R and keeps each choice in ``record``, its row ``first_row + k``.
+    """
+    sampled = uniforms is not None
+    # What is possible is read off the lists: SHIFT needs a word above the
+    # buffer's zero item, REDUCE two items above the stack's two.
+    can_shift = [len(buffers[s]) > 1 for s in active]
+    can_reduce = [len(stacks[s]) > 3 for s in active]
+    if any(a and b for a, b in zip(can_shift, can_reduce)):
+        # The host round trip of define-by-run: the `if` below is plain
+        # Python, so it needs plain numbers. The K x 2 logits are copied off
+        # the device here, and Python waits for them (on a GPU, for all the
+        # work queued before them): once per step, for the K sentences
+        # together; a step where every sentence is forced needs no copy.
+        host = logits.numpy()
+        record.host_syncs += 1
+        if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
+            p_reduce = parsing.reduce_probability(host.astype(np.float64)).tolist()
+    ops = [PAD] * len(buffers)
+    for k, s in enumerate(active):
+        if can_shift[k] and can_reduce[k]:
+            # A real, data-dependent branch per sentence: what is recorded
+            # below depends on what the model just said.
+            if sampled:
+                take_reduce = uniforms[s][t] < p_reduce[k]
+                record.choices.append(first_row + k)
+                record.reduced.append(take_reduce)
+            else:
+                t_shift, t_reduce = host[k]
+                take_reduce = bool(t_reduce > t_shift)  # a tie SHIFTs
+            ops[s] = REDUCE if take_reduce else SHIFT
+        else:
+            ops[s] = SHIFT if can_shift[k] else REDUCE  # one possible action: no choice
+    return ops
+
+
+class _HeadRecord:
+    """What ``parse`` keeps of the head, step by step, to build its outputs
+    after the loop: the logits of every active sentence, and where they go."""
+
+    def __init__(self):
+        self.logits: list[tf.Tensor] = []  # per step, the head's [K, 2] for its K active sentences
+        self.rows: list[int] = []  # ... and the sentence of each row
+        self.columns: list[int] = []  # ... and its step
+        self.choices: list[int] = []  # sampled mode: the rows (of all steps' rows) that were choices
+        self.reduced: list[bool] = []  # ... and whether each REDUCEd
+        self.host_syncs = 0  # device-to-host reads of decisions
+
+    def add(self, t: int, active: list[int], logits: tf.Tensor) -> int:
+        """Record step t's logits <float>[K, 2]; returns the row of their first."""
+        first_row = len(self.rows)
+        self.logits.append(logits)
+        self.rows.extend(active)
+        self.columns.extend([t] * len(active))
+        return first_row
+
+    def outputs(self, encodings: tf.Tensor, T: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
+        entropy <float>[S] (zeros unless sampled), all differentiable."""
+        S, dtype = int(encodings.shape[0]), encodings.dtype
+        if self.logits:
+            all_logits = tf.concat(self.logits, axis=0)  # [R, 2], in the order the steps ran
+            where = np.stack([self.rows, self.columns], axis=1)  # [R, 2]: (sentence, step)
+            transition_logits = tf.scatter_nd(where, all_logits, [S, T, 2])  # zeros at PAD, differentiable
+        else:
+            transition_logits = tf.zeros([S, T, 2], dtype)
+        if self.choices:
+            logprob, entropy = _choice_sums(all_logits, np.asarray(self.rows), self.choices, self.reduced, S)
+        else:
+            logprob = entropy = tf.zeros([S], dtype)
+        return transition_logits, logprob, entropy
 
 
 def _choice_sums(step_logits, step_rows, choices, reduced, num_sentences: int):
     """Sampled mode's per-sentence sums over the choice steps (docs/spec.md §7),
-    <float>[S] each: log p(action taken), and the entropy. ``step_logits``
-    <float>[R, 2] and ``step_rows`` <int>[R]: the head's rows in the order the
-    steps ran, and the sentence of each; ``choices``: the rows that were
-    choices, ``reduced``: whether each REDUCEd. Computed in float64 by
-    head.py's choice_scores (stable logs, p = exp(log p)), as masked.py's loop
-    computes them, then cast back."""
-    chosen = tf.cast(tf.gather(step_logits, choices), tf.float64)  # [C, 2]
+    <float>[S] each: log p(action taken), and the entropy of the step's
+    Bernoulli. ``step_logits`` <float>[R, 2] and ``step_rows`` <int>[R]: the
+    head's rows in the order the steps ran, and the sentence of each;
+    ``choices``: the rows that were choices, ``reduced``: whether each
+    REDUCEd. Differentiable through the logits.
+
+    With d = t_R - t_S: log p_R = log σ(d) and log p_S = log σ(-d), both by
+    head.py's choice_probabilities (stable: saturated logits give 0, never
+    log 0), and p = exp(log p), which keeps a tiny probability tiny; the
+    terms by its choice_scores, as masked.py's loop computes them.
+
+    The terms are computed and summed in float64 and the sums cast back to
+    the model's dtype: a sentence adds up to 2n-2 terms of a few nats each,
+    and float32 sums of float32 terms drift on long sentences, where float64
+    arithmetic on the float32 logits stays within their own rounding.
+    """
+    chosen = tf.cast(tf.gather(step_logits, choices), tf.float64)  # [C, 2], cast with its gradient
     diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
     log_p, p = choice_probabilities(diff)  # (log) (p_S, p_R), as masked.py
     scores = choice_scores(log_p, p, tf.constant(reduced, tf.bool))  # [C, 2]
