@@ -1,32 +1,51 @@
-"""SPINN on a host-made level schedule (shared/levels.py), one jitted loop.
+"""SPINN on a level schedule made on the host, in JAX: the levels family (docs/spec.md §3, §7).
 
-The schedule turns the batch's trees into index arrays; the program is a
-``lax.scan`` over levels that gathers each level's children from the node
-table, runs the shared Reduce (and Tracker) cells on the dense block and
-writes the results as one contiguous block. Gold parses only: a predicted or
-sampled parse is decided inside the loop and cannot be scheduled ahead.
+The batch's gold trees are scheduled on the host into levels
+(shared/levels.py), as TensorFlow Fold, TorchFold and DGL's Tree-LSTM batch
+trees, and each level is one batched Reduce over all the nodes it holds: a
+loop over the levels gathers the rows a level reads from a node table, runs
+the cells on them and writes the level's block into the table. Without the
+tracker a level is a tree height (every node of height h + 1 at level h, so
+a batch takes as many levels as its tallest tree); with it a level is a
+transition step: the tracker on the sentences that step, Reduce on those
+that reduce (shared.levels.schedule_by_step). Gold parses only: a predicted
+or sampled parse is decided inside the loop and cannot be scheduled ahead
+(the runner refuses them: shared.levels.LEVELS_UNSUPPORTED); ``parse``
+returns the gold parse with the head's logits at every step.
 
-``SPINN`` here has the same submodules and weights as masked.py's; its
-``encode`` and ``parse`` take the schedule's arrays (``levels=``) besides the
-leaves and transitions. ``LevelClassifier`` is classifier.py's
-SNLIClassifier with this encoder, whose ``__call__``, ``encode`` and
-``parse`` take the schedule too: the one family whose programs have an
-input besides tokens and transitions (the batch's ``levels``, which
-train.py passes on), so train.py's loss, gradient and training step run it
-unchanged (the runner's ``algorithm="levels"``, the registry's
-``jax-levels``).
+Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
+tracker, L levels, R the nodes the levels compute. The state:
 
-:func:`host_schedule` makes those arrays for a batch. With the tracker a
-level is a step: T levels, the tracker on A rows (2B rounded up: every
-sentence steps at step 0), and Reduce on the smallest of a few fixed widths
-that holds the step's reducing sentences (shared.levels.class_arrays, a
-``nn.switch`` per step: only the chosen width runs), the node arrays padded
-to the most a batch can hold, so a program compiles once per (B, N, T, A):
-once per bucket. Without it a level is a tree height, and the widest levels
-come first: runs of 1, 2, 4, 8, ... levels (shared.levels.doubling_runs),
-each of its own width, one scan per run; a program compiles once per
-(B, N, T) and tuple of run widths, whose length is log2 of the tallest
-tree's height (a few per bucket; one uniform width would pad most rows).
+    leaves       <float>[S, N, 2H]      [h; c] of every token slot
+    table        every node: row s * N + i is word i of sentence s (the
+                 leaves), row S * N zeros (what an absent stack item or an
+                 empty buffer reads), then one block per level, R rows in
+                 all, in the order the levels compute them; here
+                 <float>[S * N + 1 + R, 2H], R counting the padding rows
+    state        <float>[S + 1, D] twice  the tracker's (h, c) (row S: padding's)
+    schedule     with the tracker shared.levels.class_arrays' arrays, without
+                 it shared.levels.doubling_runs' runs (host_schedule)
+
+JAX compiles the loop: a ``lax.scan`` over levels, whose every iteration
+has the same shapes, so the schedule is padded, and its shapes are part of
+the compiled program's (schedule_shape). With the tracker a level is a
+step: T levels, the tracker on A rows (2B rounded up: every sentence steps
+at step 0), and Reduce on the smallest of a few fixed widths that holds the
+step's reducing sentences (shared.levels.class_arrays, a ``nn.switch`` per
+step: only the chosen width runs), the node arrays padded to the most a
+batch can hold, so a program compiles once per (B, N, T, A): once per
+bucket. Without it the widest levels come first: runs of 1, 2, 4, 8, ...
+levels (shared.levels.doubling_runs), each of its own width, one scan per
+run; a program compiles once per (B, N, T) and tuple of run widths, whose
+length is log2 of the tallest tree's height (a few per bucket; one uniform
+width would pad most rows). The schedule is an input of the program, so
+the programs take one more input than tokens and transitions:
+``SPINN.encode`` and ``SPINN.parse`` take it as ``levels=``, and
+``LevelClassifier``, classifier.py's SNLIClassifier with this encoder,
+passes it on from its ``__call__``, ``encode`` and ``parse``, which
+train.py's loss, gradient and training step run unchanged (the runner's
+``algorithm="levels"``, the registry's ``jax-levels``); :func:`host_schedule`
+makes it.
 """
 
 from __future__ import annotations
@@ -47,7 +66,9 @@ from .shift_reduce import DEFAULT_LAYOUT, halves
 
 
 class SPINN(nn.Module):
-    """The encoder on a level schedule, with masked.py's submodules and weights."""
+    """The shift-reduce encoder on a level schedule, with masked.py's Tracker
+    and Reduce (the same submodules, so the same parameters and names).
+    ``encode`` and ``parse`` take the schedule made on the host (``levels=``)."""
 
     config: ModelConfig
     # The classifier's encoder fields (classifier.py): the level loop has no stack layout and no tail to skip.
@@ -63,104 +84,47 @@ class SPINN(nn.Module):
         self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.dtype)
 
     def encode(self, leaves, transitions, *, levels):
-        """leaves <float>[S, N, 2H], transitions <int32>[S, T] (gold; the
-        schedule was made from them on the host), levels: the schedule's
-        arrays (host_schedule) -> encodings <float>[S, H], the roots' h."""
-        return self._encode_program(leaves, levels)
+        """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
+        <int32>[S, T], followed -> encodings <float>[S, H], the h of each
+        root. Gold mode, and the transition head is never evaluated here;
+        ``levels`` is the schedule made on the host from the transitions
+        (host_schedule's arrays), which holds all this reads of them."""
+        return self._run(leaves, levels, head=False)
 
     def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None, *, levels) -> SentenceParses:
-        """Gold mode only (the runner refuses the others, shared.levels.LEVELS_UNSUPPORTED): the gold parse
-        with the head's logits at every step, as masked.py's SPINN.parse returns it (SentenceParses of the
-        S sentences; logprob and entropy zeros). ``uniforms`` is never read."""
+        """Gold mode only (the runner refuses the others, shared.levels.LEVELS_UNSUPPORTED:
+        a decided parse cannot be scheduled ahead): the gold parse with the
+        head's logits at every step, as masked.py's SPINN.parse returns it
+        (logprob and entropy zeros). ``uniforms`` is never read."""
         if mode != "gold":
             raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
         transitions = transitions.astype(jnp.int32)
         S, T = transitions.shape
-        encodings, per_level = self._encode_program(leaves, levels, head=True)
-        L = per_level.shape[1]  # levels are steps; rounded up, so L may differ from T either way
+        encodings, per_level = self._run(leaves, levels, head=True)
+        L = per_level.shape[1]  # levels are steps; L may differ from T either way
         per_step = per_level[:, :T] if L >= T else jnp.pad(per_level, ((0, 0), (0, T - L), (0, 0)))
         zeros = jnp.zeros((S,), encodings.dtype)
         return SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
                               logprob=zeros, entropy=zeros)
 
-    # ---- the loops over levels --------------------------------------------
-
-    def _encode_scheduled(self, leaves, sched):
-        """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays
-        (jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
-        return self._encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
-
-    def _encode_segments(self, leaves, segments, n_rows: int, roots, head: bool = False):
-        """leaves <float>[S, N, 2H]; segments: shared.levels.segments' runs
-        (or one uniform run), one lax.scan each; n_rows the table's rows;
-        roots <int32>[S] -> h of the roots <float>[S, H]; with ``head`` also
-        the transition head's logits <float>[S, L, 2] at level (= step) l of
-        the sentences that step, zeros elsewhere (one uniform run only)."""
-        H, D = self.config.hidden_dim, self.config.tracker_dim
+    def _run(self, leaves, levels, head: bool):
+        """The loop over levels behind encode and parse: leaves <float>[S, N, 2H];
+        levels: shared.levels.class_arrays' dict (with the tracker: _encode_classes),
+        shared.levels.program_arrays' dict (one uniform run) or
+        shared.levels.doubling_runs' list (runs, then the roots), int32 arrays
+        whose shapes give the table's layout -> encodings <float>[S, H]; with
+        ``head`` (with the tracker, or one uniform run) also the head's logits
+        <float>[S, L, 2] at level (= step) l of the sentences that step, zeros elsewhere."""
+        if isinstance(levels, dict) and "cls" in levels:  # shared.levels.class_arrays
+            return self._encode_classes(leaves, levels, head)
         S, N = leaves.shape[:2]
-        dtype = leaves.dtype
-        table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
-        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype)) if D > 0 else ()  # row S: padding's
-        for seg in segments:
-            table, state, logits = self._run(table, state, seg, head)
-        encodings = halves(table[roots], H)[0]
-        if not head:
-            return encodings
-        active = segments[-1]["active"]  # [L, A]
-        L = active.shape[0]
-        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
-        per_step = jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)  # row S: padding's
-        return encodings, per_step[:S]
-
-    def _encode_program(self, leaves, arrays, head: bool = False):
-        """leaves <float>[S, N, 2H]; arrays: shared.levels.program_arrays' dict
-        (one uniform run) or shared.levels.doubling_runs' list (runs, then
-        the roots), int32 arrays whose shapes give the table's layout ->
-        encodings <float>[S, H] (and with ``head``, one uniform run, the
-        head's logits <float>[S, L, 2])."""
-        if isinstance(arrays, dict) and "cls" in arrays:  # shared.levels.class_arrays
-            return self._encode_classes(leaves, arrays, head)
-        S, N = leaves.shape[:2]
-        runs, roots = ([arrays], arrays["roots"]) if isinstance(arrays, dict) else (arrays[:-1], arrays[-1]["roots"])
+        runs, roots = ([levels], levels["roots"]) if isinstance(levels, dict) else (levels[:-1], levels[-1]["roots"])
         segments, base = [], S * N + 1
         for run in runs:
             L, W = run["left"].shape
             segments.append(dict(run, base=base, width=W))
             base += L * W
         return self._encode_segments(leaves, segments, base, roots, head)
-
-    def _run(self, table, state, seg, head: bool = False):
-        H, D = self.config.hidden_dim, self.config.tracker_dim
-        base, W = seg["base"], seg["width"]
-        names = ("left", "right") + (("active", "top", "below", "front", "reducing") if D > 0 else ())
-        xs = tuple(seg[k] for k in names)
-
-        def level(module, carry, x):
-            table, state, l = carry
-            tracking, logits = None, None
-            if D > 0:
-                left, right, active, top, below, front, reducing = x
-                h0, c0 = state[0][active], state[1][active]
-                h, c = module.tracker.step(halves(table[front], H)[0], halves(table[top], H)[0],
-                                           halves(table[below], H)[0], (h0, c0))
-                # padding rows all write the spare row S; any of them may win, none is read
-                state = (state[0].at[active].set(h), state[1].at[active].set(c))
-                tracking = jnp.take(h, reducing, axis=0)
-                if head:  # the head reads the state this step's tracker update just wrote
-                    logits = module.tracker.transition_logits(h)
-            else:
-                left, right = x
-            if W > 0:  # one gather of both children (its transpose: one scatter into the table's cotangent)
-                children = jnp.take(table, jnp.concatenate([left, right]), axis=0)
-                lh, lc = halves(children[:W], H)
-                rh, rc = halves(children[W:], H)
-                composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
-                table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
-            return (table, state, l + 1), logits
-
-        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=xs[0].shape[0])
-        (table, state, _), logits = scan(self, (table, state, jnp.int32(0)), xs)
-        return table, state, logits
 
     def _encode_classes(self, leaves, arrays, head: bool = False):
         """With the tracker: leaves <float>[S, N, 2H]; arrays:
@@ -193,9 +157,10 @@ class SPINN(nn.Module):
             return run
 
         def level(module, carry, x):
+            """Level (= step) l: its slices of the schedule's arrays, the cells on them, its block into the table."""
             table, state = carry
             offset, cls, active, top, below, front = x
-            # One gather of every row the step reads (its transpose, in the gradient, is one scatter into
+            # One gather of every row the level reads (its transpose, in the gradient, is one scatter into
             # the table's cotangent, not five). The gathers and the write stay outside the switch (the table
             # is no operand of it): only the arithmetic's width depends on the class.
             A = active.shape[0]
@@ -204,24 +169,102 @@ class SPINN(nn.Module):
                                                     jax.lax.dynamic_slice(right_all, (offset,), (Wmax,))]), axis=0)
             buffer_h, top_h, below_h = (halves(rows[k * A:(k + 1) * A], H)[0] for k in range(3))
             left, right = rows[3 * A:3 * A + Wmax], rows[3 * A + Wmax:]
+            # ---- the tracker on the sentences that step; the others keep their state (PAD changes nothing).
+            # Padding rows all write the spare row S; any of them may win, none is read.
             h, c = module.tracker.step(buffer_h, top_h, below_h, (state[0][active], state[1][active]))
             state = (state[0].at[active].set(h), state[1].at[active].set(c))
-            tracking = jnp.take(h, jax.lax.dynamic_slice(reducing_all, (offset,), (Wmax,)), axis=0)
+            tracking = jnp.take(h, jax.lax.dynamic_slice(reducing_all, (offset,), (Wmax,)), axis=0)  # h_t just written
+            # ---- compose the level's nodes, one batched Reduce on the step's class width.
             composed = nn.switch(cls, [branch(W) for W in classes], module, left, right, tracking)
+            # ---- write the level's block into the table: rows no level read before (the spill past them is
+            # overwritten before anything reads it).
             table = jax.lax.dynamic_update_slice(table, composed, (base + offset, jnp.int32(0)))
+            # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
             return (table, state), (module.tracker.transition_logits(h) if head else None)
 
         names = ("offsets", "cls", "active", "top", "below", "front")
+        # ---- the loop over levels: what each runs was decided on the host.
+        # An nn.scan (lax.scan lifted over Flax variables): one compiled body, the same shapes at every level.
         scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False},
                        length=arrays["cls"].shape[0])
         (table, _), logits = scan(self, (table, state), tuple(arrays[k] for k in names))
-        encodings = halves(table[arrays["roots"]], H)[0]
+        encodings = halves(table[arrays["roots"]], H)[0]  # h of each root, [S, H]
         if not head:
             return encodings
         active = arrays["active"]
         L = active.shape[0]
         steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
         return encodings, jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)[:S]
+
+    def _encode_segments(self, leaves, segments, n_rows: int, roots, head: bool = False):
+        """leaves <float>[S, N, 2H]; segments: shared.levels.segments' runs
+        (or one uniform run), one lax.scan each (_segment); n_rows the table's rows;
+        roots <int32>[S] -> h of the roots <float>[S, H]; with ``head`` also
+        the transition head's logits <float>[S, L, 2] at level (= step) l of
+        the sentences that step, zeros elsewhere (one uniform run only)."""
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        S, N = leaves.shape[:2]
+        dtype = leaves.dtype
+        table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
+        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype)) if D > 0 else ()  # row S: padding's
+        for seg in segments:
+            table, state, logits = self._segment(table, state, seg, head)
+        encodings = halves(table[roots], H)[0]
+        if not head:
+            return encodings
+        active = segments[-1]["active"]  # [L, A]
+        L = active.shape[0]
+        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
+        per_step = jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)  # row S: padding's
+        return encodings, per_step[:S]
+
+    def _segment(self, table, state, seg, head: bool = False):
+        """One run of levels of one width (a segment), one lax.scan: (table, state) -> (table, state, the
+        head's logits <float>[L, A, 2] with ``head``, else None)."""
+        H, D = self.config.hidden_dim, self.config.tracker_dim
+        base, W = seg["base"], seg["width"]
+        names = ("left", "right") + (("active", "top", "below", "front", "reducing") if D > 0 else ())
+        xs = tuple(seg[k] for k in names)
+
+        def level(module, carry, x):
+            """Level l of the run: its slices of the schedule's arrays, the cells on them, its block into the table."""
+            table, state, l = carry
+            tracking, logits = None, None
+            if D > 0:
+                left, right, active, top, below, front, reducing = x
+                # ---- the tracker on the sentences that step; the others keep their state (PAD changes nothing).
+                # Padding rows all write the spare row S; any of them may win, none is read.
+                h0, c0 = state[0][active], state[1][active]
+                h, c = module.tracker.step(halves(table[front], H)[0], halves(table[top], H)[0],
+                                           halves(table[below], H)[0], (h0, c0))
+                state = (state[0].at[active].set(h), state[1].at[active].set(c))
+                tracking = jnp.take(h, reducing, axis=0)  # the h_t just written
+                if head:
+                    # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
+                    logits = module.tracker.transition_logits(h)
+            else:
+                left, right = x
+            if W > 0:
+                # ---- compose the level's nodes, one batched Reduce: one gather of both children (its transpose,
+                # in the gradient, is one scatter into the table's cotangent).
+                children = jnp.take(table, jnp.concatenate([left, right]), axis=0)
+                lh, lc = halves(children[:W], H)
+                rh, rc = halves(children[W:], H)
+                composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
+                # ---- write the level's block into the table: rows no level read before and none writes again.
+                table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
+            return (table, state, l + 1), logits
+
+        # ---- the loop over levels: what each runs was decided on the host.
+        # An nn.scan (lax.scan lifted over Flax variables): one compiled body, the same shapes at every level.
+        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=xs[0].shape[0])
+        (table, state, _), logits = scan(self, (table, state, jnp.int32(0)), xs)
+        return table, state, logits
+
+    def _encode_scheduled(self, leaves, sched):
+        """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays
+        (jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
+        return self._encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
 
 
 class LevelClassifier(SNLIClassifier):

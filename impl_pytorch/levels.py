@@ -1,22 +1,38 @@
-"""SPINN on a level schedule made on the host (shared/levels.py), in PyTorch eager: the levels family.
+"""SPINN on a level schedule made on the host, in PyTorch: the levels family (docs/spec.md §3, §7).
 
-lists.py batches the sentences acting at one transition step; this file
-batches further, as TorchFold and DGL's Tree-LSTM batch trees: the batch's
-gold trees are scheduled on the host into levels, and each level is one
-batched Reduce over all the nodes it holds. The encoder keeps a node table
-
-    h, c  <float>[S * N + 1 + R, H] each, of every node: row s * N + i is
-          word i of sentence s (the leaves), row S * N is zeros (what an
-          absent stack item or an empty buffer reads), then one block per
-          level, R rows in all, in the order the levels compute them
-
-and runs a Python ``for`` over the levels: gather the rows the level reads
-(h of every row it reads, c of the children: one index_select each), run
-the cells on them, write the level's block into the table. Without the
-tracker a level is a tree height (every node of height h + 1 at level h,
-so a batch takes as many levels as its tallest tree); with it a level is a
+The batch's gold trees are scheduled on the host into levels
+(shared/levels.py), as TensorFlow Fold, TorchFold and DGL's Tree-LSTM batch
+trees, and each level is one batched Reduce over all the nodes it holds: a
+loop over the levels gathers the rows a level reads from a node table, runs
+the cells on them and writes the level's block into the table. Without the
+tracker a level is a tree height (every node of height h + 1 at level h, so
+a batch takes as many levels as its tallest tree); with it a level is a
 transition step: the tracker on the sentences that step, Reduce on those
-that reduce (shared.levels.schedule_by_step).
+that reduce (shared.levels.schedule_by_step). Gold parses only: a predicted
+or sampled parse is decided inside the loop and cannot be scheduled ahead
+(the runner refuses them: shared.levels.LEVELS_UNSUPPORTED); ``parse``
+returns the gold parse with the head's logits at every step.
+
+Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
+tracker, L levels, R the nodes the levels compute. The state:
+
+    leaves       <float>[S, N, 2H]      [h; c] of every token slot
+    table        every node: row s * N + i is word i of sentence s (the
+                 leaves), row S * N zeros (what an absent stack item or an
+                 empty buffer reads), then one block per level, R rows in
+                 all, in the order the levels compute them; here h and c
+                 apart, <float>[S * N + 1 + R, H] each
+    state        <float>[S, D] twice    the tracker's (h, c)
+    schedule     the table rows each level reads, the sentences that step
+                 and the nodes that reduce, made on the host (_Plan)
+
+PyTorch runs the loop eagerly, a Python ``for`` over the levels. Eager code
+has no compiled shapes, so every level takes its exact width: the schedule
+pads nothing (``widths=(1,)``). The index arrays are made once per batch on
+the host, in NumPy, each copied to the device once (every level's rows in
+one array, its sentences in another); a level slices its part with Python
+ints, so the loop never waits for the device. A level reads h of every row
+it reads and c of the children (one index_select each).
 
 The table lives outside autograd, with a gradient written here: the
 gradient of a gather is as large as its source, so a table that autograd
@@ -37,14 +53,6 @@ with these Functions on one [h; c] table and 306 ms on two (D=0: 269, 272,
 197, 198 ms); encoding builds no graph and took 103, 140, 107 and 102 ms
 (D=0: 70, 93, 71, 70). lists.py took 124 ms and 415 ms on that batch (D=0:
 75 and 244); making the schedule on the host is 7 to 9 ms of an encode.
-
-Eager code has no compiled shapes, so every level takes its exact width:
-the schedule pads nothing (``widths=(1,)``). The index arrays are made once
-per batch on the host, in NumPy, each copied to the device once (every
-level's rows in one array, its sentences in another); a level slices its
-part with Python ints, so the loop never waits for the device. Gold transitions only: a predicted or sampled parse
-is decided inside the loop and cannot be scheduled ahead (the runner
-refuses them: shared.levels.LEVELS_UNSUPPORTED).
 
 After each call the encoder keeps ``last_graph`` (levels, padding, the rows
 each cell computed) and ``last_phases`` (``schedule``: seconds on the host),
@@ -69,12 +77,10 @@ from .cells import Reduce, Tracker
 
 
 class SPINN(nn.Module):
-    """The shift-reduce encoder run level by level on the batch's gold trees.
-
-    Same submodules as the other families (``tracker``, ``reduce``), so the
-    same parameters. ``encode`` and ``parse`` take the transitions on the host
-    (NumPy) and make the schedule inside; ``parse`` runs in gold mode only.
-    """
+    """The shift-reduce encoder on a level schedule, with masked.py's Tracker
+    and Reduce (the same submodules, so the same parameters and names).
+    ``encode`` and ``parse`` take the transitions on the host (NumPy) and
+    make the schedule inside."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -92,18 +98,19 @@ class SPINN(nn.Module):
         return self.encode(leaves, transitions)
 
     def encode(self, leaves: torch.Tensor, transitions: np.ndarray) -> torch.Tensor:
-        """Gold mode: leaves <float>[S, N, 2H] ([h; c] of each token slot),
-        transitions <int>[S, T] (NumPy, host) -> encodings <float>[S, H]."""
+        """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
+        <int>[S, T] (NumPy, host), followed -> encodings <float>[S, H], the h
+        of each root. Gold mode, and the transition head is never evaluated
+        here; the schedule is made here, from the transitions."""
         return self._run(leaves, transitions, head=False)[0]
 
     def parse(self, leaves: torch.Tensor, transitions: np.ndarray, mode: str = "predicted",
               uniforms: np.ndarray | None = None) -> SentenceParses:
-        """Gold mode only (docs/spec.md §7): the given transitions, with the
-        head's logits at every step they run (teacher forcing). leaves
-        <float>[S, N, 2H], transitions <int>[S, T] (NumPy, host); ``uniforms``
-        is not read. Returns shared.parsing.SentenceParses: the transitions
-        as given (NumPy, host), the logits <float>[S, T, 2] (zeros at PAD),
-        logprob and entropy zeros."""
+        """Gold mode only (the runner refuses the others, shared.levels.LEVELS_UNSUPPORTED:
+        a decided parse cannot be scheduled ahead): the gold parse with the
+        head's logits at every step, as masked.py's SPINN.parse returns it
+        (logprob and entropy zeros; the transitions as given, NumPy on the
+        host). ``uniforms`` is never read."""
         if mode != "gold":
             raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
         transitions = np.asarray(transitions)
@@ -114,8 +121,9 @@ class SPINN(nn.Module):
 
     def _run(self, leaves: torch.Tensor, transitions: np.ndarray,
              head: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The level loop: (encodings <float>[S, H], with ``head`` the head's
-        logits <float>[S, T, 2] at each step a sentence runs, else None)."""
+        """The loop over levels behind encode and parse: (encodings <float>[S, H];
+        with ``head`` the head's logits <float>[S, T, 2] at each step a
+        sentence runs, zeros elsewhere, else None)."""
         S, N, _ = leaves.shape
         H, D = self.hidden_dim, self.tracker_dim
         start = time.perf_counter()
@@ -139,6 +147,7 @@ class SPINN(nn.Module):
         logits = []
 
         # ---- the loop over levels: what each runs was decided on the host.
+        # A Python `for`: each level its own width, the ops recorded as they run.
         for level in plan.levels:
             # A named range for profilers (explain.py counts the ops inside it).
             with torch.profiler.record_function("spinn.level"):
@@ -167,27 +176,31 @@ class SPINN(nn.Module):
         tracker). With ``logits`` (a list) the head's logits of the level's
         sentences are appended to it."""
         W = level.width
-        # h of every row the level reads; c of the children (its last 2W rows), which Reduce alone reads.
+        # One gather of every row the level reads: h of all of them, c of the children (its last 2W rows),
+        # which Reduce alone reads.
         rows_h, rows_c = _Read.apply(token, table, reads[level.reads:level.reads_end],
                                      reads[level.reads_end - 2 * W:level.reads_end])
         tracking = None
         if self.tracker is not None:
             A = level.active_end - level.active
             front, top, below, left_h, right_h = rows_h.split([A, A, A, W, W])
+            # ---- the tracker on the sentences that step; the others keep their state (PAD changes nothing).
             active = active_all[level.active:level.active_end]
             h, c = self.tracker.step(front, top, below, (state[0].index_select(0, active),
                                                          state[1].index_select(0, active)))
-            state = (state[0].index_copy(0, active, h), state[1].index_copy(0, active, c))  # PAD changes nothing
-            if logits is not None:  # the head reads the state this step's tracker update just wrote
+            state = (state[0].index_copy(0, active, h), state[1].index_copy(0, active, c))
+            if logits is not None:
+                # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
                 logits.append(self.tracker.transition_logits(h))
-            if W == 0:
+            if W == 0:  # no sentence reduces at this step
                 return token, state
-            tracking = h.index_select(0, reducing_all[level.reducing:level.reducing + W])
+            tracking = h.index_select(0, reducing_all[level.reducing:level.reducing + W])  # the h_t just written
         else:
             left_h, right_h = rows_h.chunk(2)
         left_c, right_c = rows_c.chunk(2)
+        # ---- compose the level's nodes, one batched Reduce.
         h, c = self.reduce.compose((left_h, left_c), (right_h, right_c), tracking)
-        # The level's one write: its block, rows no level read before and none writes again.
+        # ---- write the level's block into the table: rows no level read before and none writes again.
         return _Write.apply(h, c, token, table, level.offset), state
 
 
