@@ -134,21 +134,16 @@ def _combine(digests: dict[str, str | None]) -> str:
     return h.hexdigest()
 
 
-def digest(files: Iterable[str], root: Path = ROOT) -> str:
-    """The digest of a measured list: equal exactly when every file's normalized form is."""
-    return _combine({rel: file_digest(rel, root) for rel in files})
+def digest(files: Iterable[str], root: Path = ROOT, commit: str | None = None) -> str:
+    """The digest of a measured list, of the work tree's files or as ``commit`` has them: equal exactly when every
+    file's normalized form is."""
+    return _combine(digests_at(files, commit, root) if commit else {rel: file_digest(rel, root) for rel in files})
 
 
 def digests_at(files: Iterable[str], commit: str, root: Path = ROOT) -> dict[str, str | None]:
     """Each file's normalized digest as ``commit`` has it, read from git's objects (None: not in it)."""
-    files = list(files)
-    blobs = _blobs(root, commit, files)
-    return {rel: (None if blobs.get(rel) is None else _hash(normalized(blobs[rel], rel))) for rel in files}
-
-
-def digest_at(files: Iterable[str], commit: str, root: Path = ROOT) -> str:
-    """``digest`` of the files as ``commit`` has them (not the work tree)."""
-    return _combine(digests_at(files, commit, root))
+    blobs = _blobs(root, commit, list(files))
+    return {rel: None if blob is None else _hash(normalized(blob, rel)) for rel, blob in blobs.items()}
 
 
 def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]:

@@ -128,9 +128,7 @@ def folder_records(folder: Path) -> dict[Path, list[dict]]:
             found[path] = read_records(path)
         elif path.name == "metrics.jsonl":
             found[path] = [r for r in read_records(path) if r.get("kind") == "end"]
-    for path in sorted(folder.rglob("*.json")):
-        if path.name == STAMP:
-            continue
+    for path in sorted(p for p in folder.rglob("*.json") if p.name != STAMP):
         try:
             value = json.loads(path.read_text())
         except ValueError:
@@ -164,7 +162,7 @@ def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> l
     files = folder_records(folder)
     if not any(files.values()):
         reasons.append("no records")
-    digests = {} if digests is None else digests
+    digests = {} if digests is None else digests  # shared by the folder's records: many measured the same files
     for path, records in files.items():
         rel = path.relative_to(folder)
         why = Counter(filter(None, (provenance.stale_reason(record, root, digests) for record in records)))
@@ -184,7 +182,7 @@ def check(root: Path = ROOT) -> dict[str, list[str]]:
 def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
     """Name ``commit`` in every record of the folder that its machine could not tie to a commit (``measured_clean`` not
     True) and whose ``measured_digest`` equals the digest of ``commit``'s measured files, read from git's objects
-    (bench/provenance.py, ``digest_at``). Each such record keeps what its machine said under ``attested``. A ValueError,
+    (bench/provenance.py, ``digest``). Each such record keeps what its machine said under ``attested``. A ValueError,
     and nothing written, where a record measured other files. The number of records attested."""
     full = provenance.resolve_commit(commit, root)
     digests: dict[tuple, str] = {}
@@ -196,7 +194,7 @@ def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
                 continue
             files = tuple(record["measured"])
             if files not in digests:
-                digests[files] = provenance.digest_at(files, full, root)
+                digests[files] = provenance.digest(files, root, full)
             if digests[files] != record["measured_digest"]:
                 raise ValueError(f"{path.relative_to(root)}: a record of {record.get('implementation')} measured "
                                  f"other files than commit {full[:12]} has: nothing attested")
@@ -239,18 +237,17 @@ def _readme(e: Entry, stamp: dict, root: Path) -> None:
     """The folder's README.md: what it holds, and the commands and commit that made it."""
     commands = "\n".join(f"    {c.replace('{out}', e.out())}" for c in e.commands)
     text = (f"# results/{e.name}\n\n{e.about}\n\n"
-            f"Made by `python -m bench reproduce {e.name}` (results/manifest.toml), which ran, from the "
-            f"repository's root:\n\n{commands}\n\n"
-            f"at commit `{stamp['git_commit'][:12]}`, {stamp['started']}, in {stamp['wall']} on "
+            f"Made by `python -m bench reproduce {e.name}` (results/manifest.toml), which ran, from the repository's "
+            f"root:\n\n{commands}\n\nat commit `{stamp['git_commit'][:12]}`, {stamp['started']}, in {stamp['wall']} on "
             f"{stamp['cpu_count']} cores ({stamp['cpu']})"
             + (f" with {', '.join(stamp['gpus'])}" if stamp.get("gpus") else "")
             + (". It was interrupted and completed by `python -m bench reproduce --resume` (the wall time is the "
                "resumed part's; each record says when and at which commit it was made)" if stamp.get("resumed") else "")
             + (". Records whose machine could not name their commit were attested afterwards by `python -m bench "
                "reproduce --attest` (each such record keeps what its machine said)" if stamp.get("attested") else "")
-            + ". `python -m bench reproduce --check` says whether the "
-            "code it measured has changed since; `reproduced.json` holds the same facts, and every record says "
-            "what it measured (docs/spec.md §6, \"Provenance\").\n")
+            + ". `python -m bench reproduce --check` says whether the code it measured has changed since; "
+            "`reproduced.json` holds the same facts, and every record says what it measured (docs/spec.md §6, "
+            "\"Provenance\").\n")
     with written_aside(e.folder(root) / "README.md") as tmp:
         tmp.write_text(text)
 
@@ -371,11 +368,9 @@ def register(sub) -> None:
 
 def cmd_reproduce(args) -> int:
     entries = load_manifest()
-    if args.list:
-        for e in entries:
-            print(f"{e.name}: {e.about}")
-            for command in e.commands:
-                print(f"    {command.replace('{out}', e.out())}")
+    if args.list:  # each folder, then its commands
+        print("\n".join(f"{e.name}: {e.about}" + "".join(f"\n    {c.replace('{out}', e.out())}" for c in e.commands)
+                        for e in entries))
         return 0
     if args.check:
         stale, elsewhere = check_here()
@@ -383,15 +378,14 @@ def cmd_reproduce(args) -> int:
             needs = next(e.needs for e in entries if e.name == name) if name in elsewhere else ""
             print(f"stale: results/{name}" + (f" (needs a {needs.upper()} to re-make: kept, and quoted with the "
                                                 "commit it measured)" if needs else ""))
-            for reason in reasons:
-                print(f"    {reason}")
+            print("".join(f"    {reason}\n" for reason in reasons), end="")
         if stale:
             print(f"{len(stale)} of {len(entries)} folders are stale: python -m bench reproduce --stale re-runs them",
                   file=sys.stderr)
             return 1
-        print(f"results: every folder this machine can make measured today's code; {len(elsewhere)} that need another "
-              "machine are stale" if elsewhere else f"results: all {len(entries)} folders of {MANIFEST} measured today's "
-              "code")
+        print(f"results: every folder this machine can make measured today's code; {len(elsewhere)} that need "
+              "another machine are stale" if elsewhere else
+              f"results: all {len(entries)} folders of {MANIFEST} measured today's code")
         return 0
     if args.resume or args.attest:
         if len(args.names) != 1 or args.all or args.stale or args.check:

@@ -24,14 +24,13 @@ DATA = str(snli.SAMPLE_PATH.relative_to(ROOT))
 
 def choose(words: int, count: int = 1, at_most: bool = False) -> list:
     """The first ``count`` different premises of the sample with ``words`` words (or at most): (row, id, sentence)."""
-    chosen, seen = [], set()
+    chosen = {}  # the words of a premise -> the first (row, id, sentence) with them
     for p in snli.read_snli(snli.SAMPLE_PATH)[0]:
-        if (len(p.premise) <= words if at_most else len(p.premise) == words) and p.premise.tokens not in seen:
-            seen.add(p.premise.tokens)
-            chosen.append((p.row, p.pair_id, p.premise))
+        if len(p.premise) <= words if at_most else len(p.premise) == words:
+            chosen.setdefault(p.premise.tokens, (p.row, p.pair_id, p.premise))
     if len(chosen) < count:
         raise ValueError(f"{DATA}: fewer than {count} premises of {'at most ' * at_most}{words} words")
-    return chosen[:count]
+    return list(chosen.values())[:count]
 
 
 def compact(tree) -> str:
@@ -46,8 +45,7 @@ def trace(sentence) -> list[dict]:
         if op == SHIFT:
             stack.append(buffer.pop(0))
         elif op == REDUCE:
-            right, left = stack.pop(), stack.pop()
-            stack.append((left, right))
+            stack[-2:] = [(stack[-2], stack[-1])]
         steps.append({"step": t, "transition": TRANSITION_NAMES[op], "stack": list(map(compact, stack)),
                       "buffer": list(buffer)})
     return steps
@@ -133,8 +131,7 @@ def shift_reduce(results, plt):
     ax.set_title("the tree (node: the step of its REDUCE)", fontsize=9)
     fig.suptitle(f"Shift-reduce: \"{' '.join(s.tokens)}\" (SNLI sample, row {row}), {len(s.transitions)} steps: "
                  "SHIFT moves a word onto the stack, REDUCE composes the top two", fontsize=10)
-    return fig, _entry("A shift-reduce trace of one sentence", {"row": row},
-                       "shared.transitions.parse, build_tree",
+    return fig, _entry("A shift-reduce trace of one sentence", {"row": row}, "shared.transitions.parse, build_tree",
                        {"sentence": _sentence(row, pair_id, s), "steps": steps})
 
 
@@ -180,8 +177,8 @@ def thin_stack_figure(results, plt):
                       color="black" if live else "#bbbbbb")
         grid.plot([t - 0.45, t + 0.45], [sp - 0.5, sp - 0.5], color="#d9541e", lw=2)
     grid.set_xticks(range(T), [f"{st['step']}\n{st['transition'][0]}" for st in thin["steps"]])
-    grid.set_yticks(range(N + 1))
-    grid.set(xlim=(-0.6, T - 0.4), ylim=(-0.6, N + 0.6), ylabel="pointer slot (0 = bottom of the stack)",
+    grid.set(yticks=range(N + 1), xlim=(-0.6, T - 0.4), ylim=(-0.6, N + 0.6),
+             ylabel="pointer slot (0 = bottom of the stack)",
              xlabel="after step t (S = SHIFT, R = REDUCE); outlined: the slot the step wrote")
     grid.grid(False)
     grid.set_title("pointers[N + 1]: the stack, as row numbers into thin\norange line: sp (items on the stack); "
@@ -196,9 +193,7 @@ def thin_stack_figure(results, plt):
 def batch_schedule(sentences) -> dict:
     """The batch's transitions padded into one array, and its schedule: every level's nodes, as table rows."""
     N, T = max(len(s.tokens) for s in sentences), max(len(s.transitions) for s in sentences)
-    transitions = np.full((len(sentences), T), PAD, np.int32)
-    for k, s in enumerate(sentences):
-        transitions[k, :len(s.transitions)] = s.transitions
+    transitions = np.array([list(s.transitions) + [PAD] * (T - len(s.transitions)) for s in sentences], np.int32)
     sched = schedule_by_height(transitions, N, widths=(1,))
     phrase = {k * N + i: word for k, s in enumerate(sentences) for i, word in enumerate(s.tokens)}
     owner = {k * N + i: k for k, s in enumerate(sentences) for i in range(len(s.tokens))}

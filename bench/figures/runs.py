@@ -42,8 +42,7 @@ def _ratio_axis(ax, low: float, high: float) -> None:
     """A log axis of speed ratios from ``low`` to ``high``, ticks written as 0.8x, 1x, 2x; the baseline at 1x."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-    ax.set_ylim(low, high)
-    ax.set_yscale("log")
+    ax.set(ylim=(low, high), yscale="log")
     low, high = ax.get_ylim()
     ax.yaxis.set_major_locator(FixedLocator([t for t in (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.5, 2, 3, 5, 7, 10, 20,
                                                          30, 50) if low <= t <= high]))
@@ -53,7 +52,7 @@ def _ratio_axis(ax, low: float, high: float) -> None:
 
 
 def _sources(results: Results, runs, keys: list[str], **more) -> list[dict]:
-    return [{"file": results.record_file(run), "keys": keys, **more} for run in runs]
+    return [{"file": f"results/{run}/results.jsonl", "keys": keys, **more} for run in runs]
 
 
 def headline(results: Results, plt):
@@ -218,7 +217,7 @@ def host_reads(results: Results, plt):
     """One median batch per implementation as a bar in time, with a mark for each decision read back to Python."""
     lanes = host_lanes(results)
     if not lanes:
-        raise QuoteError(f"{results.record_file(HEADLINE_RUNS[0])}: no inference records with predicted parses")
+        raise QuoteError(f"results/{HEADLINE_RUNS[0]}/results.jsonl: no inference records with predicted parses")
     sizes = sorted({lane["batch_size"] for lane in lanes})
     most = max(sum(lane["batch_size"] == s for lane in lanes) for s in sizes)
     fig, axes = plt.subplots(len(sizes), 1, figsize=(8.6, 0.9 + (0.5 * most + 0.7) * len(sizes)), squeeze=False)
@@ -377,12 +376,11 @@ def graph_size(results: Results, plt):
     for name in (n for n in tracers if n in main["traced"]):
         bars.axhline(main["traced"][name]["size"], color=style.colour(name), ls=style.linestyle(name), lw=1.5)
     bars.set_xticks(range(len(shapes)), [(f"{main['trees']}\n(its own)" if k == "gold" else k) for k in shapes])
-    bars.set(xlabel="the same words arranged as", ylabel="size of the loss-and-gradients graph")
+    bars.set(xlabel="the same words arranged as", ylabel="size of the loss-and-gradients graph", ylim=(0, 1.15 * max(
+        [max(main["recorded"].values(), default=0), *(t["size"] for t in main["traced"].values()),
+         *(max(v.values(), default=0) for v in main["other_trees"].values())])))
     bars.set_title(f"one batch ({main['sentences']} sentences, {main['trees']} trees, T = {main['T']}) as other trees",
                    fontsize=9)
-    bars.set_ylim(0, 1.15 * max([max(main["recorded"].values(), default=0),
-                                 *(t["size"] for t in main["traced"].values()),
-                                 *(max(v.values(), default=0) for v in main["other_trees"].values())]))
     bars.grid(False, axis="x")
     fig.suptitle("The graph behind one batch's loss and gradients: recorded anew for every batch (grows with the "
                  "steps and the trees) or traced once (each loop body held once)\n"

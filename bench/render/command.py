@@ -1,7 +1,6 @@
-"""``python -m bench render`` writes every marker of README.md and docs/, explain.json and the figures from their
-sources; ``python -m bench check`` changes nothing and exits 1 naming each that differs (bench/render/__init__.py).
-``render --check`` is ``check``; ``figures`` and ``figures --check`` are ``render`` and ``check --only figures``. One
-document is rendered by :func:`render`: every marker from its source, each difference named, typed numbers found."""
+"""The commands ``render``, ``check`` and ``figures`` (bench/render/__init__.py says what they do; ``render --check``
+is ``check``, ``figures`` and ``figures --check`` are ``render`` and ``check --only figures``), and :func:`render`,
+which renders one document: every marker from its source, each difference named, typed numbers found."""
 
 from __future__ import annotations
 
@@ -92,9 +91,9 @@ def explain_json(results: Results, outcomes, write: bool) -> list[str]:
 
 
 def figures(results: Results, write: bool, redraw: bool = False) -> list[str]:
-    """The figures, checked through their numbers: each is drawn afresh and its figures.json entry (what it drew
-    and from where) compared with the committed one, never its SVG bytes, which change with matplotlib's
-    version. With ``write`` a figure whose entry differs, or is missing, or every one (``redraw``) is saved."""
+    """The figures, each drawn afresh and checked through its figures.json entry (what it drew and from where), never
+    its SVG bytes, which change with matplotlib's version. With ``write`` a figure whose entry differs, or is missing,
+    or every one (``redraw``) is saved."""
     from bench.figures import style
 
     folder = results.root / FIGURES_DIR

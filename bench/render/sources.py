@@ -61,14 +61,12 @@ class Results:
         return self.records(name, f"{run}/metrics.jsonl")
 
     def json(self, name: str, rel: str) -> dict:
-        def read():
-            path = self.file(name, rel)
+        if ("json", name, rel) not in self._cache:
             try:
-                return json.loads(path.read_text())
+                self._cache["json", name, rel] = json.loads(self.file(name, rel).read_text())
             except ValueError as err:
                 raise QuoteError(f"results/{name}/{rel} is not JSON ({err})") from None
-
-        return self._read(("json", name, rel), read)
+        return self._cache["json", name, rel]
 
     def run_dir(self, name: str, run: str) -> Path:
         return self.file(name, f"{run}/metrics.jsonl").parent
@@ -77,9 +75,6 @@ class Results:
         """The benchmark folders of the manifest (their results.jsonl holds bench run's records), by name."""
         return sorted(n for n, e in self.entries.items() if (e.folder(self.root) / "results.jsonl").exists()
                       and "implementation" in (read_records(e.folder(self.root) / "results.jsonl")[:1] or [{}])[0])
-
-    def record_file(self, name: str) -> str:
-        return f"results/{name}/results.jsonl"
 
     def explained(self) -> dict:
         """explain.json: {id: {guide, command, result, and its id and how figures.json names it: source}}."""
