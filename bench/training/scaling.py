@@ -196,7 +196,8 @@ def render(records: list[dict]) -> str:
     first = records[0]
     rows = [[row["framework"], row["replicas"], f"{row['pairs_per_s']:,.1f}",
              f"{row['speedup']:.2f} ({row['speedup_q1']:.2f}-{row['speedup_q3']:.2f})x" if row["speedup"] is not None
-             else "1x" if row["replicas"] == 1 else "-", "-" if row["efficiency"] is None else f"{row['efficiency']:.0%}",
+             else "1x" if row["replicas"] == 1 else "-",
+             "-" if row["efficiency"] is None else f"{row['efficiency']:.0%}",
              per_replica(row, "compute_s"), per_replica(row, "allreduce_wait_s"),
              "-" if row["straggler_gap_s"] is None else
              f"{row['straggler_gap_s']:.3f} s ({row['straggler_gap_share']:.0%})"] for row in summary(records)]
