@@ -73,7 +73,7 @@ def test_exercise_3_grad_refuses_while_loop_and_the_fixes_give_the_analytic_grad
     assert masked == {k: k * 2.0 ** (k - 1) for k in range(1, grad_loop.MAX_STEPS + 1)}
 
 
-def test_exercise_4_torch_compile_breaks_the_list_model_recompiles_for_other_trees_and_agrees():
+def test_exercise_4_torch_compile_breaks_the_list_model_recompiles_for_other_trees_and_agrees(capfd):
     from lessons.answers import compile_lists
 
     found = compile_lists.explain()
@@ -82,6 +82,22 @@ def test_exercise_4_torch_compile_breaks_the_list_model_recompiles_for_other_tre
     assert np.max(np.abs(first - expected_1)) <= TOLERANCE and np.max(np.abs(second - expected_2)) <= TOLERANCE
     assert breaks and any("Tensor.item()" in message for message in breaks)  # int(tensor): Python reads a value
     assert recompiles and again  # the second batch's trees, at the same shapes, recompile again
+    # Why explain's count is not the log's (the answer's one line): explain calls every graph after the first a
+    # break, the log names each place where a trace broke.
+    assert found.graph_break_count == found.graph_count - 1 > len(breaks)
+    captured = capfd.readouterr()
+    assert "Graph break" not in captured.err + captured.out and "Recompiling" not in captured.err + captured.out
+
+
+def test_exercise_4_worth_waiting_for_is_the_backend_whose_compiling_pays_back_soonest():
+    from lessons.answers import compile_lists
+
+    plain = 1.0  # seconds for the two batches, uncompiled; per backend: (first time, compiling included; after)
+    times = {"eager": (3.0, 0.95), "inductor": (11.0, 0.5), "slow": (2.0, 1.5)}
+    assert compile_lists.worth_waiting(plain, times) == ("inductor", 2 * 10.0 / 0.5)  # 40 batches repay 10 s
+    assert compile_lists.worth_waiting(plain, {"eager": (3.0, 0.95)}) == (None, None)  # 5 % faster: not worth it
+    first, later = compile_lists.passes(rounds=1)  # uncompiled: nothing to wait for
+    assert first > 0 and later > 0
 
 
 def test_exercise_5_autograph_turns_the_if_into_a_cond_and_autograph_off_refuses_it():
