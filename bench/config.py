@@ -51,10 +51,8 @@ def add_size_arguments(parser: argparse.ArgumentParser, default: str = "full") -
 
 def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> ModelConfig:
     """The ModelConfig that ``--size`` and the size overrides describe."""
-    sizes = preset(args.size)
-    for key in sizes:
-        if getattr(args, key) is not None:
-            sizes[key] = getattr(args, key)
+    sizes = {key: value if getattr(args, key) is None else getattr(args, key)
+             for key, value in preset(args.size).items()}
     head = bool(getattr(args, "transition_head", False))
     if head and not sizes["tracker_dim"]:
         raise ValueError("--transition-head needs a tracker: --tracker-dim must be > 0")

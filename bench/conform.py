@@ -26,6 +26,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.config import add_device_argument, quiet_frameworks
+from bench.render import table
 from shared import parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import grad_rel_errs, max_abs_err, tolerances
@@ -149,12 +150,10 @@ def conform(name: str, device: str = "cpu") -> list[Check]:
 
 
 def format_checks(name: str, checks: list[Check]) -> str:
-    lines = [f"{name}:", "", "| check | worst error | tolerance | result |", "|---|---|---|---|"]
-    for c in checks:
-        error = "-" if c.error is None else (f"{c.error:.1e}" if isinstance(c.error, float) else str(c.error))
-        tolerance = "-" if c.tolerance is None else (f"{c.tolerance:g}")
-        lines.append(f"| {c.check} | {error} | {tolerance} | {c.result}{': ' + c.note if c.note else ''} |")
-    return "\n".join(lines)
+    return f"{name}:\n\n" + table(["check", "worst error", "tolerance", "result"], [
+        [c.check, "-" if c.error is None else f"{c.error:.1e}" if isinstance(c.error, float) else str(c.error),
+         "-" if c.tolerance is None else f"{c.tolerance:g}", c.result + (f": {c.note}" if c.note else "")]
+        for c in checks])
 
 
 def register(sub) -> None:

@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+from itertools import takewhile
 from pathlib import Path
 
 LOCK_NAME = ".lock"
@@ -142,12 +143,7 @@ def lock_output(folder: str | os.PathLike, command: str, *, announce: bool = Tru
 
 def _missing_folders(folder: Path) -> list[Path]:
     """``folder`` and those of its parents that do not exist yet, deepest first."""
-    missing = []
-    for path in (folder, *folder.parents):
-        if path.exists():
-            break
-        missing.append(path)
-    return missing
+    return list(takewhile(lambda path: not path.exists(), (folder, *folder.parents)))
 
 
 def _open_lock_file(path: Path) -> tuple[int | None, bool]:

@@ -36,10 +36,8 @@ def _plot(records: list[Measurement], out_dir: Path, plt) -> list[Path]:
                 if rows:
                     ax.plot([r.batch_size for r in rows], [r.pairs_per_s for r in rows], label=impl, **style.look(impl))
             ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("batch size (pairs)")
-            ax.set_ylabel("sentence pairs / s")
-            ax.set_title(f"{mode}, {device}, gold parses")
+            ax.set(yscale="log", xlabel="batch size (pairs)", ylabel="sentence pairs / s",
+                   title=f"{mode}, {device}, gold parses")
             if ax.get_legend_handles_labels()[0]:  # a run of sampled parses only has no gold line to name
                 ax.legend()
     fig.tight_layout()
@@ -57,8 +55,7 @@ def _plot(records: list[Measurement], out_dir: Path, plt) -> list[Path]:
         ax.bar(range(len(compiled)), [r.compile_s for r in compiled], label="compile/trace reported", width=0.5,
                color=[style.colour(r.implementation) for r in compiled])
         ax.set_xticks(range(len(compiled)), labels, rotation=60, ha="right", fontsize=7)
-        ax.set_ylabel("seconds")
-        ax.set_title("warm-up: compile time and first calls")
+        ax.set(ylabel="seconds", title="warm-up: compile time and first calls")
         ax.legend()
         fig.tight_layout()
         written.append(style.save(fig, out_dir / "compile.png"))
@@ -79,8 +76,8 @@ def _plot(records: list[Measurement], out_dir: Path, plt) -> list[Path]:
     ax.axhline(LOGITS_TOL_F32, color=style.BASELINE_GREY, ls=":", lw=1)
     ax.set_yscale("log")
     ax.set_xticks(list(x), names)
-    ax.set_ylabel("max abs error vs float64 reference")
-    ax.set_title("numerical agreement (dashed: encodings' tolerance, dotted: logits')")
+    ax.set(ylabel="max abs error vs float64 reference",
+           title="numerical agreement (dashed: encodings' tolerance, dotted: logits')")
     ax.legend()
     fig.tight_layout()
     written.append(style.save(fig, out_dir / "agreement.png"))

@@ -55,11 +55,6 @@ def loss_agreement(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def looks(runs: list[dict]) -> list[dict]:
-    """Each run's line in a plot (bench/figures/style.py's looks of their frameworks)."""
-    return style.looks([run["run"]["framework"] for run in runs])
-
-
 def format_runs(runs: list[dict]) -> str:
     rows = []
     for run in runs:
@@ -78,37 +73,29 @@ def format_runs(runs: list[dict]) -> str:
 
 
 def plot_curves(runs: list[dict], out_dir: Path) -> Path:
-    """Training loss against step, and dev (filled marks) / train (open marks) accuracy against step."""
+    """Training loss against step, and dev (filled marks) / train (open marks) accuracy against step; each run in its
+    framework's look (bench/figures/style.py)."""
     with style.drawing() as plt:
         fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.2))
-        return _plot(runs, out_dir, fig, ax_loss, ax_acc)
-
-
-def _plot(runs: list[dict], out_dir: Path, fig, ax_loss, ax_acc) -> Path:
-    for run, look in zip(runs, looks(runs)):
-        if run["train"]:
-            ax_loss.plot([r["step"] for r in run["train"]], [r["loss"] for r in run["train"]], label=run["label"],
-                         lw=1.2, **look)
-        for split, fill in (("dev", None), ("train", "white")):
-            rows = [r for r in run["eval"] if r["split"] == split]
-            if rows:
-                ax_acc.plot([r["step"] for r in rows], [100 * r["accuracy"] for r in rows], marker="o", ms=3,
-                            mfc=fill, label=f"{run['label']} {split}", **look)
-    ax_loss.set_xlabel("step")
-    ax_loss.set_ylabel("training loss (mean cross-entropy)")
-    ax_loss.set_yscale("log")
-    ax_loss.set_title("loss")
-    if ax_loss.lines:
-        ax_loss.legend(fontsize=7)
-    ax_acc.set_xlabel("step")
-    ax_acc.set_ylabel("accuracy (%)")
-    ax_acc.set_title("accuracy at epoch ends (filled: dev, open: train)")
-    if ax_acc.lines:
-        ax_acc.legend(fontsize=7)
-    else:
-        ax_acc.text(0.5, 0.5, "no evaluations in these runs", ha="center", va="center", transform=ax_acc.transAxes)
-    fig.tight_layout()
-    return style.save(fig, out_dir / "curves.png")
+        for run, look in zip(runs, style.looks([run["run"]["framework"] for run in runs])):
+            if run["train"]:
+                ax_loss.plot([r["step"] for r in run["train"]], [r["loss"] for r in run["train"]], label=run["label"],
+                             lw=1.2, **look)
+            for split, fill in (("dev", None), ("train", "white")):
+                rows = [r for r in run["eval"] if r["split"] == split]
+                if rows:
+                    ax_acc.plot([r["step"] for r in rows], [100 * r["accuracy"] for r in rows], marker="o", ms=3,
+                                mfc=fill, label=f"{run['label']} {split}", **look)
+        ax_loss.set(xlabel="step", ylabel="training loss (mean cross-entropy)", yscale="log", title="loss")
+        if ax_loss.lines:
+            ax_loss.legend(fontsize=7)
+        ax_acc.set(xlabel="step", ylabel="accuracy (%)", title="accuracy at epoch ends (filled: dev, open: train)")
+        if ax_acc.lines:
+            ax_acc.legend(fontsize=7)
+        else:
+            ax_acc.text(0.5, 0.5, "no evaluations in these runs", ha="center", va="center", transform=ax_acc.transAxes)
+        fig.tight_layout()
+        return style.save(fig, out_dir / "curves.png")
 
 
 def cmd_curves(args) -> int:

@@ -37,7 +37,19 @@ def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
     with style.drawing() as plt:
         fig, (ax_reward, ax_entropy, ax_parse) = plt.subplots(1, 3, figsize=(15, 4.2))
         for run, look in zip(chosen, style.looks([run["run"]["framework"] for run in chosen])):
-            _plot(run, look["color"], ax_reward, ax_entropy, ax_parse)
+            rows, color = [r for r in run["train"] if "reward" in r], look["color"]
+            steps = [r["step"] for r in rows]
+            ax_reward.plot(steps, [r["reward"] for r in rows], color=color, lw=1.2, label=f"{run['label']} reward")
+            ax_reward.plot(steps, [r["baseline"] for r in rows], ":", color=color, lw=1.2, label="baseline")
+            ax_entropy.plot(steps, [r["entropy"] for r in rows], color=color, lw=1.2, label=run["label"])
+            ax_parse.plot(steps, [r["bracket_f1"] for r in rows], color=color, lw=1.2,
+                          label=f"{run['label']} bracket F1 (sampled)")
+            ax_parse.plot(steps, [r["choice_reduce_share"] for r in rows], "--", color=color, lw=1.0,
+                          label="reduce share at choices")
+            dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
+            if dev:
+                ax_parse.plot([r["step"] for r in dev], [r["parse_bracket_f1"] for r in dev], "o", color=color, ms=4,
+                              label="dev bracket F1 (predicted)")
         for ax, title, ylabel in ((ax_reward, "reward r = -CE (solid) and baseline b (dotted)", "nats"),
                                   (ax_entropy, "entropy of the sampled parses", "nats per pair"),
                                   (ax_parse, "parses against the data's trees", "share")):
@@ -46,19 +58,3 @@ def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
                 ax.legend(fontsize=7)
         fig.tight_layout()
         return style.save(fig, out_dir / "reinforce.png")
-
-
-def _plot(run: dict, color: str, ax_reward, ax_entropy, ax_parse) -> None:
-    rows = [r for r in run["train"] if "reward" in r]
-    steps = [r["step"] for r in rows]
-    ax_reward.plot(steps, [r["reward"] for r in rows], color=color, lw=1.2, label=f"{run['label']} reward")
-    ax_reward.plot(steps, [r["baseline"] for r in rows], ":", color=color, lw=1.2, label="baseline")
-    ax_entropy.plot(steps, [r["entropy"] for r in rows], color=color, lw=1.2, label=run["label"])
-    ax_parse.plot(steps, [r["bracket_f1"] for r in rows], color=color, lw=1.2,
-                  label=f"{run['label']} bracket F1 (sampled)")
-    ax_parse.plot(steps, [r["choice_reduce_share"] for r in rows], "--", color=color, lw=1.0,
-                  label="reduce share at choices")
-    dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
-    if dev:
-        ax_parse.plot([r["step"] for r in dev], [r["parse_bracket_f1"] for r in dev], "o", color=color, ms=4,
-                      label="dev bracket F1 (predicted)")
