@@ -4,6 +4,6 @@
 ``parse_view`` (``--parse``), ``levels_view`` (``--levels``: the host-scheduled levels and their loop bodies),
 ``bad_input`` (what each framework does with a broken batch) and ``cli``. What a framework built is read by its Platform
 (``shared/platform.py``, the "explain" methods, implemented in ``impl_<framework>/explain.py``), for every framework and
-explained variant of the registry (``bench/frameworks.py``), in its order. The guide's excerpts and figures are kept in
-step by ``bench/guide_sync.py``.
+explained variant of the registry (``bench/frameworks.py``), in its order. The guides' explain blocks are kept in step
+by ``bench check`` and ``bench render`` (bench/render/).
 """
