@@ -12,12 +12,12 @@ The counts come from shared.parsing (ParseCounts); this module only runs the two
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from bench.training.evaluate import labelled_pairs
+from bench.training.evaluate import labelled_pairs, scored
 from shared.batching import DEFAULT_BUCKETS, make_batches
 from shared.parse_metrics import ParseCounts, parse_counts
 from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, log_sigmoid
@@ -33,6 +33,7 @@ class ParseEvaluation:
     transition_loss: float  # mean 2-way cross-entropy of softmax(t) against the gold action, teacher-forced
     accuracy_gold_parse: float  # class accuracy following the gold transitions
     accuracy_predicted_parse: float  # class accuracy following the predicted transitions
+    followed: dict = field(default_factory=dict)  # the predicted parses' Evaluation fields (evaluate.scored)
 
     def to_dict(self) -> dict:
         return {"transition_accuracy": self.counts.transition_accuracy,
@@ -60,10 +61,11 @@ def evaluate_parses(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_s
     labelled = labelled_pairs(pairs)
     counts = ParseCounts()
     loss_sum = 0.0
-    correct = {"gold": 0, "predicted": 0}
+    correct, followed = {"gold": 0, "predicted": 0}, []
     for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
         gold = runner.parse(batch, "gold")
         predicted = runner.parse(batch, "predicted")
+        followed.append((predicted.logits, batch.labels))
         counts += parse_counts(gold, predicted, batch.premise_transitions, batch.hypothesis_transitions)
         for side in ("premise", "hypothesis"):
             loss_sum += teacher_forced_loss_sum(getattr(gold, f"{side}_transition_logits"),
@@ -73,7 +75,8 @@ def evaluate_parses(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_s
     return ParseEvaluation(pairs=len(labelled), counts=counts,
                            transition_loss=loss_sum / counts.steps if counts.steps else float("nan"),
                            accuracy_gold_parse=correct["gold"] / len(labelled),
-                           accuracy_predicted_parse=correct["predicted"] / len(labelled))
+                           accuracy_predicted_parse=correct["predicted"] / len(labelled),
+                           followed=scored(pairs, labelled, followed))
 
 
 def format_parse_evaluation(result: ParseEvaluation) -> str:

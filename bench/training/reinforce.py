@@ -24,11 +24,12 @@ from typing import Sequence
 
 import numpy as np
 
-from bench.training.evaluate import Evaluation, labelled_pairs, scored
+from bench.training.evaluate import Evaluation
+from bench.training.parse_eval import evaluate_parses
 from bench.training.trainer import Trainer, TrainResult
 from shared import parse_metrics, parsing
 from shared import reinforce as shared_reinforce
-from shared.batching import DEFAULT_BUCKETS, make_batches
+from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, init_params
 from shared.snli import Pair
 
@@ -93,24 +94,12 @@ class ParsedEvaluation(Evaluation):
         return {**super().to_dict(), "mode": self.mode, **{f"parse_{k}": v for k, v in self.parse.items()}}
 
 
-def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, mode: str = "predicted", batch_size: int = 128,
+def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, batch_size: int = 128,
                     buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> ParsedEvaluation:
-    """Accuracy, loss and confusion of ``runner.parse(batch, mode)`` on the labelled ``pairs``, and its parses against
-    the pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1)."""
-    labelled = labelled_pairs(pairs)
-    batch_counts = []  # the parses of each batch against its trees
-
-    def results():  # (logits, labels) per batch
-        for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
-            followed = runner.parse(batch, mode)
-            teacher_forced = runner.parse(batch, "gold")
-            batch_counts.append(parse_metrics.parse_counts(teacher_forced, followed, batch.premise_transitions,
-                                                     batch.hypothesis_transitions))
-            yield followed.logits, batch.labels
-
-    figures = scored(pairs, labelled, results())
-    counts = sum(batch_counts, parse_metrics.ParseCounts())
-    return ParsedEvaluation(**figures, mode=mode, parse=counts.as_dict())
+    """Accuracy, loss and confusion of the predicted parses on the labelled ``pairs``, and those parses against the
+    pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1): parse_eval's evaluation."""
+    parses = evaluate_parses(runner, pairs, vocab, batch_size=batch_size, buckets=buckets)
+    return ParsedEvaluation(**parses.followed, parse=parses.counts.as_dict())
 
 
 # --------------------------------------------------------------------------
@@ -163,7 +152,7 @@ class ReinforceTrainer(Trainer):
         return fields
 
     def _evaluate(self, pairs: Sequence[Pair]) -> ParsedEvaluation:
-        return evaluate_parsed(self.runner, pairs, self.vocab, mode="predicted",
+        return evaluate_parsed(self.runner, pairs, self.vocab,
                                batch_size=self.cfg.eval_batch_size, buckets=self.cfg.buckets)
 
     def _state_fields(self) -> dict:
