@@ -361,6 +361,7 @@ def test_matrix_has_one_table_per_mode_measured():
     text = format_matrix(train)
     assert text.startswith("Training pairs/s") and "Inference" not in text
     assert "**jax-vmap**: gold 25 (compile 12.0 s)" in text
+    assert "| per-sentence code + vmap (`vmap.py`) |" in text  # each family's row names its module
     infer = [_record("pytorch", [88.0]), _record("pytorch-masked", [33.0], batch_size=128)]
     both = format_matrix(infer + train)
     assert both.index("Inference pairs/s") < both.index("Training pairs/s")
