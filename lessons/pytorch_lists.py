@@ -91,7 +91,7 @@ def main() -> float:
               f"autograd recorded a graph of {len(graphs[-1])} nodes")
         errors.append(report("pytorch, Python lists", out.detach().numpy(), expected, what))
     shared = {type(node).__name__ for node in graphs[0] & graphs[1]}
-    print(f"the two graphs share {len(graphs[0] & graphs[1])} nodes, all of them {', '.join(shared)}: the weights'")
+    print(f"the graphs share {len(graphs[0] & graphs[1])} nodes ({', '.join(shared)}): the weights', no operation")
     return max(errors)
 
 
