@@ -95,6 +95,11 @@ def test_the_path_cell_finds_the_repository_from_the_notebooks_folder():
     assert done.returncode == 0 and done.stdout.strip() == str(ROOT), done.stderr
 
 
+def test_the_kernel_is_this_virtualenv_s_python():
+    """ipykernel's native kernel spec names "python", which jupyter_client starts as sys.executable."""
+    assert KernelManager(kernel_name="python3").format_kernel_cmd()[0] == sys.executable
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_the_notebook_runs_to_its_agreement_line_without_framework_noise(name, tmp_path, monkeypatch):
     nb = nbformat.read(notebooks.FOLDER / f"{name}.ipynb", as_version=4)
