@@ -1,7 +1,10 @@
 """JSON lines: one record a line, appended as soon as it exists.
 
 The benchmark's ``results.jsonl`` and training's ``metrics.jsonl`` are both written and read here. A line cut short by a
-kill is ignored on reading, so a file stays readable whatever happened to the process writing it.
+kill is ignored on reading, so a file stays readable whatever happened to the process writing it. A training run's
+records are of the kinds "run" (its settings, first line), "train" (the mean loss every --log-every steps), "eval" (dev
+and train accuracy at every epoch end), "checkpoint", "resume" (a resumed part's first line) and "end" (the last line of
+the run or of a part of it: the source files it ran, bench/provenance.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ def read_records(path: str | os.PathLike) -> list[dict]:
             except json.JSONDecodeError:
                 continue
     return records
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    """The records of a training run's metrics.jsonl, or of the run folder holding one."""
+    path = Path(path)
+    return read_records(path / "metrics.jsonl" if path.is_dir() else path)
 
 
 def _append(file, data: bytes, path: Path) -> None:

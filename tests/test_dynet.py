@@ -332,8 +332,8 @@ def test_explain_parse_and_bad_input():
     invalid sequence raises from the model's own line, a token outside the
     embedding from DyNet when the graph is evaluated."""
     from bench.explain.arguments import parse_args
-    from bench.explain.bad_input import explain_bad_input
-    from bench.explain.parse_view import explain_parse
+    from bench.explain.report import explain_bad_input
+    from bench.explain.report import explain_parse
 
     parsed = explain_parse(parse_args(TINY + ["--parse"]))["dynet"]
     assert parsed["gold"]["host_syncs"] == 0 < parsed["predicted"]["host_syncs"]

@@ -15,7 +15,7 @@ import pytest
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS
 from bench.training.checkpoint import latest_checkpoint, load_checkpoint
-from bench.training.metrics import read_metrics
+from bench.records import read_metrics
 from bench.training.reinforce import ReinforceSettings, train_reinforce, with_head
 from bench.training.settings import TrainConfig
 from shared.arithmetic import arithmetic_pairs

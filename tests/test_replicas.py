@@ -28,7 +28,7 @@ import pytest
 
 from bench.cli import main
 from bench.training.checkpoint import list_checkpoints
-from bench.training.metrics import read_metrics
+from bench.records import read_metrics
 from bench.training.scaling import summarize
 from bench.training.settings import TrainConfig
 from bench.training.trainer import train

@@ -20,7 +20,7 @@ from bench.frameworks import FRAMEWORKS, runner_class
 from bench.training import checkpoint as checkpoints
 from bench.training.checkpoint import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
 from bench.training.evaluate import confusion_matrix, evaluate_pairs
-from bench.training.metrics import read_metrics
+from bench.records import read_metrics
 from bench.training.settings import TrainConfig
 from bench.training.trainer import train
 from shared import optimizers

@@ -66,7 +66,7 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
 
 def _interrupted(args, plan, names: list[str], results: Path) -> str:
     """After an interrupt: the report of what finished, marked partial, and the words that say how to finish."""
-    from bench.benchmark.report import write_report
+    from bench.benchmark.markdown import write_report
 
     measured = results.exists() and results.stat().st_size
     records = [r for r in load([results]) if r.implementation in names] if measured else []
@@ -83,7 +83,7 @@ def _interrupted(args, plan, names: list[str], results: Path) -> str:
 def _report(out: str) -> None:
     """What ``python -m bench report OUT`` writes (the same code: report.md and
     its plots in OUT), so a run ends with its report; and where it is."""
-    from bench.benchmark.report import write_report
+    from bench.benchmark.markdown import write_report
 
     records = load([out])
     if not records:

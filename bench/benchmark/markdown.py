@@ -1,19 +1,40 @@
-"""The report's Markdown: the tables of ``report.md`` and of the summary ``bench run`` prints at its end.
+"""``python -m bench report`` and ``compare``: report.md, its plots and the tables of ``bench run``'s summary.
 
-Everything is rendered from the records (bench/benchmark/record.py); nothing
-is parsed back out of log text.
+Everything is rendered from the records (bench/benchmark/record.py), with the statistics of stats.py, the goals of
+targets.py and the plots of plots.py; nothing is parsed back out of log text. ``bench run`` ends by writing the same
+report with the same code.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 from bench import frameworks
-from bench.benchmark.record import Measurement
+from bench.benchmark.record import Measurement, load
 from bench.benchmark.stats import (busy_count, busy_rounds, device_fraction, other_work_limit, round_ratios,
                                    run_share)
 from bench.benchmark.targets import format_targets
 from bench.render import table
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="render a Markdown table, the targets and PNG plots from results")
+    p.add_argument("results", nargs="+", help="results.jsonl files, or folders holding one")
+    p.add_argument("--out", default=None, help="folder for report.md and the plots [default: beside the first]")
+    p.add_argument("--no-plots", action="store_true", help="only the Markdown report")
+    p.add_argument("--over", default="", metavar="IMPLS",
+                   help="comma-separated implementations to take ratios over as well, round by round, beside "
+                        f"the baseline {frameworks.BASELINE} (a variant over the implementation it varies, say)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="the speed ratios of two benchmark runs side by side: do they hold?")
+    p.add_argument("first", help="results.jsonl of the first run, or its folder")
+    p.add_argument("second", help="results.jsonl of the second run, or its folder")
+    p.add_argument("--baseline", default=frameworks.BASELINE,
+                   help="the implementation ratios are taken to [%(default)s]")
+    p.set_defaults(func=cmd_compare)
 
 
 def _fmt_bytes(n) -> str:
@@ -264,3 +285,85 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
     lines += ["## Algorithm and framework", "", format_matrix(records), "",
               "## Targets", "", format_targets(records), ""]
     return "\n".join(lines)
+
+
+def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool = True,
+                 over: tuple[str, ...] = (), note: str = "") -> tuple[str, list[Path]]:
+    """Write report.md and its plots into ``out_dir``; the Markdown and the files written.
+
+    One writer for ``bench report`` and the end of ``bench run``, so the two cannot drift apart. Without matplotlib the
+    plots are left out, said in one line, and report.md is written all the same: a run's figures are worth more than its
+    pictures.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    markdown = render_markdown(records, sources, over)
+    if note:  # a line under the title (a run's partial report says so there)
+        title, _, rest = markdown.partition("\n")
+        markdown = f"{title}\n\n**{note}**\n{rest}"
+    written = []
+    if plots:
+        try:
+            import matplotlib  # noqa: F401  (only: is it there?)
+        except ImportError:
+            print("note: matplotlib is not installed: report.md without plots", file=sys.stderr)
+        else:
+            from bench.benchmark.plots import plot
+
+            written = plot(records, out_dir)
+    if written:
+        markdown += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in written) + "\n"
+    (out_dir / "report.md").write_text(markdown)
+    return markdown, [out_dir / "report.md", *written]
+
+
+def cmd_report(args) -> int:
+    records = load(args.results)
+    if not records:
+        raise ValueError("no records in the given results")
+    first = Path(args.results[0])
+    out_dir = Path(args.out) if args.out else (first if first.is_dir() else first.parent)
+    over = tuple(name.strip() for name in args.over.split(",") if name.strip())
+    measured = {r.implementation for r in records}
+    for name in over:
+        if name not in measured:
+            raise ValueError(f"--over {name}: not measured in these results; measured: {', '.join(sorted(measured))}")
+    markdown, written = write_report(records, args.results, out_dir, plots=not args.no_plots, over=over)
+    print(markdown)
+    print("wrote " + ", ".join(map(str, written)), file=sys.stderr)
+    return 0
+
+
+def compare(first: list[Measurement], second: list[Measurement], baseline: str | None = None) -> dict:
+    """Does a ratio hold from run to run? Two runs of one command never give the same pairs/s; what the benchmark claims
+    is the ratio to the baseline (the registry's unless ``baseline`` names another), taken round by round. Rows (key,
+    first ratio row or None, second ratio row or None, inside: the second run's median within the first run's min-max;
+    a measurement only one run has is listed, never counted) and the count of those inside."""
+    a, b = ({(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r
+             for r in round_ratios(run, baseline)} for run in (first, second))
+    rows = [{"key": key, "first": a.get(key), "second": b.get(key),
+             "inside": a[key]["min"] <= b[key]["median"] <= a[key]["max"] if key in a and key in b else None}
+            for key in sorted(set(a) | set(b))]  # key: (device, mode, transitions, batch size, implementation)
+    held = [row["inside"] for row in rows if row["inside"] is not None]
+    return {"rows": rows, "inside": sum(held), "compared": len(held)}
+
+
+def format_compare(result: dict, baseline: str | None = None) -> str:
+    baseline = baseline or frameworks.BASELINE
+
+    cell = lambda r: "not measured" if r is None else \
+        f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"  # noqa: E731
+    verdict = {True: "yes", False: "**no**", None: "-"}
+    return "\n".join([f"Speed over {baseline}: median of the per-round ratios (min-max, rounds)", "", table(
+        ["device", "mode", "transitions", "batch", "implementation", "first run", "second run", "second inside first"],
+        [[*row["key"], cell(row["first"]), cell(row["second"]), verdict[row["inside"]]] for row in result["rows"]]),
+        "", f"{result['inside']} of {result['compared']} medians of the second run lie inside the first run's "
+            "min-max."])
+
+
+def cmd_compare(args) -> int:
+    first, second = load([args.first]), load([args.second])
+    result = compare(first, second, args.baseline)
+    if not result["compared"]:
+        raise ValueError(f"the two runs have no measurement in common with a {args.baseline} baseline")
+    print(format_compare(result, args.baseline))
+    return 0

@@ -1,17 +1,25 @@
-"""The whole ``explain`` report: every framework's figures for one batch, as a dict and as text."""
+"""The views of ``explain``: the whole figure of one batch, ``--parse``, ``--levels`` and ``--bad-input``, each as a
+JSON-ready dict and as the text the command prints (and the guides quote)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
 import json
+import traceback
 from pathlib import Path
 
-from bench import frameworks
-from bench.explain.arguments import chosen, format_header, result_header
-from bench.explain.bad_input import explain_bad_input, format_bad_input
-from bench.explain.batches import setup, summary
-from bench.explain.levels_view import explain_levels, format_levels
-from bench.explain.parse_view import explain_parse, format_parse
+import numpy as np
+
+from bench import ROOT, frameworks
+from bench.config import model_config
+from bench.explain.arguments import (chosen, chosen_frameworks, format_header, make_batches, result_header, setup,
+                                     summary)
+from shared.batching import PairBatch, sentences_transitions
+from shared.levels import schedule
+from shared.params import init_params
+from shared.transitions import PAD, REDUCE, SHIFT, TRANSITION_NAMES
 
 
 def explain(args: argparse.Namespace) -> dict:
@@ -64,4 +72,254 @@ def format_text(result: dict) -> str:
             lines += frameworks.platform(name).format_explain(name, result[name])
     if result.get("files"):
         lines += ["", "wrote: " + ", ".join(result["files"])]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# --parse: what a parse decided at run time costs each framework (docs/spec.md §7)
+# --------------------------------------------------------------------------
+
+def explain_parse(args: argparse.Namespace) -> dict:
+    """The figures of ``explain --parse``, as a JSON-ready dict: the batch in gold mode (the data's transitions, the
+    head teacher-forced) and in predicted mode, and for each framework (its Platform's ``explain_parse``) where the
+    decision is taken (a define-by-run loop reads it back to the host; a compiled loop keeps it in its body as a mask)
+    and what that adds. Counts only: deterministic for a given library version."""
+    batches = make_batches(args)
+    config = model_config(args, batches.vocab_size, lowercase=True)
+    if not config.tracker_dim:
+        raise ValueError("--parse needs a tracker (the head reads its state): --tracker-dim must be > 0")
+    config = dataclasses.replace(config, transition_head=True)
+    params = init_params(config, seed=args.seed)
+    result = result_header(args, summary(batches), config)
+    result["batch"]["choice_steps_gold"] = _choice_steps(sentences_transitions(batches.main))
+    for name in chosen_frameworks(args, "--parse"):
+        result[name] = frameworks.platform(name).explain_parse(batches, config, params)
+    return result
+
+
+def _choice_steps(transitions: np.ndarray) -> int:
+    """Steps of the gold parses (all sentences) where both SHIFT and REDUCE would be valid."""
+    count = 0
+    for row in transitions:
+        n = int(np.count_nonzero(row == SHIFT))
+        shifted = depth = 0
+        for op in row:
+            if op == PAD:
+                continue
+            count += shifted < n and depth >= 2
+            shifted, depth = (shifted + 1, depth + 1) if op == SHIFT else (shifted, depth - 1)
+            assert op in (SHIFT, REDUCE)
+    return count
+
+
+def format_parse(result: dict) -> str:
+    """The text ``explain --parse`` prints (and the guide quotes)."""
+    b = result["batch"]
+    lines = format_header(result, [f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps; the gold parses "
+                                   f"have {b['choice_steps_gold']} steps where both SHIFT and REDUCE are valid"],
+                          ", with a transition head (fresh weights)")
+    lines += ["", f"  {'':<34} {'gold':>8} {'predicted':>10}"]
+    for name in frameworks.FRAMEWORKS:
+        if name in result:
+            lines += frameworks.platform(name).format_explain_parse(result[name])
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# --levels: the host-scheduled levels of the batch, and the loop each framework runs over them
+# --------------------------------------------------------------------------
+
+ALGORITHM = "levels"  # the Runner option of a host-scheduled levels implementation
+VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
+
+
+def implementations() -> dict[str, dict]:
+    """Framework -> the Runner options of its host-scheduled levels implementation, in the registry's order."""
+    found = {impl.framework: dict(impl.options) for impl in frameworks.IMPLEMENTATIONS_BY_NAME.values()
+             if impl.options.get("algorithm") == ALGORITHM}
+    return {name: found[name] for name in frameworks.FRAMEWORKS if name in found}
+
+
+def chosen_levels(args: argparse.Namespace) -> dict[str, dict]:
+    """:func:`implementations`, narrowed to ``--framework`` when it names one."""
+    found = implementations()
+    if args.framework == "all":
+        return found
+    if args.framework not in found:
+        raise ValueError(f"--levels shows the frameworks with host-scheduled levels; choose from all, "
+                         f"{', '.join(found)}")
+    return {args.framework: found[args.framework]}
+
+
+def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
+    """The batch's schedule (shared.levels, every level exactly as wide as its nodes)."""
+    sched = schedule(transitions, num_tokens, tracker, widths=(1,))
+    return {
+        "levels": sched.n_levels,
+        "steps": int(transitions.shape[1]),
+        "nodes": [lv.used for lv in sched.levels],
+        "active": [lv.active_used for lv in sched.levels] if tracker else [],
+    }
+
+
+def explain_levels(args: argparse.Namespace) -> dict:
+    """The figures of ``explain --levels``, as a JSON-ready dict: the batch's schedule (shared/levels.py: without the
+    tracker a level is a tree height, with it a transition step), with and without the tracker, and for every framework
+    with a host-scheduled levels implementation the schedule as its Runner feeds it (TensorFlow: every level exactly as
+    wide as its nodes; JAX: padded to the widths its programs compile for) and the body of the loop it runs over the
+    levels (``explain_levels`` in ``impl_<framework>/explain.py``). Counts only."""
+    batches = make_batches(args)
+    config = model_config(args, batches.vocab_size, lowercase=True)
+    result = result_header(args, summary(batches), config)
+    configs = {"tracker": config} if config.tracker_dim else {}  # --tracker-dim 0: the view without it alone
+    configs["no_tracker"] = dataclasses.replace(config, tracker_dim=0)
+    transitions = sentences_transitions(batches.main)
+    result["schedules"] = {key: schedule_figures(transitions, batches.main.num_tokens, key == "tracker")
+                           for key in configs}
+    variants = {key: (c, init_params(c, seed=args.seed)) for key, c in configs.items()}
+    for name, options in chosen_levels(args).items():
+        if not frameworks.installed(name):
+            result[name] = {"framework_version": "not installed", "installed": False}
+            continue
+        module = importlib.import_module(frameworks.platform(name).explain_module)
+        result[name] = module.explain_levels(batches.main, variants, options)
+    return result
+
+
+def format_levels(result: dict) -> str:
+    """The text ``explain --levels`` prints."""
+    lines = format_header(result)
+    names = [name for name in frameworks.FRAMEWORKS if name in result]
+    ran = [name for name in names if result[name].get("installed", True)]
+    for key, label in VARIANTS.items():
+        if key not in result["schedules"]:
+            continue
+        s = result["schedules"][key]
+        level_is = "a transition step" if key == "tracker" else "a tree height"
+        lines += ["", f"schedule {label}: {s['levels']} levels for T={s['steps']} steps (a level is {level_is}), "
+                      f"{sum(s['nodes'])} Reduce nodes"]
+        for name in ran:
+            r = result[name][key]
+            lines.append(f"  {name} runs {r['levels_run']} levels, {sum(r['reduce_widths'])} Reduce rows, "
+                         f"{r['padded_pct']:.1f}% of them padding"
+                         + (f", {sum(r['tracker_rows'])} tracker rows" if r["tracker_rows"] else ""))
+        tracker = key == "tracker"
+        reduce_cols = ["nodes"] + ran
+        tracker_cols = (["active"] + ran) if tracker else []
+        head = f"  {'level':>5} " + " ".join(f"{c:>10}" for c in reduce_cols)
+        if tracker:
+            head += "  |" + " ".join(f"{c:>10}" for c in tracker_cols)
+        lines += ["  Reduce width per level" + ("  |  tracker rows per level" if tracker else ""), head]
+        n_rows = max([s["levels"]] + [result[name][key]["levels_run"] for name in ran])
+        for level in range(n_rows):
+            cells = [_cell(s["nodes"], level)] + [_cell(result[name][key]["reduce_widths"], level) for name in ran]
+            line = f"  {level:>5} " + " ".join(f"{c:>10}" for c in cells)
+            if tracker:
+                cells = [_cell(s["active"], level)] + [_cell(result[name][key]["tracker_rows"], level)
+                                                       for name in ran]
+                line += "  |" + " ".join(f"{c:>10}" for c in cells)
+            lines.append(line)
+    lines += ["", "the loop body each framework runs over the levels (encode)"]
+    for name in names:
+        if not result[name].get("installed", True):
+            lines.append(f"{name}: not installed")
+            continue
+        module = importlib.import_module(frameworks.platform(name).explain_module)
+        lines += module.format_explain_levels(result[name])
+    return "\n".join(lines)
+
+
+def _cell(values: list, level: int) -> str:
+    """A level's figure, or "-" past the levels a schedule or a runner has."""
+    return str(values[level]) if level < len(values) else "-"
+
+
+# --------------------------------------------------------------------------
+# --bad-input: what each framework does with an invalid transition sequence or token id
+# --------------------------------------------------------------------------
+
+BAD_INPUTS = {
+    "transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
+    "token": "the first premise's first token id set to V (outside the vocabulary)",
+}
+
+
+def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
+    """The batch with one invalid entry in its first premise (see BAD_INPUTS).
+    For "transitions" the counts of SHIFT and REDUCE stay right; only the order breaks."""
+    arrays = {name: array.copy() for name, array in batch.to_dict().items()}
+    if kind == "transitions":
+        row = list(arrays["premise_transitions"][0])
+        if REDUCE not in row:
+            raise ValueError("the first premise has one word; pick a longer sentence for --bad-input transitions")
+        row.insert(1, row.pop(row.index(REDUCE)))
+        arrays["premise_transitions"][0] = row
+    elif kind == "token":
+        arrays["premise_tokens"][0, 0] = vocab_size
+    else:
+        raise ValueError(f"unknown bad input {kind!r}; choose from {', '.join(sorted(BAD_INPUTS))}")
+    return PairBatch(**arrays, pair_ids=batch.pair_ids)
+
+
+def _where(err: BaseException) -> str | None:
+    """The innermost frame of the project's own code (this tool aside) in the traceback of ``err``, or of the error it
+    was raised from; None if the traceback holds no frame of it."""
+    while err.__cause__ is not None or (err.__context__ is not None and err.__suppress_context__):
+        err = err.__cause__ or err.__context__
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if _own_code(f.filename)]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{Path(f.filename).resolve().relative_to(ROOT)}, in {f.name}: {f.line}"
+
+
+def _own_code(filename: str) -> bool:
+    """A file of the project's packages (``shared``, ``bench`` and every
+    registered framework's), not a library and not explain's own code."""
+    path = Path(filename).resolve()
+    if not path.is_relative_to(ROOT):
+        return False
+    framework_packages = tuple(frameworks.framework(name).package for name in frameworks.FRAMEWORKS)
+    explain = (ROOT / "bench" / "explain", ROOT / "shared" / "explaining.py") + tuple(
+        ROOT / package / "explain.py" for package in framework_packages)
+    return (path.relative_to(ROOT).parts[0] in ("shared", "bench") + framework_packages
+            and not any(path.is_relative_to(e) for e in explain))
+
+
+def explain_bad_input(args: argparse.Namespace) -> dict:
+    """The figures of ``explain --bad-input``: each framework driven through its Runner, as a user would (its Platform's
+    ``explain_bad_input``): one raises from a line of its model, one checks the batch on the host before its graph runs
+    (and its bare traced function, called without the check, runs or fails inside the runtime), one returns numbers."""
+    batches, config, params = setup(args)
+    bad = bad_batch(batches.main, args.bad_input, config.vocab_size)
+    result = {"bad_input": {"kind": args.bad_input, "what": BAD_INPUTS[args.bad_input],
+                            "first_premise": [int(op) for op in bad.premise_transitions[0]]}}
+    for name in chosen_frameworks(args, "--bad-input"):
+        result[name] = frameworks.platform(name).explain_bad_input(config, params, bad, _where)
+    return result
+
+
+def format_bad_input(result: dict) -> str:
+    bad = result["bad_input"]
+    lines = [f"bad input: {bad['what']}"]
+    if bad["kind"] == "transitions":
+        ops = " ".join(TRANSITION_NAMES[op][0] if op != PAD else "." for op in bad["first_premise"])
+        lines.append(f"  first premise: {ops}   (S SHIFT, R REDUCE, . PAD)")
+
+    def outcome(r: dict, indent: str) -> list[str]:
+        out = []
+        if "error" in r:
+            out.append(f"{indent}{r['error']}")
+            out.append(f"{indent}at {r['where']}" if r["where"] else
+                       f"{indent}(no frame of your code in the traceback: the error comes from the runtime)")
+        return out
+
+    for name in frameworks.FRAMEWORKS:
+        if name not in result:
+            continue
+        r = result[name]
+        lines += ["", f"{name}: {r['outcome']}"] + outcome(r, "  ")
+        if "graph" in r:
+            lines += [f"  the traced graph called without the check: {r['graph']['outcome']}"]
+            lines += outcome(r["graph"], "    ")
     return "\n".join(lines)

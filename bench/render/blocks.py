@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Callable
 
 from bench import frameworks, reproduce
-from bench.benchmark import compare as compare_runs
 from bench.benchmark import markdown, stats
 from bench.benchmark import targets as targets_module
 from bench.datasets import row_range
@@ -18,7 +17,7 @@ from bench.figures.style import registry_order
 from bench.render import table
 from bench.render.query import evaluate
 from bench.render.sources import QuoteError, Results
-from bench.training import parse_summary
+from bench.training import curves
 from bench.training import scaling as scaling_runs
 from shared.snli import SAMPLE_PATH, read_snli
 
@@ -135,7 +134,7 @@ def outside(results: Results, folder, first) -> str:
     docs/results.md under the repeated run."""
     lines = [f"* {mode}, {trans}, batch {batch}, {impl}: {row['second']['median']:.3f}x here, "
              f"{row['first']['min']:.3f}-{row['first']['max']:.3f}x in results/{first}"
-             for row in compare_runs.compare(results.measurements(first), results.measurements(folder))["rows"]
+             for row in markdown.compare(results.measurements(first), results.measurements(folder))["rows"]
              if row["inside"] is False for (_, mode, trans, batch, impl) in [row["key"]]]
     return "\n".join(lines) if lines else f"* none: every median lies inside results/{first}'s range"
 
@@ -208,8 +207,8 @@ def equivalence(results: Results, folder, *groups) -> str:
 
 @block
 def parses(results: Results, folder, runs) -> str:
-    """bench.training.parse_summary's table of arithmetic runs (docs/learned-parses.md, twice)."""
-    return parse_summary.format_table([parse_summary.summarize(results.run_dir(folder, run)) for run in _list(runs)])
+    """bench.training.curves' table of arithmetic runs (docs/learned-parses.md, twice)."""
+    return curves.format_parses([curves.parse_summary(results.run_dir(folder, run)) for run in _list(runs)])
 
 
 @block
@@ -239,7 +238,7 @@ def sample_parses(results: Results, folder, runs, dev_rows) -> str:
         info = results.json(folder, f"{run}/run.json")
         parse = "reinforce" if "reinforce" in info else info["data"].get("parse", "gold")
         f1 = q(f"eval:3 {run} dev last parse_bracket_f1") if parse == "reinforce" else \
-            f"{1.0 if parse == 'gold' else parse_summary.shape_f1(dev_pairs, parse):.3f}"
+            f"{1.0 if parse == 'gold' else curves.shape_f1(dev_pairs, parse):.3f}"
         rows.append([run, {"reinforce": "sampled (REINFORCE)", "gold": "Stanford parses"}.get(parse, parse),
                      q(f"eval {run} dev last accuracy"), q(f"eval:max {run} dev * accuracy"),
                      q(f"eval {run} train last accuracy"), f1, q(f"metrics:max {run} elapsed_s")])

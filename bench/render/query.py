@@ -13,8 +13,8 @@ WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``sc
 scale's summary; ``eval RUN SPLIT WHICH KEY``, ``train RUN WHICH KEY``, ``metrics RUN KEY``: a training run's
 evaluations, logging windows or any record that has KEY (WHICH: last, ``*``, epoch=N, step=N); ``loss-diff RUNS
 [first]``: the largest relative difference of two runs' loss curves, every pair (or against the first); ``parses RUN
-KEY``: parse_summary's row of an arithmetic run; ``compare FIRST KEY`` and ``train-diff BASE RUNS KEYS`` (each used
-twice, their docstrings say why they stay).
+KEY``: curves.parse_summary's row of an arithmetic run; ``compare FIRST KEY`` and ``train-diff BASE RUNS KEYS`` (each
+used twice, their docstrings say why they stay).
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ import math
 from typing import Callable
 
 from bench import frameworks
-from bench.benchmark import compare as compare_runs
-from bench.benchmark import stats
+from bench.benchmark import markdown, stats
 from bench.benchmark import targets as targets_module
 from bench.benchmark.record import Measurement, dotted
 from bench.progress import duration
 from bench.render.sources import QuoteError, Results
-from bench.training import curves, parse_summary, scaling
+from bench.training import curves, scaling
 
 SCALE = {"ms": 1e3, "us": 1e6, "percent": 100, "gflops": 1e-9, "mib": 2 ** -20}
 UNITS = {"ratio": "x", "seconds": " s", "ms": " ms", "us": " µs", "percent": " %", "gflops": " GFLOP/s", "mib": " MiB"}
@@ -156,9 +155,9 @@ TABLES: dict[str, Callable] = {
     "ratio": ratio, "best": best, "loss-diff": loss_diff, "train-diff": train_diff,
     # How many of this run's ratio medians lie inside FIRST's range (bench compare FIRST this): the one sentence
     # that says whether a re-run agrees (used twice); no record holds it.
-    "compare": lambda results, folder, first, key: ([compare_runs.compare(results.measurements(first),
+    "compare": lambda results, folder, first, key: ([markdown.compare(results.measurements(first),
                                                                           results.measurements(folder))], key),
-    "parses": lambda results, folder, run, key: ([parse_summary.summarize(results.run_dir(folder, run))], key),
+    "parses": lambda results, folder, run, key: ([curves.parse_summary(results.run_dir(folder, run))], key),
     "rounds": lambda results, folder: ([{"busy": stats.round_flags(results.measurements(folder))}], "busy"),
     "target": lambda results, folder, *words: ([r for r in targets_module.targets(results.measurements(folder))
                                                 if " ".join(words[:-1]) in r["target"]], words[-1]),

@@ -22,10 +22,9 @@ from bench.lock import lock_output
 from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
-from bench.training.evaluate import evaluate_pairs, format_confusion
+from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_confusion, format_parse_evaluation
 from bench.training.checkpoint import check_folder
 from bench.training.launch import launch_processes
-from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
 from bench.training.settings import EMBEDDING, TrainConfig
 from bench.training.trainer import Trainer
 from shared import optimizers

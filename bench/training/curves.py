@@ -1,18 +1,26 @@
-"""``python -m bench curves``: loss and accuracy curves of training runs.
+"""``python -m bench curves``: loss and accuracy curves of training runs, and the tables that compare them.
 
-Rendered from the metrics.jsonl files ``bench train`` writes (one record a line), as a Markdown summary (``curves.md``:
-the runs, and how far each pair of loss curves is apart) and a plot (``curves.png``).
+Rendered from the metrics.jsonl files ``bench train`` writes, as a Markdown summary (``curves.md``: the runs, and how
+far each pair of loss curves is apart) and a plot (``curves.png``); runs of ``bench train --transitions reinforce`` add
+their panels, from the "train" records' reward, baseline, entropy and parse fields (bench/training/reinforce.py) and
+the "eval" records' parse metrics (``reinforce.png``). The documents' table of learned parses against fixed ones
+(:func:`parse_summary`, the ``parses`` block and quote of bench/render/) reads the same runs.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from bench.figures import style
+from bench.records import read_metrics
 from bench.render import table
-from bench.training import reinforce_curves
-from bench.training.metrics import read_metrics
+from shared.arithmetic import arithmetic_pairs
+from shared.parse_metrics import ParseCounts
+from shared.snli import with_parse
 
 
 def register(sub) -> None:
@@ -98,6 +106,107 @@ def plot_curves(runs: list[dict], out_dir: Path) -> Path:
         return style.save(fig, out_dir / "curves.png")
 
 
+def has_reinforce(run: dict) -> bool:
+    return any("reward" in r for r in run["train"])
+
+
+def format_reinforce(runs: list[dict]) -> str:
+    """A Markdown table: the last logged reward, baseline, entropy and parse shape,
+    and the last dev evaluation's bracket F1 (predicted mode)."""
+    rows = []
+    for run in filter(has_reinforce, runs):
+        last = [r for r in run["train"] if "reward" in r][-1]
+        dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
+        rows.append([run["label"], f"{last['reward']:.4f}", f"{last['baseline']:.4f}", f"{last['entropy']:.3f}",
+                     f"{last['choice_reduce_share']:.3f}", f"{last['bracket_f1']:.3f}",
+                     f"{dev[-1]['parse_bracket_f1']:.3f}" if dev else "-"])
+    return table(["run", "reward (last)", "baseline", "entropy per pair", "reduce share at choices",
+                  "train bracket F1", "dev bracket F1 (predicted)"], rows)
+
+
+def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
+    """reward and baseline, entropy per pair, and parse statistics (bracket F1
+    against the data's trees, reduce share at choice steps) against step; each run in its framework's colour."""
+    chosen = list(filter(has_reinforce, runs))
+    with style.drawing() as plt:
+        fig, (ax_reward, ax_entropy, ax_parse) = plt.subplots(1, 3, figsize=(15, 4.2))
+        for run, look in zip(chosen, style.looks([run["run"]["framework"] for run in chosen])):
+            rows, color = [r for r in run["train"] if "reward" in r], look["color"]
+            steps = [r["step"] for r in rows]
+            ax_reward.plot(steps, [r["reward"] for r in rows], color=color, lw=1.2, label=f"{run['label']} reward")
+            ax_reward.plot(steps, [r["baseline"] for r in rows], ":", color=color, lw=1.2, label="baseline")
+            ax_entropy.plot(steps, [r["entropy"] for r in rows], color=color, lw=1.2, label=run["label"])
+            ax_parse.plot(steps, [r["bracket_f1"] for r in rows], color=color, lw=1.2,
+                          label=f"{run['label']} bracket F1 (sampled)")
+            ax_parse.plot(steps, [r["choice_reduce_share"] for r in rows], "--", color=color, lw=1.0,
+                          label="reduce share at choices")
+            dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
+            if dev:
+                ax_parse.plot([r["step"] for r in dev], [r["parse_bracket_f1"] for r in dev], "o", color=color, ms=4,
+                              label="dev bracket F1 (predicted)")
+        for ax, title, ylabel in ((ax_reward, "reward r = -CE (solid) and baseline b (dotted)", "nats"),
+                                  (ax_entropy, "entropy of the sampled parses", "nats per pair"),
+                                  (ax_parse, "parses against the data's trees", "share")):
+            ax.set(title=title, xlabel="step", ylabel=ylabel)
+            if ax.lines:
+                ax.legend(fontsize=7)
+        fig.tight_layout()
+        return style.save(fig, out_dir / "reinforce.png")
+
+
+def _padded(rows: list[tuple[int, ...]]) -> np.ndarray:
+    width = max(map(len, rows))
+    return np.array([list(r) + [0] * (width - len(r)) for r in rows], dtype=np.int32)
+
+
+def shape_f1(pairs, parse: str) -> float:
+    """Bracket F1 of every sentence read with ``parse`` against its true tree."""
+    gold = [s.transitions for p in pairs for s in (p.premise, p.hypothesis)]
+    shaped = [s.transitions for p in with_parse(pairs, parse) for s in (p.premise, p.hypothesis)]
+    return ParseCounts.of_parses(_padded(shaped), _padded(gold)).bracket_f1
+
+
+def parse_summary(run_dir: Path) -> dict:
+    """One arithmetic run's row of the table of learned parses against fixed ones: how its sentences were parsed in
+    training (the true trees, one fixed shape of ``--parse``, or REINFORCE), its dev accuracy (last and best
+    evaluation), and the unlabeled bracket F1 of its dev parses against the true trees (docs/spec.md §7). A fixed
+    shape's F1 is a property of the shape, computed here on the run's dev pairs (regenerated from the seed and sizes
+    its run.json records); a REINFORCE run's is the one its last dev evaluation measured in predicted mode."""
+    info = json.loads((run_dir / "run.json").read_text())
+    data = info["data"]
+    if data.get("data") != "arithmetic":
+        raise ValueError(f"{run_dir}: not an arithmetic run (data {data.get('data')!r})")
+    records = read_metrics(run_dir)
+    dev = [r for r in records if r.get("kind") == "eval" and r["split"] == "dev"]
+    train = [r for r in records if r.get("kind") == "train"]
+    if not dev:
+        raise ValueError(f"{run_dir}: no dev evaluation in its metrics")
+    low, high = (int(v) for v in data.get("numbers", "4:8").split(":"))
+    dev_pairs = arithmetic_pairs(info["dev_pairs"], seed=data["data_seed"] + 1, min_len=low, max_len=high)
+    parses = "reinforce" if "reinforce" in info else data.get("parse", "gold")
+    if parses == "reinforce":
+        f1 = dev[-1]["parse_bracket_f1"]
+    else:
+        f1 = shape_f1(dev_pairs, parses)
+    row = {"run": run_dir.name, "parses": parses, "numbers": f"{low}:{high}", "steps": dev[-1]["step"],
+           "dev_accuracy_last": dev[-1]["accuracy"], "dev_accuracy_best": max(r["accuracy"] for r in dev),
+           "dev_bracket_f1": f1, "wall_s": max(r.get("elapsed_s", 0.0) for r in records)}
+    if parses == "reinforce":
+        last = train[-1]
+        row.update(entropy=last["entropy"], choice_reduce_share=last["choice_reduce_share"],
+                   dev_exact_parse_rate=dev[-1]["parse_exact_parse_rate"])
+    return row
+
+
+def format_parses(rows: list[dict]) -> str:
+    return table(["run", "parses in training", "numbers", "steps", "dev acc. (last)", "dev acc. (best)",
+                  "dev bracket F1 vs true trees", "reduce share at choices (last)", "entropy per pair (last)", "wall"],
+                 [[r["run"], r["parses"], r["numbers"], f"{r['steps']:,}", f"{100 * r['dev_accuracy_last']:.1f}%",
+                   f"{100 * r['dev_accuracy_best']:.1f}%", f"{r['dev_bracket_f1']:.3f}",
+                   f"{r['choice_reduce_share']:.3f}" if r["parses"] == "reinforce" else "-",
+                   f"{r['entropy']:.2f}" if r["parses"] == "reinforce" else "-", f"{r['wall_s']:.0f} s"] for r in rows])
+
+
 def cmd_curves(args) -> int:
     runs = load_runs(args.runs)
     first = Path(args.runs[0])
@@ -110,14 +219,14 @@ def cmd_curves(args) -> int:
         lines += ["Training-loss curves, pair by pair (at the steps both logged):", "",
                   table(["run", "against", "steps compared", "max relative difference"],
                         [[a["run"], a["against"], a["points"], f"{a['max_rel_diff']:.2e}"] for a in agreement]), ""]
-    if any(map(reinforce_curves.has_reinforce, runs)):
-        lines += ["Parses learned by reward (`--transitions reinforce`):", "", reinforce_curves.format_reinforce(runs),
+    if any(map(has_reinforce, runs)):
+        lines += ["Parses learned by reward (`--transitions reinforce`):", "", format_reinforce(runs),
                   ""]
     if not args.no_plots:
         path = plot_curves(runs, out_dir)
         lines.append(f"![curves]({path.name})")
-        if any(map(reinforce_curves.has_reinforce, runs)):
-            lines.append(f"![reinforce]({reinforce_curves.plot_reinforce(runs, out_dir).name})")
+        if any(map(has_reinforce, runs)):
+            lines.append(f"![reinforce]({plot_reinforce(runs, out_dir).name})")
     markdown = "\n".join(lines) + "\n"
     (out_dir / "curves.md").write_text(markdown)
     print(markdown)

@@ -24,8 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bench.training.evaluate import Evaluation
-from bench.training.parse_eval import evaluate_parses
+from bench.training.evaluate import Evaluation, evaluate_parses
 from bench.training.trainer import Trainer, TrainResult
 from shared import parse_metrics, parsing
 from shared import reinforce as shared_reinforce
@@ -97,7 +96,7 @@ class ParsedEvaluation(Evaluation):
 def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, batch_size: int = 128,
                     buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> ParsedEvaluation:
     """Accuracy, loss and confusion of the predicted parses on the labelled ``pairs``, and those parses against the
-    pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1): parse_eval's evaluation."""
+    pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1): evaluate_parses' evaluation."""
     parses = evaluate_parses(runner, pairs, vocab, batch_size=batch_size, buckets=buckets)
     return ParsedEvaluation(**parses.followed, parse=parses.counts.as_dict())
 

@@ -34,8 +34,7 @@ from bench.config import SIZES, size_help
 from bench.errors import WorkFailed
 from bench.lock import lock_output
 from bench.provenance import loaded, provenance
-from bench.records import append_record, read_records
-from bench.training.metrics import read_metrics
+from bench.records import append_record, read_metrics, read_records
 
 
 def register(sub) -> None:

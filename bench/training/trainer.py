@@ -7,7 +7,7 @@ trains from the same batches in the same order, and checkpoints move between the
 What a run writes under ``out_dir``::
 
     run.json                   the run's settings (checked again by --resume)
-    metrics.jsonl              one JSON object a line (bench/training/metrics.py)
+    metrics.jsonl              one JSON object a line (bench/records.py)
     checkpoints/step-00001234/ model.npz (canonical, docs/spec.md §4), optimizer.npz
                                (shared layout of shared/optimizers.py), state.json
     model.npz                  the latest weights (canonical)
@@ -39,12 +39,10 @@ import numpy as np
 from bench import frameworks
 from bench.progress import Progress
 from bench.provenance import machine, provenance
-from bench.records import write_json
+from bench.records import RecordWriter, read_records, rewrite_records, write_json
 from bench.training.checkpoint import (check_folder, clean_temporaries, latest_checkpoint, newest_loadable,
                                        save_checkpoint)
-from bench.training.evaluate import evaluate_pairs
-from bench.training.metrics import Metrics
-from bench.training.parse_eval import evaluate_parses, format_parse_evaluation
+from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_parse_evaluation
 from bench.training.settings import TrainConfig, check_resume, data_fingerprint, epoch_plan
 from shared import optimizers
 from shared.batching import make_pair_batch, pair_length
@@ -179,8 +177,9 @@ class Trainer:
             self.elapsed0 = float(state.get("elapsed_s", 0.0))
             self._saved_step = self.step
             self.best = state.get("best_dev_accuracy")
-            if self.writer:
-                Metrics.truncate(self.metrics_file, self.step)
+            if self.writer:  # the records a killed run wrote after its last checkpoint: gone, as if never written
+                rewrite_records(self.metrics_file, [r for r in read_records(self.metrics_file)
+                                                    if r.get("step", 0) <= self.step])
             return
         if init is None:
             raise ValueError("no initial weights given and no checkpoint to resume from")
@@ -197,7 +196,7 @@ class Trainer:
     # -- the loop -----------------------------------------------------------
 
     def run(self) -> TrainResult:
-        self.metrics = Metrics(self.metrics_file) if self.writer else NoMetrics()
+        self.metrics = RecordWriter(self.metrics_file if self.writer else os.devnull)  # a replica's: nowhere
         try:
             self._announce()
             with self._stop_requests():
@@ -393,16 +392,6 @@ class Trainer:
                             "elapsed_s": self.elapsed()})
         self._saved_step = self.step
         return path
-
-
-class NoMetrics:
-    """Where a replica that does not write the folder sends its records."""
-
-    def write(self, record: dict) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def train(cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], **options) -> TrainResult:
