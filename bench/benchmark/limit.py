@@ -1,24 +1,10 @@
 """The limit of a batch: its useful dense products alone, back to back, on the machine's fastest routine.
 
-A speed ratio over PyTorch says how an implementation compares with another, not how close it runs to the machine. The
-matmul peak of one large square product is no answer either: no batch of SPINN can reach it, since its products are
-small (a few hundred rows at batch 128) and come in a chain, each step's inputs the last step's outputs. So each
-measurement also times its batches' useful products and nothing else (docs/spec.md §6, "the limit"):
-
-* the leaf projection of the batch's real tokens, one product;
-* with the tracker, at each step of the batch's loop, one tracker product on the sentences still active (their buffer
-  front, stack top and below it, and their last state, against the tracker's input and hidden kernels side by side) and
-  one Reduce product on the sentences that reduce (left, right and the tracker's h against Reduce's three kernels): the
-  tracker of step t needs step t - 1's compositions, so no two steps can merge;
-* without the tracker, one Reduce product per tree height: every node of a height can be composed once the height below
-  is;
-* the classifier's layers on the B pairs;
-
-timed back to back on inputs already in place, with no framework control flow, on the fastest routine the run has
-(NumPy's, and each framework's eager matmul on the same device with the same threads:
-``shared.platform.Platform.matmuls``); for training, each product with its two backward products (``dX = dY W^T``, ``dW
-= X^T dY``). Its FLOPs are the useful FLOPs of flops.py. Gate non-linearities are left out, so the limit is a little
-optimistic: no implementation can beat it, and one that does within the run's spread shows the limit is wrong.
+Why, and what it times, is docs/spec.md §6, "Decision: the limit". Here: with the tracker, each step's tracker product
+reads the sentences still active (their buffer front, stack top and below it, and their last state, against the
+tracker's input and hidden kernels side by side) and its Reduce product those that reduce (left, right and the tracker's
+h against Reduce's three kernels); the tracker of step t needs step t - 1's compositions, so no two steps can merge.
+Without the tracker every node of a height can be composed once the height below is: one Reduce product per height.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from bench import frameworks
 from bench.benchmark.record import Measurement, load
-from bench.benchmark.stats import (busy_count, busy_rounds, device_fraction, other_work_limit, round_ratios,
-                                   run_share)
+from bench.benchmark.stats import (busy_count, busy_rounds, device_fraction, other_work_limit, round_flags,
+                                   round_ratios, run_share)
 from bench.benchmark.targets import format_targets
 from bench.render import table
 
@@ -37,33 +37,21 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_compare)
 
 
-def _fmt_bytes(n) -> str:
-    return "-" if n is None else f"{n / 2**20:,.0f} MiB"
-
-
 def format_table(records: list[Measurement]) -> str:
-    """One Markdown row per record, grouped by device, mode, transitions and batch size."""
+    """One Markdown row per record, grouped by device, mode, transitions and batch size. "-" where a run made before
+    recorded no such figure (the limit, the padding); older runs recorded only the PAD share of the batch arrays,
+    which is marked."""
     return table(["device", "mode", "transitions", "batch", "implementation", "pairs/s", "% of limit",
                   "step median (ms)", "p10-p90 (ms)", "compile (s)", "traces", "useful GFLOP/s", "% of device peak",
                   "peak memory", "enc. err", "logit err", "PAD %"], [
-        [r.device, r.mode, r.transitions, r.batch_size, r.implementation, f"{r.pairs_per_s:,.1f}", _limit_cell(r),
+        [r.device, r.mode, r.transitions, r.batch_size, r.implementation, f"{r.pairs_per_s:,.1f}",
+         "-" if r.fraction_of_limit is None else f"{100 * r.fraction_of_limit:.1f}",
          f"{r.step_s_median * 1e3:,.1f}", f"{r.step_s_p10 * 1e3:,.1f}-{r.step_s_p90 * 1e3:,.1f}", f"{r.compile_s:.2f}",
          r.traces, f"{r.useful_flops_per_s / 1e9:,.2f}", f"{100 * device_fraction(r):.1f}",
-         _fmt_bytes(r.peak_mem_bytes), f"{r.max_abs_err_encoding:.1e}", f"{r.max_abs_err_logits:.1e}",
-         _padding_cell(r)] for r in sorted(records, key=Measurement.key)])
-
-
-def _limit_cell(record: Measurement) -> str:
-    """Pairs/s as a share of the limit of the same batches (bench/benchmark/limit.py); "-" in runs made before."""
-    return "-" if record.fraction_of_limit is None else f"{100 * record.fraction_of_limit:.1f}"
-
-
-def _padding_cell(record: Measurement) -> str:
-    """The PAD share of the slots the implementation computed (docs/spec.md §6). Older runs
-    recorded only the PAD share of the batch arrays, which is marked."""
-    if record.padding_waste is None:
-        return "-"
-    return f"{100 * record.padding_waste:.0f}" + ("" if record.padding_waste_arrays is not None else " (arrays)")
+         "-" if r.peak_mem_bytes is None else f"{r.peak_mem_bytes / 2**20:,.0f} MiB",
+         f"{r.max_abs_err_encoding:.1e}", f"{r.max_abs_err_logits:.1e}",
+         "-" if r.padding_waste is None else f"{100 * r.padding_waste:.0f}"
+         + ("" if r.padding_waste_arrays is not None else " (arrays)")] for r in sorted(records, key=Measurement.key)])
 
 
 def format_ratios(records: list[Measurement], baseline: str | None = None) -> str:
@@ -85,10 +73,7 @@ def format_ratios(records: list[Measurement], baseline: str | None = None) -> st
     return "\n".join(lines)
 
 
-# Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic Computation Graphs" (NeurIPS),
-# Table 2: Tree-LSTM training in sentences per second, DyNet without autobatching and autobatched by agenda,
-# about 50 and 350 on their CPU, 77 and 670 on their GPU. Absolute figures are of another machine, so the report
-# compares the ratios only.
+# The paper's sentences/s, DyNet without autobatching and autobatched by agenda, on its CPU and its GPU.
 PAPER_TABLE2 = {"source": "Neubig, Goldberg and Dyer (2017), Table 2 (Tree-LSTM training, sentences/s)",
                 "batch_size": 64, "cpu": (50.0, 350.0), "gpu": (77.0, 670.0)}
 TABLE2_BASELINE = frameworks.TABLE2["unbatched"]
@@ -143,8 +128,7 @@ def _busy_cell(row: dict) -> str:
 
 def load_summary(records: list[Measurement]) -> str:
     """One line: how many timed rounds ran on a busy machine (the rule of stats.is_busy)."""
-    own = run_share(records)
-    flags = [flag for r in records for flag in (busy_rounds(r, own) or [])]
+    own, flags = run_share(records), round_flags(records)
     if not flags:
         return ""
     measured = [r for r in records if busy_rounds(r, own) is not None]
@@ -208,12 +192,10 @@ def format_phases(records: list[Measurement]) -> str:
 # The algorithm x framework matrix
 # ---------------------------------------------------------------------------
 
-MATRIX_MODES = (("infer", "Inference"), ("train", "Training"))
-
-
 def _variant_matrices(records: list[Measurement]) -> list[tuple[str, list[Measurement]]]:
     """(title, records) of each mode whose CPU records include a variant."""
-    chosen = [(title, [r for r in records if r.mode == mode and r.device == "cpu"]) for mode, title in MATRIX_MODES]
+    chosen = [(title, [r for r in records if r.mode == mode and r.device == "cpu"])
+              for mode, title in (("infer", "Inference"), ("train", "Training"))]
     return [(title, rs) for title, rs in chosen if any(r.implementation in frameworks.OPT_IN for r in rs)]
 
 
@@ -261,14 +243,10 @@ def _one_matrix(records: list[Measurement], title: str) -> str:
 # ---------------------------------------------------------------------------
 
 def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] = ()) -> str:
-    envs: dict[str, Measurement] = {}
-    for r in records:
-        envs.setdefault(r.implementation, r)
+    envs = {r.implementation: r for r in reversed(records)}  # each implementation's first record
     flags = f" --over {','.join(over)}" if over else ""
     lines = ["# SPINN benchmark report", "",
-             f"Rendered by `python -m bench report {' '.join(map(str, sources))}{flags}`.", ""]
-    lines.append("## Environment")
-    lines.append("")
+             f"Rendered by `python -m bench report {' '.join(map(str, sources))}{flags}`.", "", "## Environment", ""]
     for impl, r in sorted(envs.items()):
         lines.append(f"- **{impl}**: {r.framework} {r.framework_version}, {r.device} "
                      f"({r.device_name}), {r.dtype}, commit {r.git_commit}, {r.timestamp}, "
@@ -289,12 +267,9 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
 
 def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool = True,
                  over: tuple[str, ...] = (), note: str = "") -> tuple[str, list[Path]]:
-    """Write report.md and its plots into ``out_dir``; the Markdown and the files written.
-
-    One writer for ``bench report`` and the end of ``bench run``, so the two cannot drift apart. Without matplotlib the
-    plots are left out, said in one line, and report.md is written all the same: a run's figures are worth more than its
-    pictures.
-    """
+    """Write report.md and its plots into ``out_dir`` (``bench report`` and the end of ``bench run``); the Markdown
+    and the files written. Without matplotlib the plots are left out, said in one line, and report.md is written all
+    the same: a run's figures are worth more than its pictures."""
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(records, sources, over)
     if note:  # a line under the title (a run's partial report says so there)

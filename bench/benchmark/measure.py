@@ -1,17 +1,23 @@
-"""The measurements of one implementation: agreement with the reference, warm-up, memory.
+"""The measurements of one implementation: agreement with the reference, warm-up, memory, and what it runs on.
 
 Used inside a worker process (bench/benchmark/worker.py); ``pairwise_agreement`` by the parent that collects the
-results. The timing itself is the worker's ``time`` request, driven in rounds by bench/benchmark/plan.py.
+results. The timing itself is the worker's ``time`` request, driven in rounds by bench/benchmark/driver.py. What a
+worker records of its framework and device (versions, device names, thread counts, precision modes, the dense matmul
+peak that useful FLOP/s are compared with) is read through the framework's ``shared.platform.Platform``: nothing here
+knows which framework it measures.
 """
 
 from __future__ import annotations
 
+import platform as host
 import threading
 import time
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+
+from shared.platform import Platform, cpu_name
 
 
 class RssSampler:
@@ -116,3 +122,40 @@ def warm_up(runner, batches, step) -> dict:
     detail = {key: value for key, value in warm.to_dict().items() if key not in ("traces", "compile_s", "shapes")}
     return {"compile_s": warm.compile_s, "traces": warm.traces, "compile_detail": detail,
             "first_call_s": first_call_s, "warmup_shapes": len(seen)}
+
+
+def environment(platform: Platform, device: str) -> dict:
+    """The software and hardware a worker measures on (recorded with every measurement)."""
+    return {
+        "device_name": platform.device_name(device),
+        "framework_version": platform.version(),
+        "python": host.python_version(),
+        "numpy": np.__version__,
+        "platform": host.platform(),
+        "cpu": cpu_name(),
+        "threads": platform.thread_counts(),
+        "precision_modes": platform.precision_modes(),
+    }
+
+
+def matmul_peak_flops(platform: Platform, device: str, dtype: str = "float32", n: int | None = None,
+                      min_time: float = 0.5) -> dict:
+    """Best FLOP/s of a square matmul (after a warm-up), and the size used."""
+    if n is None:
+        n = 8192 if device == "gpu" else 1024
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    run = platform.matmul(a, b, device)
+    run()  # warm-up: allocation, compilation, thread start-up
+    best = float("inf")
+    start = time.perf_counter()
+    count = 0
+    while count < 3 or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+        count += 1
+        if count >= 200:
+            break
+    return {"matmul_peak_flops_per_s": 2.0 * n**3 / best, "matmul_peak_n": n}

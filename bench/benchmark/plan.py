@@ -1,18 +1,10 @@
 """``python -m bench run``: the cross-framework benchmark (the suite's main job).
 
-The parent process only plans, drives and collects. Every implementation is measured by a worker process of its own
-(bench/benchmark/worker.py), all started at once and kept alive for the whole run. For each measurement (mode, batch
-size, transitions) the parent first has each worker warm up in turn (tracing and compiling, counted and timed alone),
-then times in interleaved rounds: each round visits every implementation, in an order rotated from round to round, and
-each times the same slice of the same batch plan. Load that comes and goes on the machine then lands on every
-implementation alike, and a ratio between two implementations is taken round by round (its median and spread are in the
-report). Records go to ``OUT/results.jsonl`` as each measurement completes; the run holds a lock on OUT while it runs.
-Arguments that would measure nothing are refused before anything starts (``plan_run``), each round also records the
-machine's load and the CPU time the timed worker got, and the run ends by writing ``OUT/report.md`` and its plots, as
-``python -m bench report OUT`` would.
-
-This module plans (the arguments checked, the measurements, the workers' specs); bench/benchmark/driver.py drives the
-workers through the rounds and writes the records.
+How a run measures is docs/benchmark.md's "The benchmark": a worker process per implementation, warm-ups one at a time,
+interleaved rounds, each record appended to ``OUT/results.jsonl`` as its measurement completes, the folder locked, the
+report written at the end. This module plans: the arguments checked (a run that would measure nothing is refused before
+anything starts, ``plan_run``), the measurements and the workers' specs; bench/benchmark/driver.py drives the workers
+and writes the records.
 """
 
 from __future__ import annotations

@@ -15,73 +15,64 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
     """Throughput vs batch size, per-round ratios, compile time, and agreement, as PNG files (bench/figures/style.py:
     the implementations' colours of every plot of the suite)."""
     with style.drawing() as plt:
-        return _plot(records, out_dir, plt)
+        written = []
+        impls = style.registry_order(r.implementation for r in records)
+        devices = sorted({r.device for r in records})
+        modes = [m for m in ("infer", "train") if any(r.mode == m for r in records)]
 
+        fig, axes = plt.subplots(len(devices), len(modes), figsize=(6 * len(modes), 4.2 * len(devices)),
+                                 squeeze=False)
+        for i, device in enumerate(devices):
+            for j, mode in enumerate(modes):
+                ax = axes[i][j]
+                for impl in impls:
+                    rows = sorted((r for r in records if r.implementation == impl and r.mode == mode
+                                   and r.device == device and r.transitions == "gold"),
+                                  key=lambda r: r.batch_size)
+                    if rows:
+                        ax.plot([r.batch_size for r in rows], [r.pairs_per_s for r in rows], label=impl,
+                                **style.look(impl))
+                ax.set_xscale("log", base=2)
+                ax.set(yscale="log", xlabel="batch size (pairs)", ylabel="sentence pairs / s",
+                       title=f"{mode}, {device}, gold parses")
+                if ax.get_legend_handles_labels()[0]:  # a run of sampled parses only has no gold line to name
+                    ax.legend()
+        fig.tight_layout()
+        written.append(style.save(fig, out_dir / "throughput.png"))
+        ratios = _plot_ratios(records, out_dir, plt)
+        if ratios:
+            written.append(ratios)
 
-def _plot(records: list[Measurement], out_dir: Path, plt) -> list[Path]:
-    written = []
-    impls = style.registry_order(r.implementation for r in records)
-    devices = sorted({r.device for r in records})
-    modes = [m for m in ("infer", "train") if any(r.mode == m for r in records)]
+        compiled = [r for r in records if r.compile_s > 0 or r.first_call_s > 0]
+        if compiled:
+            fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(compiled)), 4))
+            labels = [f"{r.implementation}\n{r.mode} B={r.batch_size}" for r in compiled]
+            ax.bar(range(len(compiled)), [r.first_call_s for r in compiled], label="first calls (all shapes)",
+                   color="#bbb")
+            ax.bar(range(len(compiled)), [r.compile_s for r in compiled], label="compile/trace reported", width=0.5,
+                   color=[style.colour(r.implementation) for r in compiled])
+            ax.set_xticks(range(len(compiled)), labels, rotation=60, ha="right", fontsize=7)
+            ax.set(ylabel="seconds", title="warm-up: compile time and first calls")
+            ax.legend()
+            fig.tight_layout()
+            written.append(style.save(fig, out_dir / "compile.png"))
 
-    fig, axes = plt.subplots(len(devices), len(modes), figsize=(6 * len(modes), 4.2 * len(devices)),
-                             squeeze=False)
-    for i, device in enumerate(devices):
-        for j, mode in enumerate(modes):
-            ax = axes[i][j]
-            for impl in impls:
-                rows = sorted((r for r in records if r.implementation == impl and r.mode == mode
-                               and r.device == device and r.transitions == "gold"),
-                              key=lambda r: r.batch_size)
-                if rows:
-                    ax.plot([r.batch_size for r in rows], [r.pairs_per_s for r in rows], label=impl, **style.look(impl))
-            ax.set_xscale("log", base=2)
-            ax.set(yscale="log", xlabel="batch size (pairs)", ylabel="sentence pairs / s",
-                   title=f"{mode}, {device}, gold parses")
-            if ax.get_legend_handles_labels()[0]:  # a run of sampled parses only has no gold line to name
-                ax.legend()
-    fig.tight_layout()
-    written.append(style.save(fig, out_dir / "throughput.png"))
-    ratios = _plot_ratios(records, out_dir, plt)
-    if ratios:
-        written.append(ratios)
-
-    compiled = [r for r in records if r.compile_s > 0 or r.first_call_s > 0]
-    if compiled:
-        fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(compiled)), 4))
-        labels = [f"{r.implementation}\n{r.mode} B={r.batch_size}" for r in compiled]
-        ax.bar(range(len(compiled)), [r.first_call_s for r in compiled], label="first calls (all shapes)",
-               color="#bbb")
-        ax.bar(range(len(compiled)), [r.compile_s for r in compiled], label="compile/trace reported", width=0.5,
-               color=[style.colour(r.implementation) for r in compiled])
-        ax.set_xticks(range(len(compiled)), labels, rotation=60, ha="right", fontsize=7)
-        ax.set(ylabel="seconds", title="warm-up: compile time and first calls")
+        fig, ax = plt.subplots(figsize=(6, 4))
+        x, colours = range(len(impls)), [style.colour(n) for n in impls]
+        for k, (what, key) in enumerate((("encodings", "max_abs_err_encoding"), ("logits", "max_abs_err_logits"))):
+            worst = [max([1e-18] + [getattr(r, key) for r in records if r.implementation == n]) for n in impls]
+            ax.bar([i + (0.4 * k - 0.2) for i in x], worst, width=0.4, label=what, color=colours,
+                   alpha=0.5 if k else None)
+        ax.axhline(ENCODING_TOL_F32, color="black", ls="--", lw=1)
+        ax.axhline(LOGITS_TOL_F32, color=style.BASELINE_GREY, ls=":", lw=1)
+        ax.set_yscale("log")
+        ax.set_xticks(list(x), impls)
+        ax.set(ylabel="max abs error vs float64 reference",
+               title="numerical agreement (dashed: encodings' tolerance, dotted: logits')")
         ax.legend()
         fig.tight_layout()
-        written.append(style.save(fig, out_dir / "compile.png"))
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    worst = {}
-    for r in records:
-        w = worst.setdefault(r.implementation, [0.0, 0.0])
-        w[0] = max(w[0], r.max_abs_err_encoding)
-        w[1] = max(w[1], r.max_abs_err_logits)
-    names = style.registry_order(worst)
-    x = range(len(names))
-    colours = [style.colour(n) for n in names]
-    ax.bar([k - 0.2 for k in x], [max(worst[n][0], 1e-18) for n in names], width=0.4, label="encodings", color=colours)
-    ax.bar([k + 0.2 for k in x], [max(worst[n][1], 1e-18) for n in names], width=0.4, label="logits", color=colours,
-           alpha=0.5)
-    ax.axhline(ENCODING_TOL_F32, color="black", ls="--", lw=1)
-    ax.axhline(LOGITS_TOL_F32, color=style.BASELINE_GREY, ls=":", lw=1)
-    ax.set_yscale("log")
-    ax.set_xticks(list(x), names)
-    ax.set(ylabel="max abs error vs float64 reference",
-           title="numerical agreement (dashed: encodings' tolerance, dotted: logits')")
-    ax.legend()
-    fig.tight_layout()
-    written.append(style.save(fig, out_dir / "agreement.png"))
-    return written
+        written.append(style.save(fig, out_dir / "agreement.png"))
+        return written
 
 
 def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> Path | None:

@@ -1,10 +1,8 @@
-"""The parent's side of the workers: start them, ask, wait, and end them.
+"""The parent's side of the workers (bench/benchmark/worker.py): start them, ask, wait, and end them.
 
-Each worker (bench/benchmark/worker.py) is a process of its own that answers one JSON line per request. The parent never
-imports a framework; it only talks to the workers. Every worker is ended when the pool closes, and dies by itself if the
-parent dies first (see the worker's module docstring). Each has a scratch folder for its caches,
-``SCRATCH/<implementation>`` in the output folder: removed when the worker is closed, and, if a killed run left it
-behind, when the next run on the folder starts one.
+The parent never imports a framework; it only talks to the workers. Every worker is ended when the pool closes. Each has
+a scratch folder for its caches, ``SCRATCH/<implementation>`` in the output folder: removed when the worker is closed,
+and, if a killed run left it behind, when the next run on the folder starts one.
 """
 
 from __future__ import annotations
@@ -67,10 +65,6 @@ class WorkerHandle:
             raise WorkerFailed(f"{self.name}: {message['error']}")
         return message["result"]
 
-    def request(self, command: str, timeout: float | None = None, **arguments) -> dict:
-        self.send(command, **arguments)
-        return self.receive(timeout)
-
     def close(self) -> None:
         if self.process.poll() is None:
             try:
@@ -124,7 +118,8 @@ class WorkerPool:
     def ask(self, worker: WorkerHandle, command: str, **arguments) -> dict | None:
         """One request; a failure takes the worker out of the run (None)."""
         try:
-            return worker.request(command, timeout=self.timeout, **arguments)
+            worker.send(command, **arguments)
+            return worker.receive(self.timeout)
         except WorkerFailed as err:
             worker.failed = str(err)
             print(f"error: {err}", file=sys.stderr)

@@ -1,7 +1,7 @@
 """What a run's records say when read together: speed ratios round by round, and which rounds were busy.
 
-The statistics behind the report, ``bench compare``, the figures and the
-documents' quotes (bench/render), so that all of them read a run alike.
+The statistics behind the report, ``bench compare``, the figures and the documents' quotes (bench/render), so that all
+of them read a run alike.
 """
 
 from __future__ import annotations
@@ -61,14 +61,9 @@ def other_work_limit(cores: int) -> float:
 
 
 def is_busy(load: float, cores: int, own: float = 0.0) -> bool:
-    """The rule that marks a round as measured on a busy machine.
-
-    The 1-minute load average counts every thread that runs or waits for a core, the benchmark's own included: its
-    workers take turns, so over a minute they keep about ``own`` cores busy, the run's typical CPU share
-    (:func:`run_share`). What is left, ``load - own``, is other work; above :func:`other_work_limit` the timed
-    implementations lost cores to it, and how much differs from one implementation to the next, so a ratio taken in such
-    a round need not hold on a quiet machine. Before a run starts, own is 0.
-    """
+    """The rule that marks a round as measured on a busy machine (docs/spec.md §6, "Decision: load in every round"):
+    the load less ``own``, the cores the run's own workers keep busy (:func:`run_share`; 0 before a run starts), above
+    :func:`other_work_limit`."""
     return load - own > other_work_limit(cores)
 
 

@@ -1,18 +1,8 @@
 """The benchmark's goals, each checked once against the run's own records (the report's "Targets").
 
-One set of goals, written once here (docs/spec.md §6 renders it; the report and the documents read it), for the embedded
-SNLI sample on gold parses on the CPU:
-
-* the best implementation's share of the limit (bench/benchmark/limit.py: the batches' useful products alone, on the
-  run's fastest routine) at batch 128, in inference and in training;
-* the best static implementation (one that builds its graph ahead of the data) over the define-by-run baseline,
-  interleaved medians: inference at batch 1 and 128, training at 128;
-* the FLOPs a host-scheduled levels implementation computes, padding included, over the useful ones, at batch 128.
-
-Each goal is one row, graded PASS or MISS once. Besides them: the train step's compile time per shape of a framework
-with a persistent compilation cache, cold and loaded from the cache; one trace per function whatever the lengths for the
-implementations the registry marks ``one_trace``; the worst encoding and logit against the float64 reference, within the
-tests' tolerances.
+One set of goals, written once here (docs/spec.md §6, "Decision: one set of targets", says what they are; the report
+and the documents read them), for the embedded SNLI sample on gold parses on the CPU; each goal is one row, graded PASS
+or MISS once.
 """
 
 from __future__ import annotations

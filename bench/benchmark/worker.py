@@ -1,30 +1,14 @@
 """One implementation's process: it stays alive for the whole run and measures on request.
 
 ``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json SCRATCH`` once per implementation, all at
-once, so frameworks cannot disturb each other's memory or threads and memory figures are the implementation's own. The
-parent then drives every worker through the same steps, so that timing can proceed in interleaved rounds
-(bench/benchmark/plan.py): background load that comes and goes then lands on every implementation alike.
-
-The protocol is JSON lines: one request a line on the worker's stdin, one reply a line on a private copy of its stdout
-(anything a library prints goes to stderr instead, so it cannot corrupt a reply). Requests:
-
-* ``agreement``: encodings, logits and gradients against the float64 reference (and, with a transition head, the share
-  of predicted parses equal to the reference's);
-* ``peak``: the dense matmul peak of this framework, device and dtype;
-* ``prepare`` (a measurement key: mode, batch size, transitions): build a runner and the batches, warm up on every shape
-  (tracing and compiling, counted), time one more batch as an estimate;
-* ``time`` (key, first batch index, count): time that slice of the batch plan and return the per-batch seconds, with the
-  CPU time the process got over the slice and the machine's load average; every worker gets the same slices, so a round
-  compares the same work;
-* ``limit`` (key, stop): the limit of the batches the rounds timed (bench/benchmark/limit.py): their useful products
-  alone on the fastest routine of this process;
-* ``finish`` (key): retraces while timed, memory peak; the runner is dropped;
-* ``exit``.
+once, so frameworks cannot disturb each other's memory or threads, and drives every worker through the same steps
+(docs/benchmark.md, "The benchmark"). The protocol is JSON lines: one request a line on the worker's stdin (a method of
+:class:`Worker` and its arguments, or ``exit``), one reply a line on a private copy of its stdout (anything a library
+prints goes to stderr instead, so it cannot corrupt a reply).
 
 The worker dies with its parent, however the parent ends: on Linux it asks the kernel for SIGKILL when the parent dies
-(``PR_SET_PDEATHSIG``), and on any system it exits when its stdin closes, which happens when the parent exits. What it
-writes on the side (caches) goes in SCRATCH, a folder the parent made and removes (bench/benchmark/pool.py), so nothing
-is left behind when it is killed.
+(``PR_SET_PDEATHSIG``), and on any system it exits when its stdin closes. What it writes on the side (caches) goes in
+SCRATCH, a folder the parent made and removes (bench/benchmark/pool.py), so nothing is left behind when it is killed.
 """
 
 from __future__ import annotations
@@ -43,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from bench import config, frameworks, provenance
-from bench.benchmark import devices, limit
-from bench.benchmark.measure import RssSampler, check_agreement, warm_up
+from bench.benchmark import limit
+from bench.benchmark.measure import RssSampler, check_agreement, environment, matmul_peak_flops, warm_up
 from bench.benchmark.flops import batch_flops, scheduled_flops
 from bench.datasets import load_dataset
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
@@ -159,6 +143,7 @@ class Worker:
     # -- requests ----------------------------------------------------------
 
     def ready(self) -> dict:
+        """The first reply: the device, the workload and the software and hardware measured on."""
         spec = self.spec
         return {
             "device": spec.device,
@@ -166,18 +151,23 @@ class Worker:
             "buckets": list(spec.buckets),
             "num_pairs": len(self.dataset.pairs),
             "model": json.loads(self.config.to_json()),
-            **devices.environment(self.platform, spec.device),
+            **environment(self.platform, spec.device),
         }
 
     def agreement(self, transitions: list) -> dict:
+        """Encodings, logits and gradients against the float64 reference (and, with a transition head, the share of
+        predicted parses equal to the reference's)."""
         return check_agreement(self.new_runner(), self.labelled[:self.spec.agreement_pairs], self.vocab,
                                self.config, self.params, self.spec.dtype, Path(self.spec.out_dir),
                                self.spec.implementation, parse_modes=[t for t in transitions if t != "gold"])
 
     def peak(self) -> dict:
-        return devices.matmul_peak_flops(self.platform, self.spec.device, self.spec.dtype)
+        """The dense matmul peak of this framework, device and dtype."""
+        return matmul_peak_flops(self.platform, self.spec.device, self.spec.dtype)
 
     def prepare(self, key: str, mode: str, batch_size: int, transitions: str) -> dict:
+        """A runner and the batches of one measurement, warmed up on every shape (tracing and compiling, counted), and
+        one more batch timed as an estimate."""
         pairs = self.labelled if mode == "train" else self.dataset.pairs
         if self.spec.batching == "sentences":
             batches = make_sentence_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,
@@ -213,9 +203,10 @@ class Worker:
         return reply
 
     def time(self, key: str, start: int, count: int) -> dict:
-        """Time a slice of the batch plan. Also the process's CPU seconds over the slice's wall seconds (every thread
-        counted: a share below the cores the implementation uses on a quiet machine means it waited for a core) and the
-        machine's 1-minute load average as the slice ends, so a reader can tell a slow round from a busy one."""
+        """Time a slice of the batch plan (every worker gets the same slices, so a round compares the same work). Also
+        the process's CPU seconds over the slice's wall seconds (every thread counted: a share below the cores the
+        implementation uses on a quiet machine means it waited for a core) and the machine's 1-minute load average as
+        the slice ends, so a reader can tell a slow round from a busy one."""
         task = self.tasks[key]
         times, pairs, flops = [], 0, 0
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -252,6 +243,7 @@ class Worker:
         return {"s_per_batch": [seconds[k] for k in ks], "by": [by[k] for k in ks]}
 
     def finish(self, key: str) -> dict:
+        """Retraces while timed, the memory peak, the files that ran; the runner is dropped."""
         task = self.tasks.pop(key)
         task.rss.__exit__(None, None, None)
         after = task.runner.compile_stats()
