@@ -60,12 +60,9 @@ def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> 
 
 
 # --------------------------------------------------------------------------
-# Process settings of the frameworks (entry points and benchmark workers)
+# Process settings of the frameworks (entry points and benchmark workers): what each platform (shared/platform.py)
+# needs before its library is imported, gathered from the registry for every framework or for the named ones
 # --------------------------------------------------------------------------
-#
-# Each framework's platform (shared/platform.py) says what it needs before its library is imported: environment
-# defaults, forced settings (some for a dtype), its Python loggers and the native notices it prints. The functions below
-# gather them from the registry, for every framework or for the named ones.
 
 # Set for every measured process beside the platforms' forced settings, whatever the caller's environment says.
 FORCED_ENV = {
@@ -141,13 +138,9 @@ _noise_filter: threading.Thread | None = None
 
 def filter_native_noise(names: Sequence[str] | None = None) -> None:
     """Route file descriptor 2 through a thread that drops the start-up notices the frameworks' native code writes there
-    (``Platform.native_noise`` of every framework, or of those of ``names``) and passes everything else on (tracebacks,
-    errors, progress).
-
-    Called by quiet_frameworks in the entry points (``python -m bench`` and the benchmark workers, which set
-    ENTRY_POINT), not for library use: it rewires the process's stderr. At exit the thread is drained, so the last lines
-    (a traceback) are never lost.
-    """
+    (``Platform.native_noise`` of every framework, or of those of ``names``) and passes everything else on. It rewires
+    the process's stderr: for the entry points only (ENTRY_POINT). At exit the thread is drained, so the last lines (a
+    traceback) are never lost."""
     global _noise_filter
     if _noise_filter is not None or os.name != "posix":
         return

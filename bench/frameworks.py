@@ -1,23 +1,9 @@
 """The registry: every framework and implementation, and everything the harness knows of them.
 
-A framework is one package (``impl_<name>/``) with two modules:
-
-* ``runner.py``: a class ``Runner``, a subclass of ``shared.runner.Runner`` (docs/runner-interface.md), the model behind
-  one contract;
-* ``platform.py``: a class ``Platform``, a subclass of ``shared.platform.Platform``: what the harness needs besides the
-  model (process settings applied before the library is imported, devices, the GPU check, versions, the matmul peak,
-  memory, synchronisation, and the graph introspection of ``explain``). Importing it must not import the library.
-
-and one :class:`Framework` entry below, which lists its implementations (the framework's Runner with options). Nothing
-else in ``bench/`` or ``shared/`` names a framework: the benchmark, the report's algorithm × framework matrix,
-``explain``'s order and the commands' choices are all read from here.
-
-Frameworks are imported lazily, only when asked for, so a user with one framework installed can use that one. A
-framework of another package is a plugin: a module that calls :func:`register`, named in the environment variable
-``SPINN_PLUGINS`` (comma-separated) or declared by an installed package in the entry-point group
-``spinn_suite.frameworks``; every plugin is imported when this registry is, so its framework is measured, explained and
-checked (``bench conform``) like the built-in ones, in every process, benchmark workers included
-(docs/runner-interface.md walks through one).
+A framework is one package (``runner.py``, ``platform.py``) and one :class:`Framework` entry below, which lists its
+implementations (the framework's Runner with options); nothing else in ``bench/`` or ``shared/`` names a framework
+(docs/runner-interface.md, "Adding a framework", says what each part holds, and how a plugin of another package
+registers one). Frameworks are imported lazily, only when asked for, so a user with one framework installed can use it.
 """
 
 from __future__ import annotations
@@ -56,10 +42,7 @@ class Implementation:
     opt_in: bool = False  # measured only when named with --implementations
     explained: bool = False  # an opt-in variant that `explain` shows when named
     one_trace: bool = False  # traces each function once whatever the batch's lengths (a report target checks it)
-    # Which PAD slots of a batch it computes (the record's padding_waste, docs/spec.md §6): "arrays", every
-    # slot of [B, T]; "loop", those before the batch's last real step (its loop stops there); "none", none
-    # (each sentence runs only its own steps).
-    padding: str = "arrays"
+    padding: str = "arrays"  # which PAD slots it computes: docs/spec.md §6, "Decision: the padding share"
     train_padding: str = ""  # the same for the training step, where it differs ("": as padding)
     env: dict = field(default_factory=dict)  # set in its benchmark worker before the framework is imported
     framework: str = ""  # filled in by register()
@@ -250,10 +233,7 @@ PRESETS = {
         "transitions": ["gold"], "rounds": 5,
     },
     # The protocol of Table 2 of Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic
-    # Computation Graphs": Tree-LSTM training (no tracker) at batch 64, embedding and hidden size 256 (the
-    # smallest size of neulab/dynet-benchmark's run-autobatch-tests.sh), DyNet without autobatching and with its
-    # two heuristics (by agenda, by depth) beside every other implementation, in the same rounds (results/
-    # cpu-table2; docs/autobatching.md §6).
+    # Computation Graphs" (docs/autobatching.md §6; results/cpu-table2).
     "dynet-table2": {
         "implementations": ["dynet-unbatched", "dynet", "dynet-depth", "pytorch", "pytorch-masked", "tensorflow",
                             "tensorflow-xla", "jax"],
@@ -386,11 +366,9 @@ class PluginError(ImportError):
 
 
 def _load_plugins() -> None:
-    """Import every plugin module, each of which calls :func:`register`: the modules ``SPINN_PLUGINS`` names,
-    then those the installed packages declare in the ``spinn_suite.frameworks`` entry-point group (a package's
-    pyproject.toml: ``[project.entry-points."spinn_suite.frameworks"]``, ``name = "package.module"``). So every
-    process sees them, benchmark workers included. A plugin that fails to import, or registers a framework or
-    an implementation that exists, is refused in one line."""
+    """Import every plugin module, each of which calls :func:`register`: the modules ``SPINN_PLUGINS`` names, then
+    those the installed packages declare in the ``spinn_suite.frameworks`` entry-point group (a package's
+    pyproject.toml: ``[project.entry-points."spinn_suite.frameworks"]``, ``name = "package.module"``)."""
     from importlib import metadata
 
     named = [(f"SPINN_PLUGINS module {m!r}", m) for m in os.environ.get("SPINN_PLUGINS", "").split(",") if m.strip()]

@@ -1,23 +1,9 @@
 """What a record measured: the source files that ran, and whether they are still today's.
 
-A record (a benchmark measurement, a training run, a scaling run, ``bench data``'s statistics, the lessons' probes) is
-only worth quoting if one can tell which code produced it. ``git status`` of the whole tree cannot: an edited README
-would mark a run dirty. A hand-kept list of folders cannot either: it is both too wide (every module of ``shared/``
-counts for a run that imported a third of them) and easy to get wrong. So a record names the files that ran
-(docs/spec.md §6, "Provenance"):
-
-* ``measured``: the repository's source files among the modules the measuring processes had imported when the
-  measurement ended (:func:`loaded`), read from the interpreter itself (``sys.modules``), and the pins
-  (``constraints.txt``); for a benchmark, the worker's and the parent's (which plans the batches and rounds and computes
-  the record's figures), so a module only one family or framework needs counts only where it was imported;
-* ``measured_digest``: a SHA-256 over each of those files' *normalized* form (:func:`normalized`): the syntax tree
-  without docstrings or other bare strings, so comments, docstrings and formatting do not count, and the pins without
-  their comments;
-* ``git_commit``: HEAD when it was made; ``measured_clean``: True when every measured file, normalized, was as that
-  commit has it (None outside a git checkout).
-
-``bench reproduce --check`` recomputes the digest of today's files of the same list: a record whose digest differs
-measured other code, and it names the files that changed since its commit.
+Why a record names the files that ran, which ones count and how they are compared is docs/spec.md §6, "Decision:
+provenance": ``measured`` (the files of :func:`loaded` and the pins), ``measured_digest`` (a SHA-256 over their
+:func:`normalized` forms), ``git_commit`` and ``measured_clean``. ``bench reproduce --check`` recomputes the digest of
+today's files of the same list, and names the files that changed since the record's commit.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Checkpoints: ``checkpoints/step-NNNNNNNN/`` with model.npz (canonical, docs/spec.md §4), optimizer.npz (the shared
 layout of shared/optimizers.py) and state.json (step, epoch, position in the epoch, ...).
 
-Atomicity: a checkpoint is written into a temporary folder and renamed into place (a rename is atomic), so a run killed
-at any moment leaves only complete checkpoints; a half-written temporary folder is ignored and removed. A write that
-fails (a full disk, a read-only folder) removes the temporary folder and is one OSError naming the file, the earlier
-checkpoints left as they were.
-
-Damage after the fact (a file cut short by a disk that failed, or by a copy): :func:`newest_loadable` tries the
-checkpoints newest first and returns the newest that loads, with the reason each newer one was passed over, so
-``--resume`` goes on from the last intact step instead of stopping. The newest ``keep`` checkpoints are kept
-(``--keep-checkpoints``).
+Each is written into a temporary folder that one rename publishes, a write that fails is one OSError naming the file,
+and ``--resume`` passes over a checkpoint that no longer loads (:func:`newest_loadable`): docs/training.md, "Faults".
 """
 
 from __future__ import annotations
@@ -62,11 +55,8 @@ def load_optimizer_state(path: Path) -> tuple[dict[str, np.ndarray], dict]:
 def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_config: ModelConfig,
                     vocab_words, optimizer_state: Mapping[str, np.ndarray], optimizer_description: str,
                     state: dict, keep: int = 2) -> Path:
-    """Write ``checkpoints/step-{step:08d}/`` atomically; keep the newest ``keep``.
-
-    Everything goes into a temporary folder first; one ``os.rename`` then publishes it. A crash before the rename leaves
-    the earlier checkpoints as they were (the temporary folder is removed by the next run).
-    """
+    """Write ``checkpoints/step-{step:08d}/`` atomically (a temporary folder, then one ``os.rename``: a crash before
+    it leaves the earlier checkpoints as they were); keep the newest ``keep``."""
     root = Path(out_dir) / "checkpoints"
     try:
         root.mkdir(parents=True, exist_ok=True)

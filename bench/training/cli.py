@@ -34,6 +34,11 @@ from shared.snli import Pair, with_parse
 from shared.vocab import Vocabulary
 
 
+HYPER = {"momentum": "sgd: momentum [default: 0]", "beta1": "adam [default: 0.9]", "beta2": "adam [default: 0.999]",
+         "rho": "rmsprop: decay of the squared-gradient mean [0.9]", "eps": "adam, rmsprop [default: 1e-8]",
+         "weight_decay": "L2 term added to the gradient, g + wd * w [default: 0]"}
+
+
 def register(sub) -> None:
     p = sub.add_parser("train", help="train the SNLI classifier in one framework (checkpoints, metrics, resume)",
                        description=__doc__.splitlines()[0])
@@ -43,8 +48,7 @@ def register(sub) -> None:
     group.add_argument("--dev", default="auto",
                        help="dev pairs for the accuracy at each epoch end: 'auto' (the dev split of an SNLI folder, "
                             "fresh pairs for synthetic and arithmetic, none otherwise), 'none', 'sample', "
-                            "'synthetic', 'arithmetic', "
-                            "or a path [default: %(default)s]")
+                            "'synthetic', 'arithmetic', or a path [default: %(default)s]")
     group.add_argument("--dev-pairs", type=int, default=None,
                        help="synthetic dev: how many pairs [default: 1000]; a path: read at most this many")
     group.add_argument("--dev-rows", type=row_range, default=None, metavar="START:END",
@@ -71,13 +75,8 @@ def register(sub) -> None:
                        help="lr(step) = lr * DECAY ** (step / --lr-decay-steps), the 2016 schedule "
                             "(0.75 every 10,000 steps) [default: %(default)s: constant]")
     group.add_argument("--lr-decay-steps", type=int, default=10000, help="[default: %(default)s]")
-    group.add_argument("--momentum", type=float, default=None, help="sgd: momentum [default: 0]")
-    group.add_argument("--beta1", type=float, default=None, help="adam [default: 0.9]")
-    group.add_argument("--beta2", type=float, default=None, help="adam [default: 0.999]")
-    group.add_argument("--rho", type=float, default=None, help="rmsprop: decay of the squared-gradient mean [0.9]")
-    group.add_argument("--eps", type=float, default=None, help="adam, rmsprop [default: 1e-8]")
-    group.add_argument("--weight-decay", type=float, default=None,
-                       help="L2 term added to the gradient, g + wd * w [default: 0]")
+    for flag, what in HYPER.items():  # the optimizers' hyperparameters: None is the optimizer's default
+        group.add_argument(f"--{flag.replace('_', '-')}", type=float, default=None, help=what)
     group.add_argument("--batch-size", type=int, default=32, help="pairs per step [default: %(default)s]")
     group.add_argument("--epochs", type=int, default=1, help="[default: %(default)s]")
     group.add_argument("--steps", type=int, default=None, help="stop after this many steps in all (even mid-epoch)")
@@ -127,19 +126,14 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_evaluate)
 
 
-def _buckets(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"--buckets: expected comma-separated token counts, got {text!r}") from None
-    if not values:
-        raise ValueError("--buckets: give at least one token count")
-    return values
-
-
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    hyper = {key: getattr(args, key) for key in ("momentum", "beta1", "beta2", "rho", "eps", "weight_decay")
-             if getattr(args, key) is not None}
+    hyper = {key: getattr(args, key) for key in HYPER if getattr(args, key) is not None}
+    try:
+        buckets = tuple(int(v) for v in args.buckets.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"--buckets: expected comma-separated token counts, got {args.buckets!r}") from None
+    if not buckets:
+        raise ValueError("--buckets: give at least one token count")
     unknown = sorted(set(hyper) - set(optimizers.DEFAULTS[args.optimizer]))
     if unknown:
         flags = ", ".join("--" + key.replace("_", "-") for key in unknown)
@@ -148,7 +142,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         framework=args.framework, optimizer=args.optimizer, lr=args.lr, lr_decay=args.lr_decay,
         lr_decay_steps=args.lr_decay_steps, hyper=hyper, batch_size=args.batch_size, epochs=args.epochs,
         steps=args.steps, dropout=args.dropout, seed=args.seed, freeze_embeddings=args.freeze_embeddings,
-        buckets=_buckets(args.buckets), drop_last=args.drop_last,
+        buckets=buckets, drop_last=args.drop_last,
         dtype=args.dtype or default_dtype(args.framework), device=args.device,
         eval_batch_size=args.eval_batch_size, train_eval_pairs=args.train_eval_pairs, log_every=args.log_every,
         keep_checkpoints=args.keep_checkpoints,
@@ -156,37 +150,22 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
-    """The dev pairs that ``--dev`` names (see its help)."""
-    name, pairs = _load_dev(args)
-    return name, with_parse(pairs, args.parse)  # the trees of --parse, as in training
-
-
-def _load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
+    """The dev pairs that ``--dev`` names (see its help), with the trees of ``--parse`` (done by the caller)."""
     from shared import synthetic
     from shared.arithmetic import arithmetic_pairs
     from shared.snli import SAMPLE_PATH, read_snli
 
-    dev = args.dev
+    dev, n, seed = args.dev, args.dev_pairs or 1000, args.data_seed + 1  # generated: fresh pairs of another seed
     if dev == "auto":
-        if args.data in ("synthetic", "arithmetic"):
-            dev = args.data
-        elif args.data not in ("sample", "shaped") and Path(args.data).is_dir():
-            dev = args.data
-        else:
-            return "none", []
+        folder = args.data not in ("sample", "shaped", "synthetic", "arithmetic") and Path(args.data).is_dir()
+        dev = args.data if args.data in ("synthetic", "arithmetic") or folder else "none"
     if dev == "none":
         return "none", []
-    if dev == "arithmetic":  # fresh pairs of another seed, as for synthetic
-        n = args.dev_pairs or 1000
+    if dev == "arithmetic":
         low, high = number_range(args)
-        return (f"arithmetic-{n}-seed{args.data_seed + 1}-numbers{low}to{high}",
-                arithmetic_pairs(n, seed=args.data_seed + 1, min_len=low, max_len=high))
+        return f"arithmetic-{n}-seed{seed}-numbers{low}to{high}", arithmetic_pairs(n, seed, min_len=low, max_len=high)
     if dev == "synthetic":
-        # Another seed than the training pairs: fresh pairs of the same grammar.
-        n = args.dev_pairs or 1000
-        return f"synthetic-{n}-seed{args.data_seed + 1}", synthetic.synthetic_pairs(n, seed=args.data_seed + 1)
-    if args.dev_rows and dev in ("synthetic", "arithmetic"):
-        raise ValueError(f"--dev-rows selects rows of a file; --dev {dev} generates its pairs (use --dev-pairs)")
+        return f"synthetic-{n}-seed{seed}", synthetic.synthetic_pairs(n, seed=seed)
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
     with stage("read dev", enabled=shows_progress(args)) as progress:
         pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows,
@@ -277,6 +256,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
     dev_name, dev_pairs = load_dev(args)
+    dev_pairs = with_parse(dev_pairs, args.parse)  # the trees of --parse, as in training
     data_info = {"data": args.data, "name": dataset.name, "split": args.split, "num_pairs": args.num_pairs,
                  "data_seed": args.data_seed, "dev": dev_name}
     if args.data == "shaped":

@@ -1,15 +1,10 @@
 """``bench train --replicas K --processes P`` on one host: P processes of one job, over the loopback address.
 
-JAX (``jax.distributed``) and TensorFlow (``MultiWorkerMirroredStrategy``) have no launcher of their own: on a cluster
-each host starts its process with the environment that says where it stands in the job (JAX's coordinator address,
-process count and id; TensorFlow's ``TF_CONFIG``), which is what ``Platform.process_env`` writes. This module does the
-same for P processes of this host, each listening on a free port of 127.0.0.1, and watches them: when one fails, the
-others are stopped at once (they would otherwise wait for it at the next all-reduce, or fail there in turn) and one line
-names it. PyTorch keeps its own launcher (impl_pytorch/replicas.py).
-
-What the processes write to stderr passes through here, each line held back for :data:`HOLD_S`: when a process dies,
-what the others then write (the all-reduce that lost its peer, in their words) is dropped, so that the job's end is the
-one line that names the process that failed.
+What this does for JAX and TensorFlow, which have no launcher of their own, is docs/training.md's ("Training past one
+device"): each process gets the environment that places it in the job (``Platform.process_env``), and when one fails
+the others are stopped at once and one line names it. PyTorch keeps its own launcher (impl_pytorch/replicas.py). What
+the processes write to stderr is held back for :data:`HOLD_S` a line: when a process dies, what the others then write
+(the all-reduce that lost its peer, in their words) is dropped, so that the job's end is the one line that names it.
 """
 
 from __future__ import annotations

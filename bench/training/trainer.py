@@ -2,20 +2,9 @@
 
 The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``, ``train_step``, ``encode``,
 ``get_params``, ``optimizer_state`` and ``load_optimizer_state`` (docs/runner-interface.md) only, so every framework
-trains from the same batches in the same order, and checkpoints move between them.
-
-What a run writes under ``out_dir``::
-
-    run.json                   the run's settings (checked again by --resume)
-    metrics.jsonl              one JSON object a line (bench/records.py)
-    checkpoints/step-00001234/ model.npz (canonical, docs/spec.md §4), optimizer.npz
-                               (shared layout of shared/optimizers.py), state.json
-    model.npz                  the latest weights (canonical)
-    best.npz                   the weights with the best dev accuracy so far
-
-Repeatability: the batches of epoch e are a pure function of (seed, e) and the dropout masks of step s a pure function
-of (seed, s) in every framework, and a checkpoint records the step, the epoch and the position inside it. So a run
-resumed from a checkpoint takes exactly the steps the uninterrupted run takes.
+trains from the same batches in the same order, and checkpoints move between them. What a run writes under its folder
+(run.json, metrics.jsonl, checkpoints/, model.npz, best.npz), and why a resumed run takes exactly the steps of an
+uninterrupted one, is docs/training.md's.
 """
 
 from __future__ import annotations
@@ -85,10 +74,8 @@ class Trainer:
 
     ``init`` is a ParamFile (weights, ModelConfig, vocabulary) or a function returning one (called only when there is no
     checkpoint to resume from). Unlabelled pairs are not trained on. The constructor checks the folder and prepares the
-    runner; :meth:`run` trains, evaluating on ``dev_pairs`` (and a sample of the training pairs) and checkpointing at
-    each epoch end, every ``checkpoint_every`` steps inside an epoch, and when SIGINT or SIGTERM asks it to stop
-    (``stop_on_signal``: the step under way finishes, the checkpoint is written, then :class:`TrainingInterrupted`; a
-    second Ctrl-C stops at once, as Python does).
+    runner; :meth:`run` trains, evaluating on ``dev_pairs`` (and a sample of the training pairs) and checkpointing as
+    docs/training.md says; ``stop_on_signal``: SIGINT and SIGTERM stop it after a step (:class:`TrainingInterrupted`).
     """
 
     def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
