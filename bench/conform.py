@@ -1,18 +1,9 @@
 """``python -m bench conform IMPLEMENTATION...``: does an implementation agree with the float64 reference?
 
-For each named implementation (built in, or plugged in: bench/frameworks.py, ``SPINN_PLUGINS`` or the
-``spinn_suite.frameworks`` entry points), on a small model and real SNLI pairs of the embedded sample, through the
-runner interface only (docs/runner-interface.md), against shared/reference.py:
-
-* encodings and logits, and the gradient of every parameter;
-* predicted and sampled parses (the transitions followed, the numbers), and REINFORCE's loss gradients, where the
-  implementation declares them; where it declares it cannot, that it refuses in one line (docs/runner-interface.md);
-* the weights round trip through the canonical parameter file (docs/spec.md §4): a runner built from a file another
-  wrote computes the same encodings;
-* each pair's result alone equals its result inside a batch (with other pairs, more token slots and more steps).
-
-It computes in float64 where the implementation can, else in float32, with the tolerances of shared/compare.py that the
-tests use too. It prints one table (check, worst error, tolerance, result) and exits 1 when a check fails.
+What it checks, through the runner interface only, and what it prints are docs/runner-interface.md's ("bench conform
+NAME..."): a small model with a transition head on real pairs of the embedded sample, against shared/reference.py, in
+float64 where the implementation can, else in float32, with the tolerances of shared/compare.py; exit 1 when a check
+fails.
 """
 
 from __future__ import annotations

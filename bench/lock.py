@@ -64,7 +64,9 @@ class FolderLock:
 
     def acquire(self) -> "FolderLock":
         while True:
-            self._created = _missing_folders(self.folder) or self._created  # kept if a retry finds them made
+            # The folder and those of its parents that do not exist yet, deepest first; kept if a retry finds them made.
+            self._created = list(takewhile(lambda path: not path.exists(), (self.folder, *self.folder.parents))) \
+                or self._created
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, self._created_file = _open_lock_file(self.path)
             if fd is None:  # the folder went between mkdir and open (its last holder removed it): again
@@ -139,11 +141,6 @@ def lock_output(folder: str | os.PathLike, command: str, *, announce: bool = Tru
     if announce:
         lock.announce()
     return lock
-
-
-def _missing_folders(folder: Path) -> list[Path]:
-    """``folder`` and those of its parents that do not exist yet, deepest first."""
-    return list(takewhile(lambda path: not path.exists(), (folder, *folder.parents)))
 
 
 def _open_lock_file(path: Path) -> tuple[int | None, bool]:

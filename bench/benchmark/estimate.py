@@ -40,10 +40,6 @@ def _cost(r: Measurement, rounds: int, cached: bool, shapes: int | None = None) 
     return warm, timed
 
 
-def _time(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
-
-
 def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
     """(start-up, seconds between measurements) as the earlier run spent them, where its records tell: a
     measurement's records are written when it ends, so from one measurement's end to the next the run spent the
@@ -53,7 +49,8 @@ def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
     for r in records:
         if r.timestamp and r.run_id:
             groups.setdefault((r.run_id, r.mode, r.batch_size, r.transitions), []).append(r)
-    ends = sorted(((max(_time(r.timestamp) for r in rs), rs) for rs in groups.values()), key=lambda e: e[0])
+    ends = sorted(((max(datetime.strptime(r.timestamp, "%Y-%m-%dT%H:%M:%S%z") for r in rs), rs)
+                   for rs in groups.values()), key=lambda e: e[0])
     gaps = []
     for (previous, before), (end, rs) in zip(ends[:-1], ends[1:]):
         if before[0].run_id == rs[0].run_id:

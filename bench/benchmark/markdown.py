@@ -65,7 +65,9 @@ def format_ratios(records: list[Measurement], baseline: str | None = None) -> st
                    + ["busy rounds"] * loaded, [
                  [row["device"], row["mode"], row["transitions"], row["batch_size"], row["implementation"],
                   f"{row['median']:.2f}x", f"{row['q1']:.2f}-{row['q3']:.2f}", f"{row['min']:.2f}-{row['max']:.2f}",
-                  row["rounds"] or "not interleaved"] + [_busy_cell(row)] * loaded for row in rows])]
+                  row["rounds"] or "not interleaved"]
+                 + ["-" if row["busy"] is None else f"**{busy_count(row)} of {len(row['busy'])}**" if busy_count(row)
+                    else "0"] * loaded for row in rows])]
     if loaded:
         lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average, less the run's own share "
                       "of the cores, was above one core of other work while either side was timed (docs/spec.md §6; "
@@ -117,13 +119,6 @@ def format_table2(records: list[Measurement]) -> str:
         lines.append([r.device, r.batch_size, r.implementation, f"{2 * r.pairs_per_s:,.1f}", ratio, iqr, theirs])
     return table(["device", "batch", "implementation", "sentences/s", "over dynet-unbatched", "IQR", "the paper's"],
                  lines)
-
-
-def _busy_cell(row: dict) -> str:
-    if row["busy"] is None:
-        return "-"
-    count = busy_count(row)
-    return f"**{count} of {len(row['busy'])}**" if count else "0"
 
 
 def load_summary(records: list[Measurement]) -> str:

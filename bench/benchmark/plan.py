@@ -206,16 +206,23 @@ class RunPlan:
 
 
 def plan_run(args) -> RunPlan:
-    """The run the arguments ask for, or a one-line refusal (ValueError) of any argument that would measure nothing. It
-    comes before the output folder is locked and before any worker starts: a run refused after minutes of start-up and
-    warm-up, or one that measures nothing and exits 0, wastes the user's time. The flags not given are filled in first
-    (``apply_preset``)."""
+    """The run the arguments ask for (the flags not given filled in first, ``apply_preset``), or a one-line refusal
+    (ValueError) of any argument that would measure nothing, before the folder is locked or a worker starts: a run
+    refused after minutes of start-up and warm-up, or one that measures nothing and exits 0, wastes the user's time."""
     apply_preset(args)
     defaults = QUICK if args.quick else FULL
     plan = RunPlan(plan_implementations(args), plan_keys(args, defaults), defaults,
                    rounds=defaults["rounds"] if args.rounds is None else args.rounds,  # an explicit value wins
                    round_time=defaults["round_time"] if args.round_time is None else args.round_time)
-    _check_numbers(args, plan)
+    # Counts and durations that would time nothing (or never stop) are refused, never replaced by a default.
+    if plan.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {plan.rounds}")
+    if not (plan.round_time > 0 and math.isfinite(plan.round_time)):
+        raise ValueError(f"--round-time must be a positive number of seconds, got {plan.round_time}")
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.num_pairs is not None and args.num_pairs < 1:
+        raise ValueError(f"--num-pairs must be at least 1, got {args.num_pairs}")
     if args.model == "treelstm" and set(args.transitions) - {"gold"}:
         raise ValueError("--model treelstm has no tracker, so no transition head to decide a parse: "
                          "use --transitions gold")
@@ -225,18 +232,6 @@ def plan_run(args) -> RunPlan:
                          f"(installed frameworks: {', '.join(installed) or 'none'})")
     _check_batches(args, plan)
     return plan
-
-
-def _check_numbers(args, plan: RunPlan) -> None:
-    """Counts and durations that would time nothing (or never stop) are refused, never replaced by a default."""
-    if plan.rounds < 1:
-        raise ValueError(f"--rounds must be at least 1, got {plan.rounds}")
-    if not (plan.round_time > 0 and math.isfinite(plan.round_time)):
-        raise ValueError(f"--round-time must be a positive number of seconds, got {plan.round_time}")
-    if not args.timeout > 0:
-        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}")
-    if args.num_pairs is not None and args.num_pairs < 1:
-        raise ValueError(f"--num-pairs must be at least 1, got {args.num_pairs}")
 
 
 def _check_batches(args, plan: RunPlan) -> None:

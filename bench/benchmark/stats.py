@@ -32,16 +32,16 @@ def round_ratios(records: list[Measurement], baseline: str | None = None) -> lis
             continue
         same_run = (r.run_id == b.run_id and r.round_pairs_per_s
                     and len(r.round_pairs_per_s) == len(b.round_pairs_per_s))
-        if same_run:
-            ratios = np.array(r.round_pairs_per_s) / np.array(b.round_pairs_per_s)
-        else:
-            ratios = np.array([r.pairs_per_s / b.pairs_per_s])
+        ratios = (np.array(r.round_pairs_per_s) / np.array(b.round_pairs_per_s) if same_run
+                  else np.array([r.pairs_per_s / b.pairs_per_s]))
         q1, median, q3 = np.percentile(ratios, [25, 50, 75])
+        mine, theirs = busy_rounds(r, own), busy_rounds(b, own)  # a round is busy where either side's was
         rows.append({"device": key[0], "mode": key[1], "transitions": key[2], "batch_size": key[3],
                      "implementation": r.implementation, "median": float(median), "q1": float(q1),
                      "q3": float(q3), "min": float(ratios.min()), "max": float(ratios.max()),
                      "rounds": len(ratios) if same_run else 0, "data": r.data,
-                     "round_ratios": ratios.tolist(), "busy": _busy_ratio_rounds(r, b, own) if same_run else None})
+                     "round_ratios": ratios.tolist(), "busy": [x or y for x, y in zip(mine, theirs)]
+                     if same_run and mine is not None and theirs is not None else None})
     return rows
 
 
@@ -80,14 +80,6 @@ def busy_rounds(record: Measurement, own: float) -> list[bool] | None:
     if not record.round_load or not record.cpu_count:
         return None
     return [is_busy(load, record.cpu_count, own) for load in record.round_load]
-
-
-def _busy_ratio_rounds(r: Measurement, b: Measurement, own: float) -> list[bool] | None:
-    """A per-round ratio is busy where either of its two sides was timed on a busy machine."""
-    mine, theirs = busy_rounds(r, own), busy_rounds(b, own)
-    if mine is None or theirs is None:
-        return None
-    return [x or y for x, y in zip(mine, theirs)]
 
 
 def busy_count(row: dict) -> int:

@@ -8,7 +8,7 @@ prints goes to stderr instead, so it cannot corrupt a reply).
 
 The worker dies with its parent, however the parent ends: on Linux it asks the kernel for SIGKILL when the parent dies
 (``PR_SET_PDEATHSIG``), and on any system it exits when its stdin closes. What it writes on the side (caches) goes in
-SCRATCH, a folder the parent made and removes (bench/benchmark/pool.py), so nothing is left behind when it is killed.
+SCRATCH, a folder the parent made and removes (bench/benchmark/driver.py), so nothing is left behind when it is killed.
 """
 
 from __future__ import annotations

@@ -60,13 +60,9 @@ def format_text(result: dict) -> str:
         return format_levels(result)
     if "choice_steps_gold" in result["batch"]:
         return format_parse(result)
-    b = result["batch"]
-    lines = format_header(result, [
-        f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps: "
-        f"{b['shift']} SHIFT, {b['reduce']} REDUCE, {b['pad']} PAD",
-        f"  variants: the same words as {b['other_trees']} trees (same B, N, T); "
-        f"the batch padded to N={b['padded_num_tokens']}, T={b['padded_num_steps']}",
-    ])
+    b, lines = result["batch"], format_header(result)
+    lines.insert(2, f"  variants: the same words as {b['other_trees']} trees (same B, N, T); "
+                    f"the batch padded to N={b['padded_num_tokens']}, T={b['padded_num_steps']}")
     for name in frameworks.explained():
         if name in result:
             lines += frameworks.platform(name).format_explain(name, result[name])
@@ -203,22 +199,12 @@ def format_levels(result: dict) -> str:
             lines.append(f"  {name} runs {r['levels_run']} levels, {sum(r['reduce_widths'])} Reduce rows, "
                          f"{r['padded_pct']:.1f}% of them padding"
                          + (f", {sum(r['tracker_rows'])} tracker rows" if r["tracker_rows"] else ""))
-        tracker = key == "tracker"
-        reduce_cols = ["nodes"] + ran
-        tracker_cols = (["active"] + ran) if tracker else []
-        head = f"  {'level':>5} " + " ".join(f"{c:>10}" for c in reduce_cols)
-        if tracker:
-            head += "  |" + " ".join(f"{c:>10}" for c in tracker_cols)
-        lines += ["  Reduce width per level" + ("  |  tracker rows per level" if tracker else ""), head]
-        n_rows = max([s["levels"]] + [result[name][key]["levels_run"] for name in ran])
-        for level in range(n_rows):
-            cells = [_cell(s["nodes"], level)] + [_cell(result[name][key]["reduce_widths"], level) for name in ran]
-            line = f"  {level:>5} " + " ".join(f"{c:>10}" for c in cells)
-            if tracker:
-                cells = [_cell(s["active"], level)] + [_cell(result[name][key]["tracker_rows"], level)
-                                                       for name in ran]
-                line += "  |" + " ".join(f"{c:>10}" for c in cells)
-            lines.append(line)
+        halves = [("nodes", "reduce_widths"), ("active", "tracker_rows")][:2 if key == "tracker" else 1]
+        lines += ["  Reduce width per level" + ("  |  tracker rows per level" if key == "tracker" else ""),
+                  f"  {'level':>5} " + "  |".join(" ".join(f"{c:>10}" for c in [own] + ran) for own, _ in halves)]
+        for level in range(max([s["levels"]] + [result[name][key]["levels_run"] for name in ran])):
+            lines.append(f"  {level:>5} " + "  |".join(" ".join(f"{c:>10}" for c in [_cell(s[own], level)] + [
+                _cell(result[name][key][run], level) for name in ran]) for own, run in halves))
     lines += ["", "the loop body each framework runs over the levels (encode)"]
     for name in names:
         if not result[name].get("installed", True):

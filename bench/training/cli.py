@@ -25,8 +25,7 @@ from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_confusion, format_parse_evaluation
 from bench.training.checkpoint import check_folder
 from bench.training.launch import launch_processes
-from bench.training.settings import EMBEDDING, TrainConfig
-from bench.training.trainer import Trainer
+from bench.training.trainer import EMBEDDING, TrainConfig, Trainer
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, init_params, load_params

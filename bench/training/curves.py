@@ -220,8 +220,7 @@ def cmd_curves(args) -> int:
                   table(["run", "against", "steps compared", "max relative difference"],
                         [[a["run"], a["against"], a["points"], f"{a['max_rel_diff']:.2e}"] for a in agreement]), ""]
     if any(map(has_reinforce, runs)):
-        lines += ["Parses learned by reward (`--transitions reinforce`):", "", format_reinforce(runs),
-                  ""]
+        lines += ["Parses learned by reward (`--transitions reinforce`):", "", format_reinforce(runs), ""]
     if not args.no_plots:
         path = plot_curves(runs, out_dir)
         lines.append(f"![curves]({path.name})")

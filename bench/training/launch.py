@@ -37,12 +37,6 @@ def free_addresses(count: int, host: str = "127.0.0.1") -> list[str]:
             s.close()
 
 
-def _how(code: int) -> str:
-    if code < 0 and -code in signal.Signals._value2member_map_:
-        return f"was killed by {signal.Signals(-code).name}"
-    return f"ended with exit status {code}"
-
-
 def _stop(processes: list[subprocess.Popen]) -> None:
     for p in processes:
         if p.poll() is None:
@@ -108,7 +102,9 @@ def launch_processes(platform, processes: int, argv: list[str]) -> int:
                 rank, code = _culprit([p.poll() for p in started])
                 _stop(started)
                 _show([line for line in held if line[1] == rank])  # the failed one's own last words
-                print(f"error: process {rank} of {processes} ({platform.name}) {_how(code)}; the others were "
+                killed = code < 0 and -code in signal.Signals._value2member_map_
+                how = f"was killed by {signal.Signals(-code).name}" if killed else f"ended with exit status {code}"
+                print(f"error: process {rank} of {processes} ({platform.name}) {how}; the others were "
                       "stopped. The run folder holds the last checkpoint: the same command with --resume goes on "
                       "from it", file=sys.stderr)
                 return code if code > 0 else 1

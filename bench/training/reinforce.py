@@ -1,17 +1,11 @@
-"""``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7).
+"""``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7, REINFORCE: the loss, the baseline
+b and the uniform numbers each step samples with, restored exactly on resume).
 
 The loop is bench/training/trainer.py's; :class:`ReinforceTrainer` changes what one step does and what is logged,
-evaluated and checkpointed:
-
-* a step samples the parse with the uniform numbers of shared.parsing, drawn from (--seed, the epoch, each pair's data
-  row): the same samples in every framework, whatever the batch, and again after a resume;
-* the baseline b is the first batch's mean reward (measured in eval mode before the first step), then b <- 0.9 b + 0.1
-  mean r after every step; checkpoints save it (state.json, a JSON float: exact) and a resume restores it, so a resumed
-  run continues the uninterrupted one exactly;
-* each "train" record adds the means, over its steps, of the reward, the logprob and entropy per pair, the parse shape
-  (shared.reinforce), the bracket F1 of the followed parses against the batch's own trees, and the baseline after the
-  last step;
-* dev and train evaluations run in predicted mode (the model parses) and add the parse metrics against the data's trees.
+evaluated and checkpointed: each "train" record adds the means, over its steps, of the reward, the logprob and entropy
+per pair, the parse shape (shared.reinforce), the bracket F1 of the followed parses against the batch's own trees, and
+the baseline after the last step; dev and train evaluations run in predicted mode (the model parses) and add the parse
+metrics against the data's trees.
 """
 
 from __future__ import annotations
@@ -28,7 +22,6 @@ from bench.training.evaluate import Evaluation, evaluate_parses
 from bench.training.trainer import Trainer, TrainResult
 from shared import parse_metrics, parsing
 from shared import reinforce as shared_reinforce
-from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, init_params
 from shared.snli import Pair
 
@@ -79,31 +72,16 @@ def with_head(model: ParamFile, seed: int) -> ParamFile:
     return ParamFile(params, config, model.vocab)
 
 
-# --------------------------------------------------------------------------
-# Evaluation in predicted mode
-# --------------------------------------------------------------------------
-
-
 @dataclass
 class ParsedEvaluation(Evaluation):
+    """An evaluation in predicted mode: accuracy, loss and confusion of the predicted parses, and those parses against
+    the pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1)."""
+
     mode: str = "predicted"
     parse: dict = dataclasses.field(default_factory=dict)  # ParseCounts.as_dict() against the data's trees
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "mode": self.mode, **{f"parse_{k}": v for k, v in self.parse.items()}}
-
-
-def evaluate_parsed(runner, pairs: Sequence[Pair], vocab, *, batch_size: int = 128,
-                    buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> ParsedEvaluation:
-    """Accuracy, loss and confusion of the predicted parses on the labelled ``pairs``, and those parses against the
-    pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1): evaluate_parses' evaluation."""
-    parses = evaluate_parses(runner, pairs, vocab, batch_size=batch_size, buckets=buckets)
-    return ParsedEvaluation(**parses.followed, parse=parses.counts.as_dict())
-
-
-# --------------------------------------------------------------------------
-# The loop
-# --------------------------------------------------------------------------
 
 
 class ReinforceTrainer(Trainer):
@@ -151,8 +129,9 @@ class ReinforceTrainer(Trainer):
         return fields
 
     def _evaluate(self, pairs: Sequence[Pair]) -> ParsedEvaluation:
-        return evaluate_parsed(self.runner, pairs, self.vocab,
-                               batch_size=self.cfg.eval_batch_size, buckets=self.cfg.buckets)
+        parses = evaluate_parses(self.runner, pairs, self.vocab, batch_size=self.cfg.eval_batch_size,
+                                 buckets=self.cfg.buckets)
+        return ParsedEvaluation(**parses.followed, parse=parses.counts.as_dict())
 
     def _state_fields(self) -> dict:
         return {"baseline": self.baseline}

@@ -2,19 +2,10 @@
 framework, measured with the training command itself.
 
 Each round runs ``bench train --replicas K`` for every (framework, K), in an order rotated from round to round so that a
-busy spell of the machine does not fall on one configuration only. Every run takes the same steps over the same batches
-(the same seed), logging every step. From its metrics:
-
-* pairs/s: the median over the measured steps (the first ``--warmup`` steps left out, and the median so that a step that
-  compiled a new shape does not count as throughput);
-* speed-up over one replica: the median, over steps, of one replica's step time over K replicas' time for the same step
-  (the same batch); scaling efficiency is the speed-up over K;
-* each replica's compute and all-reduce wait per step, where the engine shows them (``replica_s_per_step`` in the
-  metrics): define-by-run replicas build different graphs from different trees, and the one that finishes first waits
-  for the others.
-
-Results go to ``OUT/results.jsonl`` (one record per run) and ``OUT/report.md``; every run's folder is kept under
-``OUT/runs/``, its ``metrics.jsonl`` and ``run.json`` (the weights are removed: they are not what this measures).
+busy spell of the machine does not fall on one configuration only; every run takes the same steps over the same batches
+(the same seed), logging every step. What report.md shows of them it explains under its table (:func:`render`). Results
+go to ``OUT/results.jsonl`` (one record per run) and ``OUT/report.md``; every run's folder is kept under ``OUT/runs/``,
+its ``metrics.jsonl`` and ``run.json`` (the weights are removed: they are not what this measures).
 """
 
 from __future__ import annotations
@@ -56,19 +47,14 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_scale)
 
 
-def _numbers(text: str, what: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"--{what}: expected comma-separated whole numbers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise ValueError(f"--{what}: expected whole numbers >= 1, got {text!r}")
-    return values
-
-
 def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
     """The frameworks and K values to measure, or a ValueError in one line."""
-    replicas = _numbers(args.replicas, "replicas")
+    try:
+        replicas = [int(v) for v in args.replicas.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"--replicas: expected comma-separated whole numbers, got {args.replicas!r}") from None
+    if not replicas or min(replicas) < 1:
+        raise ValueError(f"--replicas: expected whole numbers >= 1, got {args.replicas!r}")
     if replicas[0] != 1:
         raise ValueError("--replicas: start with 1 (the speed-ups are over one replica)")
     engines = [name for name in frameworks.FRAMEWORKS if frameworks.platform(name).data_parallel]
@@ -78,9 +64,8 @@ def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
             raise ValueError(f"--frameworks: unknown framework {name!r}; choose from {', '.join(engines)}")
         if not frameworks.platform(name).data_parallel:
             raise ValueError(f"--frameworks: {name}: {frameworks.platform(name).data_parallel_missing}")
-    for k in replicas:
-        if args.batch_size % k:
-            raise ValueError(f"--batch-size {args.batch_size} does not split into {k} replicas")
+    for k in (k for k in replicas if args.batch_size % k):
+        raise ValueError(f"--batch-size {args.batch_size} does not split into {k} replicas")
     if args.rounds < 1 or args.steps <= args.warmup or args.warmup < 0:
         raise ValueError(f"need --rounds >= 1 and --steps > --warmup >= 0, got {args.rounds}, {args.steps}, "
                          f"{args.warmup}")
@@ -106,8 +91,8 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
               **provenance(set(ran(folder)) | set(loaded())),
               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the weights are not what this measures
-    for weights in ("model.npz", "best.npz"):
-        (folder / weights).unlink(missing_ok=True)
+    (folder / "model.npz").unlink(missing_ok=True)
+    (folder / "best.npz").unlink(missing_ok=True)
     return record
 
 
@@ -117,8 +102,9 @@ def ran(folder: Path) -> list[str]:
 
 
 def summarize(folder: Path, warmup: int) -> dict:
-    """What a run logged every step, its first ``warmup`` steps left out: the step times, the median pairs/s and, where
-    the engine showed them, each replica's mean seconds per phase and the straggler gap."""
+    """What a run logged every step, its first ``warmup`` steps left out: the step times, the median pairs/s (a step
+    that compiled a new shape is no throughput) and, where the engine showed them, each replica's mean seconds per
+    phase and the straggler gap."""
     steps = [r for r in read_metrics(folder) if r["kind"] == "train"][warmup:]
     record = {"steps": len(steps), "step_s": [r["pairs"] / r["pairs_per_s"] for r in steps],
               "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps]))}
@@ -126,12 +112,12 @@ def summarize(folder: Path, warmup: int) -> dict:
     if per_replica:
         for phase in per_replica[0]:
             record[f"replica_{phase}_s"] = np.mean([r[phase] for r in per_replica], axis=0).tolist()
-        # The straggler gap: per step, how much longer the slowest replica
-        # computed than the fastest (which waited that long at the all-reduce).
+        # The straggler gap: per step, how much longer the slowest replica computed than the fastest (which waited
+        # that long at the all-reduce).
         compute = np.array([r["compute"] for r in per_replica])
-        record["straggler_gap_s"] = float(np.mean(compute.max(axis=1) - compute.min(axis=1)))
-        record["straggler_gap_share"] = float(np.mean((compute.max(axis=1) - compute.min(axis=1))
-                                                      / compute.max(axis=1)))
+        gap = compute.max(axis=1) - compute.min(axis=1)
+        record.update(straggler_gap_s=float(np.mean(gap)),
+                      straggler_gap_share=float(np.mean(gap / compute.max(axis=1))))
     return record
 
 
@@ -186,8 +172,8 @@ def summary(records: list[dict]) -> list[dict]:
 
 
 def render(records: list[dict]) -> str:
-    """report.md: pairs/s, speed-up and efficiency per framework and K, and
-    each replica's all-reduce wait where the engine shows it."""
+    """report.md: pairs/s, speed-up and efficiency per framework and K, and each replica's all-reduce wait where the
+    engine shows it."""
     from bench.render import table  # imported after the runs: no record counts it as measured
 
     if not records:

@@ -2,15 +2,18 @@
 
 The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``, ``train_step``, ``encode``,
 ``get_params``, ``optimizer_state`` and ``load_optimizer_state`` (docs/runner-interface.md) only, so every framework
-trains from the same batches in the same order, and checkpoints move between them. What a run writes under its folder
-(run.json, metrics.jsonl, checkpoints/, model.npz, best.npz), and why a resumed run takes exactly the steps of an
-uninterrupted one, is docs/training.md's.
+trains from the same batches in the same order (those of an epoch a pure function of the seed and the epoch,
+:func:`epoch_plan`), and checkpoints move between them. What a run writes under its folder (run.json, metrics.jsonl,
+checkpoints/, model.npz, best.npz), and why a resumed run takes exactly the steps of an uninterrupted one, is
+docs/training.md's.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -18,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Callable, Sequence
@@ -32,12 +35,122 @@ from bench.records import RecordWriter, read_records, rewrite_records, write_jso
 from bench.training.checkpoint import (check_folder, clean_temporaries, latest_checkpoint, newest_loadable,
                                        save_checkpoint)
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_parse_evaluation
-from bench.training.settings import TrainConfig, check_resume, data_fingerprint, epoch_plan
 from shared import optimizers
-from shared.batching import make_pair_batch, pair_length
+from shared.batching import DEFAULT_BUCKETS, make_pair_batch, pair_length, plan_batches
 from shared.params import ParamFile, save_params
+from shared.runner import check_replicas
 from shared.snli import NO_LABEL, Pair, labelled_pairs
 from shared.vocab import Vocabulary
+
+EMBEDDING = "embed.embedding"
+
+
+@dataclass
+class TrainConfig:
+    """How to train (the model sizes live in the parameter file's ModelConfig)."""
+
+    framework: str  # a name of bench.frameworks.NAMES: the reference, a framework or a variant
+    optimizer: str = "adam"  # sgd, adam or rmsprop (shared/optimizers.py)
+    lr: float = 1e-3  # learning rate at step 0
+    lr_decay: float = 1.0  # lr(step) = lr * lr_decay ** (step / lr_decay_steps); 1: constant
+    lr_decay_steps: int = 10000
+    hyper: dict = field(default_factory=dict)  # optimizer hyperparameters (momentum, beta1, eps, weight_decay, ...)
+    batch_size: int = 32  # pairs per training step
+    epochs: int = 1  # passes over the training pairs
+    steps: int | None = None  # stop after this many steps in all, even mid-epoch (None: epochs decide)
+    dropout: float = 0.0  # rate on the projected leaves and the classifier inputs
+    seed: int = 0  # batch order and dropout masks (weights: the init seed)
+    freeze_embeddings: bool = False  # leave embed.embedding untouched (the 2016 paper kept GloVe fixed)
+    buckets: tuple = DEFAULT_BUCKETS  # token-count buckets of the batches (one compiled shape each)
+    drop_last: bool = False  # drop the short last batch of each bucket (fewer shapes to compile)
+    dtype: str = "float32"
+    device: str = "cpu"
+    eval_batch_size: int = 128
+    train_eval_pairs: int = 2000  # training pairs whose accuracy is measured each epoch (0: none)
+    log_every: int = 10  # steps per "train" metrics record (mean loss of those steps)
+    keep_checkpoints: int = 2  # newest checkpoints kept on disk
+    # Steps between checkpoints inside an epoch (besides every epoch end and an interrupt); 0: epoch ends only.
+    # At batch 32 an epoch of full SNLI is about 17,000 steps.
+    checkpoint_every: int = 1000
+    transition_weight: float = 0.0  # the supervised transition loss of docs/spec.md §7 (> 0 needs a head)
+    # Data-parallel replicas, each taking batch_size / replicas pairs of every batch, on the framework's own engine
+    # (shared/platform.py). Not a setting of the run: the same steps with any K, so a run may resume with another.
+    replicas: int = 1
+
+    # Settings a resumed run must share with the run it continues (the rest, e.g. epochs or the framework, may change).
+    MUST_MATCH = ("optimizer", "lr", "lr_decay", "lr_decay_steps", "hyper", "batch_size", "dropout", "seed",
+                  "freeze_embeddings", "buckets", "drop_last", "transition_weight")
+
+    def __post_init__(self) -> None:
+        self.buckets = tuple(self.buckets)
+        self.hyper = optimizers.resolve(self.optimizer, self.hyper)  # ValueError naming a bad one
+        for name in ("batch_size", "epochs", "lr_decay_steps", "eval_batch_size", "log_every", "keep_checkpoints",
+                     "steps"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:  # steps: None, the epochs decide
+                raise ValueError(f"{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0 or not self.lr_decay > 0:
+            raise ValueError(f"lr and lr-decay must be > 0, got {self.lr} and {self.lr_decay}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if not self.transition_weight >= 0:
+            raise ValueError(f"transition-weight must be >= 0, got {self.transition_weight}")
+        for name in ("checkpoint_every", "train_eval_pairs"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        check_replicas(self.replicas)
+        if self.batch_size % self.replicas:
+            raise ValueError(f"--batch-size {self.batch_size} does not split into {self.replicas} replicas: "
+                             "give a batch size that is a multiple of --replicas")
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def learning_rate(self, step: int) -> float:
+        return optimizers.learning_rate(self.lr, step, self.lr_decay, self.lr_decay_steps)
+
+    @property
+    def frozen(self) -> tuple[str, ...]:
+        return (EMBEDDING,) if self.freeze_embeddings else ()
+
+
+def check_resume(saved: dict, now: dict) -> None:
+    """A resumed run must have the settings and data of the run it continues
+    (``saved`` and ``now`` are run.json documents)."""
+    old, new = saved.get("train", {}), now["train"]
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
+    for key in TrainConfig.MUST_MATCH:
+        a, b = (tuple(v) if isinstance(v, list) else v  # a setting newer than the run: its default
+                for v in (old.get(key, defaults[key]), new.get(key)))
+        if a != b:
+            raise ValueError(f"--resume: {key} was {a!r} in the run being resumed, now {b!r}; "
+                             "give the same settings as the first command")
+    if saved.get("train_fingerprint") != now["train_fingerprint"]:
+        raise ValueError(f"--resume: the training data differ from the run being resumed "
+                         f"({saved.get('train_pairs')} pairs then, {now['train_pairs']} now; words, labels or trees): "
+                         "give the same --data and --parse")
+
+
+# --------------------------------------------------------------------------
+# Batches: a pure function of (seed, epoch)
+# --------------------------------------------------------------------------
+
+
+def epoch_plan(lengths: np.ndarray, cfg: TrainConfig, epoch: int) -> list[tuple[int | None, np.ndarray]]:
+    """(N, pair indices) of every batch of epoch ``epoch`` (0-based), in order."""
+    seed = int(np.random.SeedSequence([cfg.seed, epoch]).generate_state(1)[0])
+    return list(plan_batches(lengths, cfg.batch_size, buckets=cfg.buckets, shuffle=True, seed=seed,
+                             drop_last=cfg.drop_last).batches)
+
+
+def data_fingerprint(pairs: Sequence[Pair]) -> str:
+    """A short hash of the pairs (ids, labels, tokens, parses), so --resume can
+    tell the data changed, a changed --parse included."""
+    digest = hashlib.sha256()
+    for pair in pairs:
+        trees = "\t".join("".join(map(str, s.transitions)) for s in (pair.premise, pair.hypothesis))
+        digest.update(f"{pair.pair_id}\t{pair.label}\t{' '.join(pair.premise.tokens)}\t"
+                      f"{' '.join(pair.hypothesis.tokens)}\t{trees}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 @dataclass
@@ -120,8 +233,7 @@ class Trainer:
         self.lengths = np.array([pair_length(p) for p in self.train_pairs])
         self.steps_per_epoch = len(epoch_plan(self.lengths, cfg, 0))
         self.total = cfg.epochs * self.steps_per_epoch if cfg.steps is None else cfg.steps
-        rng = np.random.default_rng(cfg.seed)
-        chosen = np.sort(rng.permutation(len(self.train_pairs))[:cfg.train_eval_pairs])
+        chosen = np.sort(np.random.default_rng(cfg.seed).permutation(len(self.train_pairs))[:cfg.train_eval_pairs])
         self.train_eval = [self.train_pairs[i] for i in chosen]
         self.progress = Progress(cfg.framework, self.total, unit="step", enabled=progress)
         self.evals: list[dict] = []
@@ -138,11 +250,10 @@ class Trainer:
         self.skipped: list[tuple[Path, str]] = []
         if self.writer:
             clean_temporaries(self.out_dir)
-        run_file = self.out_dir / "run.json"
         if resume or self.writer:  # a replica that does not write may find the writer's new run already there
             check_folder(self.out_dir, resume)
         if resume:
-            check_resume(json.loads(run_file.read_text()), self.run_info)
+            check_resume(json.loads((self.out_dir / "run.json").read_text()), self.run_info)
             found, self.skipped = newest_loadable(self.out_dir)
             for path, reason in self.skipped if self.writer else ():  # shown even with --quiet
                 print(f"warning: --resume: skipping checkpoint {path} ({reason})", file=sys.stderr)
@@ -246,9 +357,9 @@ class Trainer:
 
     def _announce(self) -> None:
         cfg, model = self.cfg, self.model
+        versions = {"framework": cfg.framework, "framework_version": _framework_version(cfg.framework)}
         if self.checkpoint is None:
-            self.metrics.write({"kind": "run", "step": 0, "framework": cfg.framework,
-                                "framework_version": _framework_version(cfg.framework), "config": cfg.to_dict(),
+            self.metrics.write({"kind": "run", "step": 0, **versions, "config": cfg.to_dict(),
                                 "model": json.loads(model.config.to_json()), "data": self.run_info["data"],
                                 "train_pairs": len(self.train_pairs), "dev_pairs": len(self.dev_pairs),
                                 "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total,
@@ -258,9 +369,8 @@ class Trainer:
                                 f"{self.total:,} steps; dev {len(self.dev_pairs):,} pairs; metrics -> "
                                 f"{self.metrics_file}")
         else:
-            self.metrics.write({"kind": "resume", "step": self.step, "framework": cfg.framework,
-                                "framework_version": _framework_version(cfg.framework),
-                                "from": str(self.checkpoint.path), **machine(), "timestamp": _now(),
+            self.metrics.write({"kind": "resume", "step": self.step, **versions, "from": str(self.checkpoint.path),
+                                **machine(), "timestamp": _now(),
                                 "skipped": [{"path": str(path), "reason": reason} for path, reason in self.skipped]})
             self.progress.write(f"resumed from {self.checkpoint.path} at step {self.step:,} "
                                 f"(epoch {self.epoch}, batch {self.position})")
@@ -382,6 +492,5 @@ class Trainer:
 
 
 def train(cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], **options) -> TrainResult:
-    """Train (see :class:`Trainer` for the options) and return the final state;
-    everything is also in ``out_dir`` (see the module docstring)."""
+    """Train (see :class:`Trainer` for the options) and return the final state; everything is also in ``out_dir``."""
     return Trainer(cfg, out_dir, train_pairs, **options).run()
