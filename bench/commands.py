@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from bench import ROOT, frameworks
-from bench.config import (add_device_argument, add_dtype_argument, add_framework_argument, add_size_arguments,
-                          load_model, model_config)
-from bench.datasets import add_data_arguments, load_dataset
+from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
+                          add_size_arguments, load_dataset, load_model, model_config)
 from bench.progress import Progress, stage
 
 

@@ -133,22 +133,20 @@ _refresh()
 
 
 # ---------------------------------------------------------------------------
-# The entries: one per framework
+# The entries: one per framework (what each variant is: docs/benchmark.md, "The benchmark")
 # ---------------------------------------------------------------------------
 
 register(Framework(
     name="pytorch", package="impl_pytorch", library="torch", extra="pytorch",
     implementations=(
-        # Bradbury's 2017 algorithm: the baseline every ratio is taken against.
-        Implementation("pytorch", LISTS, eager=True, padding="none"),  # each step runs on its active rows
-        # JAX's algorithm (padded arrays, pointers, masks) in PyTorch, eager and compiled.
+        # Bradbury's 2017 algorithm: the baseline every ratio is taken against; each step runs on its active rows.
+        Implementation("pytorch", LISTS, eager=True, padding="none"),
         Implementation("pytorch-masked", MASKED, {"algorithm": "masked"}, eager=True, opt_in=True),
         Implementation("pytorch-compiled", MASKED, {"algorithm": "masked", "compile": True}, opt_in=True),
-        # The same with Inductor's CUDA graphs: each compiled step one graph replay on a GPU (on a CPU, as above).
+        # Inductor's CUDA graphs: each compiled step one graph replay on a GPU (on a CPU, as pytorch-compiled).
         Implementation("pytorch-cudagraphs", MASKED,
                        {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"}, opt_in=True),
-        # The trees scheduled on the host into levels (shared/levels.py), eager: one batched Reduce per level,
-        # gathers and appends (what TorchFold and DGL's Tree-LSTM do); gold transitions only.
+        # Eager: one batched Reduce per level, gathers and appends (what TorchFold and DGL's Tree-LSTM do).
         Implementation("pytorch-levels", LEVELS, {"algorithm": "levels"}, eager=True, opt_in=True, padding="none"),
     ),
     not_built={VMAP: "not built: torch.func.vmap could batch a per-sentence loop only if it branched by masks, "
@@ -161,10 +159,8 @@ register(Framework(
         # Input signatures of unknown sizes: one graph. Its while loop stops after the batch's last real step.
         Implementation("tensorflow", MASKED, one_trace=True, padding="loop"),
         Implementation("tensorflow-xla", MASKED, {"xla": True}, padding="loop"),
-        # The define-by-run loop of the lists algorithm, in eager TensorFlow.
         Implementation("tensorflow-eager", LISTS, {"algorithm": "lists"}, eager=True, opt_in=True, padding="none"),
-        # The trees scheduled on the host into levels, one tf.while_loop over them (impl_tensorflow/levels.py);
-        # gold transitions only. No PAD step is computed; its own padding is rows of a level (graph_per_batch).
+        # One tf.while_loop over the levels. No PAD step is computed; its own padding is rows of a level.
         Implementation("tensorflow-levels", LEVELS, {"algorithm": "levels"}, opt_in=True, one_trace=True,
                        padding="none"),
     ),
@@ -178,14 +174,11 @@ register(Framework(
         # The scan has T iterations; in inference those past the batch's last real step skip their work (a
         # cond); the training step runs them all (impl_jax/masked.py, SPINN.skip_tail).
         Implementation("jax", MASKED, padding="loop", train_padding="arrays"),
-        # The same, with the cond in the training step too: what running every step under jax.grad buys.
         Implementation("jax-tail-cond", MASKED, {"train_skip_tail": True}, opt_in=True, padding="loop"),
         Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True, padding="loop",
                        train_padding="arrays"),
-        # SPINN written for one sentence, batched by jax.vmap at trace time.
         Implementation("jax-vmap", VMAP, {"algorithm": "vmap"}, opt_in=True, explained=True),
-        # The trees scheduled on the host into levels, one lax.scan over them (impl_jax/levels.py); gold
-        # transitions only. No PAD step is computed; its own padding is rows of a level (graph_per_batch).
+        # One lax.scan over the levels; as tensorflow-levels, its own padding is rows of a level.
         Implementation("jax-levels", LEVELS, {"algorithm": "levels"}, opt_in=True, padding="none"),
     ),
     not_built={LISTS: "not built: JAX would run such a loop op by op (no jit), or jit would unroll it into one "
@@ -195,15 +188,12 @@ register(Framework(
 register(Framework(
     name="dynet", package="impl_dynet", library="dynet", extra="dynet",
     implementations=(
-        # SPINN written for one sentence; a batch is a Python loop into one graph, which DyNet batches as it evaluates
-        # it (on-the-fly operation batching). Timed as DyNet's users train: its own trainer, in C++
-        # (impl_dynet/train.py, NativeTrainer); bench train and the checkpoints keep the shared rules.
+        # A batch is a Python loop into one graph, which DyNet batches as it evaluates it. Timed as DyNet's users train:
+        # its own trainer, in C++ (impl_dynet/train.py, NativeTrainer); bench train keeps the shared rules.
         Implementation("dynet", AUTOBATCH, {"autobatch": True}, {"trainer": "native"}, eager=True, padding="none"),
-        # The same code with autobatching off: what the loop costs without it.
         Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False}, {"trainer": "native"}, eager=True,
                        opt_in=True, padding="none"),
-        # Autobatching by depth, DyNet's other heuristic (the default groups by agenda): a process-wide
-        # setting read when DyNet is imported (impl_dynet/library.py).
+        # By depth: a process-wide setting read when DyNet is imported (impl_dynet/library.py).
         Implementation("dynet-depth", AUTOBATCH, {"autobatch": True}, {"trainer": "native"}, eager=True, opt_in=True,
                        padding="none", env={"SPINN_DYNET_AUTOBATCH": "depth"}),
     ),
@@ -221,11 +211,9 @@ register(Framework(
 # What a run on a kind of machine should measure, as defaults of bench run's flags (a flag given wins).
 PRESETS = {
     # One call on a lent GPU machine (10 minutes a call, about 15 in all, start-up included), planned at under 8
-    # minutes on an H100 by the last GPU records (bench run --preset gpu --estimate results/gpu-h100): the
-    # define-by-run baseline, the masked algorithm eager, compiled and compiled with CUDA graphs, the host-scheduled
-    # levels, the static graphs where TensorFlow is installed, at batch 1 (launch-bound) and 1024 (where a GPU earns
-    # its keep), in two length buckets (four would double the compiled programs' warm-up at batch 1). DyNet's wheel
-    # has no CUDA: its automatic batching is measured in the CPU runs, and here when named.
+    # minutes on an H100 (bench run --preset gpu --estimate results/gpu-h100): batch 1 (launch-bound) and 1024 (where
+    # a GPU earns its keep), two length buckets (four would double the compiled programs' warm-up at batch 1). DyNet's
+    # wheel has no CUDA: its automatic batching is measured in the CPU runs, and here when named.
     "gpu": {
         "implementations": ["pytorch", "pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "pytorch-levels",
                             "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax", "jax-levels"],
@@ -239,9 +227,8 @@ PRESETS = {
                             "tensorflow-xla", "jax"],
         "model": "treelstm", "size": "table2", "batch_sizes": [64], "modes": ["train"], "transitions": ["gold"],
     },
-    # Host-scheduled levels (TensorFlow Fold's dynamic batching) against the baseline, the masked static graphs
-    # and DyNet's autobatching, at the batch sizes its targets name (results/cpu-levels; with --model treelstm,
-    # results/cpu-levels-treelstm; docs/host-scheduled-levels.md).
+    # Host-scheduled levels (TensorFlow Fold's dynamic batching) against the baseline, the masked static graphs and
+    # DyNet's autobatching, at the batch sizes its targets name (docs/algorithm-or-framework.md §4).
     "levels": {
         "implementations": ["pytorch", "pytorch-levels", "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax",
                             "jax-levels", "dynet", "dynet-depth"],

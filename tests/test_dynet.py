@@ -313,7 +313,7 @@ def test_explain_counts_the_graph_and_the_groups_autobatching_ran(tmp_path):
     """The loss graph's nodes come from DyNet's own Graphviz text; the groups
     from its profiler in a child process: every node is in one group, and
     there are fewer groups than nodes. PAD steps add no node."""
-    from bench.explain.arguments import parse_args
+    from bench.explain.report import parse_args
     from bench.explain.report import explain
 
     r = explain(parse_args(TINY + ["--out", str(tmp_path)]))["dynet"]
@@ -331,7 +331,7 @@ def test_explain_parse_and_bad_input():
     """A decided parse evaluates the graph once per step with a choice; an
     invalid sequence raises from the model's own line, a token outside the
     embedding from DyNet when the graph is evaluated."""
-    from bench.explain.arguments import parse_args
+    from bench.explain.report import parse_args
     from bench.explain.report import explain_bad_input
     from bench.explain.report import explain_parse
 

@@ -18,7 +18,7 @@ import pytest
 
 from bench import frameworks
 from bench.cli import main
-from bench.explain.arguments import parse_args
+from bench.explain.report import parse_args
 from bench.explain.report import ROOT, _own_code, explain_bad_input
 from bench.explain.report import explain_parse
 from bench.explain.report import explain, format_text
@@ -184,7 +184,7 @@ def test_own_code_is_the_registered_packages_less_explain_itself():
 def test_levels_view_shows_the_schedule_each_runner_feeds_and_its_loop_body(capsys):
     """--levels: the batch's schedule (shared.levels, recomputed here), the
     widths each levels Runner runs per level, and positive loop-body counts."""
-    from bench.explain.arguments import make_batches
+    from bench.explain.report import make_batches
     from bench.explain.report import run as run_view
     from shared.batching import sentences_transitions
     from shared.levels import class_arrays, doubling_runs, schedule_by_height, schedule_by_step, width_classes

@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from bench.datasets import add_data_arguments, load_dataset
+from bench.config import add_data_arguments, load_dataset
 from shared.arithmetic import arithmetic_pairs
 from shared.parse_metrics import ParseCounts
 from shared.snli import PARSES, with_parse

@@ -205,8 +205,7 @@ def _interrupted(args, plan, names: list[str], results: Path) -> str:
 
 
 def _report(out: str) -> None:
-    """What ``python -m bench report OUT`` writes (the same code: report.md and
-    its plots in OUT), so a run ends with its report; and where it is."""
+    """What ``python -m bench report OUT`` writes (the same code), so a run ends with its report; and where it is."""
     from bench.benchmark.markdown import write_report
 
     records = load([out])
@@ -344,8 +343,7 @@ def _limits(pool: WorkerPool, prepared: dict, name: str, stop: int, progress: Pr
 
 
 def _limit_fields(n: dict, total: float) -> dict:
-    """The record's limit keys (docs/spec.md §6): the limit's pairs/s over the same timed batches, this
-    implementation's share of it, and the routine that took most of the limit's time."""
+    """The record's limit keys (docs/spec.md §6) of the limit's timed batches."""
     limit = n.get("limit")
     if not limit:
         return {}

@@ -1,10 +1,8 @@
 """The measurements of one implementation: agreement with the reference, warm-up, memory, and what it runs on.
 
 Used inside a worker process (bench/benchmark/worker.py); ``pairwise_agreement`` by the parent that collects the
-results. The timing itself is the worker's ``time`` request, driven in rounds by bench/benchmark/driver.py. What a
-worker records of its framework and device (versions, device names, thread counts, precision modes, the dense matmul
-peak that useful FLOP/s are compared with) is read through the framework's ``shared.platform.Platform``: nothing here
-knows which framework it measures.
+results. Every figure of the framework and device is read through its ``shared.platform.Platform``: nothing here knows
+which framework it measures.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from pathlib import Path
 from bench import frameworks
 from bench.benchmark.stats import is_busy, other_work_limit
 from bench.benchmark.worker import WorkerSpec, resolve_buckets
-from bench.config import SIZES, add_device_argument, add_dtype_argument, preset, size_help
-from bench.datasets import add_data_arguments, load_dataset
+from bench.config import (SIZES, add_data_arguments, add_device_argument, add_dtype_argument, load_dataset, preset,
+                          size_help)
 from bench.lock import lock_output
 from shared.batching import DEFAULT_BUCKETS, make_batches, make_sentence_batches, pair_length, plan_batches
 
@@ -134,15 +134,13 @@ def _describe(preset: dict) -> str:
 
 def apply_preset(args) -> None:
     """Fill the flags not given from ``--preset`` (if any), then from the flags' own defaults."""
-    preset = frameworks.PRESETS[args.preset] if getattr(args, "preset", None) else {}
-    for key, value in preset.items():
-        if key == "implementations" and getattr(args, "frameworks", None):
-            continue  # --frameworks given: its frameworks' default implementations, not the preset's list
-        if key in ("batch_sizes", "rounds", "size") and getattr(args, "quick", False):
-            continue  # --quick: its own small model, batches and short rounds (64 pairs hold no batch of 1024)
-        if getattr(args, key) is None:
-            setattr(args, key, list(value) if isinstance(value, list) else value)
-    for key, value in FLAG_DEFAULTS.items():
+    # Not with --frameworks, the preset's implementations (its frameworks' default ones instead); not with --quick, the
+    # preset's model, batches and rounds (quick's own: its 64 pairs hold no batch of 1024).
+    chosen = frameworks.PRESETS[args.preset] if getattr(args, "preset", None) else {}
+    preset = {key: value for key, value in chosen.items()
+              if not (key == "implementations" and getattr(args, "frameworks", None))
+              and not (key in ("batch_sizes", "rounds", "size") and getattr(args, "quick", False))}
+    for key, value in {**FLAG_DEFAULTS, **preset}.items():  # the flags not given: the preset's, else their defaults
         if getattr(args, key) is None:
             setattr(args, key, list(value) if isinstance(value, list) else value)
 
@@ -268,16 +266,15 @@ def planned_shapes(args, plan: RunPlan) -> dict[tuple[str, int], int]:
 
 
 def _data(args, defaults: dict) -> dict:
-    """The bench.datasets arguments every worker loads its data with."""
+    """The load_dataset arguments every worker loads its data with."""
     return {"data": args.data, "split": args.split,
             "num_pairs": defaults["num_pairs"] if args.num_pairs is None else args.num_pairs,
             "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
 
 
 def busy_note() -> str:
-    """A line for the start of a run when other work already keeps the machine
-    busy (the run's own processes come on top): its ratios may not hold on a
-    quiet machine, and the user may prefer to wait. Empty when the machine is not busy."""
+    """A line for the start of a run when other work already keeps the machine busy (its ratios may not hold on a quiet
+    machine, and the user may prefer to wait); empty when it is not."""
     load_now, cores = os.getloadavg()[0], os.cpu_count() or 1
     if not is_busy(load_now, cores):
         return ""

@@ -18,8 +18,7 @@ def round_ratios(records: list[Measurement], baseline: str | None = None) -> lis
     Where both records come from the same run's interleaved rounds, the ratio is taken in every round (the same batches,
     seconds apart) and summarised by its median, quartiles and range; otherwise (records of different runs) it is the
     ratio of the two overall figures, marked as not interleaved (``rounds`` 0). The baseline is the registry's unless
-    named. A row: device, mode, transitions, batch_size, implementation, median, q1, q3, min, max, rounds, data,
-    round_ratios, busy (per round, or None).
+    named.
     """
     baseline = baseline or frameworks.BASELINE
     base = {r.key()[:-1]: r for r in records if r.implementation == baseline}
@@ -46,8 +45,8 @@ def round_ratios(records: list[Measurement], baseline: str | None = None) -> lis
 
 
 def device_fraction(r: Measurement) -> float:
-    """Useful FLOP/s over the best matmul any framework reached on the device in the
-    run (older records, which lack it, use their own framework's peak)."""
+    """Useful FLOP/s over the best matmul any framework reached on the device in the run (or, in older records, its
+    own framework's peak)."""
     return r.useful_flops_per_s / (r.device_peak_flops_per_s or r.matmul_peak_flops_per_s)
 
 
@@ -68,8 +67,7 @@ def is_busy(load: float, cores: int, own: float = 0.0) -> bool:
 
 
 def run_share(records: list[Measurement]) -> float:
-    """The cores a run's own timed processes kept busy: the median CPU share
-    over every round of every record (0 where none was recorded)."""
+    """The cores a run's own timed processes kept busy: the median CPU share of every round (0 where none was kept)."""
     shares = [share for r in records for share in r.round_cpu_share]
     return float(np.median(shares)) if shares else 0.0
 

@@ -30,7 +30,7 @@ from bench import config, frameworks, provenance
 from bench.benchmark import limit
 from bench.benchmark.measure import RssSampler, check_agreement, environment, matmul_peak_flops, warm_up
 from bench.benchmark.flops import batch_flops, scheduled_flops
-from bench.datasets import load_dataset
+from bench.config import load_dataset
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
 from shared.padding import padding_report
 from shared.parsing import uniforms_for
@@ -46,7 +46,7 @@ class WorkerSpec:
     out_dir: str
     device: str = "cpu"  # "auto", "cpu", "gpu" or "gpu-host" (bench/benchmark/plan.py, --device)
     dtype: str = "float32"
-    data: dict = field(default_factory=lambda: {"data": "sample"})  # bench.datasets arguments
+    data: dict = field(default_factory=lambda: {"data": "sample"})  # bench.config.load_dataset arguments
     sizes: dict = field(default_factory=dict)  # ModelConfig sizes
     transition_head: bool = True  # predicted/sampled modes need the head (docs/spec.md §7)
     env: dict = field(default_factory=dict)  # environment the implementation needs before its library is imported
@@ -203,10 +203,8 @@ class Worker:
         return reply
 
     def time(self, key: str, start: int, count: int) -> dict:
-        """Time a slice of the batch plan (every worker gets the same slices, so a round compares the same work). Also
-        the process's CPU seconds over the slice's wall seconds (every thread counted: a share below the cores the
-        implementation uses on a quiet machine means it waited for a core) and the machine's 1-minute load average as
-        the slice ends, so a reader can tell a slow round from a busy one."""
+        """Time a slice of the batch plan (every worker gets the same slices, so a round compares the same work), with
+        the round's CPU share and load average (docs/spec.md §6, "Decision: load in every round")."""
         task = self.tasks[key]
         times, pairs, flops = [], 0, 0
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -227,9 +225,8 @@ class Worker:
                 "load_avg_1min": os.getloadavg()[0]}
 
     def limit(self, key: str, stop: int) -> dict:
-        """The limit of the batches the rounds timed under ``key`` (plan entries 0 .. stop - 1): for each, the
-        time of its useful products alone, back to back, on the fastest routine of this process (NumPy's,
-        and its framework's own where it has one: bench/benchmark/limit.py), and that routine's name."""
+        """The limit of the batches the rounds timed under ``key`` (plan entries 0 .. stop - 1), on the fastest routine
+        of this process (NumPy's, and its framework's own where it has one: bench/benchmark/limit.py)."""
         task = self.tasks[key]
         distinct = list({id(batch): batch for batch in (task.plan[k % len(task.plan)] for k in range(stop))}.values())
         routines = {"numpy": frameworks.platform(frameworks.REFERENCE.name)}
@@ -294,8 +291,7 @@ class Worker:
         raise ValueError(f"no benchmark step for mode {mode!r} with {transitions!r} transitions")
 
     def _compile_from_cache(self, batches, mode: str, transitions: str, pairs) -> dict:
-        """Compile the same programs again in a fresh runner, after the framework's
-        in-memory caches are cleared: every executable now comes from the persistent cache."""
+        """Compile the same programs again in a fresh runner, every executable now from the persistent cache."""
         self.platform.clear_caches()
         runner = self.new_runner()
         step, _ = self._step(runner, mode, transitions, pairs)

@@ -7,7 +7,7 @@ framework's recorded graph and how often its Python loop called Tracker and Redu
 program, its loop body, the state the body receives and the trace and compile times; and for all, how many traces the
 batch, the same words as other trees, and the same batch padded wider needed (a define-by-run framework: none, it
 records afresh). The flags (``--out``, ``--json``,
-``--bad-input``, ``--parse``, ``--levels``, ``--check-guide``, ``--sync-guide``) are bench/explain/arguments.py's.
+``--bad-input``, ``--parse``, ``--levels``, ``--check-guide``, ``--sync-guide``) are bench/explain/report.py's.
 
 Counts (nodes, ops, equations, traces) are deterministic for a given library version; times are single measurements and
 vary from run to run.
@@ -19,8 +19,7 @@ import argparse
 import json
 
 from bench.config import quiet_frameworks
-from bench.explain.arguments import add_arguments
-from bench.explain.report import format_text, run
+from bench.explain.report import add_arguments, format_text, run
 
 
 def register(sub) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.benchmark import stats
-from bench.explain.arguments import GUIDES
+from bench.explain.report import GUIDES
 from bench.figures import style
 from bench.render.sources import QuoteError, Results
 

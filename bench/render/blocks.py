@@ -12,7 +12,7 @@ from typing import Callable
 from bench import frameworks, reproduce
 from bench.benchmark import markdown, stats
 from bench.benchmark import targets as targets_module
-from bench.datasets import row_range
+from bench.config import row_range
 from bench.figures.style import registry_order
 from bench.render import table
 from bench.render.query import evaluate

@@ -1,6 +1,12 @@
 """``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface.
 
 Flags in, library calls out: the loop is bench/training/trainer.py, the evaluation bench/training/evaluate.py.
+
+``bench train --replicas K --processes P`` on one host runs P processes of one job of JAX or TensorFlow, which have no
+launcher of their own, over the loopback address (:func:`launch_processes`; docs/training.md, "Training past one
+device"). What the processes write to stderr is held back for :data:`HOLD_S` a line: when a process dies, what the
+others then write (the all-reduce that lost its peer, in their words) is dropped, so that the job's end is the one line
+that names it.
 """
 
 from __future__ import annotations
@@ -8,23 +14,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
+import signal
+import socket
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from bench import frameworks
-from bench.config import (add_device_argument, add_dtype_argument, add_framework_argument, add_size_arguments,
-                          default_dtype, load_model, model_config, quiet_frameworks)
-from bench.datasets import add_data_arguments, load_dataset, number_range, row_range, rows_label, shows_progress
+from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
+                          add_size_arguments, default_dtype, load_dataset, load_model, model_config, number_range,
+                          quiet_frameworks, row_range, rows_label, shows_progress)
 from bench.lock import lock_output
 from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_confusion, format_parse_evaluation
 from bench.training.checkpoint import check_folder
-from bench.training.launch import launch_processes
 from bench.training.trainer import EMBEDDING, TrainConfig, Trainer
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
@@ -36,6 +47,10 @@ from shared.vocab import Vocabulary
 HYPER = {"momentum": "sgd: momentum [default: 0]", "beta1": "adam [default: 0.9]", "beta2": "adam [default: 0.999]",
          "rho": "rmsprop: decay of the squared-gradient mean [0.9]", "eps": "adam, rmsprop [default: 1e-8]",
          "weight_decay": "L2 term added to the gradient, g + wd * w [default: 0]"}
+
+POLL_S = 0.05  # how often the launcher looks at its processes
+HOLD_S = 0.5  # how long a line of a process's stderr waits before it is shown
+STOP_S = 5.0  # how long a process asked to stop (SIGTERM) has before it is killed
 
 
 def register(sub) -> None:
@@ -313,3 +328,115 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         write_json(out, {"framework": args.framework, "dtype": dtype, "params": str(args.params), "data": name,
                          **result.to_dict(), **({"parsing": parses.to_dict()} if parses else {})})
     return 0
+
+
+# --------------------------------------------------------------------------
+# The processes of one job on one host (--processes P)
+# --------------------------------------------------------------------------
+
+def free_addresses(count: int, host: str = "127.0.0.1") -> list[str]:
+    """``count`` HOST:PORT addresses of ports free on ``host`` now (the OS picks them)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [f"{host}:{s.getsockname()[1]}" for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    for p in processes:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    for p in processes:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _read(rank: int, stream, lines: queue.Queue) -> None:
+    for line in iter(stream.readline, b""):
+        lines.put((time.monotonic(), rank, line))
+    stream.close()
+
+
+def _pass_on(stream, noise: tuple[bytes, ...]) -> None:
+    """A process's stdout to ours, less the notices its engine's native code writes there (Gloo's)."""
+    for line in iter(stream.readline, b""):
+        if not any(notice in line for notice in noise):
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
+    stream.close()
+
+
+def _culprit(codes: list[int | None]) -> tuple[int, int]:
+    """(rank, exit status) of the process that ended the job: one killed by a signal before one that exited
+    with an error (those are usually the others failing at an all-reduce whose peer is gone)."""
+    failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
+    killed = [(rank, code) for rank, code in failed if code < 0]
+    return (killed or failed)[0]
+
+
+def launch_processes(platform, processes: int, argv: list[str]) -> int:
+    """Run ``python -m bench *argv`` as ``processes`` processes of one job of ``platform``'s engine on this host; 0 once
+    all end well, else the failed process's exit status (1 if a signal killed it), after one line on stderr."""
+    addresses = free_addresses(processes)
+    # Each process gets its share of the host's cores, as PyTorch's launcher gives its replicas.
+    threads = {} if "OMP_NUM_THREADS" in os.environ else {
+        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
+    lines: queue.Queue = queue.Queue()
+    started, printers = [], []
+    try:
+        for rank in range(processes):
+            p = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE,
+                                 env={**os.environ, **threads, **platform.process_env(rank, addresses)})
+            started.append(p)
+            threading.Thread(target=_read, args=(rank, p.stderr, lines), daemon=True).start()
+            out = threading.Thread(target=_pass_on, args=(p.stdout, platform.native_noise), daemon=True)
+            out.start()
+            printers.append(out)
+        held: list[tuple[float, int, bytes]] = []
+        while True:
+            codes = [p.poll() for p in started]
+            while not lines.empty():
+                held.append(lines.get())
+            if any(code not in (None, 0) for code in codes):
+                time.sleep(HOLD_S)  # the others' first reactions to the loss, then the cause is plain
+                rank, code = _culprit([p.poll() for p in started])
+                _stop(started)
+                _show([line for line in held if line[1] == rank])  # the failed one's own last words
+                killed = code < 0 and -code in signal.Signals._value2member_map_
+                how = f"was killed by {signal.Signals(-code).name}" if killed else f"ended with exit status {code}"
+                print(f"error: process {rank} of {processes} ({platform.name}) {how}; the others were "
+                      "stopped. The run folder holds the last checkpoint: the same command with --resume goes on "
+                      "from it", file=sys.stderr)
+                return code if code > 0 else 1
+            now = time.monotonic()
+            _show([line for line in held if now - line[0] >= HOLD_S])
+            held = [line for line in held if now - line[0] < HOLD_S]
+            if all(code == 0 for code in codes):
+                time.sleep(HOLD_S)  # the last lines
+                while not lines.empty():
+                    held.append(lines.get())
+                _show(held)
+                for printer in printers:
+                    printer.join(timeout=STOP_S)
+                return 0
+            time.sleep(POLL_S)
+    except BaseException:  # Ctrl-C or an error here: no process is left behind
+        _stop(started)
+        raise
+
+
+def _show(lines: list[tuple[float, int, bytes]]) -> None:
+    for _, _, line in lines:
+        sys.stderr.buffer.write(line)
+    sys.stderr.flush()
