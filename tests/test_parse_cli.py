@@ -18,7 +18,7 @@ from bench.cli import main
 from bench.frameworks import FRAMEWORKS
 from bench.training.checkpoint import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
-from bench.training.settings import TrainConfig
+from bench.training.trainer import TrainConfig
 from bench.training.trainer import train
 from shared import parse_metrics, parsing, reference
 from shared.arithmetic import arithmetic_pairs

@@ -21,7 +21,7 @@ from bench.training import checkpoint as checkpoints
 from bench.training.checkpoint import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
 from bench.training.evaluate import confusion_matrix, evaluate_pairs
 from bench.records import read_metrics
-from bench.training.settings import TrainConfig
+from bench.training.trainer import TrainConfig
 from bench.training.trainer import train
 from shared import optimizers
 from shared.compare import (LOGITS_TOL_F32, TRAIN_LOSS_REL_TOL_ADAM, TRAIN_LOSS_REL_TOL_SGD, curve_rel_err,
