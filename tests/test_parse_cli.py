@@ -16,7 +16,7 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS
-from bench.training.checkpoint import latest_checkpoint, load_checkpoint
+from bench.training.trainer import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
 from bench.training.trainer import TrainConfig
 from bench.training.trainer import train

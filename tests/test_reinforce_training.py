@@ -14,7 +14,7 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS
-from bench.training.checkpoint import latest_checkpoint, load_checkpoint
+from bench.training.trainer import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
 from bench.training.reinforce import ReinforceSettings, train_reinforce, with_head
 from bench.training.trainer import TrainConfig

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from bench.cli import main
-from bench.training.checkpoint import list_checkpoints
+from bench.training.trainer import list_checkpoints
 from bench.records import read_metrics
 from bench.training.scaling import summarize
 from bench.training.trainer import TrainConfig

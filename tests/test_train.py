@@ -17,8 +17,8 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS, runner_class
-from bench.training import checkpoint as checkpoints
-from bench.training.checkpoint import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
+from bench.training import trainer as checkpoints
+from bench.training.trainer import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
 from bench.training.evaluate import confusion_matrix, evaluate_pairs
 from bench.records import read_metrics
 from bench.training.trainer import TrainConfig

@@ -35,8 +35,7 @@ from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_confusion, format_parse_evaluation
-from bench.training.checkpoint import check_folder
-from bench.training.trainer import EMBEDDING, TrainConfig, Trainer
+from bench.training.trainer import EMBEDDING, TrainConfig, Trainer, check_folder
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, init_params, load_params

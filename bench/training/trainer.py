@@ -4,7 +4,8 @@ The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``, ``
 ``get_params``, ``optimizer_state`` and ``load_optimizer_state`` (docs/runner-interface.md) only, so every framework
 trains from the same batches in the same order (those of an epoch a pure function of the seed and the epoch,
 :func:`epoch_plan`), and checkpoints move between them. What a run writes under its folder (run.json, metrics.jsonl,
-checkpoints/, model.npz, best.npz), and why a resumed run takes exactly the steps of an uninterrupted one, is
+checkpoints/, model.npz, best.npz), how a checkpoint is written whole and what ``--resume`` does with one that no longer
+loads (:func:`newest_loadable`), and why a resumed run takes exactly the steps of an uninterrupted one, is
 docs/training.md's.
 """
 
@@ -17,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -24,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -32,12 +34,11 @@ from bench import frameworks
 from bench.progress import Progress
 from bench.provenance import machine, provenance
 from bench.records import RecordWriter, read_records, rewrite_records, write_json
-from bench.training.checkpoint import (check_folder, clean_temporaries, latest_checkpoint, newest_loadable,
-                                       save_checkpoint)
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_parse_evaluation
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS, make_pair_batch, pair_length, plan_batches
-from shared.params import ParamFile, save_params
+from shared.files import write_error
+from shared.params import ModelConfig, ParamFile, load_params, save_params
 from shared.runner import check_replicas
 from shared.snli import NO_LABEL, Pair, labelled_pairs
 from shared.vocab import Vocabulary
@@ -151,6 +152,159 @@ def data_fingerprint(pairs: Sequence[Pair]) -> str:
         digest.update(f"{pair.pair_id}\t{pair.label}\t{' '.join(pair.premise.tokens)}\t"
                       f"{' '.join(pair.hypothesis.tokens)}\t{trees}\n".encode())
     return digest.hexdigest()[:16]
+
+
+
+# --------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------
+
+CHECKPOINT_FILES = ("model.npz", "optimizer.npz", "state.json")
+STATE_POSITION = ("step", "epoch", "batch_in_epoch")  # where in the run a checkpoint was taken
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # not every platform opens folders
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_optimizer_state(path: Path, state: Mapping[str, np.ndarray], description: str) -> None:
+    """The optimizer state as an .npz (entries ``step`` and ``{slot}/{param}``
+    plus ``meta.optimizer``, a JSON string); read back without pickle."""
+    arrays = {key: np.asarray(value) for key, value in state.items()}
+    arrays["meta.optimizer"] = np.array(description)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def load_optimizer_state(path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    description = json.loads(str(arrays.pop("meta.optimizer")))
+    return arrays, description
+
+
+def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_config: ModelConfig,
+                    vocab_words, optimizer_state: Mapping[str, np.ndarray], optimizer_description: str,
+                    state: dict, keep: int = 2) -> Path:
+    """Write ``checkpoints/step-{step:08d}/`` atomically (a temporary folder, then one ``os.rename``: a crash before
+    it leaves the earlier checkpoints as they were); keep the newest ``keep``."""
+    root = Path(out_dir) / "checkpoints"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise write_error(err, root) from err
+    final = root / f"step-{state['step']:08d}"
+    tmp = root / f".tmp-step-{state['step']:08d}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    target = final  # what is being written, for the error message
+    try:
+        tmp.mkdir()
+        target = final / "model.npz"
+        save_params(tmp / "model.npz", params, model_config, vocab_words)
+        target = final / "optimizer.npz"
+        save_optimizer_state(tmp / "optimizer.npz", optimizer_state, optimizer_description)
+        target = final / "state.json"
+        with open(tmp / "state.json", "w") as f:
+            json.dump(state, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        target = final
+        if final.exists():  # the same step saved before (a resumed run that had nothing left to do)
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        kept = list_checkpoints(out_dir)
+        left = f" (checkpoint not written; the newest kept is {kept[-1].name})" if kept else " (checkpoint not written)"
+        raise write_error(err, target, left) from err
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(out_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(out_dir: Path) -> list[Path]:
+    """Complete checkpoints, oldest first (temporary folders are never listed)."""
+    root = Path(out_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [p for p in root.glob("step-*") if p.is_dir() and all((p / f).is_file() for f in CHECKPOINT_FILES)]
+    return sorted(found, key=lambda p: p.name)
+
+
+def check_folder(out_dir: str | os.PathLike, resume: bool) -> None:
+    """Whether a training run may start in ``out_dir``, judged from the folder alone, so that a command can refuse
+    before it reads any data or locks the folder: ``resume`` needs a run to continue (its run.json); a new run needs a
+    folder that holds none (nothing is overwritten). One-line errors; a folder that does not exist yet is fine for a new
+    run."""
+    out_dir = Path(out_dir)
+    if resume:
+        if not (out_dir / "run.json").exists():
+            raise FileNotFoundError(f"--resume: no run to resume in {out_dir} (no run.json)")
+    elif (out_dir / "run.json").exists() or (out_dir / "metrics.jsonl").exists() or list_checkpoints(out_dir):
+        raise ValueError(f"{out_dir} already holds a run: add --resume to continue it, or choose another "
+                         "--out (nothing is overwritten)")
+
+
+def latest_checkpoint(out_dir: Path) -> Path | None:
+    found = list_checkpoints(out_dir)
+    return found[-1] if found else None
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    model: ParamFile
+    optimizer_state: dict
+    optimizer: dict  # the description: name, lr, frozen, hyperparameters
+    state: dict  # step, epoch, batch_in_epoch, elapsed_s, best_dev_accuracy, ...
+
+
+def load_checkpoint(path: Path) -> Checkpoint:
+    path = Path(path)
+    for name in CHECKPOINT_FILES:
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"checkpoint {path} lacks {name}")
+    opt_state, description = load_optimizer_state(path / "optimizer.npz")
+    state = json.loads((path / "state.json").read_text())
+    if not isinstance(state, dict) or any(not isinstance(state.get(key), int) for key in STATE_POSITION):
+        raise ValueError(f"{path / 'state.json'}: expected integers {', '.join(STATE_POSITION)}")
+    return Checkpoint(path, load_params(path / "model.npz"), opt_state, description, state)
+
+
+def newest_loadable(out_dir: Path) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
+    """The newest checkpoint that loads, and (path, reason) for each newer one that did not (a truncated model.npz,
+    say), newest first. (None, reasons) when none loads; (None, []) when there is none."""
+    skipped = []
+    for path in reversed(list_checkpoints(out_dir)):
+        try:
+            return load_checkpoint(path), skipped
+        except Exception as err:  # whatever a damaged file raises: BadZipFile, EOFError, ValueError, ...
+            reason = str(err).splitlines()[0] if str(err) else ""
+            skipped.append((path, f"{type(err).__name__}: {reason}" if reason else type(err).__name__))
+    return None, skipped
+
+
+def clean_temporaries(out_dir: Path) -> None:
+    """Remove the temporary folders a killed run left behind."""
+    root = Path(out_dir) / "checkpoints"
+    if root.is_dir():
+        for tmp in root.glob(".tmp-step-*"):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass
