@@ -52,11 +52,6 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_data)
 
 
-# --------------------------------------------------------------------------
-# init
-# --------------------------------------------------------------------------
-
-
 def cmd_init(args: argparse.Namespace) -> int:
     from shared.glove import load_glove
     from shared.params import init_params, save_params
@@ -80,11 +75,6 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: vocabulary {len(vocab)} words from {dataset.name}, "
           f"{n_weights:,} weights, config {config.to_json()}")
     return 0
-
-
-# --------------------------------------------------------------------------
-# encode (docs/spec.md §5)
-# --------------------------------------------------------------------------
 
 
 def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | None = None,
@@ -162,13 +152,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------
-# data
-# --------------------------------------------------------------------------
-
-
 def cmd_data(args: argparse.Namespace) -> int:
-    from bench.benchmark.flops import batch_flops, masked_flops
+    from bench.benchmark.limit import batch_flops, masked_flops
     from bench.config import preset
     from shared.batching import make_batches, make_sentence_batches, sentence_order
     from shared.padding import padding_report

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from bench.benchmark.markdown import compare, format_compare
-from bench.benchmark.flops import TRAIN_FACTOR, batch_flops, classifier_flops, masked_flops, sentence_flops
+from bench.benchmark.limit import TRAIN_FACTOR, batch_flops, classifier_flops, masked_flops, sentence_flops
 from bench.benchmark.measure import pairwise_agreement
 from bench.benchmark import driver, plan
 from bench.benchmark.markdown import format_load, format_matrix, format_ratios, render_markdown
 from bench.benchmark.record import Measurement
 from bench.benchmark.markdown import write_report
-from bench.benchmark.stats import is_busy, round_ratios
+from bench.benchmark.record import is_busy, round_ratios
 from bench.benchmark.targets import targets
 from bench.cli import build_parser, main
 from bench import frameworks

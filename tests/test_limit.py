@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bench.benchmark import limit
-from bench.benchmark.flops import batch_flops
+from bench.benchmark.limit import batch_flops
 from shared.batching import make_pair_batch
 from shared.params import ModelConfig
 from shared.platform import Platform

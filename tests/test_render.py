@@ -122,8 +122,8 @@ def test_a_json_file_is_quoted_by_its_keys_and_the_kind_of_their_values(probes):
 
 
 def test_a_folder_is_quoted_through_its_tables(results):
-    """field, ratio and the aggregates read the records as the report does (bench/benchmark/stats.py)."""
-    from bench.benchmark import stats
+    """field, ratio and the aggregates read the records as the report does (bench/benchmark/record.py)."""
+    from bench.benchmark import record as stats
 
     records = results.measurements("cpu")
     row = next(r for r in stats.round_ratios(records) if r["implementation"] != "pytorch")

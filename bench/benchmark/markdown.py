@@ -1,6 +1,6 @@
 """``python -m bench report`` and ``compare``: report.md, its plots and the tables of ``bench run``'s summary.
 
-Everything is rendered from the records (bench/benchmark/record.py), with the statistics of stats.py and the goals of
+Everything is rendered from the records and their statistics (bench/benchmark/record.py), with the goals of
 targets.py; nothing is parsed back out of log text. ``bench run`` ends by writing the same report with the same code.
 The plots are PNG files beside report.md, in the implementations' colours of every plot of the suite
 (bench/figures/style.py).
@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 from bench import frameworks
-from bench.benchmark.record import Measurement, load
-from bench.benchmark.stats import (busy_count, busy_rounds, device_fraction, other_work_limit, round_flags,
-                                   round_ratios, run_share)
+from bench.benchmark.record import (Measurement, busy_count, busy_rounds, device_fraction, load, other_work_limit,
+                                    round_flags, round_ratios, run_share)
 from bench.benchmark.targets import format_targets
 from bench.figures import style
 from bench.render import table
@@ -123,7 +122,7 @@ def format_table2(records: list[Measurement]) -> str:
 
 
 def load_summary(records: list[Measurement]) -> str:
-    """One line: how many timed rounds ran on a busy machine (the rule of stats.is_busy)."""
+    """One line: how many timed rounds ran on a busy machine (the rule of record.is_busy)."""
     own, flags = run_share(records), round_flags(records)
     if not flags:
         return ""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import frameworks
-from bench.benchmark.stats import is_busy, other_work_limit
+from bench.benchmark.record import is_busy, other_work_limit
 from bench.benchmark.worker import WorkerSpec, resolve_buckets
 from bench.config import (SIZES, add_data_arguments, add_device_argument, add_dtype_argument, load_dataset, preset,
                           size_help)

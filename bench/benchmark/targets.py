@@ -8,8 +8,7 @@ or MISS once.
 from __future__ import annotations
 
 from bench import frameworks
-from bench.benchmark.record import Measurement
-from bench.benchmark.stats import busy_count, round_ratios
+from bench.benchmark.record import Measurement, busy_count, round_ratios
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 
 SAMPLE = "snli-dev-sample"  # the workload the goals are set for

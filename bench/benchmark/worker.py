@@ -28,8 +28,8 @@ import numpy as np
 
 from bench import config, frameworks, provenance
 from bench.benchmark import limit
+from bench.benchmark.limit import batch_flops, scheduled_flops
 from bench.benchmark.measure import RssSampler, check_agreement, environment, matmul_peak_flops, warm_up
-from bench.benchmark.flops import batch_flops, scheduled_flops
 from bench.config import load_dataset
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
 from shared.padding import padding_report

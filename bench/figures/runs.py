@@ -1,5 +1,5 @@
 """Figures of committed runs: speed ratios, padding, compile time and host reads from benchmark records (every
-ratio is the report's, bench/benchmark/stats.py round_ratios, so a re-run of a folder redraws a figure with no change
+ratio is the report's, bench/benchmark/record.py round_ratios, so a re-run of a folder redraws a figure with no change
 here), and the graph behind one batch's loss and gradients, recorded for every batch (PyTorch's autograd nodes,
 DyNet's nodes) or traced once (TensorFlow's ops and JAX's equations, each loop body once), read from the documents'
 explain blocks as docs/figures/explain.json keeps them: never re-run here."""
@@ -11,7 +11,7 @@ from collections import defaultdict
 import numpy as np
 
 from bench import frameworks
-from bench.benchmark import stats
+from bench.benchmark.record import round_ratios
 from bench.explain.report import GUIDES
 from bench.figures import style
 from bench.render.sources import QuoteError, Results
@@ -58,7 +58,7 @@ def _sources(results: Results, runs, keys: list[str], **more) -> list[dict]:
 def headline(results: Results, plt):
     """Every implementation's speed over the baseline against batch size, gold parses: a row of panels (one per
     mode and device) for each headline run that is committed."""
-    by_run = {run: [row for row in stats.round_ratios(results.measurements(run)) if row["transitions"] == "gold"]
+    by_run = {run: [row for row in round_ratios(results.measurements(run)) if row["transitions"] == "gold"]
               for run in HEADLINE_RUNS if run == HEADLINE_RUNS[0] or run in results.runs()}
     panels = [[(run, device, mode) for mode in _modes(rows) for device in sorted({r["device"] for r in rows})
                if any(r["mode"] == mode and r["device"] == device for r in rows)] for run, rows in by_run.items()]
@@ -111,7 +111,7 @@ def padding_points(results: Results) -> list[dict]:
         waste = {r.key(): r.padding_waste for r in records}
         points += [{"run": run, "data": row["data"], "padding_waste": _r(waste[row["device"], row["mode"],
                     row["transitions"], row["batch_size"], row["implementation"]]), **_ratio_row(row)}
-                   for row in stats.round_ratios(records) if row["mode"] == "infer" and row["transitions"] == "gold"
+                   for row in round_ratios(records) if row["mode"] == "infer" and row["transitions"] == "gold"
                    and row["implementation"] not in frameworks.EAGER]
     return points
 

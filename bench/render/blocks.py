@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Callable
 
 from bench import frameworks, reproduce
-from bench.benchmark import markdown, stats
+from bench.benchmark import markdown
+from bench.benchmark.record import round_ratios
 from bench.benchmark import targets as targets_module
 from bench.config import row_range
 from bench.figures.style import registry_order
@@ -67,7 +68,7 @@ def ratios(results: Results, folder, modes, transitions, batches, impls="*", ove
     """Speed over the baseline (or OVER), median of the per-round ratios (IQR), a row per mode, parse and
     implementation, a column per batch size; an empty cell where a measurement was not made."""
     baseline = over or frameworks.BASELINE
-    chosen = [r for r in stats.round_ratios(results.measurements(folder), baseline) if r["mode"] in _list(modes)
+    chosen = [r for r in round_ratios(results.measurements(folder), baseline) if r["mode"] in _list(modes)
               and r["transitions"] in _list(transitions) and (impls == "*" or r["implementation"] in _list(impls))]
     if not chosen:
         raise QuoteError(f"results/{folder}: no ratios for {modes} {transitions} {impls}")

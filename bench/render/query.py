@@ -23,9 +23,9 @@ import math
 from typing import Callable
 
 from bench import frameworks
-from bench.benchmark import markdown, stats
+from bench.benchmark import markdown
 from bench.benchmark import targets as targets_module
-from bench.benchmark.record import Measurement, dotted
+from bench.benchmark.record import Measurement, dotted, round_flags, round_ratios
 from bench.progress import duration
 from bench.render.sources import QuoteError, Results
 from bench.training import curves, scaling
@@ -108,7 +108,7 @@ def _match(value, pattern: str) -> bool:
 
 
 def _ratios(results: Results, folder: str, mode, transitions, batch, over=None) -> list[dict]:
-    return [row for row in stats.round_ratios(results.measurements(folder), over or frameworks.BASELINE)
+    return [row for row in round_ratios(results.measurements(folder), over or frameworks.BASELINE)
             if row["mode"] == mode and row["transitions"] == transitions and str(row["batch_size"]) == batch]
 
 
@@ -158,7 +158,7 @@ TABLES: dict[str, Callable] = {
     "compare": lambda results, folder, first, key: ([markdown.compare(results.measurements(first),
                                                                           results.measurements(folder))], key),
     "parses": lambda results, folder, run, key: ([curves.parse_summary(results.run_dir(folder, run))], key),
-    "rounds": lambda results, folder: ([{"busy": stats.round_flags(results.measurements(folder))}], "busy"),
+    "rounds": lambda results, folder: ([{"busy": round_flags(results.measurements(folder))}], "busy"),
     "target": lambda results, folder, *words: ([r for r in targets_module.targets(results.measurements(folder))
                                                 if " ".join(words[:-1]) in r["target"]], words[-1]),
     "scale": lambda results, folder, framework, replicas, key: ([

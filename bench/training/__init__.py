@@ -1,7 +1,2 @@
-"""``python -m bench train``, ``evaluate`` and ``curves``: one training loop for every framework.
-
-``settings`` (TrainConfig, the batch plan of an epoch), ``trainer`` (the loop, a
-:class:`~bench.training.trainer.Trainer`), ``evaluate`` (accuracy, confusion matrix), ``checkpoint`` (atomic,
-framework-independent checkpoints), ``metrics`` (metrics.jsonl), ``curves`` (rendering runs) and ``cli`` (the
-subcommands).
-"""
+"""``python -m bench train``, ``evaluate``, ``curves`` and ``scale``: one training loop for every framework (its
+modules: README.md, "What is where")."""
