@@ -1,9 +1,8 @@
 """``python -m bench``: the suite's command line.
 
-Argument parsing and dispatch only: each tool registers its subcommands and does its work in its own module
-(``bench/commands.py``, ``bench/benchmark/``, ``bench/training/``, ``bench/explain/``), where the logic is tested. Only
-the module of the command asked for is imported, so a command loads what it needs and nothing else: a record names the
-source files its process loaded (bench/provenance.py), and ``bench run`` then does not count the renderer.
+Argument parsing and dispatch only: each command is registered and done by its own module (COMMANDS), and only the
+module of the command asked for is imported, so a record names only the source files its command needed
+(bench/provenance.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,5 @@ from __future__ import annotations
 
 
 class WorkFailed(RuntimeError):
-    """The work itself failed (a child command, a worker): one line on stderr, exit code 1.
-
-    Not for bad input, which is a ValueError (exit code 2), and not for
-    a bug, which keeps its traceback (any other exception)."""
+    """The work itself failed (a child command, a worker): one line on stderr, exit code 1 (bad input is a ValueError,
+    exit code 2; a bug keeps its traceback)."""

@@ -318,9 +318,8 @@ def resolve(name: str) -> tuple[str, dict]:
 
 
 def make_runner(name: str, params, config, **kwargs):
-    """A Runner of the framework or implementation ``name`` (e.g. "tensorflow-xla"):
-    the variant's options, then ``kwargs`` (dtype, device, dropout, seed, ...), which
-    override an option of the same name (a test may, say, compile with another backend)."""
+    """A Runner of the framework or implementation ``name`` (e.g. "tensorflow-xla"): the variant's options, then
+    ``kwargs`` (dtype, device, dropout, seed, ...), which override an option of the same name."""
     framework_name, options = resolve(name)
     return runner_class(framework_name)(params, config, **{**options, **kwargs})
 
@@ -333,9 +332,8 @@ def platforms(names=None) -> list:
 
 
 def configure_process(names=None, dtype: str = "float32") -> dict[str, dict[str, str]]:
-    """The environment the frameworks of ``names`` (every one without) ask for
-    before their libraries are imported: "defaults" the caller's environment may
-    override, and "forced" settings it may not (see shared.platform.Platform)."""
+    """The environment the frameworks of ``names`` (every one without) ask for before their libraries are imported:
+    "defaults" the caller's environment may override, and "forced" settings it may not (shared.platform.Platform)."""
     chosen = platforms(names)
     return {"defaults": {key: value for p in chosen for key, value in p.default_env().items()},
             "forced": {key: value for p in chosen for key, value in p.forced_env(dtype).items()}}

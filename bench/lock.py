@@ -1,18 +1,12 @@
-"""One command at a time per output folder.
-
-``bench run`` and ``bench train`` append to files in their ``--out`` folder (results.jsonl, metrics.jsonl, checkpoints).
-Two commands writing the same folder would interleave their records and the report would read them as one run, so each
-command holds an exclusive lock on the folder while it runs.
+"""One command at a time per output folder: two commands appending to the same ``--out`` folder would interleave their
+records, and a report would read them as one run.
 
 The lock is ``fcntl.flock`` on ``OUT/.lock``: the kernel releases it when the holding process exits, however it exits
-(SIGKILL included), so a lock left by a dead process is never "stale" in a way that needs guessing: the next command
-simply gets it. The file also records who holds it (process id, command, start time), which is what the refusal message
-quotes; that text is information only, never what decides.
-
-A command that is refused after taking the lock leaves the folder as it found it: ``release`` removes the lock file it
-created when nothing else was written beside it, and the folders ``acquire`` created once they are empty. A lock file is
-only ever removed by its holder, before it lets go, and ``acquire`` holds a lock only on the file its path still names,
-so a removal never lets two commands hold the same folder.
+(SIGKILL included), so a lock left by a dead process is never "stale": the next command simply gets it. The file also
+records who holds it, for the refusal message only. A command refused after taking the lock leaves the folder as it
+found it (``release`` removes the lock file and folders it created, once nothing else is in them); a lock file is only
+ever removed by its holder, before it lets go, and ``acquire`` locks only the file its path still names, so a removal
+never lets two commands hold the same folder.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 On a terminal (stderr is a TTY) the bar is redrawn in place with a status text after it. Into a file or a pipe (CI logs,
 tests) a bar would be a smear of carriage returns, so the same information goes out as a plain line every ``interval``
-seconds and once at the end. Messages (``write``) go above the bar without breaking it. ``interval=None``: no plain
-lines at all, for callers whose own messages already say how far they are.
+seconds and once at the end. Messages (``write``) go above the bar without breaking it.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ class Progress:
     """
 
     def __init__(self, label: str, total: int | None, *, unit: str = "it", stream=None, enabled: bool = True,
-                 interval: float | None = 15.0, delay: float | None = None):
+                 interval: float = 15.0, delay: float | None = None):
         self.label = label
         self.total = total  # None: not known in advance (rows of a file being read)
         self.unit = unit
@@ -86,7 +85,7 @@ class Progress:
             self._bar.eta = "" if eta is None else "<" + self._bar.format_interval(eta)
             self._bar.update(n)
             return
-        if not self.enabled or self.interval is None:
+        if not self.enabled:
             return
         finished = self.total is not None and self.done >= self.total
         if self.delay is not None and self._lines == 0:

@@ -1,10 +1,8 @@
-"""JSON lines: one record a line, appended as soon as it exists.
+"""JSON lines: one record a line, appended as soon as it exists (``results.jsonl``, ``metrics.jsonl``).
 
-The benchmark's ``results.jsonl`` and training's ``metrics.jsonl`` are both written and read here. A line cut short by a
-kill is ignored on reading, so a file stays readable whatever happened to the process writing it. A training run's
-records are of the kinds "run" (its settings, first line), "train" (the mean loss every --log-every steps), "eval" (dev
-and train accuracy at every epoch end), "checkpoint", "resume" (a resumed part's first line) and "end" (the last line of
-the run or of a part of it: the source files it ran, bench/provenance.py).
+A line cut short by a kill is ignored on reading, so a file stays readable whatever happened to the process writing it.
+A training run's records are of the kinds "run" (its settings, first line), "train" (the mean loss every --log-every
+steps), "eval", "checkpoint", "resume" (a resumed part's first line) and "end" (what the run or part ran).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Driving a planned run (bench/benchmark/plan.py says how a run measures): the workers through agreement, peak
-and interleaved rounds. Each finished measurement becomes one :class:`~bench.benchmark.record.Measurement`,
-appended to ``OUT/results.jsonl`` at once; the run ends with its summary and its report.
-
-The parent never imports a framework; it only talks to the workers (bench/benchmark/worker.py), through a
-:class:`WorkerPool` that starts them, asks, waits, and ends them when it closes. Each worker has a scratch folder for
-its caches, ``SCRATCH/<implementation>`` in the output folder: removed when the worker is closed, and, if a killed run
-left it behind, when the next run on the folder starts one.
+"""Driving a planned run (bench/benchmark/plan.py): the workers through agreement, peak and interleaved rounds, each
+finished measurement appended to ``OUT/results.jsonl`` at once as a :class:`~bench.benchmark.record.Measurement`, and
+the summary and report at the end. The parent never imports a framework: a :class:`WorkerPool` starts the workers
+(bench/benchmark/worker.py), asks, waits, and ends them; each has a scratch folder for its caches,
+``SCRATCH/<implementation>`` in the output folder, removed when it closes (or when the next run starts one).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """How long a planned run will take, estimated from an earlier run's records (``bench run --estimate DIR``).
 
 A lent GPU machine gives a command 10 minutes; a run that does not fit is cut off before its last measurements. The
-records of an earlier run on such a machine say what each measurement cost there, so a plan can be checked before it
-starts. For each planned measurement and implementation:
-
-* its warm-up: the longer of the record's ``compile_s`` and ``first_call_s`` (they overlap where compiling happens
-  inside the first calls), plus the train step compiled again from a persistent cache where the plan measures that
-  (``cached_compile``);
-* its timed rounds: the record's per-round step times times its batches per round, scaled to the plan's rounds;
-* the limit (bench/benchmark/limit.py), timed by one worker per framework on the same batches: at most its repeats, plus
-  a warm-up, of the fastest implementation's timed batches (the limit is faster than any of them);
-
-an implementation without a record there is estimated from the costliest record of its framework at the same measurement
-(and said so), one whose framework has none is left out (and said so); each measurement adds what the earlier run spent
-between its records beyond their costs (the parent's bookkeeping, its workers' finishing), and the run its start-up
-(workers, agreement checks, matmul peaks), read from the records where they tell it.
+records of an earlier run on such a machine say what each measurement cost there (its warm-up, its timed rounds, the
+limit's timing: :func:`_cost`, :func:`estimate`), so a plan can be checked before it starts. An implementation without
+a record there counts as the costliest of its framework at the same measurement, one whose framework has none is left
+out, each said so; the run's start-up and what it spent between measurements are read from the records where they tell.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``python -m bench report`` and ``compare``: report.md, its plots and the tables of ``bench run``'s summary.
 
-Everything is rendered from the records and their statistics (bench/benchmark/record.py), with the goals of
-targets.py; nothing is parsed back out of log text. ``bench run`` ends by writing the same report with the same code.
-The plots are PNG files beside report.md, in the implementations' colours of every plot of the suite
-(bench/figures/style.py).
+Everything is rendered from the records and their statistics (bench/benchmark/record.py), nothing parsed back out of
+log text; ``bench run`` ends by writing the same report with the same code.
 """
 
 from __future__ import annotations
@@ -211,19 +209,14 @@ def format_matrix(records: list[Measurement]) -> str:
 def _one_matrix(records: list[Measurement], title: str) -> str:
     by = {(r.implementation, r.transitions, r.batch_size): r for r in records}
 
+    def figures(impl: str) -> str:  # per parse mode: pairs/s at batch 1 and 128, and the compile seconds of both
+        speeds = {t: [by[impl, t, b] for b in (1, 128) if (impl, t, b) in by] for t in ("gold", "predicted")}
+        return "; ".join(f"{t} " + " / ".join(f"{r.pairs_per_s:,.0f}" for r in rs)
+                         + f" (compile {sum(r.compile_s for r in rs):.1f} s)" for t, rs in speeds.items() if rs)
+
     def cell(entry) -> str:
-        if isinstance(entry, str):
-            return entry
-        parts = []
-        for impl in entry:
-            figures = []
-            for transitions in ("gold", "predicted"):
-                speeds = [by[impl, transitions, b] for b in (1, 128) if (impl, transitions, b) in by]
-                if speeds:
-                    figures.append(f"{transitions} " + " / ".join(f"{r.pairs_per_s:,.0f}" for r in speeds)
-                                   + f" (compile {sum(r.compile_s for r in speeds):.1f} s)")
-            parts.append(f"**{impl}**: " + ("; ".join(figures) if figures else "not measured in this run"))
-        return "<br>".join(parts)
+        return entry if isinstance(entry, str) else "<br>".join(
+            f"**{impl}**: " + (figures(impl) or "not measured in this run") for impl in entry)
 
     matrix, columns = frameworks.matrix(), frameworks.FRAMEWORKS
     return "\n".join([f"{title} pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",

@@ -1,11 +1,9 @@
-"""One benchmark measurement: the record type of ``results.jsonl`` (docs/spec.md §6).
+"""One benchmark measurement: the record type of ``results.jsonl`` (docs/spec.md §6), and what a run's records say
+when read together (speed ratios round by round, and which rounds were busy).
 
-``bench run`` builds a :class:`Measurement` per (implementation, mode, batch size, transitions) and appends its dict;
-the report, ``bench compare``, the figures and the renderer read records back with :func:`load`, so every key a reader
-uses is a field here. Records of older runs lack some fields: they read as the defaults below (None, or empty), never as
-an error. What the records of a run say when read together (speed ratios round by round, and which rounds were busy) is
-computed here too, for the report, ``bench compare``, the figures and the documents' quotes, so all of them read a run
-alike.
+Every reader (the report, ``bench compare``, the figures, the renderer) reads records with :func:`load` and these
+statistics, so every key a reader uses is a field here and all of them read a run alike. Records of older runs lack
+some fields: they read as the defaults below (None, or empty), never as an error.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """One implementation's process: it stays alive for the whole run and measures on request.
 
-``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json SCRATCH`` once per implementation, all at
-once, so frameworks cannot disturb each other's memory or threads, and drives every worker through the same steps
-(docs/benchmark.md, "The benchmark"). The protocol is JSON lines: one request a line on the worker's stdin (a method of
-:class:`Worker` and its arguments, or ``exit``), one reply a line on a private copy of its stdout (anything a library
-prints goes to stderr instead, so it cannot corrupt a reply).
-
-The worker dies with its parent, however the parent ends: on Linux it asks the kernel for SIGKILL when the parent dies
-(``PR_SET_PDEATHSIG``), and on any system it exits when its stdin closes. What it writes on the side (caches) goes in
-SCRATCH, a folder the parent made and removes (bench/benchmark/driver.py), so nothing is left behind when it is killed.
+``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json SCRATCH`` once per implementation
+(docs/benchmark.md, "The benchmark"). The protocol is JSON lines: one request a line on stdin (a method of
+:class:`Worker` and its arguments, or ``exit``), one reply a line on a private copy of stdout (anything a library
+prints goes to stderr instead, so it cannot corrupt a reply). The worker dies with its parent, however the parent ends
+(``PR_SET_PDEATHSIG`` on Linux; everywhere, when its stdin closes), and its caches go in SCRATCH, a folder the parent
+made and removes, so nothing is left behind when it is killed.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """``python -m bench explain``: what each framework actually built for one small batch.
 
-The teaching companion of ``docs/static-vs-dynamic.md`` (§3 says what it shows). For one batch it reports, side by side,
-what each framework of the registry built, read by its Platform (``impl_<framework>/explain.py``, whose docstring says
-what it shows) from the Runners the benchmark and training use, not from a second copy of the models: a define-by-run
-framework's recorded graph and how often its Python loop called Tracker and Reduce; a compiled framework's traced
-program, its loop body, the state the body receives and the trace and compile times; and for all, how many traces the
-batch, the same words as other trees, and the same batch padded wider needed (a define-by-run framework: none, it
-records afresh). The flags (``--out``, ``--json``,
-``--bad-input``, ``--parse``, ``--levels``, ``--check-guide``, ``--sync-guide``) are bench/explain/report.py's.
-
-Counts (nodes, ops, equations, traces) are deterministic for a given library version; times are single measurements and
-vary from run to run.
+The teaching companion of ``docs/static-vs-dynamic.md``, whose §3 says what it shows: what each framework of the
+registry built for one batch, read by its Platform (``impl_<framework>/explain.py``) from the Runners the benchmark and
+training use, not from a second copy of the models. Its flags and views are bench/explain/report.py's. Counts (nodes,
+ops, equations, traces) are deterministic for a given library version; times are single measurements.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """``python -m bench curves``: loss and accuracy curves of training runs, and the tables that compare them.
 
-Rendered from the metrics.jsonl files ``bench train`` writes, as a Markdown summary (``curves.md``: the runs, and how
-far each pair of loss curves is apart) and a plot (``curves.png``); runs of ``bench train --transitions reinforce`` add
-their panels, from the "train" records' reward, baseline, entropy and parse fields (bench/training/reinforce.py) and
-the "eval" records' parse metrics (``reinforce.png``). The documents' table of learned parses against fixed ones
-(:func:`parse_summary`, the ``parses`` block and quote of bench/render/) reads the same runs.
+From the metrics.jsonl files ``bench train`` writes: ``curves.md`` (the runs, and how far each pair of loss curves is
+apart), ``curves.png``, and for runs of ``--transitions reinforce`` their reward, entropy and parse panels
+(``reinforce.png``); the documents' table of learned parses against fixed ones (:func:`parse_summary`) reads them too.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7, REINFORCE: the loss, the baseline
 b and the uniform numbers each step samples with, restored exactly on resume).
 
-The loop is bench/training/trainer.py's; :class:`ReinforceTrainer` changes what one step does and what is logged,
-evaluated and checkpointed: each "train" record adds the means, over its steps, of the reward, the logprob and entropy
-per pair, the parse shape (shared.reinforce), the bracket F1 of the followed parses against the batch's own trees, and
-the baseline after the last step; dev and train evaluations run in predicted mode (the model parses) and add the parse
-metrics against the data's trees.
+:class:`ReinforceTrainer` is bench/training/trainer.py's loop with a REINFORCE step; its "train" records add the means
+of the step records (the reward, the logprob and entropy per pair, the parse shape), the bracket F1 of the followed
+parses and the baseline, and its evaluations run in predicted mode with the parse metrics against the data's trees.
 """
 
 from __future__ import annotations

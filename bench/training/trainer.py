@@ -1,12 +1,9 @@
 """The training loop: one :class:`Trainer` drives any implementation through the Runner interface.
 
-The loop is framework-free: it uses ``set_optimizer``, ``set_learning_rate``, ``train_step``, ``encode``,
-``get_params``, ``optimizer_state`` and ``load_optimizer_state`` (docs/runner-interface.md) only, so every framework
-trains from the same batches in the same order (those of an epoch a pure function of the seed and the epoch,
-:func:`epoch_plan`), and checkpoints move between them. What a run writes under its folder (run.json, metrics.jsonl,
-checkpoints/, model.npz, best.npz), how a checkpoint is written whole and what ``--resume`` does with one that no longer
-loads (:func:`newest_loadable`), and why a resumed run takes exactly the steps of an uninterrupted one, is
-docs/training.md's.
+The loop is framework-free: it uses the Runner interface only (docs/runner-interface.md), so every framework trains from
+the same batches in the same order (:func:`epoch_plan`), and checkpoints move between them. What a run writes under its
+folder, how a checkpoint is written whole, what ``--resume`` does with one that no longer loads, and why a resumed run
+takes exactly the steps of an uninterrupted one, is docs/training.md's.
 """
 
 from __future__ import annotations
