@@ -79,9 +79,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | None = None,
                  transitions: str = "gold", seed: int = 0) -> dict[str, np.ndarray]:
-    """Encode pairs in file order, ``batch_size`` at a time, each chunk padded to its length bucket (so a compiled
-    implementation sees few shapes): the arrays of docs/spec.md §5 (sampled mode draws each pair's uniform numbers
-    from (seed, epoch 0, its data row), whatever its chunk)."""
+    """Encode pairs in file order, ``batch_size`` at a time, each chunk padded to its length bucket: the arrays of
+    docs/spec.md §5."""
     from shared.batching import bucket_size, make_pair_batch, pair_length
     from shared.parsing import uniforms_for
     from shared.transitions import PAD

@@ -229,9 +229,8 @@ def default_dtype(name: str) -> str:
 
 
 def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
-    """Process-wide settings for the frameworks (or those of ``names``), before any of them is imported (called by every
-    command that runs one): what their platforms ask for with ``dtype``, where the environment says nothing, and their
-    loggers set to show errors only."""
+    """Process-wide settings for the frameworks (or those of ``names``) before any of them is imported: what their
+    platforms ask for, where the environment says nothing, and quiet loggers."""
     settings = frameworks.configure_process(names, dtype)
     for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
         if key != "PYTHONUNBUFFERED":
@@ -250,10 +249,8 @@ _noise_filter: threading.Thread | None = None
 
 
 def filter_native_noise(names: Sequence[str] | None = None) -> None:
-    """Route file descriptor 2 through a thread that drops the start-up notices the frameworks' native code writes there
-    (``Platform.native_noise`` of every framework, or of those of ``names``) and passes everything else on. It rewires
-    the process's stderr: for the entry points only (ENTRY_POINT). At exit the thread is drained, so the last lines (a
-    traceback) are never lost."""
+    """Route file descriptor 2 through a thread that drops the start-up notices of the frameworks' native code and
+    passes the rest on, drained at exit (for the entry points only: ENTRY_POINT)."""
     global _noise_filter
     if _noise_filter is not None or os.name != "posix":
         return
@@ -297,7 +294,6 @@ def filter_native_noise(names: Sequence[str] | None = None) -> None:
 
 
 def worker_env(dtype: str = "float32", names: Sequence[str] | None = None) -> dict[str, str]:
-    """The environment of a benchmark worker process measuring the frameworks
-    of ``names`` (every framework's settings without)."""
+    """The environment of a benchmark worker measuring the frameworks of ``names`` (every one without)."""
     settings = frameworks.configure_process(names, dtype)
     return {**settings["defaults"], **os.environ, **FORCED_ENV, **settings["forced"]}

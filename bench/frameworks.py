@@ -262,8 +262,7 @@ def explained() -> tuple[str, ...]:
 
 
 def matrix() -> dict[tuple[str, str], list[str] | str]:
-    """The report's algorithm × framework matrix: (algorithm, framework) ->
-    the implementation names in that cell, or why there is none."""
+    """The report's algorithm × framework matrix: (algorithm, framework) -> the implementations, or why none."""
     cells: dict[tuple[str, str], list[str] | str] = {}
     for fw in FRAMEWORKS_BY_NAME.values():
         for algorithm in ALGORITHMS:
@@ -325,8 +324,7 @@ def make_runner(name: str, params, config, **kwargs):
 
 
 def platforms(names=None) -> list:
-    """The platforms of the frameworks of ``names`` (framework or implementation
-    names, each framework once), or of every registered framework and the reference."""
+    """The platforms of the frameworks of ``names``, each once, or of every framework and the reference."""
     chosen = ALL if names is None else dict.fromkeys(resolve(n)[0] for n in names)
     return [platform(name) for name in chosen]
 
@@ -351,9 +349,8 @@ class PluginError(ImportError):
 
 
 def _load_plugins() -> None:
-    """Import every plugin module, each of which calls :func:`register`: the modules ``SPINN_PLUGINS`` names, then
-    those the installed packages declare in the ``spinn_suite.frameworks`` entry-point group (a package's
-    pyproject.toml: ``[project.entry-points."spinn_suite.frameworks"]``, ``name = "package.module"``)."""
+    """Import every plugin module, each of which calls :func:`register`: those ``SPINN_PLUGINS`` names, then those the
+    installed packages declare in the ``spinn_suite.frameworks`` entry-point group."""
     from importlib import metadata
 
     named = [(f"SPINN_PLUGINS module {m!r}", m) for m in os.environ.get("SPINN_PLUGINS", "").split(",") if m.strip()]

@@ -43,8 +43,7 @@ def _describe(holder: dict) -> str:
 
 
 class FolderLock:
-    """Exclusive lock on an output folder, held from ``acquire`` until ``release``
-    (or the process's exit). Usable as a context manager."""
+    """Exclusive lock on an output folder, from ``acquire`` until ``release`` (or the process's exit)."""
 
     def __init__(self, folder: str | os.PathLike, command: str):
         self.folder = Path(folder)
@@ -128,9 +127,8 @@ class FolderLock:
 
 
 def lock_output(folder: str | os.PathLike, command: str, *, announce: bool = True) -> FolderLock:
-    """Take the folder's lock for the rest of this process (or until released), saying so on stderr when it takes over
-    from a process that died holding it (``announce=False``: the caller calls ``announce`` once it is sure to run, so a
-    refused command says only why)."""
+    """Take the folder's lock, saying so when it takes over from a dead process (``announce=False``: once the caller
+    calls ``announce``, sure to run)."""
     lock = FolderLock(folder, command).acquire()
     if announce:
         lock.announce()
@@ -138,8 +136,7 @@ def lock_output(folder: str | os.PathLike, command: str, *, announce: bool = Tru
 
 
 def _open_lock_file(path: Path) -> tuple[int | None, bool]:
-    """The lock file's descriptor (not inherited by workers) and whether this
-    call created it; (None, False) when its folder is gone."""
+    """The lock file's descriptor and whether this call created it; (None, False) when its folder is gone."""
     while True:
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True

@@ -39,12 +39,9 @@ ETA_MIN_FRACTION = 0.01
 
 
 class Progress:
-    """``total`` units of work (steps, pairs, measurements), done a few at a time.
-
-    ``update(n, status)`` counts n more done; ``status`` is shown after the bar (or in the plain line). The ETA of the
+    """``total`` units of work (steps, pairs, measurements), done a few at a time: ``update(n, status)``. The ETA of the
     plain lines uses the rate since the previous line only, so one slow stretch (a compilation) does not distort it for
-    long; the bar's, the rate since the first update. Either shows only once ETA_MIN_SECONDS and ETA_MIN_FRACTION allow.
-    """
+    long; the bar's, the rate since the first update."""
 
     def __init__(self, label: str, total: int | None, *, unit: str = "it", stream=None, enabled: bool = True,
                  interval: float = 15.0, delay: float | None = None):
@@ -96,8 +93,7 @@ class Progress:
             self._line(now, status)
 
     def _line(self, now: float, status: str = "", end: bool = False) -> None:
-        """One plain line: the count, the rate since the previous line (or,
-        at the end, over the whole run), and the ETA where the total is known."""
+        """One plain line: the count, the rate since the previous line (at the end: overall), and the ETA."""
         since = self._start if end else self._last_line
         rate = (self.done - (0 if end else self._last_done)) / max(now - since, 1e-9)
         count = f"{self.done:,}" + (f"/{self.total:,}" if self.total is not None else "")
@@ -180,8 +176,6 @@ STAGE_INTERVAL_S = 5.0
 def stage(label: str, total: int | None = None, *, unit: str = "rows", enabled: bool = True,
           stream=None) -> Progress:
     """Progress of one loading stage (reading rows, the vocabulary, GloVe, batching, statistics): a bar on a terminal;
-    elsewhere plain lines with the count and the rate, the first after STAGE_DELAY_S, then every STAGE_INTERVAL_S, and
-    one at the end if any went out. A full SNLI corpus spends most of a minute here before a command's first result; a
-    small file says nothing. Its ``update`` is the callback shared/'s loaders take."""
+    elsewhere plain lines, the first after STAGE_DELAY_S, then every STAGE_INTERVAL_S, so a small file says nothing."""
     return Progress(label, total, unit=unit, stream=stream, enabled=enabled, interval=STAGE_INTERVAL_S,
                     delay=STAGE_DELAY_S)

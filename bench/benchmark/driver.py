@@ -143,8 +143,7 @@ class WorkerPool:
 
 
 def run(args, plan, specs: list, out_dir: Path) -> int:
-    """Measure what ``plan`` (a bench.benchmark.plan.RunPlan) asks for, with a worker per spec, into ``out_dir``,
-    locked by the caller; the exit status."""
+    """Measure what ``plan`` (plan.py's RunPlan) asks for into ``out_dir``, locked by the caller; the exit status."""
     results = out_dir / "results.jsonl"  # bench/benchmark/plan.py's cmd_run has refused a full one without --resume
     names = plan.names
     done = {(r["implementation"], r["mode"], r["batch_size"], r.get("transitions", "gold"))
@@ -321,8 +320,7 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
 
 
 def _limits(pool: WorkerPool, prepared: dict, name: str, stop: int, progress: Progress, label: str) -> dict:
-    """device -> the limit of the batches the rounds timed (bench/benchmark/limit.py): per batch the fastest
-    time over the routines of one worker per framework on that device, and which routine each was."""
+    """device -> per timed batch, the fastest limit over one worker per framework there, and whose routine it was."""
     asked = {}
     for worker in prepared:
         asked.setdefault((worker.spec.framework, worker.ready["device"]), worker)

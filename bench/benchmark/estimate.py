@@ -21,8 +21,7 @@ BETWEEN_S = 5.0  # where they cannot tell it either: per measurement, beyond the
 
 
 def _cost(r: Measurement, rounds: int, cached: bool, shapes: int | None = None) -> tuple[float, float]:
-    """(warm-up seconds, timed seconds at ``rounds`` rounds) of one record; its warm-up scaled to ``shapes``
-    batch shapes where the plan has another number of them."""
+    """(warm-up seconds, timed seconds at ``rounds`` rounds) of one record, its warm-up scaled to ``shapes``."""
     warm = max(r.compile_s, r.first_call_s) + ((r.cached_compile or {}).get("compile_s", 0.0) if cached else 0.0)
     if shapes and r.warmup_shapes:
         warm *= shapes / r.warmup_shapes
@@ -31,9 +30,8 @@ def _cost(r: Measurement, rounds: int, cached: bool, shapes: int | None = None) 
 
 
 def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
-    """(start-up, seconds between measurements) as the earlier run spent them, where its records tell: a
-    measurement's records are written when it ends, so from one measurement's end to the next the run spent the
-    next one's costs and its bookkeeping; from a run's start (its run_id) to its first end, the start-up too."""
+    """(start-up, seconds between measurements) as the earlier run spent them, read from when its records were written
+    (each as its measurement ended, the first after the start-up), where they tell."""
     said = []
     groups: dict[tuple, list[Measurement]] = {}
     for r in records:
@@ -65,8 +63,7 @@ def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
 
 
 def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool) -> tuple[float, list[str]]:
-    """(seconds, notes): what the planned run (bench/benchmark/plan.py's RunPlan) would take, by ``records``;
-    ``shapes``: (mode, batch size) -> the planned batch shapes (plan.py's planned_shapes)."""
+    """(seconds, notes): what the planned run would take, by ``records``; ``shapes``: plan.py's planned_shapes."""
     start_up, between, notes = _bookkeeping(records)
     total, counted = 0.0, set()
     missing: dict[str, str] = {}  # implementation -> how it was counted where it has no record

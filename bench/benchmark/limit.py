@@ -51,9 +51,8 @@ def _step_flops(config: ModelConfig) -> tuple[int, int]:
 
 
 def masked_flops(config: ModelConfig, batch) -> int:
-    """Forward matmul FLOPs that the masked algorithm computes for a pair batch: its loop runs to the batch's last real
-    step, and at every step every sentence runs the tracker and a composition, used or not (its masks keep the results
-    of the real ones only). Compare with :func:`batch_flops`, which counts only the steps that act."""
+    """Forward matmul FLOPs that the masked algorithm computes for a pair batch: every sentence runs the tracker and a
+    composition at every step up to the batch's last real one (batch_flops counts only the steps that act)."""
     transitions = sentences_transitions(batch)
     tracker, reduce = _step_flops(config)
     real = sentence_flops(config, transitions)
@@ -69,10 +68,8 @@ def classifier_flops(config: ModelConfig, batch_size: int) -> int:
 
 
 def scheduled_flops(config: ModelConfig, batch, graph: dict, mode: str = "infer") -> int:
-    """Matmul FLOPs that a host-scheduled level program computes for a pair batch, padding included: the leaf projection
-    of every token slot, the tracker on ``graph["tracker_rows"]`` rows and Reduce on ``graph["reduce_rows"]`` rows (the
-    runner's ``last_graph``, counted from the schedule it ran), and the classifier. Over :func:`batch_flops` it is the
-    schedule's computed share of useful work."""
+    """Matmul FLOPs that a host-scheduled level program computes for a pair batch, padding included, from the rows its
+    runner's ``last_graph`` says it computed."""
     E, H = config.embed_dim, config.hidden_dim
     S, N = 2 * batch.size, np.shape(batch.premise_tokens)[1]
     tracker, reduce = _step_flops(config)
@@ -121,9 +118,8 @@ def shapes(config: ModelConfig) -> dict[str, tuple[int, int]]:
 
 
 def operands(config: ModelConfig, batch, mode: str, dtype: str, rng) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (left, right) arrays of every product of the batch in ``mode``: forward products, and in training
-    each one's two backward products after it. Weights are shared between steps, as a model's are; the rows
-    are slices of one buffer per role."""
+    """The (left, right) arrays of every product of the batch in ``mode`` (in training each one's two backward products
+    after it), the weights shared between steps as a model's are."""
     weights = {role: rng.standard_normal(shape).astype(dtype) for role, shape in shapes(config).items()}
     rows = {}
     for role, m in products(config, batch):

@@ -38,9 +38,8 @@ def register(sub) -> None:
 
 
 def format_table(records: list[Measurement]) -> str:
-    """One Markdown row per record, grouped by device, mode, transitions and batch size. "-" where a run made before
-    recorded no such figure (the limit, the padding); older runs recorded only the PAD share of the batch arrays,
-    which is marked."""
+    """One Markdown row per record, grouped by device, mode, transitions and batch size ("-" where an older run recorded
+    no such figure)."""
     return table(["device", "mode", "transitions", "batch", "implementation", "pairs/s", "% of limit",
                   "step median (ms)", "p10-p90 (ms)", "compile (s)", "traces", "useful GFLOP/s", "% of device peak",
                   "peak memory", "enc. err", "logit err", "PAD %"], [
@@ -83,8 +82,7 @@ TABLE2_PAPERS_BATCHED = frameworks.TABLE2["autobatched"]  # whose figure the pap
 
 
 def table2_measured(records: list[Measurement]) -> bool:
-    """Whether the records hold the Tree-LSTM training protocol of Table 2:
-    DyNet unbatched and autobatched, training on gold parses, no tracker."""
+    """Whether the records hold Table 2's protocol: DyNet unbatched and autobatched, Tree-LSTM training."""
     found = {r.implementation for r in records if r.mode == "train" and r.transitions == "gold"
              and r.model.get("tracker_dim") == 0}
     return {TABLE2_BASELINE, TABLE2_PAPERS_BATCHED} <= found
@@ -137,8 +135,7 @@ def load_summary(records: list[Measurement]) -> str:
 
 
 def format_load(records: list[Measurement]) -> str:
-    """Every round's load average (bold where busy) and the CPU share the
-    implementation got, so a slow round can be told from a busy one."""
+    """Every round's load average (bold where busy) and the CPU share the implementation got."""
     own = run_share(records)
     rows = [r for r in records if busy_rounds(r, own) is not None]
     if not rows:
@@ -167,8 +164,7 @@ def format_host_syncs(records: list[Measurement]) -> str:
 
 
 def format_phases(records: list[Measurement]) -> str:
-    """Where a batch's time went, for implementations that split it (building
-    the graph against evaluating it), and what they built per batch."""
+    """Where a batch's time went (for implementations that split it), and what they built per batch."""
     rows = [r for r in records if r.phase_s_per_batch]
     if not rows:
         return ""
@@ -198,8 +194,7 @@ def variants_measured(records: list[Measurement]) -> bool:
 
 
 def format_matrix(records: list[Measurement]) -> str:
-    """Algorithm x framework, one matrix per mode measured (inference first): pairs/s at batch 1 and 128 (gold and
-    predicted parses) and compile seconds, from the records of one run."""
+    """Algorithm x framework, one matrix per mode measured: pairs/s at batch 1 and 128, compile seconds."""
     blocks = [_one_matrix(rs, title) for title, rs in _variant_matrices(records)]
     if not blocks:
         return "Matrix: no variant was measured (run with --implementations naming the variants)."
@@ -294,8 +289,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
 
 def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> Path | None:
     """The interleaved per-round ratios over the baseline, one panel per device, mode and parse: every round a dot (a
-    busy one a red cross), the median a circle, the interquartile range a thick bar and the range a thin one. The spread
-    is the point: one median alone hides whether a ratio held."""
+    busy one a red cross), the median, the interquartile range and the range."""
     rows = [row for row in round_ratios(records) if row["rounds"]]
     if not rows:
         return None
@@ -374,9 +368,8 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
 
 def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool = True,
                  over: tuple[str, ...] = (), note: str = "") -> tuple[str, list[Path]]:
-    """Write report.md and its plots into ``out_dir`` (``bench report`` and the end of ``bench run``); the Markdown
-    and the files written. Without matplotlib the plots are left out, said in one line, and report.md is written all
-    the same: a run's figures are worth more than its pictures."""
+    """Write report.md and its plots into ``out_dir`` (without matplotlib: report.md alone, said in one line); the
+    Markdown and the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(records, sources, over)
     if note:  # a line under the title (a run's partial report says so there)
@@ -414,10 +407,8 @@ def cmd_report(args) -> int:
 
 
 def compare(first: list[Measurement], second: list[Measurement], baseline: str | None = None) -> dict:
-    """Does a ratio hold from run to run? Two runs of one command never give the same pairs/s; what the benchmark claims
-    is the ratio to the baseline (the registry's unless ``baseline`` names another), taken round by round. Rows (key,
-    first ratio row or None, second ratio row or None, inside: the second run's median within the first run's min-max;
-    a measurement only one run has is listed, never counted) and the count of those inside."""
+    """Does a ratio hold from run to run? Each measurement's per-round ratios of both runs (a measurement only one run
+    has is listed, never counted), whether the second run's median lies in the first run's min-max, and how many do."""
     a, b = ({(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r
              for r in round_ratios(run, baseline)} for run in (first, second))
     rows = [{"key": key, "first": a.get(key), "second": b.get(key),

@@ -48,10 +48,8 @@ class RssSampler:
 
 def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str,
                     parse_modes=()) -> dict:
-    """``runner`` against the float64 reference on the same weights: encodings and logits on ``pairs``, gradients on the
-    cheapest four of them, and for each model-decided mode in ``parse_modes`` ("predicted") the share of sentences whose
-    transitions equal the reference's. Keeps the outputs in ``out_dir/agreement/{name}.npz`` for the pairwise
-    comparison."""
+    """``runner`` against the float64 reference on the same weights: encodings and logits, gradients on the cheapest
+    four pairs, and the predicted parses; its outputs kept for the pairwise comparison."""
     from shared import parse_metrics, reference
     from shared.batching import make_pair_batch, pair_length
     from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs,
@@ -101,9 +99,8 @@ def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
 
 
 def warm_up(runner, batches, step) -> dict:
-    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each: the tracing and compiling a
-    compiled implementation needs before its first results (counted by the runner's compile statistics), and what it
-    builds on later calls of a shape (CUDA graphs), all of it in ``first_call_s``."""
+    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each (the tracing and compiling
+    counted by the runner's statistics, all the time in ``first_call_s``)."""
     before = runner.compile_stats()
     seen, first_call_s = set(), 0.0
     for batch in batches:

@@ -204,9 +204,8 @@ class RunPlan:
 
 
 def plan_run(args) -> RunPlan:
-    """The run the arguments ask for (the flags not given filled in first, ``apply_preset``), or a one-line refusal
-    (ValueError) of any argument that would measure nothing, before the folder is locked or a worker starts: a run
-    refused after minutes of start-up and warm-up, or one that measures nothing and exits 0, wastes the user's time."""
+    """The run the arguments ask for (the flags not given filled in first), or a one-line ValueError for any argument
+    that would measure nothing, before the folder is locked or a worker starts."""
     apply_preset(args)
     defaults = QUICK if args.quick else FULL
     plan = RunPlan(plan_implementations(args), plan_keys(args, defaults), defaults,
@@ -233,9 +232,8 @@ def plan_run(args) -> RunPlan:
 
 
 def _check_batches(args, plan: RunPlan) -> None:
-    """Refuse a batch size that no batch of the data can fill: its worker would skip it and the run would measure
-    nothing there. The data are loaded as a worker loads them (no framework needed) and the batches planned as it plans
-    them: whole batches within each length bucket."""
+    """Refuse a batch size that no batch of the data can fill (its worker would measure nothing), the data loaded and
+    the batches planned as a worker does."""
     dataset = load_dataset(argparse.Namespace(**_data(args, plan.defaults)))
     plan.pairs = {"infer": dataset.pairs, "train": [p for p in dataset.pairs if p.label >= 0]}
     plan.buckets = buckets = resolve_buckets(args.buckets or DEFAULT_BUCKETS, dataset.pairs)
@@ -253,8 +251,7 @@ def _check_batches(args, plan: RunPlan) -> None:
 
 
 def planned_shapes(args, plan: RunPlan) -> dict[tuple[str, int], int]:
-    """(mode, batch size) -> how many batch shapes (N, T) its workers will warm up on, planned as they plan
-    their batches: what a compiling implementation compiles for."""
+    """(mode, batch size) -> the batch shapes (N, T) its workers will warm up on, planned as theirs."""
     from shared.vocab import Vocabulary
 
     vocab = Vocabulary.from_pairs(plan.pairs["infer"], lowercase=True)
@@ -273,8 +270,7 @@ def _data(args, defaults: dict) -> dict:
 
 
 def busy_note() -> str:
-    """A line for the start of a run when other work already keeps the machine busy (its ratios may not hold on a quiet
-    machine, and the user may prefer to wait); empty when it is not."""
+    """A line for the start of a run when other work already keeps the machine busy; empty when it does not."""
     load_now, cores = os.getloadavg()[0], os.cpu_count() or 1
     if not is_busy(load_now, cores):
         return ""

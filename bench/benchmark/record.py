@@ -134,8 +134,7 @@ class Measurement:
 
 
 def dotted(value, key: str, default: Any = None) -> Any:
-    """A dotted path into dicts and lists (``trace_s``, ``batch.num_steps``, ``round_step_s.0``); ``default`` if
-    absent."""
+    """A dotted path into dicts and lists (``batch.num_steps``, ``round_step_s.0``); ``default`` if absent."""
     for part in key.split("."):
         if isinstance(value, dict) and part in value:
             value = value[part]
@@ -163,13 +162,9 @@ def load(paths: Iterable[str | os.PathLike]) -> list[Measurement]:
 
 
 def round_ratios(records: list[Measurement], baseline: str | None = None) -> list[dict]:
-    """Each implementation's speed over the baseline's, measured round by round.
-
-    Where both records come from the same run's interleaved rounds, the ratio is taken in every round (the same batches,
-    seconds apart) and summarised by its median, quartiles and range; otherwise (records of different runs) it is the
-    ratio of the two overall figures, marked as not interleaved (``rounds`` 0). The baseline is the registry's unless
-    named.
-    """
+    """Each implementation's speed over the baseline's (the registry's unless named): in every round where both records
+    are of one run's interleaved rounds, summarised by median, quartiles and range; else the ratio of the two overall
+    figures (``rounds`` 0)."""
     baseline = baseline or frameworks.BASELINE
     base = {r.key()[:-1]: r for r in records if r.implementation == baseline}
     own = run_share(records)
@@ -195,8 +190,7 @@ def round_ratios(records: list[Measurement], baseline: str | None = None) -> lis
 
 
 def device_fraction(r: Measurement) -> float:
-    """Useful FLOP/s over the best matmul any framework reached on the device in the run (or, in older records, its
-    own framework's peak)."""
+    """Useful FLOP/s over the best matmul of the device in the run (in older records, its own framework's)."""
     return r.useful_flops_per_s / (r.device_peak_flops_per_s or r.matmul_peak_flops_per_s)
 
 
@@ -210,9 +204,7 @@ def other_work_limit(cores: int) -> float:
 
 
 def is_busy(load: float, cores: int, own: float = 0.0) -> bool:
-    """The rule that marks a round as measured on a busy machine (docs/spec.md §6, "Decision: load in every round"):
-    the load less ``own``, the cores the run's own workers keep busy (:func:`run_share`; 0 before a run starts), above
-    :func:`other_work_limit`."""
+    """The rule that marks a round as measured on a busy machine (docs/spec.md §6, "Decision: load in every round")."""
     return load - own > other_work_limit(cores)
 
 
@@ -223,8 +215,7 @@ def run_share(records: list[Measurement]) -> float:
 
 
 def busy_rounds(record: Measurement, own: float) -> list[bool] | None:
-    """Which of a record's rounds ran on a busy machine (``own``: the run's :func:`run_share`); None where the record
-    has no load figures (runs from before they were recorded)."""
+    """Which of a record's rounds ran on a busy machine; None where it has no load figures (older runs)."""
     if not record.round_load or not record.cpu_count:
         return None
     return [is_busy(load, record.cpu_count, own) for load in record.round_load]

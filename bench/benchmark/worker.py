@@ -152,8 +152,7 @@ class Worker:
         }
 
     def agreement(self, transitions: list) -> dict:
-        """Encodings, logits and gradients against the float64 reference (and, with a transition head, the share of
-        predicted parses equal to the reference's)."""
+        """Encodings, logits, gradients and predicted parses against the float64 reference."""
         return check_agreement(self.new_runner(), self.labelled[:self.spec.agreement_pairs], self.vocab,
                                self.config, self.params, self.spec.dtype, Path(self.spec.out_dir),
                                self.spec.implementation, parse_modes=[t for t in transitions if t != "gold"])
@@ -163,8 +162,7 @@ class Worker:
         return matmul_peak_flops(self.platform, self.spec.device, self.spec.dtype)
 
     def prepare(self, key: str, mode: str, batch_size: int, transitions: str) -> dict:
-        """A runner and the batches of one measurement, warmed up on every shape (tracing and compiling, counted), and
-        one more batch timed as an estimate."""
+        """A runner and the batches of one measurement, warmed up on every shape, and one batch timed as an estimate."""
         pairs = self.labelled if mode == "train" else self.dataset.pairs
         if self.spec.batching == "sentences":
             batches = make_sentence_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,

@@ -106,8 +106,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def result_header(args: argparse.Namespace, batch_summary: dict, config) -> dict:
-    """The first keys of every explain result: the command, the machine, the
-    batch (``batches.summary``) and the model's sizes."""
+    """The first keys of every explain result: the command, the machine, the batch, the model's sizes."""
     return {
         "command": command_line(args),
         "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -267,10 +266,8 @@ def format_text(result: dict) -> str:
 # --------------------------------------------------------------------------
 
 def explain_parse(args: argparse.Namespace) -> dict:
-    """The figures of ``explain --parse``, as a JSON-ready dict: the batch in gold mode (the data's transitions, the
-    head teacher-forced) and in predicted mode, and for each framework (its Platform's ``explain_parse``) where the
-    decision is taken (a define-by-run loop reads it back to the host; a compiled loop keeps it in its body as a mask)
-    and what that adds. Counts only: deterministic for a given library version."""
+    """The figures of ``explain --parse``, as a JSON-ready dict: the batch in gold and in predicted mode, and what
+    deciding the parse at run time costs each framework (its Platform's ``explain_parse``)."""
     batches = make_batches(args)
     config = model_config(args, batches.vocab_size, lowercase=True)
     if not config.tracker_dim:
@@ -350,11 +347,9 @@ def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
 
 
 def explain_levels(args: argparse.Namespace) -> dict:
-    """The figures of ``explain --levels``, as a JSON-ready dict: the batch's schedule (shared/levels.py: without the
-    tracker a level is a tree height, with it a transition step), with and without the tracker, and for every framework
-    with a host-scheduled levels implementation the schedule as its Runner feeds it (TensorFlow: every level exactly as
-    wide as its nodes; JAX: padded to the widths its programs compile for) and the body of the loop it runs over the
-    levels (``explain_levels`` in ``impl_<framework>/explain.py``). Counts only."""
+    """The figures of ``explain --levels``, as a JSON-ready dict: the batch's level schedule with and without the
+    tracker, and for each framework with a levels implementation the schedule its Runner feeds and the loop it runs over
+    it."""
     batches = make_batches(args)
     config = model_config(args, batches.vocab_size, lowercase=True)
     result = result_header(args, summary(batches), config)
@@ -451,8 +446,7 @@ def _where(err: BaseException) -> str | None:
 
 
 def _own_code(filename: str) -> bool:
-    """A file of the project's packages (``shared``, ``bench`` and every
-    registered framework's), not a library and not explain's own code."""
+    """A file of the project's packages (not a library), and not explain's own code."""
     path = Path(filename).resolve()
     if not path.is_relative_to(ROOT):
         return False
@@ -464,9 +458,8 @@ def _own_code(filename: str) -> bool:
 
 
 def explain_bad_input(args: argparse.Namespace) -> dict:
-    """The figures of ``explain --bad-input``: each framework driven through its Runner, as a user would (its Platform's
-    ``explain_bad_input``): one raises from a line of its model, one checks the batch on the host before its graph runs
-    (and its bare traced function, called without the check, runs or fails inside the runtime), one returns numbers."""
+    """The figures of ``explain --bad-input``: what each framework, driven through its Runner as a user would, does with
+    the broken batch (its Platform's ``explain_bad_input``)."""
     batches, config, params = setup(args)
     bad = bad_batch(batches.main, args.bad_input, config.vocab_size)
     result = {"bad_input": {"kind": args.bad_input, "what": BAD_INPUTS[args.bad_input],

@@ -79,8 +79,7 @@ def format_runs(runs: list[dict]) -> str:
 
 
 def plot_curves(runs: list[dict], out_dir: Path) -> Path:
-    """Training loss against step, and dev (filled marks) / train (open marks) accuracy against step; each run in its
-    framework's look (bench/figures/style.py)."""
+    """Training loss, and dev (filled marks) and train (open marks) accuracy, against step."""
     with style.drawing() as plt:
         fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(12, 4.2))
         for run, look in zip(runs, style.looks([run["run"]["framework"] for run in runs])):
@@ -109,8 +108,7 @@ def has_reinforce(run: dict) -> bool:
 
 
 def format_reinforce(runs: list[dict]) -> str:
-    """A Markdown table: the last logged reward, baseline, entropy and parse shape,
-    and the last dev evaluation's bracket F1 (predicted mode)."""
+    """The last logged reward, baseline, entropy and parse shape, and the last dev bracket F1 (predicted)."""
     rows = []
     for run in filter(has_reinforce, runs):
         last = [r for r in run["train"] if "reward" in r][-1]
@@ -123,8 +121,7 @@ def format_reinforce(runs: list[dict]) -> str:
 
 
 def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
-    """reward and baseline, entropy per pair, and parse statistics (bracket F1
-    against the data's trees, reduce share at choice steps) against step; each run in its framework's colour."""
+    """Reward and baseline, entropy per pair, and the parses' bracket F1 and reduce share, against step."""
     chosen = list(filter(has_reinforce, runs))
     with style.drawing() as plt:
         fig, (ax_reward, ax_entropy, ax_parse) = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -165,11 +162,8 @@ def shape_f1(pairs, parse: str) -> float:
 
 
 def parse_summary(run_dir: Path) -> dict:
-    """One arithmetic run's row of the table of learned parses against fixed ones: how its sentences were parsed in
-    training (the true trees, one fixed shape of ``--parse``, or REINFORCE), its dev accuracy (last and best
-    evaluation), and the unlabeled bracket F1 of its dev parses against the true trees (docs/spec.md §7). A fixed
-    shape's F1 is a property of the shape, computed here on the run's dev pairs (regenerated from the seed and sizes
-    its run.json records); a REINFORCE run's is the one its last dev evaluation measured in predicted mode."""
+    """One arithmetic run's row of the table of learned parses against fixed ones (docs/learned-parses.md): a fixed
+    shape's bracket F1 computed on the run's dev pairs, a REINFORCE run's as its last dev evaluation measured it."""
     info = json.loads((run_dir / "run.json").read_text())
     data = info["data"]
     if data.get("data") != "arithmetic":

@@ -54,8 +54,7 @@ def labelled_pairs(pairs: Sequence[Pair]) -> list[Pair]:
 
 
 def scored(pairs: Sequence[Pair], labelled: Sequence[Pair], results: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """Accuracy, mean cross-entropy and confusion matrix of (logits <float>[B, 3],
-    labels <int>[B]) per batch over ``labelled``, as Evaluation's fields."""
+    """Accuracy, mean cross-entropy and confusion of (logits, labels) per batch, as Evaluation's fields."""
     gold, predicted, losses = [], [], []
     for logits, labels in results:
         logits = np.asarray(logits, dtype=np.float64)

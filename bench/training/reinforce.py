@@ -72,8 +72,7 @@ def with_head(model: ParamFile, seed: int) -> ParamFile:
 
 @dataclass
 class ParsedEvaluation(Evaluation):
-    """An evaluation in predicted mode: accuracy, loss and confusion of the predicted parses, and those parses against
-    the pairs' own trees (teacher-forced transition accuracy, exact-parse rate, bracket F1)."""
+    """An evaluation in predicted mode, with the parses' metrics against the pairs' own trees."""
 
     mode: str = "predicted"
     parse: dict = dataclasses.field(default_factory=dict)  # ParseCounts.as_dict() against the data's trees

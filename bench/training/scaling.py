@@ -102,9 +102,8 @@ def ran(folder: Path) -> list[str]:
 
 
 def summarize(folder: Path, warmup: int) -> dict:
-    """What a run logged every step, its first ``warmup`` steps left out: the step times, the median pairs/s (a step
-    that compiled a new shape is no throughput) and, where the engine showed them, each replica's mean seconds per
-    phase and the straggler gap."""
+    """What a run logged every step, its first ``warmup`` steps left out: step times, the median pairs/s, each replica's
+    seconds per phase and the straggler gap."""
     steps = [r for r in read_metrics(folder) if r["kind"] == "train"][warmup:]
     record = {"steps": len(steps), "step_s": [r["pairs"] / r["pairs_per_s"] for r in steps],
               "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps]))}
@@ -147,9 +146,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
 
 
 def summary(records: list[dict]) -> list[dict]:
-    """One row per (framework, K), in the records' order: pairs/s (median over rounds of each run's median step), the
-    speed-up over one replica per round (median of per-step ratios; the rounds' median and quartiles), efficiency, and
-    each replica's mean compute and all-reduce wait and the straggler gap where the engine shows them."""
+    """One row per (framework, K), in the records' order: the figures report.md shows (:func:`render`)."""
     by = {}
     for r in records:
         by.setdefault((r["framework"], r["replicas"]), {})[r["round"]] = r
@@ -172,8 +169,7 @@ def summary(records: list[dict]) -> list[dict]:
 
 
 def render(records: list[dict]) -> str:
-    """report.md: pairs/s, speed-up and efficiency per framework and K, and each replica's all-reduce wait where the
-    engine shows it."""
+    """report.md: pairs/s, speed-up, efficiency and each replica's time per framework and K."""
     from bench.render import table  # imported after the runs: no record counts it as measured
 
     if not records:

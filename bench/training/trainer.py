@@ -112,8 +112,7 @@ class TrainConfig:
 
 
 def check_resume(saved: dict, now: dict) -> None:
-    """A resumed run must have the settings and data of the run it continues
-    (``saved`` and ``now`` are run.json documents)."""
+    """A resumed run must have the settings and data of the run it continues (run.json documents)."""
     old, new = saved.get("train", {}), now["train"]
     defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
     for key in TrainConfig.MUST_MATCH:
@@ -141,8 +140,7 @@ def epoch_plan(lengths: np.ndarray, cfg: TrainConfig, epoch: int) -> list[tuple[
 
 
 def data_fingerprint(pairs: Sequence[Pair]) -> str:
-    """A short hash of the pairs (ids, labels, tokens, parses), so --resume can
-    tell the data changed, a changed --parse included."""
+    """A short hash of the pairs (ids, labels, tokens, parses): --resume tells the data changed."""
     digest = hashlib.sha256()
     for pair in pairs:
         trees = "\t".join("".join(map(str, s.transitions)) for s in (pair.premise, pair.hypothesis))
@@ -244,10 +242,8 @@ def list_checkpoints(out_dir: Path) -> list[Path]:
 
 
 def check_folder(out_dir: str | os.PathLike, resume: bool) -> None:
-    """Whether a training run may start in ``out_dir``, judged from the folder alone, so that a command can refuse
-    before it reads any data or locks the folder: ``resume`` needs a run to continue (its run.json); a new run needs a
-    folder that holds none (nothing is overwritten). One-line errors; a folder that does not exist yet is fine for a new
-    run."""
+    """Whether a training run may start in ``out_dir``, judged from the folder alone (before data are read or the folder
+    locked): ``resume`` needs a run.json, a new run a folder without a run."""
     out_dir = Path(out_dir)
     if resume:
         if not (out_dir / "run.json").exists():
@@ -334,13 +330,9 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 class Trainer:
-    """One training run in ``out_dir``, new or resumed from its last checkpoint.
-
-    ``init`` is a ParamFile (weights, ModelConfig, vocabulary) or a function returning one (called only when there is no
-    checkpoint to resume from). Unlabelled pairs are not trained on. The constructor checks the folder and prepares the
-    runner; :meth:`run` trains, evaluating on ``dev_pairs`` (and a sample of the training pairs) and checkpointing as
-    docs/training.md says; ``stop_on_signal``: SIGINT and SIGTERM stop it after a step (:class:`TrainingInterrupted`).
-    """
+    """One training run in ``out_dir``, new or resumed from its last checkpoint: ``init`` is a ParamFile or a function
+    returning one (called only when there is no checkpoint to resume from); ``stop_on_signal``: SIGINT and SIGTERM stop
+    it after a step (:class:`TrainingInterrupted`)."""
 
     def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
                  init: Callable[[], ParamFile] | ParamFile | None = None, dev_pairs: Sequence[Pair] | None = None,
@@ -396,8 +388,7 @@ class Trainer:
     # -- the folder: a new run, or the one to resume ------------------------
 
     def _find_checkpoint(self, resume: bool):
-        """The checkpoint to resume from: the newest that loads (a newer one
-        that does not is named on stderr and in the "resume" record)."""
+        """The checkpoint to resume from: the newest that loads (those that do not are named)."""
         self.skipped: list[tuple[Path, str]] = []
         if self.writer:
             clean_temporaries(self.out_dir)
@@ -527,8 +518,7 @@ class Trainer:
                                 f"(epoch {self.epoch}, batch {self.position})")
 
     def _end(self) -> None:
-        """The "end" record of this run or of its resumed part: what it ran, read as it ends (the source files
-        this process loaded, bench/provenance.py), and when."""
+        """The "end" record of this run or of its resumed part: the files it ran (bench/provenance.py), and when."""
         if self.writer:
             self.metrics.write({"kind": "end", "step": self.step, **provenance(), "timestamp": _now()})
 
@@ -586,8 +576,7 @@ class Trainer:
         self._replica_window = []
 
     def _replica_fields(self) -> dict:
-        """With replicas whose seconds the engine shows: per phase, each
-        replica's mean seconds a step over the window (``replica_s_per_step``)."""
+        """Each replica's mean seconds a step per phase over the window, where the engine shows them."""
         steps = [seconds for seconds in self._replica_window if seconds]
         if not steps:
             return {}
