@@ -53,8 +53,7 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit code (docs/spec.md §5, "Exit codes"): 0 done,
-    1 the work failed, 2 bad input or usage, 130 interrupted."""
+    """Run one command; its exit code (docs/spec.md §5, "Exit codes")."""
     words = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(words).parse_args(words)
     args.argv = words  # the command's words, for a launcher to repeat

@@ -94,26 +94,19 @@ def chosen_frameworks(args: argparse.Namespace, view: str) -> tuple[str, ...]:
 def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces ``args``' figures (flags that differ from the defaults)."""
     defaults = parse_args([])
-    flags = []
-    for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", "embed_dim",
-                 "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "transition_head", "parse", "levels"):
-        value = getattr(args, flag)
-        if value is True:
-            flags.append(f"--{flag.replace('_', '-')}")
-        elif value != getattr(defaults, flag):
-            flags.append(f"--{flag.replace('_', '-')} {value}")
+    flags = [f"--{flag.replace('_', '-')}" + ("" if value is True else f" {value}")
+             for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", "embed_dim",
+                          "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "transition_head", "parse", "levels")
+             if (value := getattr(args, flag)) is True or value != getattr(defaults, flag)]
     return " ".join([COMMAND] + flags)
 
 
 def result_header(args: argparse.Namespace, batch_summary: dict, config) -> dict:
     """The first keys of every explain result: the command, the machine, the batch, the model's sizes."""
-    return {
-        "command": command_line(args),
-        "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "batch": batch_summary,
-        "model": {k: getattr(config, k) for k in ("vocab_size", "embed_dim", "hidden_dim", "tracker_dim",
-                                                  "mlp_dim", "mlp_layers")},
-    }
+    return {"command": command_line(args),
+            "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "batch": batch_summary, "model": {k: getattr(config, k) for k in ("vocab_size", "embed_dim", "hidden_dim",
+                                                                              "tracker_dim", "mlp_dim", "mlp_layers")}}
 
 
 def format_header(result: dict, batch_lines: list[str] | None = None, model_note: str = "") -> list[str]:
@@ -196,20 +189,12 @@ def summary(batches: Batches) -> dict:
     """The figures of the batch itself (the first lines of the output)."""
     b = batches.main
     transitions = sentences_transitions(b)
-    return {
-        "source": batches.source,
-        "trees": batches.trees,
-        "pairs": b.size,
-        "sentences": 2 * b.size,
-        "num_tokens": b.num_tokens,
-        "num_steps": b.num_steps,
-        "shift": int(np.count_nonzero(transitions == SHIFT)),
-        "reduce": int(np.count_nonzero(transitions == REDUCE)),
-        "pad": int(np.count_nonzero(transitions == PAD)),
-        "other_trees": batches.other_trees,
-        "padded_num_tokens": batches.padded.num_tokens,
-        "padded_num_steps": batches.padded.num_steps,
-    }
+    return {"source": batches.source, "trees": batches.trees, "pairs": b.size, "sentences": 2 * b.size,
+            "num_tokens": b.num_tokens, "num_steps": b.num_steps,
+            **{name: int(np.count_nonzero(transitions == op)) for name, op in (("shift", SHIFT), ("reduce", REDUCE),
+                                                                                ("pad", PAD))},
+            "other_trees": batches.other_trees, "padded_num_tokens": batches.padded.num_tokens,
+            "padded_num_steps": batches.padded.num_steps}
 
 
 def explain(args: argparse.Namespace) -> dict:
@@ -438,11 +423,8 @@ def _where(err: BaseException) -> str | None:
     was raised from; None if the traceback holds no frame of it."""
     while err.__cause__ is not None or (err.__context__ is not None and err.__suppress_context__):
         err = err.__cause__ or err.__context__
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if _own_code(f.filename)]
-    if not frames:
-        return None
-    f = frames[-1]
-    return f"{Path(f.filename).resolve().relative_to(ROOT)}, in {f.name}: {f.line}"
+    f = next((f for f in reversed(traceback.extract_tb(err.__traceback__)) if _own_code(f.filename)), None)
+    return None if f is None else f"{Path(f.filename).resolve().relative_to(ROOT)}, in {f.name}: {f.line}"
 
 
 def _own_code(filename: str) -> bool:
@@ -477,17 +459,11 @@ def format_bad_input(result: dict) -> str:
         lines.append(f"  first premise: {ops}   (S SHIFT, R REDUCE, . PAD)")
 
     def outcome(r: dict, indent: str) -> list[str]:
-        out = []
-        if "error" in r:
-            out.append(f"{indent}{r['error']}")
-            out.append(f"{indent}at {r['where']}" if r["where"] else
-                       f"{indent}(no frame of your code in the traceback: the error comes from the runtime)")
-        return out
+        where = f"at {r['where']}" if r.get("where") else \
+            "(no frame of your code in the traceback: the error comes from the runtime)"
+        return [f"{indent}{r['error']}", indent + where] if "error" in r else []
 
-    for name in frameworks.FRAMEWORKS:
-        if name not in result:
-            continue
-        r = result[name]
+    for r, name in ((result[name], name) for name in frameworks.FRAMEWORKS if name in result):
         lines += ["", f"{name}: {r['outcome']}"] + outcome(r, "  ")
         if "graph" in r:
             lines += [f"  the traced graph called without the check: {r['graph']['outcome']}"]

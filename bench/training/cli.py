@@ -375,14 +375,6 @@ def _pass_on(stream, noise: tuple[bytes, ...]) -> None:
     stream.close()
 
 
-def _culprit(codes: list[int | None]) -> tuple[int, int]:
-    """(rank, exit status) of the process that ended the job: one killed by a signal before one that exited
-    with an error (those are usually the others failing at an all-reduce whose peer is gone)."""
-    failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
-    killed = [(rank, code) for rank, code in failed if code < 0]
-    return (killed or failed)[0]
-
-
 def launch_processes(platform, processes: int, argv: list[str]) -> int:
     """Run ``python -m bench *argv`` as ``processes`` processes of one job of ``platform``'s engine on this host; 0 once
     all end well, else the failed process's exit status (1 if a signal killed it), after one line on stderr."""
@@ -409,7 +401,10 @@ def launch_processes(platform, processes: int, argv: list[str]) -> int:
                 held.append(lines.get())
             if any(code not in (None, 0) for code in codes):
                 time.sleep(HOLD_S)  # the others' first reactions to the loss, then the cause is plain
-                rank, code = _culprit([p.poll() for p in started])
+                # The one that ended the job: one a signal killed before one that exited with an error (those are
+                # usually the others, failing at an all-reduce whose peer is gone).
+                failed = [(rank, code) for rank, code in enumerate(p.poll() for p in started) if code not in (None, 0)]
+                rank, code = ([(rank, code) for rank, code in failed if code < 0] or failed)[0]
                 _stop(started)
                 _show([line for line in held if line[1] == rank])  # the failed one's own last words
                 killed = code < 0 and -code in signal.Signals._value2member_map_

@@ -183,8 +183,7 @@ def save_optimizer_state(path: Path, state: Mapping[str, np.ndarray], descriptio
 def load_optimizer_state(path: Path) -> tuple[dict[str, np.ndarray], dict]:
     with np.load(path, allow_pickle=False) as data:
         arrays = {key: data[key] for key in data.files}
-    description = json.loads(str(arrays.pop("meta.optimizer")))
-    return arrays, description
+    return arrays, json.loads(str(arrays.pop("meta.optimizer")))
 
 
 def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_config: ModelConfig,
@@ -234,11 +233,8 @@ def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_co
 
 def list_checkpoints(out_dir: Path) -> list[Path]:
     """Complete checkpoints, oldest first (temporary folders are never listed)."""
-    root = Path(out_dir) / "checkpoints"
-    if not root.is_dir():
-        return []
-    found = [p for p in root.glob("step-*") if p.is_dir() and all((p / f).is_file() for f in CHECKPOINT_FILES)]
-    return sorted(found, key=lambda p: p.name)
+    return sorted((p for p in (Path(out_dir) / "checkpoints").glob("step-*")
+                   if p.is_dir() and all((p / f).is_file() for f in CHECKPOINT_FILES)), key=lambda p: p.name)
 
 
 def check_folder(out_dir: str | os.PathLike, resume: bool) -> None:
@@ -290,14 +286,6 @@ def newest_loadable(out_dir: Path) -> tuple[Checkpoint | None, list[tuple[Path, 
             reason = str(err).splitlines()[0] if str(err) else ""
             skipped.append((path, f"{type(err).__name__}: {reason}" if reason else type(err).__name__))
     return None, skipped
-
-
-def clean_temporaries(out_dir: Path) -> None:
-    """Remove the temporary folders a killed run left behind."""
-    root = Path(out_dir) / "checkpoints"
-    if root.is_dir():
-        for tmp in root.glob(".tmp-step-*"):
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass
@@ -390,8 +378,8 @@ class Trainer:
     def _find_checkpoint(self, resume: bool):
         """The checkpoint to resume from: the newest that loads (those that do not are named)."""
         self.skipped: list[tuple[Path, str]] = []
-        if self.writer:
-            clean_temporaries(self.out_dir)
+        for tmp in (self.out_dir / "checkpoints").glob(".tmp-step-*") if self.writer else ():  # a killed run's
+            shutil.rmtree(tmp, ignore_errors=True)
         if resume or self.writer:  # a replica that does not write may find the writer's new run already there
             check_folder(self.out_dir, resume)
         if resume:
