@@ -40,8 +40,7 @@ def register(sub) -> None:
     p.add_argument("--transitions", default="gold", choices=("gold", "predicted", "sampled"),
                    help="the parse followed: the data's (gold) or the model's transition head "
                         "(docs/spec.md §7) [default: %(default)s]")
-    p.add_argument("--seed", type=int, default=None,
-                   help="sampled: seed of the uniform numbers, epoch 0 [default: 0]")
+    p.add_argument("--seed", type=int, default=None, help="sampled: seed of the uniform numbers, epoch 0 [default: 0]")
     p.set_defaults(func=cmd_encode)
 
     p = sub.add_parser("data", help="statistics of a data set: rows, lengths, tree depth, padding waste")
@@ -202,7 +201,6 @@ def cmd_data(args: argparse.Namespace) -> int:
         from bench.provenance import machine, provenance
         from bench.records import write_json
 
-        write_json(args.out, {**record, **provenance(), **machine(),
-                              "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        write_json(args.out, {**record, **provenance(), **machine(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         print(f"\nwrote {args.out}")
     return 0

@@ -44,8 +44,7 @@ def size_help() -> str:
 
 def add_size_arguments(parser: argparse.ArgumentParser, default: str = "full") -> None:
     group = parser.add_argument_group("model size")
-    group.add_argument("--size", choices=sorted(SIZES), default=default,
-                       help=f"{size_help()} [default: %(default)s]")
+    group.add_argument("--size", choices=sorted(SIZES), default=default, help=f"{size_help()} [default: %(default)s]")
     for flag in SIZE_FIELDS:
         group.add_argument(f"--{flag.replace('_', '-')}", type=int, default=None, help="override the preset")
     group.add_argument("--transition-head", action="store_true",
@@ -82,8 +81,7 @@ def add_data_arguments(parser: argparse.ArgumentParser, default: str = "sample")
     group.add_argument("--rows", type=row_range, default=None, metavar="START:END",
                        help="sample or a path: only the data rows START to END-1 (0-based; either may be left out: "
                             ":1000, 1000:) [default: every row]")
-    group.add_argument("--shape", default="random", choices=SHAPES,
-                       help="shaped: tree shape [default: %(default)s]")
+    group.add_argument("--shape", default="random", choices=SHAPES, help="shaped: tree shape [default: %(default)s]")
     group.add_argument("--length", type=int, default=20, help="shaped: sentence length [default: %(default)s]")
     group.add_argument("--data-seed", type=int, default=0, help="seed of generated data [default: %(default)s]")
     group.add_argument("--numbers", default="4:8",

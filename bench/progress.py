@@ -173,8 +173,7 @@ STAGE_DELAY_S = 2.0  # loading stages quicker than this say nothing (off a termi
 STAGE_INTERVAL_S = 5.0
 
 
-def stage(label: str, total: int | None = None, *, unit: str = "rows", enabled: bool = True,
-          stream=None) -> Progress:
+def stage(label: str, total: int | None = None, *, unit: str = "rows", enabled: bool = True, stream=None) -> Progress:
     """Progress of one loading stage (reading rows, the vocabulary, GloVe, batching, statistics): a bar on a terminal;
     elsewhere plain lines, the first after STAGE_DELAY_S, then every STAGE_INTERVAL_S, so a small file says nothing."""
     return Progress(label, total, unit=unit, stream=stream, enabled=enabled, interval=STAGE_INTERVAL_S,

@@ -232,8 +232,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         devices = sorted({r.device for r in records})
         modes = [m for m in ("infer", "train") if any(r.mode == m for r in records)]
 
-        fig, axes = plt.subplots(len(devices), len(modes), figsize=(6 * len(modes), 4.2 * len(devices)),
-                                 squeeze=False)
+        fig, axes = plt.subplots(len(devices), len(modes), figsize=(6 * len(modes), 4.2 * len(devices)), squeeze=False)
         for i, device in enumerate(devices):
             for j, mode in enumerate(modes):
                 ax = axes[i][j]

@@ -46,14 +46,12 @@ class RssSampler:
         self.peak = max(self.peak, self._process.memory_info().rss)
 
 
-def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str,
-                    parse_modes=()) -> dict:
+def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str, parse_modes=()) -> dict:
     """``runner`` against the float64 reference on the same weights: encodings and logits, gradients on the cheapest
     four pairs, and the predicted parses; its outputs kept for the pairwise comparison."""
     from shared import parse_metrics, reference
     from shared.batching import make_pair_batch, pair_length
-    from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs,
-                                max_abs_err)
+    from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs, max_abs_err
 
     batch = make_pair_batch(pairs, vocab)
     premise, hypothesis, logits = runner.encode(batch)
@@ -80,8 +78,7 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
                                       and result["max_abs_err_logits"] <= LOGITS_TOL_F32
                                       and result["max_rel_err_grads"] <= GRAD_REL_TOL_F32)
     else:
-        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= 1e-10
-                                      and result["max_abs_err_logits"] <= 1e-10)
+        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= 1e-10 and result["max_abs_err_logits"] <= 1e-10)
     agreement_dir = Path(out_dir) / "agreement"
     agreement_dir.mkdir(parents=True, exist_ok=True)
     np.savez(agreement_dir / f"{name}.npz", premise=premise, hypothesis=hypothesis, logits=logits,

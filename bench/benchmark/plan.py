@@ -98,8 +98,7 @@ def register(sub) -> None:
     p.add_argument("--quick", action="store_true",
                    help="tiny model, 64 pairs, 3 short rounds: the harness end to end in about a minute")
     p.add_argument("--out", default="results/latest", help="output folder [default: %(default)s]")
-    p.add_argument("--resume", action="store_true",
-                   help="keep OUT/results.jsonl and measure only what it lacks")
+    p.add_argument("--resume", action="store_true", help="keep OUT/results.jsonl and measure only what it lacks")
     p.add_argument("--timeout", type=float, default=1800,
                    help="seconds a worker may take for one step (start-up, a warm-up, a round) "
                         "[default: %(default)s]")
@@ -243,8 +242,7 @@ def _check_batches(args, plan: RunPlan) -> None:
         if batch_size > len(lengths):
             raise ValueError(f"batch size {batch_size} is larger than {what} ({mode}): it would measure nothing "
                              f"(a smaller --batch-sizes, or more --num-pairs)")
-        if args.batching == "pairs" and not plan_batches(lengths, batch_size, buckets=buckets,
-                                                         drop_last=True).batches:
+        if args.batching == "pairs" and not plan_batches(lengths, batch_size, buckets=buckets, drop_last=True).batches:
             raise ValueError(f"no length bucket of {what} ({mode}) holds {batch_size} of them (buckets "
                              f"{','.join(map(str, buckets))}): batch size {batch_size} would measure nothing "
                              f"(fewer --buckets, or a smaller batch)")

@@ -205,8 +205,7 @@ def explain(args: argparse.Namespace) -> dict:
         out.mkdir(parents=True, exist_ok=True)
     result = {**result_header(args, summary(batches), config), "timed": not args.no_timing}
     for name in chosen(args):
-        result[name] = frameworks.platform(name).explain(name, batches, config, params, out,
-                                                         timing=not args.no_timing)
+        result[name] = frameworks.platform(name).explain(name, batches, config, params, out, timing=not args.no_timing)
     if out is not None:
         (out / "explain.json").write_text(json.dumps(result, indent=2) + "\n")
         result["files"] = sorted(p.name for p in out.iterdir() if p.is_file())

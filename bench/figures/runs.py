@@ -352,8 +352,7 @@ def graph_size(results: Results, plt):
         for r in mine:
             others = r["other_trees"].get(name) or {}
             if len(set(others.values())) > 1:  # the same words as other trees: a different graph
-                ax.vlines(r["T"], min(others.values()), max(others.values()), color=style.colour(name), lw=3,
-                          alpha=0.3)
+                ax.vlines(r["T"], min(others.values()), max(others.values()), color=style.colour(name), lw=3, alpha=0.3)
     for name in tracers:
         mine = sorted((r for r in drawn if name in r["traced"]), key=lambda r: (r["T"], r["sentences"]))
         t = main["traced"].get(name) or mine[0]["traced"][name]

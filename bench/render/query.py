@@ -176,8 +176,7 @@ TABLES: dict[str, Callable] = {
 
 def evaluate(results: Results, folder: str, query: str, source: dict | None = None) -> str:
     """The text a quote writes; ``source``: the JSON (a file, an explain result) whose key the query is."""
-    (value, kind, digits, given), *over = [_part(results, folder, part.split(), source)
-                                           for part in query.split(" / ")]
+    (value, kind, digits, given), *over = [_part(results, folder, part.split(), source) for part in query.split(" / ")]
     if over:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, over[0][0])) \
                 or not over[0][0]:

@@ -181,8 +181,7 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
         return f"synthetic-{n}-seed{seed}", synthetic.synthetic_pairs(n, seed=seed)
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
     with stage("read dev", enabled=shows_progress(args)) as progress:
-        pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows,
-                                  progress=progress.update)
+        pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows, progress=progress.update)
     name = "snli-dev-sample" if dev == "sample" else str(report.path)
     return name + rows_label(args.dev_rows), pairs
 
@@ -386,8 +385,7 @@ def launch_processes(platform, processes: int, argv: list[str]) -> int:
     started, printers = [], []
     try:
         for rank in range(processes):
-            p = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE,
+            p = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  env={**os.environ, **threads, **platform.process_env(rank, addresses)})
             started.append(p)
             threading.Thread(target=_read, args=(rank, p.stderr, lines), daemon=True).start()

@@ -221,6 +221,5 @@ def cmd_curves(args) -> int:
     markdown = "\n".join(lines) + "\n"
     (out_dir / "curves.md").write_text(markdown)
     print(markdown)
-    print(f"wrote {out_dir / 'curves.md'}" + ("" if args.no_plots else f", {out_dir / 'curves.png'}"),
-          file=sys.stderr)
+    print(f"wrote {out_dir / 'curves.md'}" + ("" if args.no_plots else f", {out_dir / 'curves.png'}"), file=sys.stderr)
     return 0

@@ -78,8 +78,7 @@ def evaluate_pairs(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_si
 def format_confusion(matrix: np.ndarray) -> str:
     """A Markdown table: rows gold, columns predicted, with per-class recall and precision."""
     matrix = np.asarray(matrix)
-    lines = ["| gold \\ predicted | " + " | ".join(LABELS) + " | recall |",
-             "|---|" + "---:|" * (len(LABELS) + 1)]
+    lines = ["| gold \\ predicted | " + " | ".join(LABELS) + " | recall |", "|---|" + "---:|" * (len(LABELS) + 1)]
     for g, label in enumerate(LABELS):
         total = matrix[g].sum()
         recall = f"{matrix[g, g] / total:.1%}" if total else "-"
@@ -99,13 +98,11 @@ class ParseEvaluation:
     followed: dict = field(default_factory=dict)  # the predicted parses' Evaluation fields (evaluate.scored)
 
     def to_dict(self) -> dict:
-        return {"transition_accuracy": self.counts.transition_accuracy,
-                "transition_loss": self.transition_loss,
-                "exact_parse_rate": self.counts.exact_parse_rate,
-                "bracket_f1": self.counts.bracket_f1,
+        return {"transition_accuracy": self.counts.transition_accuracy, "transition_loss": self.transition_loss,
+                "exact_parse_rate": self.counts.exact_parse_rate, "bracket_f1": self.counts.bracket_f1,
                 "accuracy_gold_parse": self.accuracy_gold_parse,
-                "accuracy_predicted_parse": self.accuracy_predicted_parse,
-                "sentences": self.counts.sentences, "steps": self.counts.steps, "pairs": self.pairs}
+                "accuracy_predicted_parse": self.accuracy_predicted_parse, "sentences": self.counts.sentences,
+                "steps": self.counts.steps, "pairs": self.pairs}
 
 
 def teacher_forced_loss_sum(transition_logits, gold) -> float:

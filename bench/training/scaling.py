@@ -85,10 +85,9 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise WorkFailed(f"bench train --framework {framework} --replicas {k} failed: {tail}")
-    record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size,
-              "size": args.size, "data": args.data, "wall_s": wall, "load": os.getloadavg()[0],
-              "cpu_count": os.cpu_count(), **summarize(folder, args.warmup),
-              **provenance(set(ran(folder)) | set(loaded())),
+    record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size, "size": args.size,
+              "data": args.data, "wall_s": wall, "load": os.getloadavg()[0], "cpu_count": os.cpu_count(),
+              **summarize(folder, args.warmup), **provenance(set(ran(folder)) | set(loaded())),
               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the weights are not what this measures
     (folder / "model.npz").unlink(missing_ok=True)
@@ -158,9 +157,8 @@ def summary(records: list[dict]) -> list[dict]:
         q1, median, q3 = (np.percentile(ratios, [25, 50, 75]).tolist() if ratios and k > 1 else (None,) * 3)
         gaps = [(r["straggler_gap_s"], r["straggler_gap_share"]) for r in rounds.values() if "straggler_gap_s" in r]
         rows.append({"framework": framework, "replicas": k,
-                     "pairs_per_s": float(np.median([r["pairs_per_s"] for r in rounds.values()])),
-                     "speedup": median, "speedup_q1": q1, "speedup_q3": q3,
-                     "efficiency": median / k if median is not None else None,
+                     "pairs_per_s": float(np.median([r["pairs_per_s"] for r in rounds.values()])), "speedup": median,
+                     "speedup_q1": q1, "speedup_q3": q3, "efficiency": median / k if median is not None else None,
                      "compute_s": _mean_per_replica(rounds, "replica_compute_s"),
                      "allreduce_wait_s": _mean_per_replica(rounds, "replica_allreduce_wait_s"),
                      "straggler_gap_s": float(np.mean([g for g, _ in gaps])) if gaps else None,

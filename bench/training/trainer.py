@@ -610,8 +610,7 @@ class Trainer:
                  "timestamp": _now(), **self._state_fields()}
         path = save_checkpoint(self.out_dir, params=params, model_config=model.config, vocab_words=model.vocab,
                                optimizer_state=self.runner.optimizer_state(),
-                               optimizer_description=self.optimizer_description, state=state,
-                               keep=cfg.keep_checkpoints)
+                               optimizer_description=self.optimizer_description, state=state, keep=cfg.keep_checkpoints)
         save_params(self.out_dir / "model.npz", params, model.config, model.vocab)
         self.metrics.write({"kind": "checkpoint", "step": self.step, "epoch": epoch_float, "path": str(path),
                             "elapsed_s": self.elapsed()})
