@@ -13,7 +13,7 @@ import pytest
 
 from bench.benchmark.markdown import compare, format_compare
 from bench.benchmark.limit import TRAIN_FACTOR, batch_flops, classifier_flops, masked_flops, sentence_flops
-from bench.benchmark.measure import pairwise_agreement
+from bench.benchmark.worker import pairwise_agreement
 from bench.benchmark import driver, plan
 from bench.benchmark.markdown import format_load, format_matrix, format_ratios, render_markdown
 from bench.benchmark.record import Measurement

@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from bench import provenance
-from bench.benchmark.measure import pairwise_agreement
 from bench.benchmark.record import Measurement, load
-from bench.benchmark.worker import WorkerSpec
+from bench.benchmark.worker import WorkerSpec, pairwise_agreement
 from bench.config import worker_env
 from bench.progress import Progress
 from bench.records import append_record, read_records, write_json

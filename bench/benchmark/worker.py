@@ -5,7 +5,9 @@
 :class:`Worker` and its arguments, or ``exit``), one reply a line on a private copy of stdout (anything a library
 prints goes to stderr instead, so it cannot corrupt a reply). The worker dies with its parent, however the parent ends
 (``PR_SET_PDEATHSIG`` on Linux; everywhere, when its stdin closes), and its caches go in SCRATCH, a folder the parent
-made and removes, so nothing is left behind when it is killed.
+made and removes, so nothing is left behind when it is killed. What it measures (agreement with the reference, warm-up,
+memory, what it runs on) is read through the framework's ``shared.platform.Platform``: nothing here knows which
+framework it measures; ``pairwise_agreement`` serves the parent that collects the results.
 """
 
 from __future__ import annotations
@@ -14,11 +16,14 @@ import argparse
 import ctypes
 import json
 import os
+import platform as host
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -26,13 +31,148 @@ import numpy as np
 from bench import config, frameworks, provenance
 from bench.benchmark import limit
 from bench.benchmark.limit import batch_flops, scheduled_flops
-from bench.benchmark.measure import RssSampler, check_agreement, environment, matmul_peak_flops, warm_up
 from bench.config import load_dataset
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
 from shared.padding import padding_report
 from shared.parsing import uniforms_for
+from shared.platform import Platform, cpu_name
 from shared.params import ModelConfig, init_params
 from shared.vocab import Vocabulary
+
+
+class RssSampler:
+    """Peak resident memory of this process over a window, sampled every few ms."""
+
+    def __init__(self, interval: float = 0.005):
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._process.memory_info().rss)
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self.peak = self._process.memory_info().rss
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+
+
+def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str, parse_modes=()) -> dict:
+    """``runner`` against the float64 reference on the same weights: encodings and logits, gradients on the cheapest
+    four pairs, and the predicted parses; its outputs kept for the pairwise comparison."""
+    from shared import parse_metrics, reference
+    from shared.batching import make_pair_batch, pair_length
+    from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs, max_abs_err
+
+    batch = make_pair_batch(pairs, vocab)
+    premise, hypothesis, logits = runner.encode(batch)
+    ref = reference.forward(params, config, batch)
+    grad_batch = batch.select(np.argsort([pair_length(p) for p in pairs])[:4])  # the cheapest four
+    _, grads = runner.loss_and_grads(grad_batch)
+    _, ref_grads = reference.loss_and_grads(params, config, grad_batch)
+    result = {
+        "max_abs_err_encoding": max(max_abs_err(premise, ref.premise), max_abs_err(hypothesis, ref.hypothesis)),
+        "max_abs_err_logits": max_abs_err(logits, ref.logits),
+        "max_rel_err_grads": max(grad_rel_errs(grads, ref_grads).values()),
+        "agreement_pairs": len(pairs),
+    }
+    for mode in parse_modes:
+        if mode != "predicted":
+            continue  # sampled parses follow the shared uniforms; their agreement is a test's business
+        mine, theirs = runner.parse(batch, mode), reference.parse(params, config, batch, mode)
+        result["parse_agreement"] = float(np.mean([
+            parse_metrics.parse_agreement(mine.premise_transitions, theirs.premise_transitions),
+            parse_metrics.parse_agreement(mine.hypothesis_transitions, theirs.hypothesis_transitions)]))
+        result["max_abs_err_logits_predicted"] = max_abs_err(mine.logits, theirs.logits)
+    if dtype == "float32":
+        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= ENCODING_TOL_F32
+                                      and result["max_abs_err_logits"] <= LOGITS_TOL_F32
+                                      and result["max_rel_err_grads"] <= GRAD_REL_TOL_F32)
+    else:
+        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= 1e-10 and result["max_abs_err_logits"] <= 1e-10)
+    agreement_dir = Path(out_dir) / "agreement"
+    agreement_dir.mkdir(parents=True, exist_ok=True)
+    np.savez(agreement_dir / f"{name}.npz", premise=premise, hypothesis=hypothesis, logits=logits,
+             pair_id=np.array(batch.pair_ids))
+    return result
+
+
+def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
+    """Max abs differences of encodings and logits between implementations."""
+    paths = {name: Path(out_dir) / "agreement" / f"{name}.npz" for name in names}
+    loaded = {name: np.load(path) for name, path in sorted(paths.items()) if path.exists()}
+    diff = lambda a, b, key: float(np.abs(loaded[a][key] - loaded[b][key]).max())  # noqa: E731
+    return {f"{a} vs {b}": {"max_abs_diff_encoding": max(diff(a, b, "premise"), diff(a, b, "hypothesis")),
+                            "max_abs_diff_logits": diff(a, b, "logits")} for a, b in combinations(loaded, 2)}
+
+
+def warm_up(runner, batches, step) -> dict:
+    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each (the tracing and compiling
+    counted by the runner's statistics, all the time in ``first_call_s``)."""
+    before = runner.compile_stats()
+    seen, first_call_s = set(), 0.0
+    for batch in batches:
+        shape = (batch.size, batch.num_tokens, batch.num_steps)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        for _ in range(runner.warmup_calls):
+            t0 = time.perf_counter()
+            step(batch)
+            first_call_s += time.perf_counter() - t0
+    warm = runner.compile_stats().since(before)
+    # The parts of the warm-up (trace, lowering, XLA, first calls, cache), the same keys for every framework.
+    detail = {key: value for key, value in warm.to_dict().items() if key not in ("traces", "compile_s", "shapes")}
+    return {"compile_s": warm.compile_s, "traces": warm.traces, "compile_detail": detail,
+            "first_call_s": first_call_s, "warmup_shapes": len(seen)}
+
+
+def environment(platform: Platform, device: str) -> dict:
+    """The software and hardware a worker measures on (recorded with every measurement)."""
+    return {
+        "device_name": platform.device_name(device),
+        "framework_version": platform.version(),
+        "python": host.python_version(),
+        "numpy": np.__version__,
+        "platform": host.platform(),
+        "cpu": cpu_name(),
+        "threads": platform.thread_counts(),
+        "precision_modes": platform.precision_modes(),
+    }
+
+
+def matmul_peak_flops(platform: Platform, device: str, dtype: str = "float32", n: int | None = None,
+                      min_time: float = 0.5) -> dict:
+    """Best FLOP/s of a square matmul (after a warm-up), and the size used."""
+    if n is None:
+        n = 8192 if device == "gpu" else 1024
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    run = platform.matmul(a, b, device)
+    run()  # warm-up: allocation, compilation, thread start-up
+    best = float("inf")
+    start = time.perf_counter()
+    count = 0
+    while count < 3 or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+        count += 1
+        if count >= 200:
+            break
+    return {"matmul_peak_flops_per_s": 2.0 * n**3 / best, "matmul_peak_n": n}
 
 
 @dataclass
