@@ -29,8 +29,7 @@ _SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 # ---------------------------------------------------------------------------
 
 def loaded(root: Path = ROOT) -> list[str]:
-    """The repository's source files among this interpreter's imported modules (relative paths, sorted).
-    This module, which only takes the inventory, is not part of it."""
+    """The repository's source files among this interpreter's imported modules (relative, sorted), this one aside."""
     files = {_in_repository(getattr(module, "__file__", None), root) for module in list(sys.modules.values())}
     return sorted(files - {None, _SELF})
 
@@ -52,9 +51,7 @@ def _in_repository(path: str | None, root: Path) -> str | None:
 # ---------------------------------------------------------------------------
 
 def normalized(data: bytes, rel: str) -> str:
-    """What of a file counts: for Python, its syntax tree without docstrings and other bare strings (no
-    comments, no formatting, no line numbers), written the same by Python 3.11 to 3.13; for the pins, their
-    lines without comments or blanks; any other file, its bytes."""
+    """What of a file counts (docs/spec.md §6, "How it is compared"): for Python its syntax tree without docstrings."""
     if rel.endswith(".py"):
         try:
             return _canonical(ast.parse(data))
@@ -121,8 +118,7 @@ def _combine(digests: dict[str, str | None]) -> str:
 
 
 def digest(files: Iterable[str], root: Path = ROOT, commit: str | None = None) -> str:
-    """The digest of a measured list, of the work tree's files or as ``commit`` has them: equal exactly when every
-    file's normalized form is."""
+    """The digest of a measured list, of the work tree's files or as ``commit`` has them."""
     return _combine(digests_at(files, commit, root) if commit else {rel: file_digest(rel, root) for rel in files})
 
 
@@ -192,8 +188,7 @@ def changed_files(root: Path = ROOT) -> set[str] | None:
 
 
 def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
-    """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout): an
-    uncommitted edit of comments or docstrings leaves a measurement clean, any other leaves it dirty."""
+    """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout)."""
     changed, head = changed_files(root), _head(root)
     if changed is None or head is None:
         return None
@@ -209,8 +204,7 @@ def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
 # ---------------------------------------------------------------------------
 
 def provenance(files: Iterable[str] | None = None, root: Path = ROOT) -> dict:
-    """The provenance keys of a record whose processes ran ``files`` (this process's :func:`loaded` without),
-    the pins added."""
+    """The provenance keys of a record whose processes ran ``files`` (this process's :func:`loaded` without)."""
     measured = sorted(set(loaded(root) if files is None else files) | ({PINS} if (root / PINS).exists() else set()))
     return {"git_commit": git_commit(root), "measured_clean": measured_clean(measured, root), "measured": measured,
             "measured_digest": digest(measured, root)}
@@ -249,8 +243,7 @@ def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -
 # ---------------------------------------------------------------------------
 
 def machine() -> dict:
-    """The machine a record was made on, as every record keeps it: Python and NumPy versions, OS, CPU model,
-    core count, and the 1-minute load average when the record was made."""
+    """The machine a record was made on (Python and NumPy versions, OS, CPU, cores, load average)."""
     import platform as host
 
     import numpy as np

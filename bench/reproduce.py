@@ -132,8 +132,7 @@ def folder_records(folder: Path) -> dict[Path, list[dict]]:
 
 
 def _unended_parts(path: Path) -> int:
-    """The parts of a training run ("run", then each "resume") that wrote no "end" record: killed before they
-    could say what they ran."""
+    """The parts of a training run ("run", then each "resume") that wrote no "end" record (killed)."""
     kinds = [record.get("kind") for record in read_records(path)]
     return max(0, kinds.count("run") + kinds.count("resume") - kinds.count("end"))
 
@@ -173,10 +172,9 @@ def check(root: Path = ROOT) -> dict[str, list[str]]:
 
 
 def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
-    """Name ``commit`` in every record of the folder that its machine could not tie to a commit (``measured_clean`` not
-    True) and whose ``measured_digest`` equals the digest of ``commit``'s measured files, read from git's objects
-    (bench/provenance.py, ``digest``). Each such record keeps what its machine said under ``attested``. A ValueError,
-    and nothing written, where a record measured other files. The number of records attested."""
+    """Name ``commit`` in every record of the folder whose machine could not tie it to a commit and whose
+    ``measured_digest`` equals that of ``commit``'s measured files (each keeps what its machine said under
+    ``attested``); a ValueError, and nothing written, where a record measured other files. The number attested."""
     full = provenance.resolve_commit(commit, root)
     digests: dict[tuple, str] = {}
     rewritten = {path: rows for path, rows in folder_records(e.folder(root)).items() if path.name == "results.jsonl"}
@@ -214,9 +212,7 @@ def can_make(e: Entry) -> bool:
 
 
 def check_here(root: Path = ROOT) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """(stale folders this machine can re-make, stale folders it cannot): ``check`` split by ``can_make``.
-    The second kind (a GPU run, after its code changed, on a machine without a GPU) stays committed and is
-    quoted with the commit it measured and a sentence that says it is stale (bench render's measured-at)."""
+    """(stale folders this machine can re-make, stale folders it cannot, such as a GPU run): ``check`` split."""
     stale, entries = check(root), {e.name: e for e in load_manifest(root)}
     here = {n: r for n, r in stale.items() if can_make(entries[n])}
     return here, {n: r for n, r in stale.items() if n not in here}
@@ -269,9 +265,8 @@ RERUNNABLE = ("report",)  # the bench commands that only read a folder's records
 
 
 def resume(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
-    """Complete an interrupted reproduction in place: the folder's records are kept (each names the code it
-    measured) and every command runs again, ``bench run`` with ``--resume`` (it measures only what the folder
-    lacks); the stamp then says the folder was resumed. A ValueError where a command cannot resume."""
+    """Complete an interrupted reproduction in place: the records are kept and every command runs again, ``bench run``
+    with ``--resume``; the stamp says so. A ValueError where a command cannot resume."""
     folder = e.folder(root)
     if not folder.is_dir():
         raise ValueError(f"reproduce --resume: {e.out()} does not exist; reproduce it whole")
@@ -284,8 +279,7 @@ def resume(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
 
 
 def _run(e: Entry, root: Path, runner, resumed: bool = False) -> None:
-    """Run the entry's commands from the repository's root (``bench run`` with ``--resume`` where ``resumed``),
-    then stamp the folder; a WorkFailed (exit code 1) naming the first command that fails."""
+    """Run the entry's commands from the repository's root, then stamp the folder; a WorkFailed for one that fails."""
     started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
     for k, command in enumerate(e.commands, 1):
         line = command.replace("{out}", e.out())

@@ -61,8 +61,7 @@ def registry_order(names) -> list[str]:
 
 @contextlib.contextmanager
 def drawing():
-    """pyplot on the file-only Agg backend, the defaults reset and RC applied; the caller's settings come back
-    afterwards. A clear error without matplotlib."""
+    """pyplot on the file-only Agg backend, the defaults reset and RC applied, the caller's settings back after."""
     try:
         import matplotlib
     except ImportError as err:
@@ -89,6 +88,5 @@ def save(fig, path: Path) -> Path:
 
 
 def looks(frameworks: list[str]) -> list[dict]:
-    """Each line of a plot of runs of ``frameworks`` (one entry a run): its framework's colour, and the next line
-    style for a framework's next run."""
+    """Each run's line: its framework's colour, and the next line style for a framework's next run."""
     return [{"color": colour(fw), "ls": linestyle(fw, frameworks[:k].count(fw))} for k, fw in enumerate(frameworks)]

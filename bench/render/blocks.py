@@ -115,8 +115,7 @@ def report(results: Results, folder, section, mode=None) -> str:
 
 @block
 def phases(results: Results, folder, modes, transitions, batches, impls) -> str:
-    """Where a batch's time goes, ms per batch (phase_s_per_batch): the one table of docs/autobatching.md whose
-    columns are the phases an implementation records."""
+    """Where a batch's time goes, ms per batch (phase_s_per_batch): a table of docs/autobatching.md."""
     records = [r for r in results.measurements(folder) if r.phase_s_per_batch]
     names = list(dict.fromkeys(p for r in records for p in r.phase_s_per_batch))
     by = {(r.mode, r.transitions, str(r.batch_size), r.implementation): r for r in records}
@@ -180,8 +179,7 @@ def accuracy(results: Results, folder, runs, epoch) -> str:
 
 @block
 def memorise(results: Results, folder, runs, epochs, threshold) -> str:
-    """Train accuracy after each of EPOCHS and the first epoch at THRESHOLD: the memorising table of
-    docs/training.md."""
+    """Train accuracy after each of EPOCHS and the first epoch at THRESHOLD: docs/training.md's memorising table."""
     rows = []
     for run in _list(runs):
         train = [r for r in results.metrics(folder, run) if r.get("kind") == "eval" and r["split"] == "train"]

@@ -311,8 +311,7 @@ def mask(text: str) -> str:
 
 
 def comparable(value):
-    """An explain result without what changes from run to run: times (keys ending in _s) and whether they were
-    taken, versions, the machine."""
+    """An explain result without what changes from run to run (times, versions, the machine)."""
     if isinstance(value, dict):
         return {k: comparable(v) for k, v in value.items()
                 if not k.endswith("_s") and k not in ("framework_version", "machine", "timed")}

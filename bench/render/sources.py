@@ -19,8 +19,7 @@ class QuoteError(ValueError):
 
 
 class Results:
-    """The manifest's folders under ``root/results`` (never history under results/archive/ nor a user's own
-    run), and the documents' explain results."""
+    """The manifest's folders under ``root/results`` (never results/archive/ nor a user's run), and explain results."""
 
     def __init__(self, root: Path = ROOT):
         self.root = Path(root)
