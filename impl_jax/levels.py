@@ -34,9 +34,11 @@ at step 0), and Reduce on the smallest of a few fixed widths that holds the
 step's reducing sentences (shared.levels.class_arrays, a ``nn.switch`` per
 step: only the chosen width runs), the node arrays padded to the most a
 batch can hold, so a program compiles once per (B, N, T, A): once per
-bucket. Without it the widest levels come first: runs of 1, 2, 4, 8, ...
-levels (shared.levels.doubling_runs), each of its own width, one scan per
-run; a program compiles once per (B, N, T) and tuple of run widths, whose
+bucket; a cond per level skips the levels past the batch's last real one,
+in inference and in training (SPINN._encode_classes). Without it the
+widest levels come first: runs of 1, 2, 4, 8, ... levels
+(shared.levels.doubling_runs), each of its own width, one scan per run; a
+program compiles once per (B, N, T) and tuple of run widths, whose
 length is log2 of the tallest tree's height (a few per bucket; one uniform
 width would pad most rows). The schedule is an input of the program, so
 the programs take one more input than tokens and transitions:
@@ -71,7 +73,8 @@ class SPINN(nn.Module):
     ``encode`` and ``parse`` take the schedule made on the host (``levels=``)."""
 
     config: ModelConfig
-    # The classifier's encoder fields (classifier.py): the level loop has no stack layout and no tail to skip.
+    # The classifier's encoder fields (classifier.py): the level loop has no stack layout, no unroll factor, and
+    # skips the levels past the batch's last real one in every program (_encode_classes), so skip_tail is not read.
     layout: str = DEFAULT_LAYOUT
     dtype: Dtype = jnp.float32  # the parameters'
     unroll: int = 1
@@ -182,17 +185,40 @@ class SPINN(nn.Module):
             # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
             return (table, state), (module.tracker.transition_logits(h) if head else None)
 
+        L, A = arrays["active"].shape
+
+        def level_until(module, carry, x):
+            """``level`` while l < ``stop``; after it, nothing: a conditional skips the padding levels' work, as
+            masked.py's _step_until skips the steps past the batch's last real one (only the branch taken runs,
+            in the forward pass and in its gradient). The level count is padded to T (class_arrays), so that the
+            program's shape depends on the bucket alone; the levels past the batch's last real one would run
+            the tracker on padding rows. Every program keeps it: under jax.grad it costs nothing measurable
+            (unlike masked.py's), and so the rows host_schedule counts are those every program computes."""
+
+            def run(module, carry):
+                return level(module, carry, x[:-1])
+
+            def idle(module, carry):  # what a level of padding returns: it changes no row anything reads
+                return carry, (jnp.zeros((A, 2), dtype) if head else None)
+
+            return nn.cond(x[-1] < stop, run, idle, module, carry)
+
         names = ("offsets", "cls", "active", "top", "below", "front")
+        xs = tuple(arrays[k] for k in names)
+        skip = not self.is_initializing()  # init(): the plain level, in which the weights are made
+        if skip:
+            # One past the last level where some sentence steps (a padding row steps the spare row S).
+            stop = jnp.max(jnp.where(jnp.any(arrays["active"] < S, axis=1), jnp.arange(1, L + 1, dtype=jnp.int32), 0))
+            xs += (jnp.arange(L, dtype=jnp.int32),)  # the level's number, for the cond
         # ---- the loop over levels: what each runs was decided on the host.
         # An nn.scan (lax.scan lifted over Flax variables): one compiled body, the same shapes at every level.
-        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False},
-                       length=arrays["cls"].shape[0])
-        (table, _), logits = scan(self, (table, state), tuple(arrays[k] for k in names))
+        scan = nn.scan(level_until if skip else level, variable_broadcast="params", split_rngs={"params": False},
+                       length=L)
+        (table, _), logits = scan(self, (table, state), xs)
         encodings = halves(table[arrays["roots"]], H)[0]  # h of each root, [S, H]
         if not head:
             return encodings
         active = arrays["active"]
-        L = active.shape[0]
         steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
         return encodings, jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)[:S]
 
@@ -306,7 +332,7 @@ def host_schedule(batch, tracker: bool) -> tuple[dict | list, dict]:
     runs and the root rows without), and what it computes: ``levels``,
     ``level_padding_pct`` (the percentage of computed Reduce rows that are
     padding), ``reduce_rows`` and ``tracker_rows`` (the rows each cell
-    computes, padding included)."""
+    computes, padding included; not the padding levels the program skips)."""
     transitions = sentences_transitions(batch)
     N = np.shape(batch.premise_tokens)[1]
     if tracker:  # levels are steps: T of them, each Reduce on its width class
@@ -314,7 +340,9 @@ def host_schedule(batch, tracker: bool) -> tuple[dict | list, dict]:
         levels, sched = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
         classes = width_classes(S)
         computed = sum(classes[k] for k in levels["cls"])
-        tracker_rows = levels["active"].size  # the tracker on A rows at each of the T steps
+        # The tracker on A rows at each of the batch's own levels: the T - n_levels after them are skipped
+        # (SPINN._encode_classes), so they compute nothing.
+        tracker_rows = levels["active"].shape[1] * sched.n_levels
     else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
         levels, sched = doubling_runs(transitions, N)
         computed, tracker_rows = sum(run["left"].size for run in levels[:-1]), 0

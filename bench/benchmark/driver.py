@@ -108,7 +108,8 @@ class WorkerPool:
                 if worker.process.poll() is None:
                     worker.process.kill()
                     worker.process.wait()
-        self.close()
+        for worker in self.workers:
+            worker.close()
 
     def start(self) -> list[str]:
         """Wait for every worker's first reply; the reasons of those that failed."""
@@ -135,10 +136,6 @@ class WorkerPool:
             if worker.process.poll() is None and "no answer" in str(err):
                 worker.process.kill()
             return None
-
-    def close(self) -> None:
-        for worker in self.workers:
-            worker.close()
 
 
 def run(args, plan, specs: list, out_dir: Path) -> int:

@@ -250,9 +250,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
                     ax.legend()
         fig.tight_layout()
         written.append(style.save(fig, out_dir / "throughput.png"))
-        ratios = _plot_ratios(records, out_dir, plt)
-        if ratios:
-            written.append(ratios)
+        written += _plot_ratios(records, out_dir, plt)
 
         compiled = [r for r in records if r.compile_s > 0 or r.first_call_s > 0]
         if compiled:
@@ -286,12 +284,12 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         return written
 
 
-def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> Path | None:
+def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> list[Path]:
     """The interleaved per-round ratios over the baseline, one panel per device, mode and parse: every round a dot (a
     busy one a red cross), the median, the interquartile range and the range."""
     rows = [row for row in round_ratios(records) if row["rounds"]]
     if not rows:
-        return None
+        return []
     panels = sorted({(row["device"], row["mode"], row["transitions"]) for row in rows})
     impls = style.registry_order(row["implementation"] for row in rows)
     columns = min(2, len(panels))
@@ -303,7 +301,7 @@ def _plot_ratios(records: list[Measurement], out_dir: Path, plt) -> Path | None:
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.tight_layout()
-    return style.save(fig, out_dir / "ratios.png")
+    return [style.save(fig, out_dir / "ratios.png")]
 
 
 def _ratio_panel(ax, rows: list[dict], impls: list[str]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import frameworks
-from bench.benchmark.record import is_busy, other_work_limit
+from bench.benchmark.record import is_busy, load, other_work_limit
 from bench.benchmark.worker import WorkerSpec, resolve_buckets
 from bench.config import (SIZES, add_data_arguments, add_device_argument, add_dtype_argument, load_dataset, preset,
                           size_help)
@@ -306,7 +306,6 @@ def cmd_run(args) -> int:
     plan = plan_run(args)  # refused here, before the folder is locked or a worker starts
     if args.estimate:
         from bench.benchmark.estimate import estimate, format_estimate
-        from bench.benchmark.record import load
 
         seconds, notes = estimate(plan, load([args.estimate]), planned_shapes(args, plan),
                                   measure_cache=not args.compilation_cache)
