@@ -8,7 +8,7 @@ seconds and once at the end. Messages (``write``) go above the bar without break
 from __future__ import annotations
 
 import math
-import shutil
+import os
 import sys
 import time
 
@@ -62,8 +62,12 @@ class Progress:
         self._first: tuple[float, int] | None = None  # (time, count) at the first update: where rates start
         self._bar = None
         if self.tty:
-            # A terminal that reports no size (some pseudo-terminals) would get no bar at all.
-            sized = shutil.get_terminal_size(fallback=(0, 0)).columns > 0
+            # A terminal that reports no size (some pseudo-terminals) would get no bar at all: tqdm asks the
+            # terminal itself, not $COLUMNS (which pytest-xdist sets, for one), so this asks it too.
+            try:
+                sized = os.get_terminal_size(self.stream.fileno()).columns > 0
+            except (AttributeError, OSError, ValueError):
+                sized = False
             self._bar = _Bar(total=total, desc=f"[{label}]", unit=f" {unit}", file=self.stream, leave=False,
                              smoothing=0.1, dynamic_ncols=sized, ncols=None if sized else 100,
                              nrows=None if sized else 24, bar_format=None if total is None else _BAR_FORMAT)
