@@ -56,7 +56,10 @@ def steps_with_work(transitions: np.ndarray) -> int:
 
 
 def secs(value) -> str:
-    return "(not timed)" if value is None else f"{value:.3f} s"
+    """A time of explain's small model, in milliseconds below a second (where "0.000 s" would say nothing)."""
+    if value is None:
+        return "(not timed)"
+    return f"{value:.3f} s" if value >= 1 else f"{value * 1e3:.3g} ms"
 
 
 def row(label: str, value, note: str = "") -> str:

@@ -307,7 +307,8 @@ def mask(text: str) -> str:
     """explain's output without what changes from run to run or machine to machine: times, versions, machine."""
     lines = [(line.split(":")[0] + ": ..." if line.startswith(("versions:", "machine:")) else line)
              for line in text.splitlines()]
-    return "\n".join(re.sub(r"\d+\.\d+ s\b|\(not timed\)", "<time>", line).rstrip() for line in lines).strip() + "\n"
+    times = re.compile(r"\d+(?:\.\d+)? m?s\b|\(not timed\)")
+    return "\n".join(times.sub("<time>", line).rstrip() for line in lines).strip() + "\n"
 
 
 def comparable(value):
