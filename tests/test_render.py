@@ -140,6 +140,33 @@ def test_a_folder_is_quoted_through_its_tables(results):
         query.evaluate(results, "cpu", "speed infer gold 1 jax")
 
 
+def test_best_names_the_fastest_static_implementation_and_its_ratio(results):
+    from bench import frameworks
+    from bench.benchmark import record as stats
+
+    rows = [r for r in stats.round_ratios(results.measurements("cpu")) if (r["mode"], r["transitions"],
+            r["batch_size"]) == ("infer", "gold", 1) and r["implementation"] not in frameworks.EAGER]
+    top = max(rows, key=lambda r: r["median"])
+    assert query.evaluate(results, "cpu", "best infer gold 1") == top["implementation"]
+    assert query.evaluate(results, "cpu", "best infer gold 1 median") == query.write(top["median"], "ratio")
+
+
+def test_a_source_file_is_quoted_by_its_lines_of_code(tmp_path):
+    """``lines`` counts the lines that hold code: no blank line, comment or docstring; ``lines NAME`` one
+    definition's; a quote of a source file in a block is an excerpt, inline it is its size."""
+    (tmp_path / "m.py").write_text('"""A module\n\ndocstring."""\n\n# a comment\nimport os\n\n\ndef f(x):\n'
+                                   '    """One line."""\n    y = x  # kept\n    return y\n')
+    assert command.code_lines(tmp_path, "m.py", "lines") == 4
+    assert command.code_lines(tmp_path, "m.py", "lines f") == 3
+    with pytest.raises(QuoteError, match="lines"):
+        command.code_lines(tmp_path, "m.py", "size")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "manifest.toml").write_text('[[folder]]\nname = "x"\nabout = "x"\ncommands = ["python -m bench data --out {out}"]\n')
+    doc = tmp_path / "d.md"
+    doc.write_text('[9](m.py "lines")\n')
+    assert command.render(doc, Results(tmp_path), write=True).text == '[4](m.py "lines")\n'
+
+
 def test_only_manifest_folders_can_be_quoted(results):
     with pytest.raises(QuoteError, match="history"):
         results.folder("archive/cpu-seam")

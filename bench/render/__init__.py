@@ -13,8 +13,9 @@ SOURCE is a path relative to the document, or ``#ID``:
   ``<!-- render results/cpu "ratios infer,train gold 1,32,128" -->``;
 * a JSON file of one (``results/today/today.json``): QUERY is a dotted key, with the query's modifiers,
   ``[16](../results/today/today.json "torch.compile.dynamic.batches.0.recompiles")``;
-* a source file (``../impl_jax/masked.py``), block only: the lines QUERY names (``SPINN._write``, or
-  ``first anchor .. last anchor``) as a fenced excerpt;
+* a source file (``../impl_jax/masked.py``): a block of the lines QUERY names (``SPINN._write``, or
+  ``first anchor .. last anchor``) as a fenced excerpt; inline, its size, ``lines`` or ``lines SPINN``: the
+  lines that hold code (command.code_lines), ``[212](../impl_jax/masked.py "lines")``;
 * ``#ID``: a block of ``python -m bench explain``'s output, ``<!-- render #fig-main "explain --shape left" -->``
   (checked with times and versions masked), and inline a count of its result, ``[29](#fig-main "batch.num_steps")``
   (a key ending in ``_s`` is a time, an example: any will do).

@@ -201,6 +201,7 @@ def render(doc: Path, results: Results, text: str | None = None, *, only=MARKERS
             if inline:
                 out.counts["explain quotes" if kind == "explain" else "quotes"] += 1
                 fresh = _explained(out, folder, spec, m["text"]) if kind == "explain" else \
+                    f"{code_lines(results.root, folder, spec):,}" if kind == "code" else \
                     query.evaluate(results, folder, spec, results.json(folder, file) if file else None)
                 current = fresh == m["text"]
             else:
@@ -232,10 +233,10 @@ def _source(source: str, doc: Path, results: Results, inline: bool) -> tuple[str
     target, root = (doc.parent / source).resolve(), results.root.resolve()
     if target.is_relative_to((root / "results").resolve()):
         return ("numbers" if inline else "blocks", *results.locate(target))
-    if target.suffix in FENCES and target.is_relative_to(root) and not inline:
+    if target.suffix in FENCES and target.is_relative_to(root):
         return "code", target.relative_to(root).as_posix(), None
     raise QuoteError(f"a {'quote' if inline else 'block'}'s source is a results folder, "
-                     f"{'a JSON file of one' if inline else 'a source file'} or #ID")
+                     f"{'a JSON file of one, a source file' if inline else 'a source file'} or #ID")
 
 
 def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool) -> tuple[str, bool]:
@@ -301,6 +302,21 @@ def extract(root: Path, rel: str, spec: str) -> str:
         body = node.body
     return textwrap.dedent("\n".join(lines[min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1:
                                            node.end_lineno])) + "\n"
+
+
+def code_lines(root: Path, rel: str, spec: str) -> int:
+    """A quote of a source file's size, ``lines`` or ``lines NAME``: the lines of the file (or of that function or
+    class) that hold code, not blank lines, comments or docstrings."""
+    words = spec.split()
+    if words[:1] != ["lines"] or len(words) > 2:
+        raise QuoteError(f"a quote of a source file is `lines` or `lines NAME`, not {spec!r}")
+    text = extract(root, rel, words[1]) if len(words) == 2 else (root / rel).read_text()
+    tree = ast.parse(text)
+    docstrings = {line for node in ast.walk(tree) if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                                                       ast.AsyncFunctionDef)) and ast.get_docstring(node)
+                  for line in range(node.body[0].lineno, node.body[0].end_lineno + 1)}
+    return sum(1 for k, line in enumerate(text.splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and k not in docstrings)
 
 
 def mask(text: str) -> str:

@@ -8,8 +8,8 @@ as a ratio (A's digits and kind apply to it). A selecting argument is ``*`` (any
 
 ``field IMPL MODE TRANSITIONS BATCH KEY``: benchmark records; ``ratio MODE TRANSITIONS BATCH IMPL [OVER] [KEY]``: the
 median (or q1, q3, min, max, busy, rounds) of per-round ratios over the baseline or OVER; ``best MODE TRANSITIONS
-BATCH``: the static implementation of the highest ratio; ``rounds``: the busy flags of all timed rounds; ``target
-WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK REPLICAS KEY``: bench
+BATCH [KEY]``: the static implementation of the highest ratio (or that ratio's KEY); ``rounds``: the busy flags of all
+timed rounds; ``target WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK REPLICAS KEY``: bench
 scale's summary; ``eval RUN SPLIT WHICH KEY``, ``train RUN WHICH KEY``, ``metrics RUN KEY``: a training run's
 evaluations, logging windows or any record that has KEY (WHICH: last, ``*``, epoch=N, step=N); ``loss-diff RUNS
 [first]``: the largest relative difference of two runs' loss curves, every pair (or against the first); ``parses RUN
@@ -118,10 +118,10 @@ def ratio(results: Results, folder, mode, transitions, batch, impl, *rest):
     return [r for r in _ratios(results, folder, mode, transitions, batch, over) if r["implementation"] == impl], key
 
 
-def best(results: Results, folder, mode, transitions, batch):
+def best(results: Results, folder, mode, transitions, batch, key="implementation"):
     rows = [r for r in _ratios(results, folder, mode, transitions, batch)
             if r["implementation"] not in frameworks.EAGER]
-    return [max(rows, key=lambda row: row["median"])] if rows else [], "implementation"
+    return [max(rows, key=lambda row: row["median"])] if rows else [], key
 
 
 def which(rows: list[dict], which: str) -> list[dict]:
