@@ -24,7 +24,7 @@ GLOSSARY = DOCS / "glossary.md"
 README = ROOT / "README.md"
 # The learner's path: the overview first, then the chapters.
 READING_ORDER = ("overview.md", "static-vs-dynamic.md", "algorithm-or-framework.md", "decided-graphs.md",
-                 "autobatching.md", "data-parallel.md")
+                 "autobatching.md", "data-parallel.md", "which-approach.md")
 LINK_MARK = "\0glossary\0"  # where a guide links the glossary, in its prose
 
 _RENDER_RE = re.compile(r"<!-- render .*?<!-- /render -->", re.S)
@@ -40,7 +40,8 @@ def prose(text: str) -> str:
     LINK_MARK after it), backticks go, headings, fenced code, render blocks and comments are dropped."""
     for pattern in (_RENDER_RE, _FENCE_RE, _COMMENT_RE, _HEADING_RE):
         text = pattern.sub(" ", text)
-    text = _LINK_RE.sub(lambda m: m[1] + (LINK_MARK if m[2].split("#")[0] == "glossary.md" else ""), text)
+    text = _LINK_RE.sub(lambda m: " " if m[0].startswith("!") else  # a figure's alt text is not read in order
+                        m[1] + (LINK_MARK if m[2].split("#")[0].split("/")[-1] == "glossary.md" else ""), text)
     return text.replace("`", "")
 
 
@@ -76,7 +77,8 @@ def undefined_first_uses(text: str, words: list[str]) -> list[str]:
     found = []
     for word in words:
         m = term_re(word).search(page)
-        if m and m.start() < link and page[m.start() - 1:m.start()] not in ("*", "_"):
+        if m and m.start() < link and page[m.start() - 1:m.start()] not in ("*", "_") and \
+                not page.startswith(LINK_MARK, m.end()):  # the use is itself the link
             found.append(f"{word!r} at {page[max(0, m.start() - 40):m.end() + 20]!r}")
     return found
 
@@ -143,6 +145,11 @@ def test_each_guide_opens_with_a_link_to_the_glossary(name):
 @pytest.mark.parametrize("name", READING_ORDER)
 def test_a_glossary_word_is_defined_or_the_glossary_linked_before_its_first_use(name):
     assert undefined_first_uses((DOCS / name).read_text(), WORDS) == []
+
+
+def test_the_readme_defines_or_links_a_glossary_word_before_its_first_use():
+    """The README is the first page a reader opens: its words come in order too."""
+    assert undefined_first_uses(README.read_text(), WORDS) == []
 
 
 def test_the_rule_finds_a_word_used_before_the_glossary_is_linked():

@@ -19,7 +19,7 @@ from tests.helpers import guide_prose
 ROOT = Path(__file__).resolve().parent.parent
 # The learner's path (tests/test_glossary.py keeps its order) and the pages that send a reader along it.
 PAGES = ("README.md", "docs/overview.md", "docs/static-vs-dynamic.md", "docs/algorithm-or-framework.md",
-         "docs/decided-graphs.md", "docs/autobatching.md", "docs/data-parallel.md", "docs/glossary.md")
+         "docs/decided-graphs.md", "docs/autobatching.md", "docs/data-parallel.md", "docs/which-approach.md", "docs/glossary.md")
 WORDS_PER_MINUTE = 200  # technical prose
 TOLERANCE = 0.25
 CLAIM_RE = re.compile(r"reads? in about (\d+) minutes")

@@ -29,7 +29,7 @@ from shared.vocab import Vocabulary
 
 # The guides whose excerpts and figures --check-guide keeps true (bench check), in reading order.
 GUIDES = ("docs/static-vs-dynamic.md", "docs/algorithm-or-framework.md", "docs/decided-graphs.md",
-          "docs/autobatching.md", "docs/data-parallel.md")
+          "docs/autobatching.md", "docs/data-parallel.md", "docs/which-approach.md")
 
 SHAPES = ("sample", "random", "left", "right", "balanced")
 COMMAND = "python -m bench explain"
