@@ -37,10 +37,11 @@ def stream_text(nb) -> str:
                    if out.output_type == "stream")
 
 
-def test_every_lesson_and_answer_has_its_notebook_and_each_is_what_its_source_makes():
+def test_every_lesson_and_answer_has_its_notebook():
+    """That each notebook is what its source makes today is CI's check (``python -m lessons.notebooks --check``,
+    beside the results'), not a test: an edited lesson fails here only if it no longer runs."""
     assert {p.stem for p in notebooks.FOLDER.glob("*.ipynb")} == set(NAMES)
     assert {"pytorch_lists", "tensorflow_while", "jax_scan", "dynet_loop", "answers.compile_lists"} <= set(NAMES)
-    assert notebooks.differing() == []
     readme = (ROOT / "lessons" / "README.md").read_text()
     assert [name for name in NAMES if f"(notebooks/{name}.ipynb)" not in readme] == []  # the README lists each
 
