@@ -35,7 +35,7 @@ def loaded(root: Path = ROOT) -> list[str]:
 
 
 def _in_repository(path: str | None, root: Path) -> str | None:
-    if not path or not path.endswith(".py"):
+    if not path or not path.endswith(".py") or not os.path.isabs(path):  # torch names a few modules "_ops.py"
         return None
     try:
         rel = Path(path).resolve().relative_to(root)

@@ -36,7 +36,6 @@ import numpy as np
 import torch
 
 from shared.batching import PairBatch
-from shared.levels import LEVELS_UNSUPPORTED
 from shared.params import ModelConfig
 from shared.parsing import Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -90,6 +89,7 @@ class Runner(RunnerBase):
         # those reads per parse); the masked one keeps decisions on the device.
         self.reads_decisions_on_host = algorithm == "lists"
         if algorithm == "levels":  # a schedule made on the host follows the given (gold) transitions only
+            from shared.levels import LEVELS_UNSUPPORTED  # only where the levels run (what ran: docs/spec.md §6)
             self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         # replicas > 1: this process is one of K that DistributedDataParallel
         # keeps in step (replicas.py); each trains on its share of every batch.

@@ -55,7 +55,6 @@ import tensorflow as tf
 from shared import contract, optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import BatchArrays, PairBatch
-from shared.levels import LEVELS_UNSUPPORTED
 from shared.params import ModelConfig, param_shapes
 from shared.runner import CompileStats, check_replicas
 from shared.runner import Runner as RunnerBase
@@ -139,6 +138,7 @@ class Runner(RunnerBase):
         self.layout = layout
         self.algorithm = algorithm
         if algorithm == "levels":
+            from shared.levels import LEVELS_UNSUPPORTED  # only where the levels run (what ran: docs/spec.md §6)
             self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         # The programs' batch: the five arrays, and with the level schedule its ten.
         self._signature = BATCH._replace(levels=self._family.LEVELS) if algorithm == "levels" else BATCH
