@@ -19,6 +19,7 @@ the processes find their ranks from torchrun's variables just as here.
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 from datetime import timedelta
@@ -65,6 +66,9 @@ def replica_devices(device: torch.device, replicas: int) -> torch.device:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
+        # Torn down before the interpreter's own teardown: a group left to it ended a replica now and then with
+        # "terminate called without an active exception" (SIGABRT) after its last step.
+        atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
     return device
 
 
