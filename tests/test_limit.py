@@ -70,3 +70,17 @@ def test_the_fastest_routine_is_kept_per_batch():
                                      "infer", "float32", repeats=2)
     assert by == ["numpy", "numpy"] and all(s > 0 for s in seconds)
     assert Platform().matmuls([], "gpu") is None  # NumPy's routine is the host's
+
+
+def test_numpy_runs_a_product_of_a_few_rows_in_its_faster_form_with_the_same_values():
+    """A row or two may run as one matrix-vector product per row (shared/platform.py): the same products, whichever
+    form a shape gets, for a weight laid out either way."""
+    from shared.platform import GEMV_ROWS, _fastest_form, _gemv_rows
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((6, 4))
+    for a, b in [(rng.standard_normal((2, 6)), w), (rng.standard_normal((3, 4)), w.T)]:
+        np.testing.assert_allclose(np.stack(_gemv_rows(a, b, {})()), a @ b)
+        result = _fastest_form(a, b, {})()
+        np.testing.assert_allclose(np.stack(result) if isinstance(result, list) else result, a @ b)
+    many = rng.standard_normal((GEMV_ROWS + 1, 6))
+    np.testing.assert_allclose(_fastest_form(many, w, {})(), many @ w)  # more rows: one matrix product
