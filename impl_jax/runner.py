@@ -288,6 +288,13 @@ class Runner(RunnerBase):
             shape += self._family.schedule_shape(arrays.levels)
         return shape
 
+    def program_shape(self, batch) -> tuple:
+        """The shape of the program a batch runs (``_shape``), its level schedule made here where it has one."""
+        shape = (batch.size, batch.num_tokens, batch.num_steps)
+        if self.algorithm == "levels":
+            shape += self._family.schedule_shape(self._family.host_schedule(batch, self.config.tracker_dim > 0)[0])
+        return shape
+
     def _put_rows(self, array: np.ndarray, local: bool = False):
         """A per-pair array ([B, ...]) on the device; with replicas, split by
         rows across the mesh when B divides evenly (else copied to every device).

@@ -153,6 +153,11 @@ class Runner(abc.ABC):
         # benchmark's warm-up makes that many calls of every shape before it times any.
         self.warmup_calls = 1
 
+    def program_shape(self, batch) -> tuple:
+        """What a call compiles for, where the framework compiles: (B, N, T) here. A runner whose programs depend on
+        more of the batch (the JAX levels' schedule) says so; the benchmark's warm-up calls every shape it meets."""
+        return (batch.size, batch.num_tokens, batch.num_steps)
+
     @_class_or_instance
     def supports(self_or_cls, capability: str) -> bool:
         """Whether this implementation can do ``capability`` (see ``unsupported``).

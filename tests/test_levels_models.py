@@ -161,3 +161,23 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
         assert stats.traces == len(set(stats.shapes)) <= len(batches)
         # with the tracker a level is a step, its width a class chosen inside the program: one program per bucket
         assert stats.shapes == [("encode", 4, 16, 31, 8)] and stats.traces == 1
+
+
+def test_the_benchmarks_warm_up_compiles_every_program_of_the_jax_tree_lstm_levels(sample_pairs, vocab):
+    """Without the tracker a JAX levels program compiles per tuple of its runs' widths (impl_jax/levels.py), which
+    (B, N, T) does not tell: the runner's ``program_shape`` does, so the warm-up meets every program and the
+    timed calls compile nothing."""
+    from bench import frameworks
+    from bench.benchmark.worker import warm_up
+    from shared.batching import make_batches
+
+    config = ModelConfig(vocab_size=len(vocab), embed_dim=6, hidden_dim=5, tracker_dim=0, mlp_dim=7, mlp_layers=1)
+    runner = frameworks.make_runner("jax-levels", init_params(config, seed=3, dtype=np.float32), config,
+                                    dtype="float32", device="cpu")
+    batches = [b for b in make_batches(sample_pairs, vocab, batch_size=4) if b.num_tokens == 16 and b.size == 4]
+    warm = warm_up(runner, batches, runner.encode)
+    assert warm["warmup_shapes"] == warm["traces"] > len({(b.size, b.num_tokens, b.num_steps) for b in batches})
+    before = runner.compile_stats().traces
+    for batch in batches:
+        runner.encode(batch)
+    assert runner.compile_stats().traces == before

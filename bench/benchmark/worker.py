@@ -123,7 +123,7 @@ def warm_up(runner, batches, step) -> dict:
     before = runner.compile_stats()
     seen, first_call_s = set(), 0.0
     for batch in batches:
-        shape = (batch.size, batch.num_tokens, batch.num_steps)
+        shape = runner.program_shape(batch)
         if shape in seen:
             continue
         seen.add(shape)
