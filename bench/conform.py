@@ -21,11 +21,11 @@ from bench.render import table
 from shared import parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import grad_rel_errs, max_abs_err, tolerances
+from shared.contract import HEAD_KERNEL
 from shared.params import ModelConfig, init_params, load_params, save_params
 from shared.snli import SAMPLE_PATH, read_snli
 from shared.vocab import Vocabulary
 
-HEAD_KERNEL = "tracker.transition.kernel"
 BASELINE = 0.25  # REINFORCE's baseline in the check (any value: the reference takes the same)
 
 

@@ -24,13 +24,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import provenance
+from bench import ROOT, provenance
 from bench.errors import WorkFailed
 from bench.progress import duration
 from bench.records import read_records, rewrite_records, write_json
 from shared.files import written_aside
 
-ROOT = provenance.ROOT
 MANIFEST = "results/manifest.toml"
 WORK = "results/.reproduce"  # folders set aside while a reproduction runs (ignored by git)
 STAMP = "reproduced.json"

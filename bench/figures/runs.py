@@ -51,7 +51,7 @@ def _ratio_axis(ax, low: float, high: float) -> None:
     ax.axhline(1.0, color=style.BASELINE_GREY, ls="--", lw=1, zorder=1)
 
 
-def _sources(results: Results, runs, keys: list[str], **more) -> list[dict]:
+def _sources(runs, keys: list[str], **more) -> list[dict]:
     return [{"file": f"results/{run}/results.jsonl", "keys": keys, **more} for run in runs]
 
 
@@ -92,8 +92,8 @@ def headline(results: Results, plt):
     fig.tight_layout()
     return fig, {
         "title": "Speed over PyTorch against batch size",
-        "sources": _sources(results, by_run, ["implementation", "mode", "transitions", "device", "batch_size",
-                                              "round_pairs_per_s", "run_id"],
+        "sources": _sources(by_run, ["implementation", "mode", "transitions", "device", "batch_size",
+                                     "round_pairs_per_s", "run_id"],
                             select=f"transitions gold; ratios over {BASELINE} round by round"),
         "data": [dict(_ratio_row(row), run=run) for run, rows in by_run.items() for row in rows]}
 
@@ -156,8 +156,8 @@ def padding(results: Results, plt):
     fig.tight_layout()
     runs = list(dict.fromkeys(p["run"] for p in points))
     return fig, {"title": "Speed over PyTorch against the padding share", "sources": _sources(
-        results, runs, ["implementation", "mode", "transitions", "batch_size", "round_pairs_per_s", "padding_waste",
-                        "data"]), "data": points}
+        runs, ["implementation", "mode", "transitions", "batch_size", "round_pairs_per_s", "padding_waste",
+               "data"]), "data": points}
 
 
 def compile_shapes(results: Results, plt):
@@ -195,8 +195,8 @@ def compile_shapes(results: Results, plt):
                title="a dot per warm-up; a line through the medians per shape count")
     fig.tight_layout(rect=(0, 0.13, 1, 1))
     return fig, {"title": "Compile time against the number of shapes", "sources": _sources(
-        results, runs, ["implementation", "mode", "warmup_shapes", "compile_s", "traces",
-                        "compile_detail.xla_compilations"]), "data": points}
+        runs, ["implementation", "mode", "warmup_shapes", "compile_s", "traces", "compile_detail.xla_compilations"]),
+        "data": points}
 
 
 def host_lanes(results: Results) -> list[dict]:
@@ -266,8 +266,8 @@ def host_reads(results: Results, plt):
     fig.tight_layout(rect=(0, 0.03 if note else 0, 1, 1))
     return fig, {
         "title": "A decision read on the host",
-        "sources": _sources(results, HEADLINE_RUNS[:1], ["implementation", "mode", "transitions", "batch_size",
-                                                         "step_s_median", "host_syncs_per_batch", "phase_s_per_batch"],
+        "sources": _sources(HEADLINE_RUNS[:1], ["implementation", "mode", "transitions", "batch_size",
+                                                "step_s_median", "host_syncs_per_batch", "phase_s_per_batch"],
                             select="inference, predicted parses, and the baseline's gold parses at the same batch "
                                    "sizes") + ([] if block is None else [
             {"block": block["source"], "keys": ["<implementation>.gold", "<implementation>.predicted"]}]),

@@ -176,10 +176,7 @@ def parse_summary(run_dir: Path) -> dict:
     low, high = (int(v) for v in data.get("numbers", "4:8").split(":"))
     dev_pairs = arithmetic_pairs(info["dev_pairs"], seed=data["data_seed"] + 1, min_len=low, max_len=high)
     parses = "reinforce" if "reinforce" in info else data.get("parse", "gold")
-    if parses == "reinforce":
-        f1 = dev[-1]["parse_bracket_f1"]
-    else:
-        f1 = shape_f1(dev_pairs, parses)
+    f1 = dev[-1]["parse_bracket_f1"] if parses == "reinforce" else shape_f1(dev_pairs, parses)
     row = {"run": run_dir.name, "parses": parses, "numbers": f"{low}:{high}", "steps": dev[-1]["step"],
            "dev_accuracy_last": dev[-1]["accuracy"], "dev_accuracy_best": max(r["accuracy"] for r in dev),
            "dev_bracket_f1": f1, "wall_s": max(r.get("elapsed_s", 0.0) for r in records)}
