@@ -148,7 +148,7 @@ class Runner(RunnerBase):
             raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight)
+                         entropy_weight=entropy_weight, algorithm=algorithm)
         if compilation_cache_dir is not None:
             enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
@@ -176,13 +176,8 @@ class Runner(RunnerBase):
             self.mesh = replica_devices(device, self.replicas)
             self.device, self._batch_sharding = replica_train_step(self.mesh)
         self.layout = layout
-        self.algorithm = algorithm
         # The family's module, and only it: impl_jax/<algorithm>.py.
         self._family = importlib.import_module(f"{__package__}.{algorithm}")
-        if algorithm == "levels":
-            from shared.levels import LEVELS_UNSUPPORTED
-
-            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         classifier = self._family.LevelClassifier if algorithm == "levels" else SNLIClassifier
         module = classifier(config, encoder=self._family.SPINN, layout=layout, dropout_rate=dropout,
                             dtype=jnp.dtype(self.dtype), unroll=unroll)

@@ -10,8 +10,8 @@ one matmul serves them all, and each sentence gets its row back.
 ``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
 reads the transition head at every step and, in predicted and sampled mode,
 lets it decide: that ``if`` needs the head's logits in Python, one
-device-to-host read per step where some sentence has a choice (``_decide``,
-docs/decided-graphs.md).
+device-to-host read per step where some sentence has a choice
+(shared.parsing.HeadRecord.decide, docs/decided-graphs.md).
 
 Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
 tracker. The state lives on the host, in Python:
@@ -121,7 +121,7 @@ class SPINN(nn.Module):
                 logits = self.tracker.transition_logits(torch.stack([states[s][0] for s in active]))  # [K, 2]
                 first_row = record.add(t, active, logits)
                 if not gold:
-                    ops = _decide(t, logits, active, buffers, stacks, uniforms, record, first_row)
+                    ops = record.decide(t, logits, active, buffers, stacks, uniforms, first_row)
                     followed[:, t] = ops
             # A REDUCE composes with the h_t the head read.
             self._shift_or_reduce(t, ops, active, buffers, stacks, states)
@@ -217,65 +217,13 @@ def _roots(stacks: list) -> torch.Tensor:
     return torch.stack([stack[-1][0] for stack in stacks])
 
 
-def _decide(t: int, logits: torch.Tensor, active: list[int], buffers: list, stacks: list,
-            uniforms: list | None, record: _HeadRecord, first_row: int) -> list[int]:
-    """The model's op at step t for each sentence (docs/spec.md §7): PAD
-    unless active. Predicted mode follows the head's logits <float>[K, 2]
-    (row k: sentence active[k]); sampled mode (``uniforms`` given) draws it
-    with p_R and keeps each choice in ``record``, its row ``first_row + k``.
-    """
-    sampled = uniforms is not None
-    # What is possible is read off the lists: SHIFT needs a word above the
-    # buffer's zero item, REDUCE two items above the stack's two.
-    can_shift = [len(buffers[s]) > 1 for s in active]
-    can_reduce = [len(stacks[s]) > 3 for s in active]
-    if any(a and b for a, b in zip(can_shift, can_reduce)):
-        # The host round trip of define-by-run: the `if` below is plain
-        # Python, so it needs plain numbers. The K x 2 logits are copied off
-        # the device here, and Python waits for them (on a GPU, for all the
-        # work queued before them): once per step, for the K sentences
-        # together; a step where every sentence is forced needs no copy.
-        host = logits.tolist()
-        record.host_syncs += 1
-        if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
-            p_reduce = parsing.reduce_probability(np.asarray(host, dtype=np.float64)).tolist()
-    ops = [PAD] * len(buffers)
-    for k, s in enumerate(active):
-        if can_shift[k] and can_reduce[k]:
-            # A real, data-dependent branch per sentence: what is recorded
-            # below depends on what the model just said.
-            if sampled:
-                take_reduce = uniforms[s][t] < p_reduce[k]
-                record.choices.append(first_row + k)
-                record.reduced.append(take_reduce)
-            else:
-                t_shift, t_reduce = host[k]
-                take_reduce = t_reduce > t_shift  # a tie SHIFTs
-            ops[s] = REDUCE if take_reduce else SHIFT
-        else:
-            ops[s] = SHIFT if can_shift[k] else REDUCE  # one possible action: no choice
-    return ops
+class _HeadRecord(parsing.HeadRecord):
+    """shared.parsing.HeadRecord on PyTorch tensors: the logits read back as
+    Python floats, the outputs built with their graph."""
 
-
-class _HeadRecord:
-    """What ``parse`` keeps of the head, step by step, to build its outputs
-    after the loop: the logits of every active sentence, and where they go."""
-
-    def __init__(self):
-        self.logits: list[torch.Tensor] = []  # per step, the head's [K, 2] for its K active sentences
-        self.rows: list[int] = []  # ... and the sentence of each row
-        self.columns: list[int] = []  # ... and its step
-        self.choices: list[int] = []  # sampled mode: the rows (of all steps' rows) that were choices
-        self.reduced: list[bool] = []  # ... and whether each REDUCEd
-        self.host_syncs = 0  # device-to-host reads of decisions
-
-    def add(self, t: int, active: list[int], logits: torch.Tensor) -> int:
-        """Record step t's logits <float>[K, 2]; returns the row of their first."""
-        first_row = len(self.rows)
-        self.logits.append(logits)
-        self.rows.extend(active)
-        self.columns.extend([t] * len(active))
-        return first_row
+    def to_host(self, logits: torch.Tensor) -> list[list[float]]:
+        """The read of the step's logits <float>[K, 2]: Python waits for the device here."""
+        return logits.tolist()
 
     def outputs(self, encodings: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """transition_logits <float>[S, T, 2] (zeros at PAD), logprob and

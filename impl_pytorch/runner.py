@@ -82,15 +82,11 @@ class Runner(RunnerBase):
                              "on every batch's trees, so there is no one graph per shape to compile")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight)
+                         entropy_weight=entropy_weight, algorithm=algorithm)
         self.device = resolve_device(device)
-        self.algorithm = algorithm
         # The lists algorithm reads each decision back to Python (last_host_syncs counts
         # those reads per parse); the masked one keeps decisions on the device.
         self.reads_decisions_on_host = algorithm == "lists"
-        if algorithm == "levels":  # a schedule made on the host follows the given (gold) transitions only
-            from shared.levels import LEVELS_UNSUPPORTED  # only where the levels run (what ran: docs/spec.md §6)
-            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         # replicas > 1: this process is one of K that DistributedDataParallel
         # keeps in step (replicas.py); each trains on its share of every batch.
         self.replicas = check_replicas(replicas)

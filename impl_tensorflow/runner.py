@@ -111,7 +111,7 @@ class Runner(RunnerBase):
                              "algorithm 'lists' runs eagerly and has none")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight)
+                         entropy_weight=entropy_weight, algorithm=algorithm)
         # The family's module, imported now: a runner loads only the family it runs.
         self._family = importlib.import_module(f"{__package__}.{algorithm}")
         if algorithm != "lists":
@@ -136,10 +136,6 @@ class Runner(RunnerBase):
             self.strategy = replica_devices(device, self.replicas)
         self.xla = bool(xla)
         self.layout = layout
-        self.algorithm = algorithm
-        if algorithm == "levels":
-            from shared.levels import LEVELS_UNSUPPORTED  # only where the levels run (what ran: docs/spec.md §6)
-            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         # The programs' batch: the five arrays, and with the level schedule its ten.
         self._signature = BATCH._replace(levels=self._family.LEVELS) if algorithm == "levels" else BATCH
         # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).

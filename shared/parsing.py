@@ -15,7 +15,10 @@ holds what every implementation shares about that, written once:
 * what every SPINN's parse returns for its 2B sentences
   (:class:`SentenceParses`, in the framework's own arrays), and the one
   place that splits it into the record every runner returns
-  (:func:`split_pairs` -> :class:`Parsed`).
+  (:func:`split_pairs` -> :class:`Parsed`);
+* the host side of a define-by-run parse (the lists family): what it keeps
+  of the head step by step, and its per-sentence decisions on the logits
+  read back to Python (:class:`HeadRecord`).
 
 The evaluation of parses against gold ones is shared/parse_metrics.py.
 
@@ -227,6 +230,83 @@ def decide(logits, uniform, can_shift, can_reduce, mode: str) -> np.ndarray:
     choice = can_shift & can_reduce
     action = np.where(can_shift, SHIFT, np.where(can_reduce, REDUCE, PAD))
     return np.where(choice, np.where(wants_reduce, REDUCE, SHIFT), action).astype(np.int32)
+
+
+# --------------------------------------------------------------------------
+# Decisions read back to the host (define-by-run: the lists family)
+# --------------------------------------------------------------------------
+
+
+class HeadRecord:
+    """What a define-by-run ``parse`` keeps of the head, step by step, to
+    build its outputs after the loop: the logits of every active sentence,
+    and where they go. A framework's subclass reads its logits to the host
+    (``to_host``) and builds its tensors (``outputs``)."""
+
+    def __init__(self):
+        self.logits: list = []  # per step, the head's [K, 2] for its K active sentences (framework tensors)
+        self.rows: list[int] = []  # ... and the sentence of each row
+        self.columns: list[int] = []  # ... and its step
+        self.choices: list[int] = []  # sampled mode: the rows (of all steps' rows) that were choices
+        self.reduced: list[bool] = []  # ... and whether each REDUCEd
+        self.host_syncs = 0  # device-to-host reads of decisions
+
+    def add(self, t: int, active: list[int], logits) -> int:
+        """Record step t's logits <float>[K, 2]; returns the row of their first."""
+        first_row = len(self.rows)
+        self.logits.append(logits)
+        self.rows.extend(active)
+        self.columns.extend([t] * len(active))
+        return first_row
+
+    def decide(self, t: int, logits, active: list[int], buffers: list, stacks: list,
+               uniforms: list | None, first_row: int) -> list[int]:
+        """The model's op at step t for each sentence (docs/spec.md §7): PAD
+        unless active. Predicted mode follows the head's logits <float>[K, 2]
+        (row k: sentence active[k]); sampled mode (``uniforms`` given) draws it
+        with p_R and keeps each choice, its row ``first_row + k``.
+        """
+        sampled = uniforms is not None
+        # What is possible is read off the lists: SHIFT needs a word above the
+        # buffer's zero item, REDUCE two items above the stack's two.
+        can_shift = [len(buffers[s]) > 1 for s in active]
+        can_reduce = [len(stacks[s]) > 3 for s in active]
+        if any(a and b for a, b in zip(can_shift, can_reduce)):
+            # The host round trip of define-by-run: the `if` below is plain
+            # Python, so it needs plain numbers. The K x 2 logits are copied off
+            # the device here, and Python waits for them (on a GPU, for all the
+            # work queued before them): once per step, for the K sentences
+            # together; a step where every sentence is forced needs no copy.
+            host = np.asarray(self.to_host(logits), dtype=np.float64)  # exact, float32 or float64
+            self.host_syncs += 1
+            if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
+                p_reduce = reduce_probability(host).tolist()
+            else:
+                reduce_wins = (host[:, REDUCE_COLUMN] > host[:, SHIFT_COLUMN]).tolist()  # a tie SHIFTs
+        ops = [PAD] * len(buffers)
+        for k, s in enumerate(active):
+            if can_shift[k] and can_reduce[k]:
+                # A real, data-dependent branch per sentence: what is recorded
+                # below depends on what the model just said.
+                if sampled:
+                    take_reduce = uniforms[s][t] < p_reduce[k]
+                    self.choices.append(first_row + k)
+                    self.reduced.append(take_reduce)
+                else:
+                    take_reduce = reduce_wins[k]
+                ops[s] = REDUCE if take_reduce else SHIFT
+            else:
+                ops[s] = SHIFT if can_shift[k] else REDUCE  # one possible action: no choice
+        return ops
+
+    def to_host(self, logits):
+        """The framework's read of one step's logits <float>[K, 2] into host numbers."""
+        raise NotImplementedError
+
+    def outputs(self, encodings, T: int) -> tuple:
+        """transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
+        entropy <float>[S] (zeros unless sampled), the framework's tensors."""
+        raise NotImplementedError
 
 
 # --------------------------------------------------------------------------

@@ -94,8 +94,8 @@ class Runner(abc.ABC):
 
     Subclasses set ``framework`` and implement the abstract methods; the
     constructor keeps what every implementation needs (config, dtype, seed,
-    the dropout rate and the loss weights checked, the step count, no
-    optimizer yet).
+    the dropout rate and the loss weights checked, the algorithm family and
+    what it cannot do, the step count, no optimizer yet).
 
     The methods that take a batch are template methods: the public one
     (``encode``, ``parse``, ``train_step``, ...) checks its inputs on the host
@@ -120,7 +120,7 @@ class Runner(abc.ABC):
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  reinforce_weight: float = contract.DEFAULT_REINFORCE_WEIGHT,
-                 entropy_weight: float = contract.DEFAULT_ENTROPY_WEIGHT):
+                 entropy_weight: float = contract.DEFAULT_ENTROPY_WEIGHT, algorithm: str | None = None):
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         # The losses' weights (docs/spec.md §7), checked here for every implementation:
@@ -130,6 +130,11 @@ class Runner(abc.ABC):
         self.reinforce_weight, self.entropy_weight = contract.check_weights(config, reinforce_weight,
                                                                             entropy_weight)
         self.config = config
+        # The family module the runner runs (docs/runner-interface.md), where it has a choice of them.
+        self.algorithm = algorithm
+        if algorithm == "levels":  # a schedule made on the host follows the given (gold) transitions only
+            from shared.levels import LEVELS_UNSUPPORTED  # only where the levels run (what ran: docs/spec.md §6)
+            self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         self.dtype = dtype
         self.dropout = dropout
         self.seed = seed
