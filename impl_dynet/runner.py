@@ -82,12 +82,11 @@ class Runner(RunnerBase):
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight)
+                         entropy_weight=entropy_weight, algorithm=algorithm)
         if dtype == "float64":
             self.require("float64")
         convert.resolve_dtype(dtype)  # a ValueError for any other than float32
         self.device = resolve_device(device)
-        self.algorithm = algorithm
         self.trainer = trainer
         family = importlib.import_module(f"{__package__}.{algorithm}")
         self.model = convert.from_canonical(params, train.Model(config, encoder=family.SPINN, autobatch=autobatch,

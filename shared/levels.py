@@ -33,7 +33,7 @@ from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
 DEFAULT_WIDTHS = (8, 16, 32, 64, 128, 256, 512)
 
 # What a level schedule cannot do, made on the host before the program runs, from gold transitions: the
-# reasons the JAX and TensorFlow runners of the levels algorithm give (Runner.unsupported).
+# reasons every runner of the levels algorithm gives (shared.runner.Runner sets its ``unsupported``).
 _ON_HOST = "the level schedule is made on the host from gold transitions; a {} parse is known only inside the loop"
 LEVELS_UNSUPPORTED = {"predicted parse": _ON_HOST.format("decided"), "sampled parse": _ON_HOST.format("sampled"),
                       "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead"}
