@@ -13,6 +13,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
@@ -241,6 +242,11 @@ def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -
 # ---------------------------------------------------------------------------
 # The machine
 # ---------------------------------------------------------------------------
+
+def timestamp() -> str:
+    """The local time of a record, as every record gives it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
 
 def machine() -> dict:
     """The machine a record was made on (Python and NumPy versions, OS, CPU, cores, load average)."""

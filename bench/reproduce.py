@@ -279,7 +279,7 @@ def resume(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
 
 def _run(e: Entry, root: Path, runner, resumed: bool = False) -> None:
     """Run the entry's commands from the repository's root, then stamp the folder; a WorkFailed for one that fails."""
-    started, t0 = time.strftime("%Y-%m-%dT%H:%M:%S%z"), time.perf_counter()
+    started, t0 = provenance.timestamp(), time.perf_counter()
     for k, command in enumerate(e.commands, 1):
         line = command.replace("{out}", e.out())
         argv = e.argv(command) + (["--resume"] if resumed and shlex.split(command)[3] in RESUMABLE else [])
@@ -291,7 +291,7 @@ def _run(e: Entry, root: Path, runner, resumed: bool = False) -> None:
                              + ("" if resumed else f": {line}"))
     wall = time.perf_counter() - t0
     stamp = {"name": e.name, "commands": list(e.commands), "started": started,
-             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "wall_s": wall, "wall": duration(wall),
+             "finished": provenance.timestamp(), "wall_s": wall, "wall": duration(wall),
              "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
     if resumed:  # the wall time is the resumed part's; each record says when and at which commit it was made
         stamp["resumed"] = True

@@ -372,7 +372,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         # The source files that ran (bench/provenance.py): the worker's, as it finished this measurement, and
         # this process's, which planned the batches and rounds and computes the figures of the record.
         **provenance.provenance(set(n["sources"]) | set(provenance.loaded())), run_id=run["run_id"],
-        timestamp=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        timestamp=provenance.timestamp(),
         **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch")
            if k in n})
     return record.to_dict()

@@ -24,7 +24,7 @@ from bench import frameworks
 from bench.config import SIZES, size_help
 from bench.errors import WorkFailed
 from bench.lock import lock_output
-from bench.provenance import loaded, provenance
+from bench.provenance import loaded, provenance, timestamp
 from bench.records import append_record, read_metrics, read_records
 
 
@@ -88,7 +88,7 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
     record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size, "size": args.size,
               "data": args.data, "wall_s": wall, "load": os.getloadavg()[0], "cpu_count": os.cpu_count(),
               **summarize(folder, args.warmup), **provenance(set(ran(folder)) | set(loaded())),
-              "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "timestamp": timestamp()}
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the weights are not what this measures
     (folder / "model.npz").unlink(missing_ok=True)
     (folder / "best.npz").unlink(missing_ok=True)

@@ -29,7 +29,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.progress import Progress
-from bench.provenance import machine, provenance
+from bench.provenance import machine, provenance, timestamp
 from bench.records import RecordWriter, read_records, rewrite_records, write_json
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_parse_evaluation
 from shared import optimizers
@@ -309,10 +309,6 @@ def _framework_version(framework: str) -> str:
     return "unknown"
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
 class TrainingInterrupted(KeyboardInterrupt):
     """The run stopped on SIGINT or SIGTERM after a step, its checkpoint written: the message says where."""
 
@@ -494,13 +490,13 @@ class Trainer:
                                 "train_pairs": len(self.train_pairs), "dev_pairs": len(self.dev_pairs),
                                 "steps_per_epoch": self.steps_per_epoch, "total_steps": self.total,
                                 "weights": int(sum(np.size(v) for v in model.params.values())),
-                                **machine(), "timestamp": _now()})
+                                **machine(), "timestamp": timestamp()})
             self.progress.write(f"{len(self.train_pairs):,} training pairs, {self.steps_per_epoch:,} steps per epoch, "
                                 f"{self.total:,} steps; dev {len(self.dev_pairs):,} pairs; metrics -> "
                                 f"{self.metrics_file}")
         else:
             self.metrics.write({"kind": "resume", "step": self.step, **versions, "from": str(self.checkpoint.path),
-                                **machine(), "timestamp": _now(),
+                                **machine(), "timestamp": timestamp(),
                                 "skipped": [{"path": str(path), "reason": reason} for path, reason in self.skipped]})
             self.progress.write(f"resumed from {self.checkpoint.path} at step {self.step:,} "
                                 f"(epoch {self.epoch}, batch {self.position})")
@@ -508,7 +504,7 @@ class Trainer:
     def _end(self) -> None:
         """The "end" record of this run or of its resumed part: the files it ran (bench/provenance.py), and when."""
         if self.writer:
-            self.metrics.write({"kind": "end", "step": self.step, **provenance(), "timestamp": _now()})
+            self.metrics.write({"kind": "end", "step": self.step, **provenance(), "timestamp": timestamp()})
 
     def _train_step(self, plan: list, size: int | None, indices: np.ndarray) -> None:
         t0 = time.perf_counter()
@@ -607,7 +603,7 @@ class Trainer:
             save_params(self.out_dir / "best.npz", params, model.config, model.vocab)
         state = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.position,
                  "elapsed_s": self.elapsed(), "best_dev_accuracy": self.best, "framework": cfg.framework,
-                 "timestamp": _now(), **self._state_fields()}
+                 "timestamp": timestamp(), **self._state_fields()}
         path = save_checkpoint(self.out_dir, params=params, model_config=model.config, vocab_words=model.vocab,
                                optimizer_state=self.runner.optimizer_state(),
                                optimizer_description=self.optimizer_description, state=state, keep=cfg.keep_checkpoints)
