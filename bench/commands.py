@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from bench import ROOT, frameworks
 from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
-                          add_size_arguments, load_dataset, load_model, model_config)
+                          add_size_arguments, load_dataset, load_model, model_config, shows_progress)
 from bench.progress import Progress, stage
+from shared.files import written_aside
 
 
 def register(sub) -> None:
@@ -52,28 +51,36 @@ def register(sub) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from shared.glove import load_glove
-    from shared.params import init_params, save_params
-    from shared.vocab import Vocabulary
+    from shared.params import save_params
 
     dataset = load_dataset(args)
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
-    lowercase = not args.no_lowercase
-    with stage("vocabulary", len(dataset.pairs), unit="pairs") as progress:
-        vocab = Vocabulary.from_pairs(dataset.pairs, min_freq=args.min_freq, lowercase=lowercase,
-                                      max_size=args.max_vocab, progress=progress.update)
+    fresh = fresh_params(args, dataset.pairs, args.seed, lowercase=not args.no_lowercase)
+    save_params(args.out, fresh.params, fresh.config, fresh.vocab)
+    n_weights = sum(v.size for v in fresh.params.values())
+    print(f"wrote {args.out}: vocabulary {len(fresh.vocab)} words from {dataset.name}, "
+          f"{n_weights:,} weights, config {fresh.config.to_json()}")
+    return 0
+
+
+def fresh_params(args: argparse.Namespace, pairs, seed: int, lowercase: bool = True):
+    """A ParamFile of fresh weights (``bench init``, ``bench train`` without ``--init``): the vocabulary of ``pairs``
+    (``--min-freq``, ``--max-vocab``), the sizes of the flags, the embedding filled from ``--glove`` if given."""
+    from shared.glove import load_glove
+    from shared.params import ParamFile, init_params
+    from shared.vocab import Vocabulary
+
+    with stage("vocabulary", len(pairs), unit="pairs", enabled=shows_progress(args)) as progress:
+        vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=lowercase, max_size=args.max_vocab,
+                                      progress=progress.update)
     config = model_config(args, len(vocab), lowercase)
-    params = init_params(config, seed=args.seed)
+    params = init_params(config, seed=seed)
     if args.glove:
-        with stage("GloVe", unit="lines") as progress:
+        with stage("GloVe", unit="lines", enabled=shows_progress(args)) as progress:
             report = load_glove(args.glove, vocab, params["embed.embedding"], progress=progress.update)
         print(report, file=sys.stderr)
-    save_params(args.out, params, config, vocab.to_array())
-    n_weights = sum(v.size for v in params.values())
-    print(f"wrote {args.out}: vocabulary {len(vocab)} words from {dataset.name}, "
-          f"{n_weights:,} weights, config {config.to_json()}")
-    return 0
+    return ParamFile(params, config, vocab.to_array())
 
 
 def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | None = None,
@@ -135,17 +142,14 @@ def cmd_encode(args: argparse.Namespace) -> int:
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:
         arrays = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress,
                               transitions=args.transitions, seed=seed)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp.npz")
     saved = {name: value.astype(np.int32 if name.endswith("_transitions") else np.float32)
              for name, value in arrays.items()}
-    np.savez(tmp, **saved, pair_id=np.array([p.pair_id for p in pairs], dtype=str))
-    os.replace(tmp, out)
+    with written_aside(args.out) as tmp, open(tmp, "wb") as file:
+        np.savez(file, **saved, pair_id=np.array([p.pair_id for p in pairs], dtype=str))
     unlabeled = sum(p.label == NO_LABEL for p in pairs)
     mode = "" if args.transitions == "gold" else f", {args.transitions} transitions" + (
         f" (seed {seed})" if args.transitions == "sampled" else "")
-    print(f"wrote {out}: {len(pairs)} rows ({unlabeled} without gold label), "
+    print(f"wrote {args.out}: {len(pairs)} rows ({unlabeled} without gold label), "
           f"H={saved['premise'].shape[1]}, framework {args.framework} ({dtype}){mode}")
     return 0
 
@@ -198,9 +202,9 @@ def cmd_data(args: argparse.Namespace) -> int:
         record["sentences"] = {"padding": sentence_padding, "loop_steps_per_batch": steps_per_batch,
                                "masked_flops_over_useful": ratio}
     if args.out:
-        from bench.provenance import machine, provenance
+        from bench.provenance import machine, provenance, timestamp
         from bench.records import write_json
 
-        write_json(args.out, {**record, **provenance(), **machine(), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        write_json(args.out, {**record, **provenance(), **machine(), "timestamp": timestamp()})
         print(f"\nwrote {args.out}")
     return 0

@@ -138,24 +138,30 @@ def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False, split: 
     return dataset
 
 
+def generated(data: str, n: int, seed: int, args: argparse.Namespace) -> Dataset:
+    """``n`` pairs of --data synthetic or arithmetic (``--numbers``), of ``seed``: the training data, and bench train's
+    dev pairs (of the next seed)."""
+    # Each generator is imported where its data is asked for: a record names the modules that ran.
+    if data == "synthetic":
+        from shared.synthetic import synthetic_pairs
+
+        return Dataset(f"synthetic-{n}", synthetic_pairs(n, seed=seed), None)
+    from shared.arithmetic import arithmetic_pairs
+
+    low, high = number_range(args)
+    return Dataset(f"arithmetic-{n}-seed{seed}-numbers{low}to{high}",
+                   arithmetic_pairs(n, seed=seed, min_len=low, max_len=high), None)
+
+
 def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> Dataset:
     data = args.data
     if getattr(args, "rows", None) and data in ("synthetic", "arithmetic", "shaped"):
         raise ValueError(f"--rows selects rows of a file; --data {data} generates its pairs (use --num-pairs)")
-    # Each generator is imported where its data is asked for: a record names the modules that ran.
-    if data in ("synthetic", "shaped"):
-        from shared import synthetic
-    if data == "synthetic":
-        n = args.num_pairs or 2000
-        return Dataset(f"synthetic-{n}", synthetic.synthetic_pairs(n, seed=args.data_seed), None)
-    if data == "arithmetic":
-        from shared.arithmetic import arithmetic_pairs
-
-        n = args.num_pairs or 2000
-        low, high = number_range(args)
-        return Dataset(f"arithmetic-{n}-seed{args.data_seed}-numbers{low}to{high}",
-                       arithmetic_pairs(n, seed=args.data_seed, min_len=low, max_len=high), None)
+    if data in ("synthetic", "arithmetic"):
+        return generated(data, args.num_pairs or 2000, args.data_seed, args)
     if data == "shaped":
+        from shared import synthetic
+
         n = args.num_pairs or 512
         pairs = synthetic.shaped_pairs(n, length=args.length, shape=args.shape, seed=args.data_seed)
         return Dataset(f"shaped-{args.shape}-{args.length}", pairs, None)

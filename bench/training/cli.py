@@ -12,6 +12,7 @@ that names it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import queue
@@ -27,20 +28,20 @@ from typing import Sequence
 import numpy as np
 
 from bench import frameworks
+from bench.commands import fresh_params
 from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
-                          add_size_arguments, default_dtype, load_dataset, load_model, model_config, number_range,
-                          quiet_frameworks, row_range, rows_label, shows_progress)
+                          add_size_arguments, default_dtype, generated, load_dataset, load_model, quiet_frameworks,
+                          row_range, rows_label, shows_progress)
 from bench.lock import lock_output
 from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_confusion, format_parse_evaluation
-from bench.training.trainer import EMBEDDING, TrainConfig, Trainer, check_folder
+from bench.training.trainer import TrainConfig, Trainer, check_folder
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
-from shared.params import ParamFile, init_params, load_params
+from shared.params import ParamFile, load_params
 from shared.snli import Pair, with_parse
-from shared.vocab import Vocabulary
 
 
 HYPER = {"momentum": "sgd: momentum [default: 0]", "beta1": "adam [default: 0.9]", "beta2": "adam [default: 0.999]",
@@ -151,21 +152,14 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if unknown:
         flags = ", ".join("--" + key.replace("_", "-") for key in unknown)
         raise ValueError(f"--optimizer {args.optimizer} takes no {flags}")
-    return TrainConfig(
-        framework=args.framework, optimizer=args.optimizer, lr=args.lr, lr_decay=args.lr_decay,
-        lr_decay_steps=args.lr_decay_steps, hyper=hyper, batch_size=args.batch_size, epochs=args.epochs,
-        steps=args.steps, dropout=args.dropout, seed=args.seed, freeze_embeddings=args.freeze_embeddings,
-        buckets=buckets, drop_last=args.drop_last,
-        dtype=args.dtype or default_dtype(args.framework), device=args.device,
-        eval_batch_size=args.eval_batch_size, train_eval_pairs=args.train_eval_pairs, log_every=args.log_every,
-        keep_checkpoints=args.keep_checkpoints,
-        checkpoint_every=args.checkpoint_every, transition_weight=args.transition_weight, replicas=args.replicas)
+    # Every other field of TrainConfig is the flag of its name.
+    computed = {"hyper": hyper, "buckets": buckets, "dtype": args.dtype or default_dtype(args.framework)}
+    return TrainConfig(**{f.name: computed[f.name] if f.name in computed else getattr(args, f.name)
+                          for f in dataclasses.fields(TrainConfig)})
 
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     """The dev pairs that ``--dev`` names (see its help), with the trees of ``--parse`` (done by the caller)."""
-    from shared import synthetic
-    from shared.arithmetic import arithmetic_pairs
     from shared.snli import SAMPLE_PATH, read_snli
 
     dev, n, seed = args.dev, args.dev_pairs or 1000, args.data_seed + 1  # generated: fresh pairs of another seed
@@ -174,11 +168,9 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
         dev = args.data if args.data in ("synthetic", "arithmetic") or folder else "none"
     if dev == "none":
         return "none", []
-    if dev == "arithmetic":
-        low, high = number_range(args)
-        return f"arithmetic-{n}-seed{seed}-numbers{low}to{high}", arithmetic_pairs(n, seed, min_len=low, max_len=high)
-    if dev == "synthetic":
-        return f"synthetic-{n}-seed{seed}", synthetic.synthetic_pairs(n, seed=seed)
+    if dev in ("synthetic", "arithmetic"):
+        dataset = generated(dev, n, seed, args)  # the synthetic dev set's name says its seed too
+        return dataset.name + (f"-seed{seed}" if dev == "synthetic" else ""), dataset.pairs
     path = SAMPLE_PATH if dev == "sample" else Path(dev)
     with stage("read dev", enabled=shows_progress(args)) as progress:
         pairs, report = read_snli(path, split="dev", limit=args.dev_pairs, rows=args.dev_rows, progress=progress.update)
@@ -200,22 +192,10 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
                loaded: ParamFile | None = None) -> ParamFile:
     """Fresh weights (sizes from the flags, vocabulary from the data, GloVe if given) or the parameter file of
     ``--init`` (``loaded``, if read already)."""
-    from shared.glove import load_glove
-
     if args.init:
         return loaded if loaded is not None else load_params(args.init)
     pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
-    with stage("vocabulary", len(pairs), unit="pairs", enabled=shows_progress(args)) as progress:
-        vocab = Vocabulary.from_pairs(pairs, min_freq=args.min_freq, lowercase=True, max_size=args.max_vocab,
-                                      progress=progress.update)
-    config = model_config(args, len(vocab), lowercase=True)
-    seed = args.seed if args.init_seed is None else args.init_seed
-    params = init_params(config, seed=seed)
-    if args.glove:
-        with stage("GloVe", unit="lines", enabled=shows_progress(args)) as progress:
-            report = load_glove(args.glove, vocab, params[EMBEDDING], progress=progress.update)
-        print(report, file=sys.stderr)
-    return ParamFile(params, config, vocab.to_array())
+    return fresh_params(args, pairs, args.seed if args.init_seed is None else args.init_seed)
 
 
 def check_processes(platform, replicas: int, processes: int | None) -> int:
@@ -321,10 +301,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if parses is not None:
         print(format_parse_evaluation(parses))
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_json(out, {"framework": args.framework, "dtype": dtype, "params": str(args.params), "data": name,
-                         **result.to_dict(), **({"parsing": parses.to_dict()} if parses else {})})
+        write_json(args.out, {"framework": args.framework, "dtype": dtype, "params": str(args.params), "data": name,
+                              **result.to_dict(), **({"parsing": parses.to_dict()} if parses else {})})
     return 0
 
 
