@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import ROOT, frameworks
-from bench.config import add_size_arguments, model_config
+from bench.config import SIZE_FIELDS, add_size_arguments, model_config
 from shared.batching import PairBatch, make_pair_batch, sentences_transitions
 from shared.levels import schedule
 from shared.params import ModelConfig, init_params
@@ -78,35 +78,42 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def chosen(args: argparse.Namespace) -> tuple[str, ...]:
-    """The frameworks (or the variant) ``--framework`` asks for, in the order the output shows them."""
-    return frameworks.FRAMEWORKS if args.framework == "all" else (args.framework,)
-
-
-def chosen_frameworks(args: argparse.Namespace, view: str) -> tuple[str, ...]:
-    """:func:`chosen` for a view that shows frameworks, not variants (``view``: its flag)."""
-    names = chosen(args)
-    if any(name not in frameworks.FRAMEWORKS for name in names):
-        raise ValueError(f"{view} shows frameworks, not variants; choose from all, {', '.join(frameworks.FRAMEWORKS)}")
-    return names
+def chosen(args: argparse.Namespace, view: str, among=None, shows: str = "frameworks, not variants") -> tuple[str, ...]:
+    """The frameworks of ``among`` (every framework without) that ``--framework`` asks for, in the order the output
+    shows them, for a view that shows no variant; a ValueError naming the view (``view``: its flag) and what it
+    ``shows`` where ``--framework`` names another."""
+    among = frameworks.FRAMEWORKS if among is None else tuple(among)
+    if args.framework == "all":
+        return among
+    if args.framework not in among:
+        raise ValueError(f"{view} shows {shows}; choose from all, {', '.join(among)}")
+    return (args.framework,)
 
 
 def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces ``args``' figures (flags that differ from the defaults)."""
     defaults = parse_args([])
     flags = [f"--{flag.replace('_', '-')}" + ("" if value is True else f" {value}")
-             for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", "embed_dim",
-                          "hidden_dim", "tracker_dim", "mlp_dim", "mlp_layers", "transition_head", "parse", "levels")
+             for flag in ("framework", "batch_size", "shape", "length", "data_seed", "seed", "size", *SIZE_FIELDS,
+                          "transition_head", "parse", "levels")
              if (value := getattr(args, flag)) is True or value != getattr(defaults, flag)]
     return " ".join([COMMAND] + flags)
 
 
-def result_header(args: argparse.Namespace, batch_summary: dict, config) -> dict:
-    """The first keys of every explain result: the command, the machine, the batch, the model's sizes."""
+def result_header(args: argparse.Namespace, batches: Batches, config: ModelConfig) -> dict:
+    """The first keys of every explain result: the command, the machine, the figures of the batch itself (the first
+    lines of the output), the model's sizes."""
+    b = batches.main
+    transitions = sentences_transitions(b)
     return {"command": command_line(args),
             "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores, Python {platform.python_version()}",
-            "batch": batch_summary, "model": {k: getattr(config, k) for k in ("vocab_size", "embed_dim", "hidden_dim",
-                                                                              "tracker_dim", "mlp_dim", "mlp_layers")}}
+            "batch": {"source": batches.source, "trees": batches.trees, "pairs": b.size, "sentences": 2 * b.size,
+                      "num_tokens": b.num_tokens, "num_steps": b.num_steps,
+                      **{name: int(np.count_nonzero(transitions == op))
+                         for name, op in (("shift", SHIFT), ("reduce", REDUCE), ("pad", PAD))},
+                      "other_trees": batches.other_trees, "padded_num_tokens": batches.padded.num_tokens,
+                      "padded_num_steps": batches.padded.num_steps},
+            "model": {k: getattr(config, k) for k in ("vocab_size",) + SIZE_FIELDS}}
 
 
 def format_header(result: dict, batch_lines: list[str] | None = None, model_note: str = "") -> list[str]:
@@ -178,33 +185,21 @@ def make_batches(args: argparse.Namespace) -> Batches:
                    other_trees=other_trees, vocab_size=len(vocab), source=source, trees=trees)
 
 
-def setup(args: argparse.Namespace) -> tuple[Batches, ModelConfig, dict]:
-    """The batch and its variants, the model ``args`` describe and its initial weights."""
+def setup(args: argparse.Namespace) -> tuple[Batches, ModelConfig]:
+    """The batch and its variants, and the model ``args`` describe."""
     batches = make_batches(args)
-    config = model_config(args, batches.vocab_size, lowercase=True)
-    return batches, config, init_params(config, seed=args.seed)
-
-
-def summary(batches: Batches) -> dict:
-    """The figures of the batch itself (the first lines of the output)."""
-    b = batches.main
-    transitions = sentences_transitions(b)
-    return {"source": batches.source, "trees": batches.trees, "pairs": b.size, "sentences": 2 * b.size,
-            "num_tokens": b.num_tokens, "num_steps": b.num_steps,
-            **{name: int(np.count_nonzero(transitions == op)) for name, op in (("shift", SHIFT), ("reduce", REDUCE),
-                                                                                ("pad", PAD))},
-            "other_trees": batches.other_trees, "padded_num_tokens": batches.padded.num_tokens,
-            "padded_num_steps": batches.padded.num_steps}
+    return batches, model_config(args, batches.vocab_size, lowercase=True)
 
 
 def explain(args: argparse.Namespace) -> dict:
     """The figures of one ``explain`` run, as a JSON-ready dict."""
-    batches, config, params = setup(args)
+    batches, config = setup(args)
+    params = init_params(config, seed=args.seed)
     out = Path(args.out) if args.out else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    result = {**result_header(args, summary(batches), config), "timed": not args.no_timing}
-    for name in chosen(args):
+    result = {**result_header(args, batches, config), "timed": not args.no_timing}
+    for name in frameworks.FRAMEWORKS if args.framework == "all" else (args.framework,):  # a variant when named
         result[name] = frameworks.platform(name).explain(name, batches, config, params, out, timing=not args.no_timing)
     if out is not None:
         (out / "explain.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -252,15 +247,14 @@ def format_text(result: dict) -> str:
 def explain_parse(args: argparse.Namespace) -> dict:
     """The figures of ``explain --parse``, as a JSON-ready dict: the batch in gold and in predicted mode, and what
     deciding the parse at run time costs each framework (its Platform's ``explain_parse``)."""
-    batches = make_batches(args)
-    config = model_config(args, batches.vocab_size, lowercase=True)
+    batches, config = setup(args)
     if not config.tracker_dim:
         raise ValueError("--parse needs a tracker (the head reads its state): --tracker-dim must be > 0")
     config = dataclasses.replace(config, transition_head=True)
     params = init_params(config, seed=args.seed)
-    result = result_header(args, summary(batches), config)
+    result = result_header(args, batches, config)
     result["batch"]["choice_steps_gold"] = _choice_steps(sentences_transitions(batches.main))
-    for name in chosen_frameworks(args, "--parse"):
+    for name in chosen(args, "--parse"):
         result[name] = frameworks.platform(name).explain_parse(batches, config, params)
     return result
 
@@ -297,26 +291,13 @@ def format_parse(result: dict) -> str:
 # --levels: the host-scheduled levels of the batch, and the loop each framework runs over them
 # --------------------------------------------------------------------------
 
-ALGORITHM = "levels"  # the Runner option of a host-scheduled levels implementation
 VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
 
 
 def implementations() -> dict[str, dict]:
     """Framework -> the Runner options of its host-scheduled levels implementation, in the registry's order."""
-    found = {impl.framework: dict(impl.options) for impl in frameworks.IMPLEMENTATIONS_BY_NAME.values()
-             if impl.options.get("algorithm") == ALGORITHM}
-    return {name: found[name] for name in frameworks.FRAMEWORKS if name in found}
-
-
-def chosen_levels(args: argparse.Namespace) -> dict[str, dict]:
-    """:func:`implementations`, narrowed to ``--framework`` when it names one."""
-    found = implementations()
-    if args.framework == "all":
-        return found
-    if args.framework not in found:
-        raise ValueError(f"--levels shows the frameworks with host-scheduled levels; choose from all, "
-                         f"{', '.join(found)}")
-    return {args.framework: found[args.framework]}
+    return {fw.name: dict(impl.options) for fw in frameworks.FRAMEWORKS_BY_NAME.values()
+            for impl in fw.implementations if impl.algorithm == frameworks.LEVELS}
 
 
 def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
@@ -334,21 +315,21 @@ def explain_levels(args: argparse.Namespace) -> dict:
     """The figures of ``explain --levels``, as a JSON-ready dict: the batch's level schedule with and without the
     tracker, and for each framework with a levels implementation the schedule its Runner feeds and the loop it runs over
     it."""
-    batches = make_batches(args)
-    config = model_config(args, batches.vocab_size, lowercase=True)
-    result = result_header(args, summary(batches), config)
+    batches, config = setup(args)
+    result = result_header(args, batches, config)
     configs = {"tracker": config} if config.tracker_dim else {}  # --tracker-dim 0: the view without it alone
     configs["no_tracker"] = dataclasses.replace(config, tracker_dim=0)
     transitions = sentences_transitions(batches.main)
     result["schedules"] = {key: schedule_figures(transitions, batches.main.num_tokens, key == "tracker")
                            for key in configs}
     variants = {key: (c, init_params(c, seed=args.seed)) for key, c in configs.items()}
-    for name, options in chosen_levels(args).items():
+    found = implementations()
+    for name in chosen(args, "--levels", found, "the frameworks with host-scheduled levels"):
         if not frameworks.installed(name):
             result[name] = {"framework_version": "not installed", "installed": False}
             continue
         module = importlib.import_module(frameworks.platform(name).explain_module)
-        result[name] = module.explain_levels(batches.main, variants, options)
+        result[name] = module.explain_levels(batches.main, variants, found[name])
     return result
 
 
@@ -441,11 +422,12 @@ def _own_code(filename: str) -> bool:
 def explain_bad_input(args: argparse.Namespace) -> dict:
     """The figures of ``explain --bad-input``: what each framework, driven through its Runner as a user would, does with
     the broken batch (its Platform's ``explain_bad_input``)."""
-    batches, config, params = setup(args)
+    batches, config = setup(args)
+    params = init_params(config, seed=args.seed)
     bad = bad_batch(batches.main, args.bad_input, config.vocab_size)
     result = {"bad_input": {"kind": args.bad_input, "what": BAD_INPUTS[args.bad_input],
                             "first_premise": [int(op) for op in bad.premise_transitions[0]]}}
-    for name in chosen_frameworks(args, "--bad-input"):
+    for name in chosen(args, "--bad-input"):
         result[name] = frameworks.platform(name).explain_bad_input(config, params, bad, _where)
     return result
 
