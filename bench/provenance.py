@@ -111,16 +111,13 @@ def file_digest(rel: str, root: Path = ROOT) -> str | None:
     return _file_digest(str(path), stat.st_mtime_ns, stat.st_size, rel)
 
 
-def _combine(digests: dict[str, str | None]) -> str:
+def digest(files: Iterable[str], root: Path = ROOT, commit: str | None = None) -> str:
+    """The digest of a measured list, of the work tree's files or as ``commit`` has them."""
+    digests = digests_at(files, commit, root) if commit else {rel: file_digest(rel, root) for rel in files}
     h = hashlib.sha256()
     for rel in sorted(digests):
         h.update(f"{rel}\0{digests[rel]}\n".encode())
     return h.hexdigest()
-
-
-def digest(files: Iterable[str], root: Path = ROOT, commit: str | None = None) -> str:
-    """The digest of a measured list, of the work tree's files or as ``commit`` has them."""
-    return _combine(digests_at(files, commit, root) if commit else {rel: file_digest(rel, root) for rel in files})
 
 
 def digests_at(files: Iterable[str], commit: str, root: Path = ROOT) -> dict[str, str | None]:
