@@ -180,12 +180,6 @@ def save_optimizer_state(path: Path, state: Mapping[str, np.ndarray], descriptio
         os.fsync(f.fileno())
 
 
-def load_optimizer_state(path: Path) -> tuple[dict[str, np.ndarray], dict]:
-    with np.load(path, allow_pickle=False) as data:
-        arrays = {key: data[key] for key in data.files}
-    return arrays, json.loads(str(arrays.pop("meta.optimizer")))
-
-
 def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_config: ModelConfig,
                     vocab_words, optimizer_state: Mapping[str, np.ndarray], optimizer_description: str,
                     state: dict, keep: int = 2) -> Path:
@@ -268,7 +262,9 @@ def load_checkpoint(path: Path) -> Checkpoint:
     for name in CHECKPOINT_FILES:
         if not (path / name).is_file():
             raise FileNotFoundError(f"checkpoint {path} lacks {name}")
-    opt_state, description = load_optimizer_state(path / "optimizer.npz")
+    with np.load(path / "optimizer.npz", allow_pickle=False) as data:
+        opt_state = {key: data[key] for key in data.files}
+    description = json.loads(str(opt_state.pop("meta.optimizer")))
     state = json.loads((path / "state.json").read_text())
     if not isinstance(state, dict) or any(not isinstance(state.get(key), int) for key in STATE_POSITION):
         raise ValueError(f"{path / 'state.json'}: expected integers {', '.join(STATE_POSITION)}")
@@ -290,7 +286,6 @@ def newest_loadable(out_dir: Path) -> tuple[Checkpoint | None, list[tuple[Path, 
 
 @dataclass
 class TrainResult:
-    out_dir: Path
     steps: int
     epochs: float
     params: dict  # the final weights, canonical
@@ -344,12 +339,10 @@ class Trainer:
                              "('tracker.transition.kernel'): add --transition-head, or --init a file that has one")
 
         self.vocab = Vocabulary.from_array(self.model.vocab, lowercase=self.model.config.lowercase)
-        runner_options = dict(runner_options or {})
-        if cfg.replicas > 1:
-            runner_options["replicas"] = cfg.replicas
+        replicas = {"replicas": cfg.replicas} if cfg.replicas > 1 else {}
         self.runner = frameworks.make_runner(cfg.framework, self.model.params, self.model.config, dtype=cfg.dtype,
                                   device=cfg.device, dropout=cfg.dropout, seed=cfg.seed,
-                                  transition_weight=cfg.transition_weight, **runner_options)
+                                  transition_weight=cfg.transition_weight, **replicas, **(runner_options or {}))
         self.runner.set_optimizer(cfg.optimizer, cfg.learning_rate(self.step), frozen=cfg.frozen, **cfg.hyper)
         self.optimizer_description = optimizers.describe(cfg.optimizer, cfg.hyper, cfg.lr, cfg.frozen)
         if self.checkpoint is not None:
@@ -364,9 +357,9 @@ class Trainer:
         self.train_eval = [self.train_pairs[i] for i in chosen]
         self.progress = Progress(cfg.framework, self.total, unit="step", enabled=progress)
         self.evals: list[dict] = []
-        self._window: list[tuple[float, int, float]] = []  # (loss, pairs, seconds) since the last "train" record
-        self._replica_window: list[dict] = []  # the runner's last_replica_seconds of the same steps
-        self._recent = collections.deque(maxlen=20)  # the same, for the progress line
+        # (loss, pairs, seconds, the runner's last_replica_seconds) of each step since the last "train" record
+        self._window: list[tuple[float, int, float, dict]] = []
+        self._recent = collections.deque(maxlen=20)  # (loss, pairs, seconds) of the last steps, for the progress line
         self._started = time.perf_counter()
 
     # -- the folder: a new run, or the one to resume ------------------------
@@ -417,6 +410,10 @@ class Trainer:
     def elapsed(self) -> float:
         return self.elapsed0 + time.perf_counter() - self._started
 
+    def epoch_float(self) -> float:
+        """Where the run is, in epochs (every epoch has steps_per_epoch batches: only their order changes)."""
+        return self.epoch + self.position / self.steps_per_epoch
+
     # -- the loop -----------------------------------------------------------
 
     def run(self) -> TrainResult:
@@ -427,13 +424,12 @@ class Trainer:
                 while self.step < self.total:
                     plan = epoch_plan(self.lengths, self.cfg, self.epoch)
                     while self.position < len(plan) and self.step < self.total:
-                        self._between_steps(self.epoch + self.position / len(plan))
-                        self._train_step(plan, *plan[self.position])
+                        self._between_steps()
+                        self._train_step(*plan[self.position])
                     if self.position == len(plan):  # a whole epoch done
                         self.epoch, self.position = self.epoch + 1, 0
-                    epoch_float = self.epoch + self.position / len(plan)
-                    self._log_window(epoch_float, self.cfg.learning_rate(self.step - 1))
-                    self._end_of_period(epoch_float)
+                    self._log_window()
+                    self._end_of_period()
         except TrainingInterrupted:  # stopped after a step, its checkpoint written: this part ends here
             self._end()
             raise
@@ -442,9 +438,8 @@ class Trainer:
         finally:
             self.metrics.close()
             self.progress.close()
-        return TrainResult(out_dir=self.out_dir, steps=self.step,
-                           epochs=self.epoch + self.position / self.steps_per_epoch,
-                           params=self.runner.get_params(), evals=self.evals, elapsed_s=self.elapsed())
+        return TrainResult(steps=self.step, epochs=self.epoch_float(), params=self.runner.get_params(),
+                           evals=self.evals, elapsed_s=self.elapsed())
 
     @contextlib.contextmanager
     def _stop_requests(self):
@@ -466,18 +461,18 @@ class Trainer:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
-    def _between_steps(self, epoch_float: float) -> None:
+    def _between_steps(self) -> None:
         """Before a step: inside an epoch a checkpoint every ``checkpoint_every`` steps, and one before stopping when a
         signal asked for it (at an epoch's start the epoch end's checkpoint is already written)."""
         unsaved = self.position > 0 and self.step != self._saved_step
         if self._stop_signal is None:
             every = self.cfg.checkpoint_every
             if unsaved and every and self.step % every == 0:
-                self._save(epoch_float)
+                self._save()
             return
         if unsaved:
-            self._log_window(epoch_float, self.cfg.learning_rate(self.step - 1))
-        path = self._save(epoch_float) if unsaved else latest_checkpoint(self.out_dir)
+            self._log_window()
+        path = self._save() if unsaved else latest_checkpoint(self.out_dir)
         where = f"; checkpoint {path}: add --resume to the same command to continue" if self.writer and path else ""
         raise TrainingInterrupted(f"{self._stop_signal} at step {self.step:,}{where}")
 
@@ -506,7 +501,7 @@ class Trainer:
         if self.writer:
             self.metrics.write({"kind": "end", "step": self.step, **provenance(), "timestamp": timestamp()})
 
-    def _train_step(self, plan: list, size: int | None, indices: np.ndarray) -> None:
+    def _train_step(self, size: int | None, indices: np.ndarray) -> None:
         t0 = time.perf_counter()
         pairs = [self.train_pairs[i] for i in indices]
         batch = make_pair_batch(pairs, self.vocab, num_tokens=size)
@@ -519,15 +514,13 @@ class Trainer:
         self.step += 1
         self.position += 1
         seconds = time.perf_counter() - t0
-        self._window.append((loss, batch.size, seconds))
-        self._replica_window.append(dict(self.runner.last_replica_seconds))
+        self._window.append((loss, batch.size, seconds, dict(self.runner.last_replica_seconds)))
         self._recent.append((loss, batch.size, seconds))
-        epoch_float = self.epoch + self.position / len(plan)
         losses, pairs, busy = zip(*self._recent)
-        self.progress.update(1, f"epoch {epoch_float:.2f} loss {np.mean(losses):.4f} lr {lr:.2e} "
+        self.progress.update(1, f"epoch {self.epoch_float():.2f} loss {np.mean(losses):.4f} lr {lr:.2e} "
                                 f"{sum(pairs) / max(sum(busy), 1e-9):,.0f} pairs/s")
         if self.step % self.cfg.log_every == 0:
-            self._log_window(epoch_float, lr)
+            self._log_window()
 
     # Hooks a variant of the loop overrides (bench/training/reinforce.py).
 
@@ -548,28 +541,28 @@ class Trainer:
         """More entries of a checkpoint's state.json."""
         return {}
 
-    def _log_window(self, epoch_float: float, lr: float) -> None:
-        """One "train" record: the mean loss of the steps since the last one."""
+    def _log_window(self) -> None:
+        """One "train" record: the mean loss of the steps since the last one (at the rate of the last step)."""
         if self._window:
-            losses, pairs, seconds = zip(*self._window)
-            self.metrics.write({"kind": "train", "step": self.step, "epoch": epoch_float,
-                                "loss": float(np.mean(losses)), "steps": len(losses), "lr": lr, "pairs": sum(pairs),
+            losses, pairs, seconds, _ = zip(*self._window)
+            self.metrics.write({"kind": "train", "step": self.step, "epoch": self.epoch_float(),
+                                "loss": float(np.mean(losses)), "steps": len(losses),
+                                "lr": self.cfg.learning_rate(self.step - 1), "pairs": sum(pairs),
                                 "pairs_per_s": sum(pairs) / max(sum(seconds), 1e-9), "elapsed_s": self.elapsed(),
                                 **self._replica_fields(), **self._window_fields()})
         self._window = []
-        self._replica_window = []
 
     def _replica_fields(self) -> dict:
         """Each replica's mean seconds a step per phase over the window, where the engine shows them."""
-        steps = [seconds for seconds in self._replica_window if seconds]
+        steps = [replicas for *_, replicas in self._window if replicas]
         if not steps:
             return {}
         return {"replica_s_per_step": {phase: np.mean([s[phase] for s in steps], axis=0).tolist()
                                        for phase in steps[0]}}
 
-    def _end_of_period(self, epoch_float: float) -> None:
+    def _end_of_period(self) -> None:
         """Evaluate, then checkpoint (at every epoch end and where the run stops)."""
-        cfg, model = self.cfg, self.model
+        cfg, model, epoch_float = self.cfg, self.model, self.epoch_float()
         if not self.writer:
             return
         for split, pairs in (("dev", self.dev_pairs), ("train", self.train_eval)):
@@ -589,9 +582,9 @@ class Trainer:
                                 f"loss {result.loss:.4f} ({result.pairs:,} pairs)")
             if "parsing" in record:
                 self.progress.write(f"  {split} {format_parse_evaluation(parses)}")
-        self._save(epoch_float)
+        self._save()
 
-    def _save(self, epoch_float: float) -> Path | None:
+    def _save(self) -> Path | None:
         """The checkpoint of this step (model.npz and best.npz beside it); its path."""
         cfg, model = self.cfg, self.model
         if not self.writer:
@@ -608,7 +601,7 @@ class Trainer:
                                optimizer_state=self.runner.optimizer_state(),
                                optimizer_description=self.optimizer_description, state=state, keep=cfg.keep_checkpoints)
         save_params(self.out_dir / "model.npz", params, model.config, model.vocab)
-        self.metrics.write({"kind": "checkpoint", "step": self.step, "epoch": epoch_float, "path": str(path),
+        self.metrics.write({"kind": "checkpoint", "step": self.step, "epoch": self.epoch_float(), "path": str(path),
                             "elapsed_s": self.elapsed()})
         self._saved_step = self.step
         return path
