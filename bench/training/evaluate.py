@@ -121,7 +121,7 @@ def evaluate_parses(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_s
     labelled = labelled_pairs(pairs)
     counts = ParseCounts()
     loss_sum = 0.0
-    correct, followed = {"gold": 0, "predicted": 0}, []
+    correct_gold, followed = 0, []
     for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
         gold = runner.parse(batch, "gold")
         predicted = runner.parse(batch, "predicted")
@@ -130,13 +130,12 @@ def evaluate_parses(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_s
         for side in ("premise", "hypothesis"):
             loss_sum += teacher_forced_loss_sum(getattr(gold, f"{side}_transition_logits"),
                                                 getattr(batch, f"{side}_transitions"))
-        for mode, parsed in (("gold", gold), ("predicted", predicted)):
-            correct[mode] += int(np.sum(np.argmax(parsed.logits, axis=1) == batch.labels))
+        correct_gold += int(np.sum(np.argmax(gold.logits, axis=1) == batch.labels))
+    followed = scored(pairs, labelled, followed)  # the predicted parses' accuracy is theirs
     return ParseEvaluation(pairs=len(labelled), counts=counts,
                            transition_loss=loss_sum / counts.steps if counts.steps else float("nan"),
-                           accuracy_gold_parse=correct["gold"] / len(labelled),
-                           accuracy_predicted_parse=correct["predicted"] / len(labelled),
-                           followed=scored(pairs, labelled, followed))
+                           accuracy_gold_parse=correct_gold / len(labelled),
+                           accuracy_predicted_parse=followed["accuracy"], followed=followed)
 
 
 def format_parse_evaluation(result: ParseEvaluation) -> str:
