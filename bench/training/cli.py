@@ -12,6 +12,7 @@ that names it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -41,7 +42,7 @@ from bench.training.trainer import TrainConfig, Trainer, check_folder
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, load_params
-from shared.snli import Pair, with_parse
+from shared.snli import SAMPLE_PATH, Pair, read_snli, with_parse
 
 
 HYPER = {"momentum": "sgd: momentum [default: 0]", "beta1": "adam [default: 0.9]", "beta2": "adam [default: 0.999]",
@@ -160,8 +161,6 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     """The dev pairs that ``--dev`` names (see its help), with the trees of ``--parse`` (done by the caller)."""
-    from shared.snli import SAMPLE_PATH, read_snli
-
     dev, n, seed = args.dev, args.dev_pairs or 1000, args.data_seed + 1  # generated: fresh pairs of another seed
     if dev == "auto":
         folder = args.data not in ("sample", "shaped", "synthetic", "arithmetic") and Path(args.data).is_dir()
@@ -312,16 +311,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def free_addresses(count: int, host: str = "127.0.0.1") -> list[str]:
     """``count`` HOST:PORT addresses of ports free on ``host`` now (the OS picks them)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [f"{host}:{s.getsockname()[1]}" for s in sockets]
-    finally:
+    with contextlib.ExitStack() as held:  # all open at once, so that no two get the same port
+        sockets = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
         for s in sockets:
-            s.close()
+            s.bind((host, 0))
+        return [f"{host}:{s.getsockname()[1]}" for s in sockets]
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:
