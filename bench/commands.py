@@ -11,9 +11,12 @@ import numpy as np
 
 from bench import ROOT, frameworks
 from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
-                          add_size_arguments, load_dataset, load_model, model_config, shows_progress)
+                          add_size_arguments, load_dataset, load_model, model_config, preset, shows_progress)
 from bench.progress import Progress, stage
 from shared.files import written_aside
+from shared.params import ModelConfig, ParamFile, init_params, save_params
+from shared.snli import NO_LABEL, read_snli
+from shared.transitions import PAD
 
 
 def register(sub) -> None:
@@ -51,8 +54,6 @@ def register(sub) -> None:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from shared.params import save_params
-
     dataset = load_dataset(args)
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
@@ -68,7 +69,6 @@ def fresh_params(args: argparse.Namespace, pairs, seed: int, lowercase: bool = T
     """A ParamFile of fresh weights (``bench init``, ``bench train`` without ``--init``): the vocabulary of ``pairs``
     (``--min-freq``, ``--max-vocab``), the sizes of the flags, the embedding filled from ``--glove`` if given."""
     from shared.glove import load_glove
-    from shared.params import ParamFile, init_params
     from shared.vocab import Vocabulary
 
     with stage("vocabulary", len(pairs), unit="pairs", enabled=shows_progress(args)) as progress:
@@ -89,7 +89,6 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | Non
     docs/spec.md §5."""
     from shared.batching import bucket_size, make_pair_batch, pair_length
     from shared.parsing import uniforms_for
-    from shared.transitions import PAD
 
     parts: dict[str, list] = {}
     for start in range(0, len(pairs), batch_size):
@@ -133,8 +132,6 @@ def check_transitions_flags(transitions: str, seed: int | None, config, params_p
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from shared.snli import NO_LABEL, read_snli
-
     dtype, loaded, vocab = load_model(args)
     seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
     pairs, _ = read_snli(args.data, keep_unlabeled=True)  # an empty file: EmptyDataError, exit 2
@@ -156,10 +153,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 def cmd_data(args: argparse.Namespace) -> int:
     from bench.benchmark.limit import batch_flops, masked_flops
-    from bench.config import preset
     from shared.batching import make_batches, make_sentence_batches, sentence_order
     from shared.padding import padding_report
-    from shared.params import ModelConfig
     from shared.stats import dataset_stats, format_stats
     from shared.vocab import Vocabulary
 
