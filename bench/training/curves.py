@@ -11,8 +11,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from bench.figures import style
 from bench.records import read_metrics
 from bench.render import table
@@ -149,16 +147,12 @@ def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
         return style.save(fig, out_dir / "reinforce.png")
 
 
-def _padded(rows: list[tuple[int, ...]]) -> np.ndarray:
-    width = max(map(len, rows))
-    return np.array([list(r) + [0] * (width - len(r)) for r in rows], dtype=np.int32)
-
-
 def shape_f1(pairs, parse: str) -> float:
     """Bracket F1 of every sentence read with ``parse`` against its true tree."""
     gold = [s.transitions for p in pairs for s in (p.premise, p.hypothesis)]
     shaped = [s.transitions for p in with_parse(pairs, parse) for s in (p.premise, p.hypothesis)]
-    return ParseCounts.of_parses(_padded(shaped), _padded(gold)).bracket_f1
+    counts = (ParseCounts.of_parses([s], [g]) for s, g in zip(shaped, gold))  # a sentence at a time: lengths differ
+    return sum(counts, ParseCounts()).bracket_f1
 
 
 def parse_summary(run_dir: Path) -> dict:
