@@ -74,11 +74,10 @@ def with_head(model: ParamFile, seed: int) -> ParamFile:
 class ParsedEvaluation(Evaluation):
     """An evaluation in predicted mode, with the parses' metrics against the pairs' own trees."""
 
-    mode: str = "predicted"
     parse: dict = dataclasses.field(default_factory=dict)  # ParseCounts.as_dict() against the data's trees
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "mode": self.mode, **{f"parse_{k}": v for k, v in self.parse.items()}}
+        return {**super().to_dict(), "mode": "predicted", **{f"parse_{k}": v for k, v in self.parse.items()}}
 
 
 class ReinforceTrainer(Trainer):
