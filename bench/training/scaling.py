@@ -155,14 +155,13 @@ def summary(records: list[dict]) -> list[dict]:
         ratios = [float(np.median(np.array(base[i]["step_s"]) / np.array(rounds[i]["step_s"])))
                   for i in rounds if i in base and len(base[i]["step_s"]) == len(rounds[i]["step_s"])]
         q1, median, q3 = (np.percentile(ratios, [25, 50, 75]).tolist() if ratios and k > 1 else (None,) * 3)
-        gaps = [(r["straggler_gap_s"], r["straggler_gap_share"]) for r in rounds.values() if "straggler_gap_s" in r]
         rows.append({"framework": framework, "replicas": k,
                      "pairs_per_s": float(np.median([r["pairs_per_s"] for r in rounds.values()])), "speedup": median,
                      "speedup_q1": q1, "speedup_q3": q3, "efficiency": median / k if median is not None else None,
-                     "compute_s": _mean_per_replica(rounds, "replica_compute_s"),
-                     "allreduce_wait_s": _mean_per_replica(rounds, "replica_allreduce_wait_s"),
-                     "straggler_gap_s": float(np.mean([g for g, _ in gaps])) if gaps else None,
-                     "straggler_gap_share": float(np.mean([s for _, s in gaps])) if gaps else None})
+                     "compute_s": _mean_over_rounds(rounds, "replica_compute_s"),
+                     "allreduce_wait_s": _mean_over_rounds(rounds, "replica_allreduce_wait_s"),
+                     "straggler_gap_s": _mean_over_rounds(rounds, "straggler_gap_s"),
+                     "straggler_gap_share": _mean_over_rounds(rounds, "straggler_gap_share")})
     return rows
 
 
@@ -202,6 +201,6 @@ def per_replica(row: dict, key: str) -> str:
     return " / ".join(f"{v:.3f}" for v in row[key]) if row[key] else "-"
 
 
-def _mean_per_replica(rounds: dict, key: str) -> list[float] | None:
+def _mean_over_rounds(rounds: dict, key: str) -> list[float] | float | None:
     values = [r[key] for r in rounds.values() if key in r]
     return np.mean(values, axis=0).tolist() if values else None
