@@ -47,8 +47,7 @@ def _inputs():
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     config = ModelConfig(vocab_size=len(vocab), embed_dim=6, hidden_dim=5, tracker_dim=4, mlp_dim=7, mlp_layers=1,
                          transition_head=True)
-    chosen = pairs[:12]
-    return pairs, vocab, config, make_pair_batch(chosen, vocab)
+    return pairs, vocab, config, make_pair_batch(pairs[:12], vocab)
 
 
 def _params(config: ModelConfig, dtype: str) -> dict[str, np.ndarray]:
@@ -57,15 +56,15 @@ def _params(config: ModelConfig, dtype: str) -> dict[str, np.ndarray]:
     return params
 
 
-def _refusal(runner, capability: str, call) -> Check:
+def _refusal(capability: str, call) -> Check:
     """A capability the runner declares unsupported: it must refuse in one line, naming it."""
     try:
         call()
     except NotImplementedError as err:
         ok = f"no {capability}: " in str(err) and "\n" not in str(err)
-        return Check(f"{capability}", None, None, "refused by declaration" if ok else "FAIL",
+        return Check(capability, None, None, "refused by declaration" if ok else "FAIL",
                      "" if ok else f"refused without saying 'no {capability}: why' in one line: {err}")
-    return Check(f"{capability}", None, None, "FAIL", "declared unsupported, yet it ran")
+    return Check(capability, None, None, "FAIL", "declared unsupported, yet it ran")
 
 
 def _within(name: str, error: float, tolerance: float, note: str = "") -> Check:
@@ -93,13 +92,14 @@ def conform(name: str, device: str = "cpu") -> list[Check]:
     worst = max(errors, key=errors.get)
     checks.append(_within("gradients (relative, every parameter)", errors[worst], grad_tol, f"worst: {worst}"))
 
+    u = parsing.uniforms_for(batch, rows=list(range(batch.size)), seed=3)  # the sampled parses' and REINFORCE's
     for mode in ("predicted", "sampled"):
-        u = parsing.uniforms_for(batch, rows=list(range(batch.size)), seed=3) if mode == "sampled" else None
+        uniforms = u if mode == "sampled" else None
         if not runner.supports(f"{mode} parse"):
-            checks.append(_refusal(runner, f"{mode} parse", lambda: runner.parse(batch, mode, uniforms=u)))
+            checks.append(_refusal(f"{mode} parse", lambda: runner.parse(batch, mode, uniforms=uniforms)))
             continue
-        parsed = runner.parse(batch, mode, uniforms=u)
-        want = reference.parse(params, config, batch, mode, uniforms=u)
+        parsed = runner.parse(batch, mode, uniforms=uniforms)
+        want = reference.parse(params, config, batch, mode, uniforms=uniforms)
         differ = sum(int(np.sum(getattr(parsed, f"{side}_transitions") != getattr(want, f"{side}_transitions")))
                      for side in ("premise", "hypothesis"))
         checks.append(_within(f"{mode} parse: transitions (steps that differ)", differ, 0))
@@ -110,7 +110,6 @@ def conform(name: str, device: str = "cpu") -> list[Check]:
                         for side in ("premise", "hypothesis"))
             checks.append(_within("sampled parse: log-probabilities", error, logprob_tol))
 
-    u = parsing.uniforms_for(batch, rows=list(range(batch.size)), seed=3)
     if runner.supports("reinforce"):
         _, grads, _ = runner.reinforce_loss_and_grads(batch, u, BASELINE)
         _, ref_grads, _ = reference.reinforce_loss_and_grads(params, config, batch, u, BASELINE,
@@ -120,7 +119,7 @@ def conform(name: str, device: str = "cpu") -> list[Check]:
         worst = max(errors, key=errors.get)
         checks.append(_within("REINFORCE gradients (relative)", errors[worst], grad_tol, f"worst: {worst}"))
     else:
-        checks.append(_refusal(runner, "reinforce", lambda: runner.reinforce_loss_and_grads(batch, u, BASELINE)))
+        checks.append(_refusal("reinforce", lambda: runner.reinforce_loss_and_grads(batch, u, BASELINE)))
 
     with tempfile.TemporaryDirectory(prefix="spinn-conform-") as folder:
         path = Path(folder) / "model.npz"
