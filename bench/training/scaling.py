@@ -85,19 +85,14 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise WorkFailed(f"bench train --framework {framework} --replicas {k} failed: {tail}")
+    ran = {f for r in read_metrics(folder) if r.get("kind") == "end" for f in r["measured"]}  # as its processes say
     record = {"framework": framework, "replicas": k, "round": round_, "batch_size": args.batch_size, "size": args.size,
               "data": args.data, "wall_s": wall, "load": os.getloadavg()[0], "cpu_count": os.cpu_count(),
-              **summarize(folder, args.warmup), **provenance(set(ran(folder)) | set(loaded())),
-              "timestamp": timestamp()}
+              **summarize(folder, args.warmup), **provenance(ran | set(loaded())), "timestamp": timestamp()}
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the weights are not what this measures
     (folder / "model.npz").unlink(missing_ok=True)
     (folder / "best.npz").unlink(missing_ok=True)
     return record
-
-
-def ran(folder: Path) -> list[str]:
-    """The source files a training run's processes ran, as its "end" records name them."""
-    return sorted({f for r in read_metrics(folder) if r.get("kind") == "end" for f in r["measured"]})
 
 
 def summarize(folder: Path, warmup: int) -> dict:
