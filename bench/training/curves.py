@@ -164,7 +164,6 @@ def parse_summary(run_dir: Path) -> dict:
         raise ValueError(f"{run_dir}: not an arithmetic run (data {data.get('data')!r})")
     records = read_metrics(run_dir)
     dev = [r for r in records if r.get("kind") == "eval" and r["split"] == "dev"]
-    train = [r for r in records if r.get("kind") == "train"]
     if not dev:
         raise ValueError(f"{run_dir}: no dev evaluation in its metrics")
     low, high = (int(v) for v in data.get("numbers", "4:8").split(":"))
@@ -175,7 +174,7 @@ def parse_summary(run_dir: Path) -> dict:
            "dev_accuracy_last": dev[-1]["accuracy"], "dev_accuracy_best": max(r["accuracy"] for r in dev),
            "dev_bracket_f1": f1, "wall_s": max(r.get("elapsed_s", 0.0) for r in records)}
     if parses == "reinforce":
-        last = train[-1]
+        last = [r for r in records if r.get("kind") == "train"][-1]
         row.update(entropy=last["entropy"], choice_reduce_share=last["choice_reduce_share"],
                    dev_exact_parse_rate=dev[-1]["parse_exact_parse_rate"])
     return row
