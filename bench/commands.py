@@ -83,8 +83,8 @@ def fresh_params(args: argparse.Namespace, pairs, seed: int, lowercase: bool = T
     return ParamFile(params, config, vocab.to_array())
 
 
-def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | None = None,
-                 transitions: str = "gold", seed: int = 0) -> dict[str, np.ndarray]:
+def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, transitions: str = "gold",
+                 seed: int = 0) -> dict[str, np.ndarray]:
     """Encode pairs in file order, ``batch_size`` at a time, each chunk padded to its length bucket: the arrays of
     docs/spec.md §5."""
     from shared.batching import bucket_size, make_pair_batch, pair_length
@@ -106,8 +106,7 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress | Non
             arrays = {name: parsed[name] for name in keep}
         for name, value in arrays.items():
             parts.setdefault(name, []).append(np.asarray(value))
-        if progress:
-            progress.update(len(chunk))
+        progress.update(len(chunk))
     out = {}
     longest = 2 * max(max(len(p.premise), len(p.hypothesis)) for p in pairs) - 1
     for name, values in parts.items():
