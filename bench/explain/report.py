@@ -391,10 +391,8 @@ def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
             raise ValueError("the first premise has one word; pick a longer sentence for --bad-input transitions")
         row.insert(1, row.pop(row.index(REDUCE)))
         arrays["premise_transitions"][0] = row
-    elif kind == "token":
+    else:  # "token" (--bad-input's choices are the two kinds)
         arrays["premise_tokens"][0, 0] = vocab_size
-    else:
-        raise ValueError(f"unknown bad input {kind!r}; choose from {', '.join(sorted(BAD_INPUTS))}")
     return PairBatch(**arrays, pair_ids=batch.pair_ids)
 
 
