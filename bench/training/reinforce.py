@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bench.training.evaluate import Evaluation, evaluate_parses
+from bench.training.evaluate import Evaluation, ParseEvaluation, evaluate_parses
 from bench.training.trainer import Trainer, TrainResult
 from shared import parse_metrics, parsing
 from shared import reinforce as shared_reinforce
@@ -124,10 +124,10 @@ class ReinforceTrainer(Trainer):
         self._steps, self._parse_counts = [], parse_metrics.ParseCounts()
         return fields
 
-    def _evaluate(self, pairs: Sequence[Pair]) -> ParsedEvaluation:
+    def _evaluate(self, pairs: Sequence[Pair]) -> tuple[ParsedEvaluation, ParseEvaluation]:
         parses = evaluate_parses(self.runner, pairs, self.vocab, batch_size=self.cfg.eval_batch_size,
                                  buckets=self.cfg.buckets)
-        return ParsedEvaluation(**parses.followed, parse=parses.counts.as_dict())
+        return ParsedEvaluation(**parses.followed, parse=parses.counts.as_dict()), parses  # one pass for both
 
     def _state_fields(self) -> dict:
         return {"baseline": self.baseline}

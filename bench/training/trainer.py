@@ -533,9 +533,11 @@ class Trainer:
         return {}
 
     def _evaluate(self, pairs: Sequence[Pair]):
-        """The eval-mode result (with .accuracy, .loss, .pairs, .to_dict()) on ``pairs``."""
-        return evaluate_pairs(self.runner, pairs, self.vocab, batch_size=self.cfg.eval_batch_size,
-                              buckets=self.cfg.buckets)
+        """The eval-mode result (.accuracy, .loss, .pairs, .to_dict()) on ``pairs``; how a head parses them, or None."""
+        shape = dict(batch_size=self.cfg.eval_batch_size, buckets=self.cfg.buckets)
+        result = evaluate_pairs(self.runner, pairs, self.vocab, **shape)
+        head = self.model.config.transition_head  # how well it parses (docs/spec.md §7)
+        return result, evaluate_parses(self.runner, pairs, self.vocab, **shape) if head else None
 
     def _state_fields(self) -> dict:
         """More entries of a checkpoint's state.json."""
@@ -562,25 +564,23 @@ class Trainer:
 
     def _end_of_period(self) -> None:
         """Evaluate, then checkpoint (at every epoch end and where the run stops)."""
-        cfg, model, epoch_float = self.cfg, self.model, self.epoch_float()
+        epoch_float = self.epoch_float()
         if not self.writer:
             return
         for split, pairs in (("dev", self.dev_pairs), ("train", self.train_eval)):
             if not pairs:
                 continue
             t0 = time.perf_counter()
-            result = self._evaluate(pairs)
+            result, parses = self._evaluate(pairs)
             record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict()}
-            if model.config.transition_head:  # how well it parses (docs/spec.md §7)
-                parses = evaluate_parses(self.runner, pairs, self.vocab, batch_size=cfg.eval_batch_size,
-                                         buckets=cfg.buckets)
+            if parses is not None:
                 record["parsing"] = parses.to_dict()
             record.update(eval_s=time.perf_counter() - t0, elapsed_s=self.elapsed())
             self.metrics.write(record)
             self.evals.append(record)
             self.progress.write(f"epoch {epoch_float:.2f} step {self.step:,}: {split} accuracy {result.accuracy:.2%} "
                                 f"loss {result.loss:.4f} ({result.pairs:,} pairs)")
-            if "parsing" in record:
+            if parses is not None:
                 self.progress.write(f"  {split} {format_parse_evaluation(parses)}")
         self._save()
 
