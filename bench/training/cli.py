@@ -33,7 +33,7 @@ from bench.commands import fresh_params
 from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
                           add_size_arguments, default_dtype, generated, load_dataset, load_model, quiet_frameworks,
                           row_range, rows_label, shows_progress)
-from bench.lock import lock_output
+from bench.lock import FolderLock
 from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
@@ -263,8 +263,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     settings = reinforce.settings_from_args(args)
     # One command per folder. A run refused under the lock (settings that differ from the run to resume, no
     # device) says only why: the note that the lock was taken over from a dead process waits for the trainer.
-    lock = lock_output(args.out, f"bench train --out {args.out}", announce=False) if writer else None
-    try:
+    with FolderLock(args.out, f"bench train --out {args.out}") if writer else contextlib.nullcontext() as lock:
         if settings is None:
             trainer = Trainer(cfg, args.out, dataset.pairs, init=init, **options)
         else:  # parses learned by reward: the model needs a transition head
@@ -274,9 +273,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         if lock is not None:
             lock.announce()
         result = trainer.run()
-    finally:
-        if lock is not None:
-            lock.release()
     if not writer:
         return 0
     summary = {"steps": result.steps, "epochs": round(result.epochs, 3), "wall_s": round(result.elapsed_s, 1),

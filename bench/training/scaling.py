@@ -23,7 +23,7 @@ import numpy as np
 from bench import frameworks
 from bench.config import SIZES, size_help
 from bench.errors import WorkFailed
-from bench.lock import lock_output
+from bench.lock import FolderLock
 from bench.provenance import loaded, provenance, timestamp
 from bench.records import append_record, read_metrics, read_records
 
@@ -119,8 +119,7 @@ def cmd_scale(args: argparse.Namespace) -> int:
     out = Path(args.out)
     results = out / "results.jsonl"
     if not args.report_only:
-        lock = lock_output(out, f"bench scale --out {out}", announce=False)
-        try:
+        with FolderLock(out, f"bench scale --out {out}") as lock:
             if results.exists():
                 raise ValueError(f"{results} exists: choose another --out, or --report-only")
             lock.announce()  # going to run: a refused run says only why
@@ -130,8 +129,6 @@ def cmd_scale(args: argparse.Namespace) -> int:
                 for framework, k in configs[shift:] + configs[:shift]:
                     print(f"round {round_ + 1}/{args.rounds}: {framework} --replicas {k}", file=sys.stderr, flush=True)
                     append_record(results, run_one(args, framework, k, round_, out))
-        finally:
-            lock.release()
     text = render(read_records(results))
     (out / "report.md").write_text(text)
     print(text)
