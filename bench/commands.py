@@ -86,7 +86,7 @@ def fresh_params(args: argparse.Namespace, pairs, seed: int, lowercase: bool = T
 def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, transitions: str = "gold",
                  seed: int = 0) -> dict[str, np.ndarray]:
     """Encode pairs in file order, ``batch_size`` at a time, each chunk padded to its length bucket: the arrays of
-    docs/spec.md §5."""
+    docs/spec.md §5 (float32; the transitions int32)."""
     from shared.batching import bucket_size, make_pair_batch, pair_length
     from shared.parsing import uniforms_for
 
@@ -113,7 +113,7 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, tran
         if name.endswith("_transitions"):  # each chunk's width is its bucket's: cut or pad to the file's T
             values = [np.pad(v[:, :longest], ((0, 0), (0, max(0, longest - v.shape[1]))), constant_values=PAD)
                       for v in values]
-        out[name] = np.concatenate(values)
+        out[name] = np.concatenate(values).astype(np.int32 if name.endswith("_transitions") else np.float32)
     return out
 
 
@@ -136,10 +136,8 @@ def cmd_encode(args: argparse.Namespace) -> int:
     pairs, _ = read_snli(args.data, keep_unlabeled=True)  # an empty file: EmptyDataError, exit 2
     runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:
-        arrays = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress,
-                              transitions=args.transitions, seed=seed)
-    saved = {name: value.astype(np.int32 if name.endswith("_transitions") else np.float32)
-             for name, value in arrays.items()}
+        saved = encode_pairs(runner, pairs, vocab, args.batch_size, progress=progress,
+                             transitions=args.transitions, seed=seed)
     with written_aside(args.out) as tmp, open(tmp, "wb") as file:
         np.savez(file, **saved, pair_id=np.array([p.pair_id for p in pairs], dtype=str))
     unlabeled = sum(p.label == NO_LABEL for p in pairs)
@@ -191,9 +189,7 @@ def cmd_data(args: argparse.Namespace) -> int:
               f"in such a loop, of {steps_per_batch:.1f} steps a batch on average\n"
               f"the masked algorithm (every sentence runs the tracker and a composition at every step of that loop) "
               f"computes {ratio:.2f}x the useful FLOPs of the full-size model on them")
-        sentence_padding = dataclasses.asdict(report)
-        sentence_padding["shapes"] = [list(shape) for shape in sentence_padding["shapes"]]
-        record["sentences"] = {"padding": sentence_padding, "loop_steps_per_batch": steps_per_batch,
+        record["sentences"] = {"padding": dataclasses.asdict(report), "loop_steps_per_batch": steps_per_batch,
                                "masked_flops_over_useful": ratio}
     if args.out:
         from bench.provenance import machine, provenance, timestamp
