@@ -24,12 +24,6 @@ def register(sub) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     quiet_frameworks()
-    if args.check_guide or args.sync_guide:  # aliases of bench check and bench render
-        from bench.render import command
-
-        problems, counts = command.run([args.guide] if args.guide else None, write=args.sync_guide,
-                                       only=("code", "explain", "figures"))
-        return command.report(problems, counts, args.sync_guide)
     result = run(args)
     print(json.dumps(result, indent=2) if args.json else format_text(result))
     return 0

@@ -27,7 +27,7 @@ from shared.synthetic import random_transitions, shaped_pairs
 from shared.transitions import PAD, REDUCE, SHIFT, TRANSITION_NAMES, Sentence, plain_transitions
 from shared.vocab import Vocabulary
 
-# The guides whose excerpts and figures --check-guide keeps true (bench check), in reading order.
+# The guides whose excerpts and figures bench check keeps true, in reading order.
 GUIDES = ("docs/static-vs-dynamic.md", "docs/algorithm-or-framework.md", "docs/decided-graphs.md",
           "docs/autobatching.md", "docs/data-parallel.md", "docs/which-approach.md")
 
@@ -63,12 +63,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", action="store_true",
                    help="the batch's host-scheduled levels (shared/levels.py), with and without the tracker, as "
                         "each levels implementation's Runner feeds them, and the loop body it runs over them")
-    p.add_argument("--check-guide", action="store_true",
-                   help="compare the guide's excerpts and figures with the code and fresh runs; exit 1 on drift")
-    p.add_argument("--sync-guide", action="store_true",
-                   help="rewrite the guide's excerpts from the code and its figures from fresh runs")
-    p.add_argument("--guide", default=None,
-                   help=f"the guide for --check-guide/--sync-guide [default: every guide: {', '.join(GUIDES)}]")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
