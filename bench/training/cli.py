@@ -316,8 +316,7 @@ def free_addresses(count: int, host: str = "127.0.0.1") -> list[str]:
 
 def _stop(processes: list[subprocess.Popen]) -> None:
     for p in processes:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
+        p.terminate()  # SIGTERM; a process that has ended already is left alone (Popen polls first)
     deadline = time.monotonic() + STOP_S
     for p in processes:
         try:
