@@ -7,6 +7,10 @@ glossary word comes after the guide's first link to glossary.md, or is the place
 marked by emphasis (``*thin stack*``). A reader may open any chapter from the README, so the rule
 holds in each guide, not only in the first one that uses the word. Headings, fenced code, render
 blocks and HTML comments are not prose a reader meets a word in, and are left out.
+
+Every word an entry defines is an anchor (``<a id="host-read"></a>`` above the entry), a link to a glossary
+word lands on its entry, and every relative link of the README, docs/ and lessons/ opens a file that exists and,
+where it names an anchor in a Markdown page, a place that page has (a heading's or an ``<a id>``).
 """
 
 from __future__ import annotations
@@ -80,6 +84,48 @@ def undefined_first_uses(text: str, words: list[str]) -> list[str]:
         if m and m.start() < link and page[m.start() - 1:m.start()] not in ("*", "_") and \
                 not page.startswith(LINK_MARK, m.end()):  # the use is itself the link
             found.append(f"{word!r} at {page[max(0, m.start() - 40):m.end() + 20]!r}")
+    return found
+
+
+# [text](target "title"), an image's too, the target up to a space or the closing parenthesis; or inline code,
+# which holds examples, not links (its matches are skipped).
+_TARGET_RE = re.compile(r"`[^`\n]*`|!?\[(?P<text>(?:[^\[\]\n]|\[[^\]\n]*\])*)\]\((?P<target>[^)\s\"]+)"
+                        r"(?: \"[^\"\n]*\")?\)")
+PAGES = [README, *sorted(DOCS.glob("*.md")), *sorted((ROOT / "lessons").rglob("*.md"))]
+
+
+def anchor(words: str) -> str:
+    """A glossary word's anchor: lower case, each run of other characters one hyphen (``lax.scan``: lax-scan)."""
+    return re.sub(r"[^a-z0-9]+", "-", words.replace("`", "").lower()).strip("-")
+
+
+def anchors(page: str) -> set[str]:
+    """The places a link can name in a Markdown page: its headings, as GitHub names them (lower case, punctuation
+    dropped, spaces as hyphens, a repeated one numbered), and its ``<a id>`` tags, fenced code left out."""
+    found, seen = set(re.findall(r'<a (?:id|name)="([^"]+)"', page)), {}
+    for m in re.finditer(r"^#{1,6} (.+)$", _FENCE_RE.sub("", page), re.M):
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m[1]).replace("`", "").strip().lower()
+        name = re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+        found.add(name if name not in seen else f"{name}-{seen[name]}")
+        seen[name] = seen.get(name, 0) + 1
+    return found
+
+
+def broken_links(page: Path, text: str | None = None) -> list[str]:
+    """The relative links of a Markdown page that open nothing: a missing file, or an anchor the Markdown page it
+    names does not have. Links in fenced code are examples, not links."""
+    text = page.read_text() if text is None else text
+    found = []
+    for m in _TARGET_RE.finditer(_FENCE_RE.sub("", text)):
+        if not m["target"] or re.match(r"[a-z][a-z0-9+.-]*:", m["target"]):  # inline code; https:, mailto:
+            continue
+        path, _, name = m["target"].partition("#")
+        target = (page.parent / path).resolve() if path else page
+        if path and not target.exists():
+            found.append(f"{page.name}: {m['target']} (no such file)")
+        elif name and (not path or target.suffix == ".md") and \
+                name not in anchors(target.read_text() if path else text):
+            found.append(f"{page.name}: {m['target']} (no such anchor in {target.name})")
     return found
 
 
@@ -159,3 +205,53 @@ def test_the_rule_finds_a_word_used_before_the_glossary_is_linked():
     defined = "# SPINN\n\nThe *thin stack* keeps rows.\n\n```\ntracer\n```\n\n[glossary](glossary.md#notation)"
     assert undefined_first_uses(defined, WORDS) == []
     assert undefined_first_uses("No link at all, and no word of it.", WORDS) == []
+
+
+def test_every_relative_link_opens_a_file_and_an_anchor_it_has():
+    assert sum(1 for page in PAGES for m in _TARGET_RE.finditer(page.read_text()) if m["target"]) >= 800
+    assert [problem for page in PAGES for problem in broken_links(page)] == []
+
+
+def test_a_link_to_a_missing_anchor_or_file_is_found(tmp_path):
+    page = tmp_path / "docs" / "page.md"
+    page.parent.mkdir()
+    (page.parent / "glossary.md").write_text(GLOSSARY_TEXT)
+    good = ("[thin stack](glossary.md#thin-stack), [notation](glossary.md#notation), [IQR](glossary.md#iqr "
+            '"a title"), [below](#a-heading-with-code), `[code](nowhere.md)`\n\n## A heading with `code`\n')
+    assert broken_links(page, good) == []
+    bad = good + "[thin stack](glossary.md#thin-stacks) [gone](gone.md) [top](#nowhere)\n```\n[x](y.md)\n```\n"
+    assert broken_links(page, bad) == ["page.md: glossary.md#thin-stacks (no such anchor in glossary.md)",
+                                       "page.md: gone.md (no such file)", "page.md: #nowhere (no such anchor in page.md)"]
+    assert {"a-heading-with-code", "notation"} <= anchors(good + GLOSSARY_TEXT)
+
+
+def test_every_word_an_entry_defines_is_an_anchor_above_it():
+    lines = GLOSSARY_TEXT.splitlines()
+    for k, line in enumerate(lines):
+        m = _ENTRY_RE.match(line)
+        if m:
+            wanted = "".join(f'<a id="{anchor(term)}"></a>' for term in terms(m["head"].strip()))
+            assert lines[k - 1] == wanted, (m["head"], lines[k - 1])
+    ids = re.findall(r'<a id="([^"]+)"></a>', GLOSSARY_TEXT)
+    assert len(ids) == len(set(ids)) == len(WORDS) and "lax-scan" in ids and "host-sync" in ids
+
+
+def glossary_links_without_their_anchor(page: Path, text: str) -> list[str]:
+    """Links to the glossary whose text is one of its words (``[Thin stacks](glossary.md)``) but that do not land on
+    that word's entry."""
+    entries = [(term, [anchor(t) for t in terms(head)]) for head in headwords(GLOSSARY_TEXT) for term in terms(head)]
+    found = []
+    for m in _TARGET_RE.finditer(_FENCE_RE.sub("", text)):
+        path, _, name = (m["target"] or "").partition("#")
+        word = m["text"].replace("`", "").strip("*_ ") if path.endswith("glossary.md") else ""
+        entry = next((ids for term, ids in entries if word and term_re(term).fullmatch(word)), None)
+        if entry and name not in entry:
+            found.append(f"{page.name}: [{m['text']}]({m['target']}) (its entry: #{entry[0]})")
+    return found
+
+
+def test_a_link_to_a_glossary_word_lands_on_its_entry():
+    assert [problem for page in PAGES for problem in glossary_links_without_their_anchor(page, page.read_text())] == []
+    text = "[Thin stacks](glossary.md) and [host sync](glossary.md#host-read), [the glossary](glossary.md)"
+    assert glossary_links_without_their_anchor(DOCS / "x.md", text) == [
+        "x.md: [Thin stacks](glossary.md) (its entry: #thin-stack)"]
