@@ -403,14 +403,16 @@ def test_a_stale_gpu_folder_is_kept_and_quoted_with_its_commit_where_no_gpu_can_
                                  "started": "2026-11-26T14:11:48+0000", "gpus": ["NVIDIA H100 80GB HBM3, 81559 MiB"],
                                  "cpu_count": 16, "cpu": "x"}))
     fresh = blocks.measured_at(Results(checkout), "jax-run")
-    assert fresh.startswith(f"Measured at commit `{head[:12]}` on NVIDIA H100") and "changed since" not in fresh
+    assert fresh == (f"Measured on 2026-11-26 on one NVIDIA H100 80GB HBM3 (81559 MiB) by `python -m bench reproduce "
+                     f"jax-run`, with the code of commit `{head[:12]}`.")
     with open(checkout / "impl_jax" / "masked.py", "a") as f:
         f.write("\nTOUCHED = 1\n")
     monkeypatch.setattr(provenance, "gpus", lambda: [])  # this machine: no GPU
     here, elsewhere = reproduce.check_here(checkout)
     assert here == {} and list(elsewhere) == ["jax-run"]
     stale = blocks.measured_at(Results(checkout), "jax-run")
-    assert "The code it measured has changed since" in stale and "on a machine with a GPU" in stale
+    assert stale.startswith(fresh) and "cannot be shown to measure today's code" in stale
+    assert "on a machine with a GPU measures today's" in stale and "masked.py" in stale
     monkeypatch.setattr(provenance, "gpus", lambda: ["NVIDIA H100 80GB HBM3, 81559 MiB"])  # one that has a GPU
     here, elsewhere = reproduce.check_here(checkout)
     assert list(here) == ["jax-run"] and elsewhere == {}

@@ -17,8 +17,10 @@ SOURCE is a path relative to the document, or ``#ID``:
   ``first anchor .. last anchor``) as a fenced excerpt; inline, its size, ``lines`` or ``lines SPINN``: the
   lines that hold code (command.code_lines), ``[212](../impl_jax/masked.py "lines")``;
 * ``#ID``: a block of ``python -m bench explain``'s output, ``<!-- render #fig-main "explain --shape left" -->``
-  (checked with times and versions masked), and inline a count of its result, ``[29](#fig-main "batch.num_steps")``
-  (a key ending in ``_s`` is a time, an example: any will do).
+  (checked with times and versions masked against a fresh run; docs/figures/explain.json keeps the run it shows,
+  times included), and inline a count of its result, ``[29](#fig-main "batch.num_steps")``
+  (a key ending in ``_s`` is a time: the one the block shows, in the quote's unit and rounded to its digits,
+  ``[0.003 s](#fig-main "pytorch.forward_s")`` beside a block that shows 3.07 ms).
 
 Only folders of results/manifest.toml are quoted (results/archive/ holds history), so a user's own run never
 changes a document, and a quote of a folder whose measured code changed since (bench reproduce --check) fails

@@ -47,20 +47,26 @@ def _list(text: str) -> list[str]:
 
 @block
 def measured_at(results: Results, folder: str) -> str:
-    """Where and at which commit a folder was made, and, where its measured code has changed since, a sentence
-    that says so: what a folder this machine cannot re-make (a GPU run) is quoted with."""
+    """Where, when and from which code a folder was measured, in plain sentences, and, where its measured code has
+    changed since, that its numbers are that code's and how to make today's: what a folder this machine cannot
+    re-make (a GPU run) is quoted with."""
     stamp, entry = results.json(folder, reproduce.STAMP), results.entries[folder]
     records = [r for rows in reproduce.folder_records(results.folder(folder)).values() for r in rows]
     commits = list(dict.fromkeys(r["git_commit"] for r in records if "git_commit" in r)) or [stamp["git_commit"]]
-    machine = ", ".join(stamp.get("gpus") or []) or f"{stamp['cpu_count']} cores ({stamp['cpu']})"
-    text = (f"Measured at commit{'s' if len(commits) > 1 else ''} {' and '.join(f'`{c[:12]}`' for c in commits)} on "
-            f"{machine}, {stamp['started'][:10]}, by `python -m bench reproduce {folder}`"
-            + (" (interrupted, then completed with `--resume`)" if stamp.get("resumed") else "")
-            + (" (records attested by the digest of their measured files)" if stamp.get("attested") else "") + ".")
+    gpus = [f"{name} ({memory})" if memory else name for name, _, memory in (g.partition(", ")
+                                                                             for g in stamp.get("gpus") or [])]
+    machine = (f"one {gpus[0]}" if len(gpus) == 1 else f"{len(gpus)} GPUs ({'; '.join(gpus)})") if gpus else \
+        f"a {stamp['cpu_count']}-core CPU ({stamp['cpu']})"
+    text = (f"Measured on {stamp['started'][:10]} on {machine} by `python -m bench reproduce {folder}`, with the code "
+            f"of commit{'s' if len(commits) > 1 else ''} {' and '.join(f'`{c[:12]}`' for c in commits)}."
+            + (" The run was interrupted and finished with `--resume`." if stamp.get("resumed") else "")
+            + (" Records whose machine could not name their commit were tied to one afterwards: the commit whose files "
+               "match what they measured (`python -m bench reproduce --attest`)."
+               if stamp.get("attested") else ""))
     reasons = reproduce.stale_reasons(entry, results.root)
-    return text + (f" The code it measured has changed since ({reasons[0]}): these figures are that commit's, and "
-                   f"`python -m bench reproduce {folder}` on a machine with a {(entry.needs or 'CPU').upper()} makes "
-                   "them today's." if reasons else "")
+    return text + (f" These numbers cannot be shown to measure today's code, so they are that code's: `python -m bench "
+                   f"reproduce {folder}` on a machine with a {(entry.needs or 'CPU').upper()} measures today's. Why, in "
+                   f"the words of `python -m bench reproduce --check`: {reasons[0]}." if reasons else "")
 
 
 @block

@@ -73,21 +73,31 @@ def run(paths=None, *, write: bool = False, only=KINDS, root: Path = ROOT, redra
 
 
 def explain_json(results: Results, outcomes, write: bool) -> list[str]:
-    """docs/figures/explain.json, the results of the documents' explain blocks that the figures read: an entry
-    whose counts differ from a fresh run (times and versions aside) is a problem, or, with ``write``, rewritten."""
+    """docs/figures/explain.json, the results of the documents' explain blocks that the figures read, each the run
+    its block shows: an entry whose counts differ from a fresh run (times and versions aside), or that does not
+    print as its block reads (times included), is a problem, or, with ``write``, the run its re-rendered block
+    shows."""
     path = results.root / FIGURES_DIR / EXPLAIN_JSON
     fresh = {fig: {"guide": display(o.path, results), "command": command, "result": result}
-             for o in outcomes for fig, (command, result) in o.explained.items()}
+             for o in outcomes for fig, (command, result, _) in o.explained.items()}
+    timed = {fig for o in outcomes for fig, (_, _, was_timed) in o.explained.items() if was_timed}
+    shown = {fig: (o, body) for o in outcomes for fig, body in o.shown.items()}
     old = json.loads(path.read_text()) if path.exists() else {}
     masked = lambda entry: {**entry, "result": comparable(entry["result"])}  # noqa: E731
     differ = sorted(f for f in fresh.keys() | old.keys() if f not in fresh or f not in old
-                    or masked(old[f]) != masked(fresh[f]))
-    if write and differ:
-        with written_aside(path) as tmp:
-            tmp.write_text(json.dumps({f: fresh[f] if f in differ else old[f] for f in fresh}, indent=1,
-                                      sort_keys=True) + "\n")
-    return [] if write else [f"{FIGURES_DIR / EXPLAIN_JSON}: {f} differs from a fresh run of the documents' explain "
-                             "blocks" for f in differ]
+                    or masked(old[f]) != masked(fresh[f]) or f in timed)
+    if write:
+        if differ:
+            with written_aside(path) as tmp:  # each result in its own order: it prints as its block reads
+                tmp.write_text(json.dumps({f: fresh[f] if f in differ else old[f] for f in sorted(fresh)},
+                                          indent=1) + "\n")
+            results.forget_explained()
+        return []
+    unlike = sorted(f for f in fresh.keys() & old.keys() if f not in differ
+                    and _explain_text(old[f]["command"], old[f]["result"]) != shown[f][1])
+    return [f"{FIGURES_DIR / EXPLAIN_JSON}: {f} differs from a fresh run of the documents' explain blocks"
+            for f in differ] + [f"{FIGURES_DIR / EXPLAIN_JSON}: {f} is not the run {display(shown[f][0].path, results)}'s block "
+                                "shows (its times); python -m bench render writes both from one run" for f in unlike]
 
 
 def figures(results: Results, write: bool, redraw: bool = False) -> list[str]:
@@ -173,7 +183,8 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     folders: set[str] = field(default_factory=set)  # the results folders quoted
     measured_at: set[str] = field(default_factory=set)  # the folders whose measured-at block it shows
-    explained: dict = field(default_factory=dict)  # explain id -> (command, result)
+    explained: dict = field(default_factory=dict)  # explain id -> (command, result, whether it was timed)
+    shown: dict = field(default_factory=dict)  # explain id -> the block's body as it stands after rendering
     counts: dict = field(default_factory=lambda: dict.fromkeys(("quotes", "blocks", "excerpts", "explain blocks",
                                                                 "explain quotes"), 0))
 
@@ -223,6 +234,9 @@ def render(doc: Path, results: Results, text: str | None = None, *, only=MARKERS
     if "numbers" in only:
         out.problems += [f"{name}:{line}: {typed!r} is typed, not quoted from a record (a quote or a render block: "
                          "bench/render/__init__.py)" for line, typed in typed_numbers(out.text)]
+        out.problems += [f"{name}:{line}: {words!r} states a rule over measured results beside a rendered number: "
+                         "render it from a query that computes it, spread included (best ... lead, ratio ... standing, "
+                         "standing-at: bench/render/query.py), or say less" for line, words in sweeping_claims(out.text)]
     return out
 
 
@@ -245,25 +259,85 @@ def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool
         fresh = blocks.render(results, folder, spec).rstrip("\n") + "\n" if kind == "blocks" else \
             f"```{FENCES[Path(folder).suffix]}\n{extract(results.root, folder, spec)}```\n"
         return fresh, fresh == body
-    from bench.explain.report import format_text
-
     command = f"python -m bench {spec}"
-    out.explained[folder] = command, results.explain(command, timing=False)
-    fresh = f"```text\n$ {command}\n{format_text(out.explained[folder][1])}\n```\n"
-    if write and mask(fresh) != mask(body):  # written with the times a reader expects
-        out.explained[folder] = command, results.explain(command, timing=True)
-        return f"```text\n$ {command}\n{format_text(out.explained[folder][1])}\n```\n", False
+    untimed = results.explain(command, timing=False)
+    fresh = _explain_text(command, untimed)
+    kept = results.explained_entry(folder)
+    # explain.json keeps the run the block shows, times included: the figures read it, a reader may open it.
+    in_step = kept is not None and (kept["guide"], kept["command"]) == (display(out.path, results), command) \
+        and comparable(kept["result"]) == comparable(untimed) and _explain_text(command, kept["result"]) == body
+    if write and (mask(fresh) != mask(body) or not in_step):  # written with the times a reader expects
+        timed = results.explain(command, timing=True)
+        out.explained[folder], out.shown[folder] = (command, timed, True), _explain_text(command, timed)
+        return out.shown[folder], False
+    out.explained[folder], out.shown[folder] = (command, untimed, False), body
     return fresh, mask(fresh) == mask(body)
 
 
+def _explain_text(command: str, result: dict) -> str:
+    """An explain block's body: the command, then what it prints."""
+    from bench.explain.report import format_text
+
+    return f"```text\n$ {command}\n{format_text(result)}\n```\n"
+
+
+TIME_RE = re.compile(r"(\d+(?:\.\d+)?) (s|ms|µs)\b|\(not timed\)")
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}
+_PROBE = 4321.0  # a time no explain block shows, set at a key to find where the block prints it
+
+
 def _explained(out: Outcome, fig: str, key: str, written: str) -> str:
-    """A count quoted from the document's explain block ``fig``; a time (a key ending in _s) is an example."""
+    """A count or a time quoted from the document's explain block ``fig``: a count is its result's; a time (a key
+    ending in _s) is the one the block shows, and a quote of it stands if it is that value written in the quote's
+    unit and rounded to its digits (3.07 ms may be quoted 0.003 s), else it is written as the block writes it."""
     if fig not in out.explained:
         raise QuoteError(f"the document has no explain block #{fig}")
-    value = None if key.endswith("_s") else query.lookup(out.explained[fig][1], key)
-    if not key.endswith("_s") and (isinstance(value, bool) or not isinstance(value, int)):
+    result = out.explained[fig][1]
+    if key.endswith("_s"):
+        shown = shown_time(out.shown[fig], result, key)
+        return written if same_time(written, shown) else shown
+    value = query.lookup(result, key)
+    if isinstance(value, bool) or not isinstance(value, int):
         raise QuoteError(f"{key} is {value!r}, not a count")
-    return written if key.endswith("_s") else str(value)
+    return str(value)
+
+
+def shown_time(body: str, result: dict, key: str) -> str:
+    """The time an explain block's body shows for ``key`` of its result (``3.07 ms``): the key is set to a probe
+    value and the one time that changes in the printed text is where the block prints it."""
+    from bench.explain.report import format_text
+
+    probe, (*parents, last) = json.loads(json.dumps(result)), key.split(".")
+    node = probe
+    try:
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        last = int(last) if isinstance(node, list) else last
+        if not isinstance(node, (list, dict)) or last not in (range(len(node)) if isinstance(node, list) else node):
+            raise KeyError(last)  # a key the result lacks is named, not added
+    except (KeyError, IndexError, ValueError, TypeError):
+        raise QuoteError(f"no {key!r} in the explain result") from None
+    node[last] = _PROBE
+    plain, probed, lines = (format_text(result).splitlines(), format_text(probe).splitlines(),
+                            body.splitlines()[2:-1])
+    spots = [(k, i) for k, (a, b) in enumerate(zip(plain, probed)) if a != b
+             for i, (x, y) in enumerate(zip(TIME_RE.finditer(a), TIME_RE.finditer(b))) if x[0] != y[0]]
+    if len(spots) != 1 or len(plain) != len(probed):
+        raise QuoteError(f"{key} is not one time the block prints")
+    (k, i), = spots
+    times = list(TIME_RE.finditer(lines[k])) if len(lines) == len(plain) else []
+    if len(times) <= i or times[i][0] == "(not timed)":
+        raise QuoteError(f"the block shows no time for {key} (python -m bench render writes it)")
+    return times[i][0]
+
+
+def same_time(quoted: str, shown: str) -> bool:
+    """Whether a quoted time is the shown one written in the quote's unit and rounded to the quote's digits."""
+    q, s = TIME_RE.fullmatch(quoted.strip()), TIME_RE.fullmatch(shown)
+    if not q or not q[1] or not s or not s[1]:
+        return False
+    digits = len(q[1].partition(".")[2])
+    return f"{float(s[1]) * TIME_UNITS[s[2]] / TIME_UNITS[q[2]]:.{digits}f}" == q[1]
 
 
 def _link(source: str, doc: Path) -> str:
@@ -323,8 +397,7 @@ def mask(text: str) -> str:
     """explain's output without what changes from run to run or machine to machine: times, versions, machine."""
     lines = [(line.split(":")[0] + ": ..." if line.startswith(("versions:", "machine:")) else line)
              for line in text.splitlines()]
-    times = re.compile(r"\d+(?:\.\d+)? m?s\b|\(not timed\)")
-    return "\n".join(times.sub("<time>", line).rstrip() for line in lines).strip() + "\n"
+    return "\n".join(TIME_RE.sub("<time>", line).rstrip() for line in lines).strip() + "\n"
 
 
 def comparable(value):
@@ -344,17 +417,71 @@ MEASURED_RE = re.compile(
     r"|\d+(?:[.,]\d+)*\s?(?:pairs/s|sentences/s|GFLOP/s|TFLOP/s|FLOP/s|MiB|GiB|MB|GB|kB)|\d(?:\.\d+)?e[-+]?\d+)")
 
 
-def typed_numbers(text: str) -> list[tuple[int, str]]:
-    """(line, text) of each ratio, percentage, duration, throughput, amount of memory or number in scientific
-    notation typed in the prose: outside markers, code and comments, on a line without ALLOW."""
+def _prose(text: str, skip: bool = True) -> str:
+    """The text with what is not prose blanked, lines kept: fenced code, and with ``skip`` render blocks, comments
+    (but ALLOW), quotes and inline code."""
     lines, fenced = [], False
     for line in text.splitlines():  # fenced code first: its backticks are no inline code
         fence = line.lstrip().startswith(("```", "~~~"))
         fenced ^= fence
         lines.append("" if fenced or fence else line)
     text = "\n".join(lines)
-    for k, pattern in enumerate(_SKIP_RES):
+    for k, pattern in enumerate(_SKIP_RES if skip else ()):
         text = pattern.sub(lambda m: m.group(0) if k == 1 and m.group(0) == ALLOW else
                            re.sub(r"[^\n]", " ", m.group(0)), text)
-    return [(n, m.group(0)) for n, line in enumerate(text.splitlines(), 1) if ALLOW not in line
+    return text
+
+
+def typed_numbers(text: str) -> list[tuple[int, str]]:
+    """(line, text) of each ratio, percentage, duration, throughput, amount of memory or number in scientific
+    notation typed in the prose: outside markers, code and comments, on a line without ALLOW."""
+    return [(n, m.group(0)) for n, line in enumerate(_prose(text).splitlines(), 1) if ALLOW not in line
             for m in MEASURED_RE.finditer(line)]
+
+
+# Words that state a rule over the rows of a table or over several runs. Next to a rendered number (in a paragraph,
+# list item or table row that quotes a results folder, or in the first one after a results block) they may only be
+# the rendered text of a query that computes them, spread included: ``best ... lead`` (the fastest, or level with),
+# ``ratio ... standing`` (leads, trails, is level), ``standing-at`` (at every batch size, at batch 1 and 32).
+SWEEPING_RE = re.compile(
+    r"\b(?:fastest|slowest|narrow(?:s|ed|er)?|widen(?:s|ed)?|shrinks?|(?:is|are|about|stays?)\s+level|level\s+with"
+    r"|level(?=\s*\()|never|always|(?:every|all|any)\s+(?:leads?|batch\s+sizes?)|any\s+batch|(?:at|for)\s+both\s+sizes)"
+    r"\b", re.I)
+# Phrases of those words that state no rule over measured results, each with why it may stand.
+SWEEPING_ALLOWED = (
+    # a word in italics is defined where it stands (the README's convention): a definition, not a claim
+    re.compile(r"(?<![*\w])\*[^*\n]+\*(?![*\w])"),
+    # the limit's definition (docs/benchmark.md): the best of the run's own matrix-multiply timings, a maximum taken
+    # by the code, not a ranking of implementations
+    re.compile(r"fastest\s+matrix\s+multiply", re.I),
+)
+_UNIT_RE = re.compile(r"^\s*(?:[*-]\s|\d+\.\s|\|)")  # a line that starts a list item or a table row
+
+
+def sweeping_claims(text: str) -> list[tuple[int, str]]:
+    """(line, words) of each word of SWEEPING_RE in prose next to a rendered number that no query rendered: a rule
+    over measured rows typed in the prose, which the next results may break."""
+    quoted = {text.count("\n", 0, m.start()) + 1 for m in INLINE_RE.finditer(text) if "results/" in m["source"]}
+    after = {text.count("\n", 0, m.end()) + 2 for m in BLOCK_RE.finditer(text)
+             if "results/" in m["source"] and not m["query"].startswith("measured-at")}
+    lines, units = _prose(text).splitlines(), []  # units: each one's line numbers
+    shape = _prose(BLOCK_RE.sub(lambda m: re.sub(r"[^\n]", "", m.group(0)), text), skip=False).splitlines()
+    for n, line in enumerate(shape, 1):  # a unit ends at a blank line, fenced code or a block; not at inline code
+        if not line.strip():
+            units.append([])
+        elif _UNIT_RE.match(line) or not units or not units[-1]:
+            units.append([n])
+        else:
+            units[-1].append(n)
+    units = [unit for unit in units if unit]
+    headings = [n for n, line in enumerate(shape, 1) if line.startswith("#")]
+    found = []
+    for unit in units:  # one that quotes a results folder, or follows a results block in the same section
+        if not (quoted & set(unit) or any(a <= unit[0] and not any(a <= h < unit[0] for h in headings)
+                                          for a in after)):
+            continue
+        body = "\n".join(lines[n - 1] if ALLOW not in lines[n - 1] else "" for n in unit)
+        allowed = [m.span() for pattern in SWEEPING_ALLOWED for m in pattern.finditer(body)]
+        found += [(unit[0] + body.count("\n", 0, m.start()), " ".join(m.group(0).split()))
+                  for m in SWEEPING_RE.finditer(body) if not any(a <= m.start() < b for a, b in allowed)]
+    return found

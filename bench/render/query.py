@@ -7,9 +7,12 @@ rows or a list's items: max, min, sum, span (the smallest to the largest), len. 
 as a ratio (A's digits and kind apply to it). A selecting argument is ``*`` (any) or a comma list. The tables:
 
 ``field IMPL MODE TRANSITIONS BATCH KEY``: benchmark records; ``ratio MODE TRANSITIONS BATCH IMPL [OVER] [KEY]``: the
-median (or q1, q3, min, max, busy, rounds) of per-round ratios over the baseline or OVER; ``best MODE TRANSITIONS
-BATCH [KEY]``: the static implementation of the highest ratio (or that ratio's KEY); ``rounds``: the busy flags of all
-timed rounds; ``target WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK REPLICAS KEY``: bench
+median (or q1, q3, min, max, busy, rounds) of per-round ratios over the baseline or OVER, or its ``standing`` (leads,
+trails, is level: where its interquartile range lies against 1); ``best MODE TRANSITIONS BATCH [KEY]``: the static
+implementation of the highest median ratio (or that ratio's KEY, or ``lead``: "the fastest" where no other static
+implementation's interquartile range reaches its own, else "level with" those that do); ``standing-at MODE
+TRANSITIONS BATCHES IMPL VERDICT [OVER]``: the batch sizes where IMPL leads, trails or is level ("leads at every
+batch size", "is level at batch 1 and 32", "trails at no batch size"); ``rounds``: the busy flags of all timed rounds; ``target WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK REPLICAS KEY``: bench
 scale's summary; ``eval RUN SPLIT WHICH KEY``, ``train RUN WHICH KEY``, ``metrics RUN KEY``: a training run's
 evaluations, logging windows or any record that has KEY (WHICH: last, ``*``, epoch=N, step=N); ``loss-diff RUNS
 [first]``: the largest relative difference of two runs' loss curves, every pair (or against the first); ``parses RUN
@@ -107,21 +110,55 @@ def _match(value, pattern: str) -> bool:
     return pattern == "*" or str(value) in pattern.split(",")
 
 
+def standing(row: dict) -> str:
+    """A ratio's verdict over its baseline, its spread included: ``leads`` where its interquartile range lies above 1,
+    ``trails`` where it lies below, else ``is level``."""
+    return "leads" if row["q1"] > 1 else "trails" if row["q3"] < 1 else "is level"
+
+
 def _ratios(results: Results, folder: str, mode, transitions, batch, over=None) -> list[dict]:
-    return [row for row in round_ratios(results.measurements(folder), over or frameworks.BASELINE)
+    return [{**row, "standing": standing(row)} for row in round_ratios(results.measurements(folder),
+                                                                       over or frameworks.BASELINE)
             if row["mode"] == mode and row["transitions"] == transitions and str(row["batch_size"]) == batch]
 
 
 def ratio(results: Results, folder, mode, transitions, batch, impl, *rest):
-    key = rest[-1] if rest and rest[-1].split("..")[0] in ("median", "q1", "min", "busy", "rounds") else "median"
+    key = rest[-1] if rest and rest[-1].split("..")[0] in ("median", "q1", "min", "busy", "rounds", "standing") \
+        else "median"
     over = rest[0] if rest and rest[0] != key else None
     return [r for r in _ratios(results, folder, mode, transitions, batch, over) if r["implementation"] == impl], key
 
 
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def best(results: Results, folder, mode, transitions, batch, key="implementation"):
+    """The static implementation of the highest median ratio; its ``lead`` is ``the fastest`` where no other static
+    implementation's interquartile range reaches its own, else ``level with`` those that do."""
     rows = [r for r in _ratios(results, folder, mode, transitions, batch)
             if r["implementation"] not in frameworks.EAGER]
-    return [max(rows, key=lambda row: row["median"])] if rows else [], key
+    if not rows:
+        return [], key
+    top = max(rows, key=lambda row: row["median"])
+    level = [r["implementation"] for r in rows if r is not top and r["q3"] >= top["q1"]]
+    return [{**top, "lead": f"level with {_listed(level)}" if level else "the fastest"}], key
+
+
+def standing_at(results: Results, folder, mode, transitions, batches, impl, verdict, over=None):
+    """The batch sizes of BATCHES at which IMPL's ratio has the standing VERDICT (leads, trails, level), as a phrase
+    with its verb: ``leads at every batch size``, ``is level at batch 1 and 32``, ``trails at no batch size``."""
+    if verdict not in ("leads", "trails", "level"):
+        raise QuoteError(f"standing-at: a verdict is leads, trails or level, not {verdict!r}")
+    sizes = batches.split(",")
+    rows = {b: ratio(results, folder, mode, transitions, b, impl, *([over] if over else []))[0] for b in sizes}
+    if not all(rows.values()):
+        raise QuoteError(f"results/{folder}: no ratio of {impl} {mode} {transitions} at batch "
+                         f"{', '.join(b for b, r in rows.items() if not r)}")
+    hit = [b for b in sizes if rows[b][0]["standing"].endswith(verdict)]
+    where = "at every batch size" if len(hit) == len(sizes) else f"at batch {_listed(hit)}" if hit else \
+        "at no batch size"
+    return [{"where": f"{'is level' if verdict == 'level' else verdict} {where}"}], "where"
 
 
 def which(rows: list[dict], which: str) -> list[dict]:
@@ -152,7 +189,7 @@ TABLES: dict[str, Callable] = {
     "field": lambda results, folder, impl, mode, transitions, batch, key: ([
         r for r in results.measurements(folder) if _match(r.implementation, impl) and _match(r.mode, mode)
         and _match(r.transitions, transitions) and _match(r.batch_size, batch)], key),
-    "ratio": ratio, "best": best, "loss-diff": loss_diff, "train-diff": train_diff,
+    "ratio": ratio, "best": best, "standing-at": standing_at, "loss-diff": loss_diff, "train-diff": train_diff,
     # How many of this run's ratio medians lie inside FIRST's range (bench compare FIRST this): the one sentence
     # that says whether a re-run agrees (used twice); no record holds it.
     "compare": lambda results, folder, first, key: ([markdown.compare(results.measurements(first),
