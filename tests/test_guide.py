@@ -13,6 +13,7 @@ then reread the prose around what changed.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 from pathlib import Path
@@ -98,7 +99,13 @@ def test_no_code_is_quoted_twice():
     assert len(quoted_twice([(path, spec, ""), (path, f"{start} .. {end}", "")])) == 1
 
 
-def test_check_finds_drift_and_render_repairs_it(tmp_path):
+@pytest.fixture(scope="module")
+def results():
+    """One reader for the module: each explain command runs once (untimed, and timed where a block is written)."""
+    return Results()
+
+
+def test_check_finds_drift_and_render_repairs_it(tmp_path, results):
     """The maintainers' commands on a guide of one excerpt, one explain block and two quotes of it (a count and a
     time), first rendered, then with an excerpt line, a count of the block and the quoted count broken."""
     code = Path(os.path.relpath(ROOT / "impl_jax" / "masked.py", tmp_path)).as_posix()
@@ -107,7 +114,6 @@ def test_check_finds_drift_and_render_repairs_it(tmp_path):
                      '<a id="fig-x"></a>\n<!-- render #fig-x "explain --framework pytorch" -->\n```text\n```\n'
                      '<!-- /render -->\n\nIts [1](#fig-x "batch.num_steps") steps took [0.1 s](#fig-x '
                      '"pytorch.forward_s").\n')
-    results = Results()
     rendered = command.render(guide, results, write=True)
     assert rendered.problems == [] and rendered.counts["excerpts"] == rendered.counts["explain blocks"] == 1
     guide.write_text(rendered.text)
@@ -124,6 +130,55 @@ def test_check_finds_drift_and_render_repairs_it(tmp_path):
     repaired = command.render(guide, results, broken, write=True).text
     assert command.render(guide, results, repaired).problems == []
     assert command.mask(repaired) == command.mask(rendered.text)
+
+
+GUIDE_WITH_A_TIME = ('<a id="fig-x"></a>\n<!-- render #fig-x "explain --framework pytorch" -->\n```text\n```\n'
+                     '<!-- /render -->\n\nRecording took [1 s](#fig-x "pytorch.forward_s").\n')
+
+
+def test_a_quoted_time_is_the_one_its_block_shows(tmp_path, results):
+    """#61: a time the prose quotes beside an explain block is the block's, in any unit and rounded to the quote's
+    digits (3.07 ms may be quoted 0.003 s); another fails the check, and rendering writes it as the block shows it."""
+    guide = tmp_path / "guide.md"
+    guide.write_text(GUIDE_WITH_A_TIME)
+    rendered = command.render(guide, results, write=True).text
+    shown = re.search(r"forward \(records\) / backward\s+(\d+(?:\.\d+)? m?s) ", rendered)[1]
+    assert f'[{shown}](#fig-x "pytorch.forward_s")' in rendered  # written as the block writes it
+    number, unit = shown.split()
+    seconds = float(number) * {"s": 1, "ms": 1e-3}[unit]
+    same, wrong = f"{seconds:.3f} s", f"{seconds + 0.002:.3f} s"
+    for quoted in (shown, same, wrong, number):
+        problems = command.render(guide, results, rendered.replace(f"[{shown}](#fig-x", f"[{quoted}](#fig-x")).problems
+        assert problems == ([] if quoted in (shown, same) else [problems[0]]), (quoted, problems)
+        if quoted not in (shown, same):
+            assert f"quoted {quoted!r}, its source says {shown!r}" in problems[0]
+    assert command.render(guide, results, rendered.replace(f"[{shown}]", f"[{wrong}]"), write=True).text == rendered
+    bogus = command.render(guide, results, rendered.replace('"pytorch.forward_s"', '"pytorch.bogus_s"')).problems
+    assert len(bogus) == 1 and "no 'pytorch.bogus_s'" in bogus[0]
+    assert command.same_time("0.003 s", "3.07 ms") and command.same_time("3.1 ms", "3.07 ms")
+    assert not command.same_time("0.006 s", "3.07 ms") and not command.same_time("0.003", "3.07 ms")
+
+
+def test_explain_json_keeps_the_run_its_block_shows(tmp_path, results):
+    """docs/figures/explain.json holds the run each block shows, times included: render writes both from one run,
+    and the check names an entry whose times are not its block's."""
+    guide, root = tmp_path / "guide.md", tmp_path / "root"
+    guide.write_text(GUIDE_WITH_A_TIME)
+    (root / "results").mkdir(parents=True)
+    (root / "results" / "manifest.toml").write_text('[[folder]]\nname = "x"\nabout = "x"\ncommands = ["python -m '
+                                                    'bench data --out {out}"]\n')
+    (root / "docs" / "figures").mkdir(parents=True)
+    mine = Results(root)
+    written = command.render(guide, results, write=True)
+    assert written.explained["fig-x"][2] and command.explain_json(mine, [written], write=True) == []
+    checked = command.render(guide, results, written.text)
+    assert checked.problems == [] and command.explain_json(mine, [checked], write=False) == []
+    path = root / "docs" / "figures" / "explain.json"
+    kept = json.loads(path.read_text())
+    kept["fig-x"]["result"]["pytorch"]["forward_s"] *= 3
+    path.write_text(json.dumps(kept))
+    problems = command.explain_json(Results(root), [checked], write=False)
+    assert len(problems) == 1 and "fig-x is not the run" in problems[0] and "block shows" in problems[0]
 
 
 def test_values_quoted_as_code_come_from_a_figure():

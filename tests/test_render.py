@@ -221,3 +221,59 @@ def test_the_check_command_and_its_aliases_refuse_bad_input_in_one_line(tmp_path
     assert err.startswith("error: --only") and "\n" not in err
     assert main(["check", str(tmp_path / "missing.md")]) == 2
     assert "missing.md" in capsys.readouterr().err
+
+
+def test_a_ratio_s_standing_and_the_best_s_lead_read_the_spread(results):
+    """leads, trails, is level: where a ratio's interquartile range lies against 1; the best static implementation
+    is the fastest only where no other static one's range reaches its own, else level with those whose ranges do."""
+    from bench import frameworks
+    from bench.benchmark import record as stats
+
+    for folder in ("cpu", "cpu-levels"):
+        rows = stats.round_ratios(results.measurements(folder))
+        for r in rows:
+            args = f"{r['mode']} {r['transitions']} {r['batch_size']} {r['implementation']}"
+            wanted = "leads" if r["q1"] > 1 else "trails" if r["q3"] < 1 else "is level"
+            assert query.evaluate(results, folder, f"ratio {args} standing") == wanted
+        for mode, transitions, batch in {(r["mode"], r["transitions"], r["batch_size"]) for r in rows}:
+            static = [r for r in rows if (r["mode"], r["transitions"], r["batch_size"]) == (mode, transitions, batch)
+                      and r["implementation"] not in frameworks.EAGER]
+            if not static:
+                continue
+            top = max(static, key=lambda r: r["median"])
+            level = {r["implementation"] for r in static if r is not top and r["q3"] >= top["q1"]}
+            lead = query.evaluate(results, folder, f"best {mode} {transitions} {batch} lead")
+            assert lead == "the fastest" if not level else lead.startswith("level with ") and \
+                set(lead.removeprefix("level with ").replace(" and ", ", ").split(", ")) == level
+    assert "level with" in query.evaluate(results, "cpu-levels", "best infer gold 128 lead")  # #61: not "the fastest"
+
+
+def test_standing_at_names_the_batch_sizes_of_a_verdict(results):
+    by = {b: query.evaluate(results, "cpu", f"ratio infer gold {b} dynet standing") for b in ("1", "32", "128")}
+    for verdict in ("leads", "trails", "level"):
+        hit = [b for b in by if by[b].endswith(verdict)]
+        text = query.evaluate(results, "cpu", f"standing-at infer gold 1,32,128 dynet {verdict}")
+        verb = "is level" if verdict == "level" else verdict
+        assert text == (f"{verb} at every batch size" if len(hit) == 3 else f"{verb} at no batch size" if not hit
+                        else f"{verb} at batch {' and '.join(hit) if len(hit) == 2 else hit[0]}")
+    with pytest.raises(QuoteError, match="leads, trails or level"):
+        query.evaluate(results, "cpu", "standing-at infer gold 1,32 dynet wins")
+
+
+def test_a_rule_over_measured_rows_beside_a_rendered_number_is_found():
+    """A sweeping word (the fastest, level with, narrows, every lead, at every batch size, never) typed in a paragraph,
+    list item or table row that quotes a results folder, or that follows a results block in its section, is found;
+    the same words rendered by a query, in italics (a definition), or away from measured numbers are not."""
+    quote = '[2.43x](results/cpu "ratio infer gold 1 jax")'
+    text = (f"JAX is the fastest here, {quote}, and training narrows\nevery lead.\n\n"
+            f"JAX [is level](results/cpu \"ratio train gold 128 jax standing\") at {quote}; a *level* is defined.\n\n"
+            "Far from numbers JAX is always the fastest.\n\n"
+            "<!-- render results/cpu \"ratios infer gold 1\" -->\n| a | b |\n<!-- /render -->\n\n"
+            "`python -m bench run`\nso TensorFlow is level with JAX at every batch size.\n\n"
+            f"| row | JAX, never slower, at any batch | {quote} |\n\n## Next\n\nThe fastest, past the heading.\n")
+    assert command.sweeping_claims(text) == [(1, "fastest"), (1, "narrows"), (2, "every lead"),
+                                             (13, "is level"), (13, "every batch size"), (15, "never"),
+                                             (15, "any batch")]
+    problems = command.render(ROOT / "README.md", Results(), f"JAX leads at every batch size: {quote}.\n",
+                              only=("numbers",)).problems
+    assert len(problems) == 1 and "'every batch size' states a rule over measured results" in problems[0]
