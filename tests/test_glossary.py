@@ -221,7 +221,8 @@ def test_a_link_to_a_missing_anchor_or_file_is_found(tmp_path):
     assert broken_links(page, good) == []
     bad = good + "[thin stack](glossary.md#thin-stacks) [gone](gone.md) [top](#nowhere)\n```\n[x](y.md)\n```\n"
     assert broken_links(page, bad) == ["page.md: glossary.md#thin-stacks (no such anchor in glossary.md)",
-                                       "page.md: gone.md (no such file)", "page.md: #nowhere (no such anchor in page.md)"]
+                                       "page.md: gone.md (no such file)",
+                                       "page.md: #nowhere (no such anchor in page.md)"]
     assert {"a-heading-with-code", "notation"} <= anchors(good + GLOSSARY_TEXT)
 
 
@@ -239,7 +240,8 @@ def test_every_word_an_entry_defines_is_an_anchor_above_it():
 def glossary_links_without_their_anchor(page: Path, text: str) -> list[str]:
     """Links to the glossary whose text is one of its words (``[Thin stacks](glossary.md)``) but that do not land on
     that word's entry."""
-    entries = [(term, [anchor(t) for t in terms(head)]) for head in headwords(GLOSSARY_TEXT) for term in terms(head)]
+    entries = [(term, [anchor(t) for t in terms(head)])
+               for head in headwords(GLOSSARY_TEXT) for term in terms(head)]
     found = []
     for m in _TARGET_RE.finditer(_FENCE_RE.sub("", text)):
         path, _, name = (m["target"] or "").partition("#")

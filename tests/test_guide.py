@@ -148,7 +148,8 @@ def test_a_quoted_time_is_the_one_its_block_shows(tmp_path, results):
     seconds = float(number) * {"s": 1, "ms": 1e-3}[unit]
     same, wrong = f"{seconds:.3f} s", f"{seconds + 0.002:.3f} s"
     for quoted in (shown, same, wrong, number):
-        problems = command.render(guide, results, rendered.replace(f"[{shown}](#fig-x", f"[{quoted}](#fig-x")).problems
+        text = rendered.replace(f"[{shown}](#fig-x", f"[{quoted}](#fig-x")
+        problems = command.render(guide, results, text).problems
         assert problems == ([] if quoted in (shown, same) else [problems[0]]), (quoted, problems)
         if quoted not in (shown, same):
             assert f"quoted {quoted!r}, its source says {shown!r}" in problems[0]

@@ -60,13 +60,13 @@ def measured_at(results: Results, folder: str) -> str:
     text = (f"Measured on {stamp['started'][:10]} on {machine} by `python -m bench reproduce {folder}`, with the code "
             f"of commit{'s' if len(commits) > 1 else ''} {' and '.join(f'`{c[:12]}`' for c in commits)}."
             + (" The run was interrupted and finished with `--resume`." if stamp.get("resumed") else "")
-            + (" Records whose machine could not name their commit were tied to one afterwards: the commit whose files "
-               "match what they measured (`python -m bench reproduce --attest`)."
+            + (" Records whose machine could not name their commit were tied to one afterwards: the commit whose "
+               "files match what they measured (`python -m bench reproduce --attest`)."
                if stamp.get("attested") else ""))
     reasons = reproduce.stale_reasons(entry, results.root)
-    return text + (f" These numbers cannot be shown to measure today's code, so they are that code's: `python -m bench "
-                   f"reproduce {folder}` on a machine with a {(entry.needs or 'CPU').upper()} measures today's. Why, in "
-                   f"the words of `python -m bench reproduce --check`: {reasons[0]}." if reasons else "")
+    return text + (f" These numbers cannot be shown to measure today's code, so they are that code's: `python -m "
+                   f"bench reproduce {folder}` on a machine with a {(entry.needs or 'CPU').upper()} measures today's. "
+                   f"Why, in the words of `python -m bench reproduce --check`: {reasons[0]}." if reasons else "")
 
 
 @block

@@ -96,8 +96,9 @@ def explain_json(results: Results, outcomes, write: bool) -> list[str]:
     unlike = sorted(f for f in fresh.keys() & old.keys() if f not in differ
                     and _explain_text(old[f]["command"], old[f]["result"]) != shown[f][1])
     return [f"{FIGURES_DIR / EXPLAIN_JSON}: {f} differs from a fresh run of the documents' explain blocks"
-            for f in differ] + [f"{FIGURES_DIR / EXPLAIN_JSON}: {f} is not the run {display(shown[f][0].path, results)}'s block "
-                                "shows (its times); python -m bench render writes both from one run" for f in unlike]
+            for f in differ] + [f"{FIGURES_DIR / EXPLAIN_JSON}: {f} is not the run "
+                                f"{display(shown[f][0].path, results)}'s block shows (its times); python -m bench "
+                                "render writes both from one run" for f in unlike]
 
 
 def figures(results: Results, write: bool, redraw: bool = False) -> list[str]:
@@ -235,8 +236,9 @@ def render(doc: Path, results: Results, text: str | None = None, *, only=MARKERS
         out.problems += [f"{name}:{line}: {typed!r} is typed, not quoted from a record (a quote or a render block: "
                          "bench/render/__init__.py)" for line, typed in typed_numbers(out.text)]
         out.problems += [f"{name}:{line}: {words!r} states a rule over measured results beside a rendered number: "
-                         "render it from a query that computes it, spread included (best ... lead, ratio ... standing, "
-                         "standing-at: bench/render/query.py), or say less" for line, words in sweeping_claims(out.text)]
+                         "render it from a query that computes it, spread included (best ... lead, ratio ... "
+                         "standing, standing-at: bench/render/query.py), or say less"
+                         for line, words in sweeping_claims(out.text)]
     return out
 
 
@@ -440,9 +442,9 @@ def typed_numbers(text: str) -> list[tuple[int, str]]:
 
 
 # Words that state a rule over the rows of a table or over several runs. Next to a rendered number (in a paragraph,
-# list item or table row that quotes a results folder, or in the first one after a results block) they may only be
-# the rendered text of a query that computes them, spread included: ``best ... lead`` (the fastest, or level with),
-# ``ratio ... standing`` (leads, trails, is level), ``standing-at`` (at every batch size, at batch 1 and 32).
+# list item or table row that quotes a results folder, or in one after a results block in the same section) they may
+# only be the rendered text of a query that computes them, spread included: ``best ... lead`` (the fastest, or level
+# with), ``ratio ... standing`` (leads, trails, is level), ``standing-at`` (leads at every batch size, ...).
 SWEEPING_RE = re.compile(
     r"\b(?:fastest|slowest|narrow(?:s|ed|er)?|widen(?:s|ed)?|shrinks?|(?:is|are|about|stays?)\s+level|level\s+with"
     r"|level(?=\s*\()|never|always|(?:every|all|any)\s+(?:leads?|batch\s+sizes?)|any\s+batch|(?:at|for)\s+both\s+sizes)"

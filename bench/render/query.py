@@ -12,7 +12,9 @@ trails, is level: where its interquartile range lies against 1); ``best MODE TRA
 implementation of the highest median ratio (or that ratio's KEY, or ``lead``: "the fastest" where no other static
 implementation's interquartile range reaches its own, else "level with" those that do); ``standing-at MODE
 TRANSITIONS BATCHES IMPL VERDICT [OVER]``: the batch sizes where IMPL leads, trails or is level ("leads at every
-batch size", "is level at batch 1 and 32", "trails at no batch size"); ``rounds``: the busy flags of all timed rounds; ``target WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK REPLICAS KEY``: bench
+batch size", "is level at batch 1 and 32", "trails at no batch size"); ``rounds``: the busy flags of all timed
+rounds; ``target WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK
+REPLICAS KEY``: bench
 scale's summary; ``eval RUN SPLIT WHICH KEY``, ``train RUN WHICH KEY``, ``metrics RUN KEY``: a training run's
 evaluations, logging windows or any record that has KEY (WHICH: last, ``*``, epoch=N, step=N); ``loss-diff RUNS
 [first]``: the largest relative difference of two runs' loss curves, every pair (or against the first); ``parses RUN
