@@ -82,7 +82,7 @@ def test_backward_loop_never_saves_the_thin_stack(small_config):
     tensors a step read, never the thin stack (a TensorArray, a variant tensor).
     Inspected in the traced graph: no per-step accumulator holds a variant."""
     runner = Runner(init_params(small_config, seed=1), small_config)
-    graph = runner._trace("loss_and_grads").concrete_function().graph
+    graph = runner.trace("loss_and_grads").concrete_function().graph
     accumulators = [op for op in graph.get_operations() if op.type == "EmptyTensorList"]
     assert accumulators, "expected the while loop's gradient to stack per-step values"
     kept = {op.get_attr("element_dtype") for op in accumulators}
@@ -99,7 +99,7 @@ def test_the_loop_reads_its_weights_once_before_it(small_config, small_batch):
     runner.set_optimizer("sgd", 0.1)
     runner.parse(small_batch, "predicted")  # traces parse:predicted
     for program in ("encode", "loss_and_grads", "train_step", "parse:predicted"):
-        graph_def = runner._trace(program).concrete_function().graph.as_graph_def()
+        graph_def = runner.trace(program).concrete_function().graph.as_graph_def()
         library = {f.signature.name: f for f in graph_def.library.function}
         nodes = list(graph_def.node) + [node for f in library.values() for node in f.node_def]
         bodies = [library[node.attr["body"].func.name] for node in nodes if node.op in ("While", "StatelessWhile")]
@@ -410,8 +410,8 @@ def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
     head_config = small_config.replace(transition_head=True)
     with_head = Runner(init_params(head_config, seed=1), head_config)
     without = Runner(init_params(small_config, seed=1), small_config)
-    assert graph_op_counts(with_head._trace("encode").function.get_concrete_function()) == \
-        graph_op_counts(without._trace("encode").function.get_concrete_function())
+    assert graph_op_counts(with_head.trace("encode").function.get_concrete_function()) == \
+        graph_op_counts(without.trace("encode").function.get_concrete_function())
     # The predicted parse, traced from the runner's input signature alone.
     concrete = tf.function(lambda batch: with_head.model.parse(*batch[:4], mode="predicted"),
                            input_signature=[BATCH], autograph=False).get_concrete_function()
