@@ -160,3 +160,99 @@ def test_most_functions_of_all_four_take_one_argument_list():
     shared = {key: found for key, found in seen.items() if len(found) == len(PACKAGES)}
     alike = [key for key, found in shared.items() if len(set(found.values())) == 1]
     assert len(shared) >= 35 and len(alike) / len(shared) >= 0.85, sorted(set(shared) - set(alike))
+
+
+# --------------------------------------------------------------------------
+# Private names stay private: a private name is used by its module alone
+# --------------------------------------------------------------------------
+
+# The production code (tests aside): the framework-free packages, every framework's package, the lessons.
+PRODUCTION = ("bench", "shared", "lessons", *PACKAGES)
+# A library's names with a leading underscore that are its documented way to do something, and why each is used.
+# (The test fails on an entry nothing uses any more, so the list stays as short as the code needs.)
+LIBRARY_NAMES = {
+    ("os", "_exit"): "the standard library's exit without cleanup handlers, for a child whose parent died "
+                     "(bench/benchmark/worker.py); the underscore says 'no cleanup', not 'private'",
+    ("torch", "_dynamo"): "torch.compile's settings (config.recompile_limit, config.capture_scalar_outputs) and "
+                          "torch._dynamo.explain and reset, as PyTorch documents them: torch.compiler has no public "
+                          "alias for the settings and explain (impl_pytorch/compiled.py, the lessons)",
+    ("torch", "_logging"): "set_logs, PyTorch's documented switch of its compile logs, lives there alone (the lessons)",
+}
+# namedtuple's own methods and attributes: public, the underscore keeps them from clashing with field names.
+NAMEDTUPLE = {"_replace", "_fields", "_asdict", "_make"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _own_names(tree: ast.Module) -> set[str]:
+    """The private names a module binds itself: its functions and classes at any depth, what it assigns (names
+    and attributes, ``self._x = ...`` included). Any object may use these inside the module (a Flax module's lifted
+    copy of itself, ``module._step``): a name is private to its module, not to an instance."""
+    own = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+    return {name for name in own if _private(name)}
+
+
+def foreign_private_uses(source: str) -> list[tuple[int, str]]:
+    """(line, use) of every private name of another module or object that ``source`` uses: ``x._name`` where x is
+    not self, cls or super() and the module does not bind ``_name`` itself, and ``from m import _name``; a
+    library's documented underscore names (LIBRARY_NAMES) and namedtuple's methods aside."""
+    tree = ast.parse(source)
+    own = _own_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own | NAMEDTUPLE:
+            base = node.value
+            if (isinstance(base, ast.Name) and base.id in ("self", "cls")) or (
+                    isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"):
+                continue
+            if (ast.unparse(base), node.attr) not in LIBRARY_NAMES:
+                found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def _production_files() -> list[Path]:
+    return [path for top in PRODUCTION for path in sorted((ROOT / top).rglob("*.py"))]
+
+
+def test_no_module_uses_another_modules_private_names():
+    """docs/surface.md: a private name is used by its module alone. What one module needs of another (explain of a
+    runner, say) is public there, and documented."""
+    problems = [f"{path.relative_to(ROOT)}:{line}: {use}" for path in _production_files()
+                for line, use in foreign_private_uses(path.read_text())]
+    assert not problems, "\n".join(problems)
+    sources = "\n".join(path.read_text() for path in _production_files())
+    unused = [f"{base}.{name}" for base, name in LIBRARY_NAMES if f"{base}.{name}" not in sources]
+    assert not unused, f"LIBRARY_NAMES lists names nothing uses any more: {unused}"
+
+
+def test_the_private_name_check_finds_what_it_should():
+    source = '''
+from shared.runner import _EAGER
+import torch
+
+
+class Runner:
+    def _own(self):
+        return self._own_too
+
+    def hook(self, other, module):
+        other._own()  # this module's own name: allowed
+        super()._need_optimizer()
+        torch._dynamo.config.recompile_limit = 1
+        row = other._replace(a=1)
+        return other._trace("encode"), module.sub._encode, torch._inductor
+'''
+    found = sorted(use for _, use in foreign_private_uses(source))
+    assert found == ["from shared.runner import _EAGER", "module.sub._encode", "other._trace", "torch._inductor"]
+
