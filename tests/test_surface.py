@@ -256,3 +256,129 @@ class Runner:
     found = sorted(use for _, use in foreign_private_uses(source))
     assert found == ["from shared.runner import _EAGER", "module.sub._encode", "other._trace", "torch._inductor"]
 
+
+# --------------------------------------------------------------------------
+# Below the surface: the files of a family share one private skeleton
+# --------------------------------------------------------------------------
+
+# Methods a framework calls by their names, left out of the skeleton (with the constructor).
+PROTOCOL = ENTRY_POINTS | {"__init__"}
+SKELETON_HEADING = "Where a family's private skeleton differs, and why"
+ONLY_HERE = "only here"  # a definition that not every other file of its family has
+# The issue's floor (#58): of a family's definitions, the share in every file in one order, and of those with
+# one argument list too.
+IN_ORDER_SHARE, ONE_ARGUMENT_LIST_SHARE = 0.90, 0.75
+
+
+def skeleton(path: Path) -> dict[str, str]:
+    """A family file's definitions in order, each with its argument list as the page writes it ("" for a class):
+    top-level functions and classes and each class's methods (``Class.method``), private ones included, nested
+    functions not counted, the protocol methods left out."""
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = arguments(node)
+        elif isinstance(node, ast.ClassDef):
+            out[node.name] = ""
+            out.update({f"{node.name}.{item.name}": arguments(item) for item in node.body
+                        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name not in PROTOCOL})
+    return out
+
+
+def mirrored_families() -> dict[str, list[str]]:
+    """Family module -> the packages whose registry entry implements that family, where two or more do, in the
+    registry's order of frameworks (bench/frameworks.py: FAMILY_MODULES and the implementations)."""
+    out: dict[str, list[str]] = {}
+    for package in PACKAGES:
+        for module in sorted(family_modules(package)):
+            out.setdefault(module, []).append(package)
+    return {module: packages for module, packages in out.items() if len(packages) > 1}
+
+
+def _longest_common(a: list[str], b: list[str]) -> list[str]:
+    """A longest common subsequence of two lists of names."""
+    lengths = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            lengths[i + 1][j + 1] = lengths[i][j] + 1 if x == y else max(lengths[i][j + 1], lengths[i + 1][j])
+    out, i, j = [], len(a), len(b)
+    while i and j:
+        if a[i - 1] == b[j - 1]:
+            out.append(a[i - 1])
+            i, j = i - 1, j - 1
+        elif lengths[i - 1][j] >= lengths[i][j - 1]:
+            i -= 1
+        else:
+            j -= 1
+    return out[::-1]
+
+
+SKELETON_ROWS = {(package, module.removesuffix(".py"), name): (written, why)
+                 for package, module, name, written, why in _rows(SKELETON_HEADING)}
+
+
+def family_skeleton(module: str, packages: list[str]) -> dict:
+    """The family's definitions in every package's file: ``names`` (all of them, first seen first), ``in_every``
+    (those every file has), ``in_order`` (of those, the longest run in one order in every file), ``one_list`` (of
+    those, the ones with one argument list), ``args`` (package -> name -> argument list) and ``needed`` ((package,
+    name) -> what its row must say: ``only here``, or that package's argument list where it is not the family's
+    most common one (the first package's among equals); ``None`` where the name is out of order with one argument
+    list, and any package's row for it lists it)."""
+    args = {package: skeleton(ROOT / package / f"{module}.py") for package in packages}
+    names = list(dict.fromkeys(name for package in packages for name in args[package]))
+    in_every = [name for name in names if all(name in args[p] for p in packages)]
+    in_order = [name for name in args[packages[0]] if name in in_every]
+    for package in packages[1:]:
+        in_order = _longest_common(in_order, [name for name in args[package] if name in in_every])
+    one_list = [name for name in in_order if len({args[p][name] for p in packages}) == 1]
+    needed: dict[tuple[str, str], str | None] = {}
+    for name in names:
+        if name not in in_every:
+            needed.update({(p, name): ONLY_HERE for p in packages if name in args[p]})
+            continue
+        written = [args[p][name] for p in packages]
+        common = max(written, key=written.count)  # the first package's among equals
+        needed.update({(p, name): args[p][name] for p in packages if args[p][name] != common})
+        if name not in in_order and len(set(written)) == 1:
+            needed[None, name] = None
+    return {"names": names, "in_every": in_every, "in_order": in_order, "one_list": one_list, "args": args,
+            "needed": needed}
+
+
+def test_the_skeleton_table_is_written_down():
+    families = mirrored_families()
+    assert families, "the registry gives no family to two packages"
+    for (package, module, name), (written, why) in SKELETON_ROWS.items():
+        assert module in families and package in families[module], (package, module, name)
+        assert why and (written == ONLY_HERE or written.startswith("(")), (package, module, name)
+
+
+@pytest.mark.parametrize("module", sorted(mirrored_families()))
+def test_the_files_of_a_family_share_one_private_skeleton(module):
+    """Issue #58: in every file of a family the same definitions, private ones included, in the same order, with one
+    argument list, except what docs/surface.md lists with its reason; and at least 90 % of the definitions in every
+    file in one order, 75 % with one argument list too. A row that is no longer true fails too."""
+    packages = mirrored_families()[module]
+    found = family_skeleton(module, packages)
+    names, args, needed = found["names"], found["args"], found["needed"]
+    listed = {(p, n): written for (p, m, n), (written, _) in SKELETON_ROWS.items() if m == module}
+    figures = (f"{module}: {len(names)} definitions; in every file {len(found['in_every'])}; in one order "
+               f"{len(found['in_order'])} ({len(found['in_order']) / len(names):.0%}); with one argument list too "
+               f"{len(found['one_list'])} ({len(found['one_list']) / len(names):.0%})")
+    problems = []
+    for (package, name), written in needed.items():
+        if package is None:  # out of order: some package's row must say why
+            if not any(n == name for _, n in listed):
+                problems.append(f"{name} is out of order in some file: list it with a row (any package's)")
+        elif listed.get((package, name)) != written:
+            cell = written if written == ONLY_HERE else f"`{written}`"
+            problems.append(f"not listed: | `{package}` | `{module}.py` | `{name}` | {cell} | why |")
+    for (package, name), written in listed.items():
+        true = ((package, name) in needed and needed[package, name] == written) or (
+            written != ONLY_HERE and args[package].get(name) == written and (None, name) in needed)
+        if not true:
+            problems.append(f"listed, no longer true: {package}/{module}.py {name} {written} (there: "
+                            f"{args[package].get(name, 'no such definition')})")
+    assert not problems, figures + "\n" + "\n".join(problems)
+    assert len(found["in_order"]) >= IN_ORDER_SHARE * len(names), figures
+    assert len(found["one_list"]) >= ONE_ARGUMENT_LIST_SHARE * len(names), figures
