@@ -22,10 +22,10 @@ from bench import ROOT
 from impl_tensorflow import convert, masked
 from impl_tensorflow.classifier import SNLIClassifier
 from impl_tensorflow.runner import BATCH, Runner
-from shared import parse_metrics, parsing, reference
+from shared import optimizers, parse_metrics, parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
-from shared.params import ParamError, init_params, load_params, save_params
+from shared.params import ParamError, init_params, load_params, param_shapes, save_params
 from tests.helpers import assert_npz_files_identical, run, small_config_for
 
 
@@ -319,11 +319,12 @@ def test_learning_rate_changes_without_retracing(device, small_config, small_bat
     params = init_params(small_config, seed=23, dtype=np.float64)
     runner = Runner(params, small_config, dtype="float64", device=device)
     runner.set_optimizer("sgd", 0.5)
-    expected = params
+    expected, hyper = params, optimizers.resolve("sgd", {})
+    state = optimizers.zero_state("sgd", hyper, param_shapes(small_config), (), dtype=np.float64)
     for lr in (0.5, 0.25, 0.125):
         runner.set_learning_rate(lr)
         _, grads = reference.loss_and_grads(expected, small_config, small_batch)
-        expected = reference.sgd_step(expected, grads, lr)
+        expected = optimizers.apply("sgd", hyper, lr, expected, grads, state)
         runner.train_step(small_batch)
     for key, value in runner.get_params().items():
         assert max_abs_err(value, expected[key]) <= 1e-10, key
