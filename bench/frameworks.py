@@ -292,15 +292,6 @@ def platform(name: str):
     return importlib.import_module(fw.module("platform")).Platform()
 
 
-def available(framework_name: str) -> bool:
-    """The framework imports and its Runner loads (this imports the framework)."""
-    try:
-        runner_class(framework_name)
-    except ImportError:
-        return False
-    return True
-
-
 def installed(framework_name: str) -> bool:
     """The framework's library is installed (looked up, not imported: cheap, and silent)."""
     return importlib.util.find_spec(framework(framework_name).library) is not None

@@ -247,7 +247,7 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     """The model raises from a line of its own (or DyNet from the lookup).
     Called past the Runner's host check (shared/contract.py), which refuses a
     bad batch the same way in every framework."""
-    return encode_outcome(_runner(config, params)._encode, bad, where)
+    return encode_outcome(_runner(config, params).encode_unchecked, bad, where)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ wider needed (one per input shape). ``--out`` writes the jaxprs as text.
 ``jax-vmap`` beside ``jax``: the program ``jax.vmap`` generates from SPINN for
 one sentence (impl_jax/vmap.py), against the one written batched by hand
 (masked.py). Both are traced by the Runner for the same batch
-(``Runner._trace``, counted like every trace) and measured the same way. The
+(``Runner.trace``, counted like every trace) and measured the same way. The
 two compute the same numbers; the difference in size is what batching by
 transformation costs (or saves) in the program XLA is given.
 
@@ -82,7 +82,7 @@ def _program_figures(runner, name: str, batch, *, timing: bool, jaxpr_file: Path
     compile and call it (best of a few calls). ``jaxpr_file``: where to write
     the jaxpr's text."""
     elapsed = timer()
-    traced = runner._trace(name, batch)
+    traced = runner.trace(name, batch)
     trace_s = elapsed()
     stats = jaxpr_stats(traced.jaxpr)
     stats["trace_s"] = trace_s
@@ -94,7 +94,7 @@ def _program_figures(runner, name: str, batch, *, timing: bool, jaxpr_file: Path
         elapsed = timer()
         compiled = lowered.compile()
         stats["compile_s"] = elapsed()
-        inputs = runner._program_args(name, batch)
+        inputs = runner.program_args(name, batch)
         stats["call_s"] = best_of(lambda: jax.block_until_ready(compiled(*inputs)))
     if jaxpr_file is not None:
         jaxpr_file.write_text(str(traced.jaxpr) + "\n")
@@ -111,7 +111,7 @@ def _explain_jax(batches, config: ModelConfig, params, out: Path | None, timing:
     # the other trees reuse the trace and the padded batch (new N, T) does not.
     before = runner.compile_stats("encode").traces
     for batch in (batches.main, batches.reshaped[batches.other_trees], batches.padded):
-        runner._trace("encode", batch)
+        runner.trace("encode", batch)
     result["traces_for_variants"] = runner.compile_stats("encode").traces - before + 1  # the first trace was above
     # Traced, not recorded: docs/figures/graph-size.svg draws loss_and_grads (the whole program, each loop
     # body once) beside the graphs define-by-run records for the same loss.
@@ -192,7 +192,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
         runner = Runner(params, config, dtype="float32", device="cpu")
         out: dict = {"framework_version": VERSION}
         for mode in MODES:
-            out[mode] = _body_stats(runner._trace(f"parse:{mode}", batches.main).jaxpr)
+            out[mode] = _body_stats(runner.trace(f"parse:{mode}", batches.main).jaxpr)
     return out
 
 
@@ -211,7 +211,7 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     Runner's host check (shared/contract.py), which refuses a bad batch the
     same way in every framework: what is shown is what XLA does by itself."""
     with jax.enable_x64(False):
-        return encode_outcome(Runner(params, config, dtype="float32", device="cpu")._encode, bad, where)
+        return encode_outcome(Runner(params, config, dtype="float32", device="cpu").encode_unchecked, bad, where)
 
 
 # -- explain --levels: the host-scheduled levels (impl_jax/levels.py) ------------------
@@ -226,9 +226,9 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
     with jax.enable_x64(False):
         for key, (config, params) in variants.items():
             runner = Runner(params, config, dtype="float32", device="cpu", **options)
-            levels = runner._arrays(batch).levels  # the level arrays, made on the host by the Runner
+            levels = runner.program_args("encode", batch)[1].levels  # the level arrays, made on the host by the Runner
             graph = dict(runner.last_graph)
-            stats = jaxpr_stats(runner._trace("encode", batch).jaxpr)
+            stats = jaxpr_stats(runner.trace("encode", batch).jaxpr)
             if isinstance(levels, dict):  # the tracker: one level per step, Reduce on its width class
                 classes = width_classes(len(levels["roots"]))
                 widths = [classes[int(k)] for k in np.asarray(levels["cls"])]

@@ -46,7 +46,7 @@ names and hyperparameters (shared/optimizers.py), the learning rate an
 argument of the compiled step (changing it recompiles nothing), the state in
 the shared layout.
 
-``_trace(program, batch)`` hands out the traced program (its jaxpr) without
+``trace(program, batch)`` hands out the traced program (its jaxpr) without
 compiling it, counted like every other trace: ``bench explain`` (explain.py)
 reads the scan and its carry there.
 """
@@ -249,8 +249,10 @@ class Runner(RunnerBase):
         return compiled
 
     def _program_args(self, program: str, batch) -> tuple:
-        """The arguments ``program`` ("encode", "loss_and_grads", "train_step", "parse:gold",
-        "parse:predicted") takes for ``batch``, on the device: what its executable is called with."""
+        """program_args, the batch checked: the arguments ``program`` ("encode", "loss_and_grads",
+        "train_step", "parse:gold", "parse:predicted") takes for ``batch``, on the device, what its
+        executable is called with (the batch's arrays second, with the level schedule its index arrays,
+        made here on the host)."""
         if program == "train_step":
             self._need_optimizer()
         elif program not in PROGRAMS:
@@ -426,9 +428,11 @@ class Runner(RunnerBase):
 
     # -- what jit builds (bench explain) ------------------------------------
 
-    def _trace(self, program: str, batch) -> jax.stages.Traced:
+    def trace(self, program: str, batch=None) -> jax.stages.Traced:
         """``program`` ("encode", "loss_and_grads", "train_step", "parse:gold", "parse:predicted")
         traced for ``batch``'s shape, not compiled: ``.jaxpr`` is what XLA will be given,
         ``.lower().compile()`` compiles it. A shape traced before is not
         traced again (jit's cache), exactly as when it is compiled."""
-        return self._jit(program).trace(*self._program_args(program, batch))
+        if batch is None:
+            raise ValueError("jax: a program is traced for a batch's shapes; give the batch")
+        return self._jit(program).trace(*self.program_args(program, batch))

@@ -18,11 +18,15 @@ dispatches, counted inside the ``spinn.level`` range levels.py marks.
 from __future__ import annotations
 
 import collections
+import contextlib
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from impl_pytorch import train
+from impl_pytorch.params import canonical_parameters
 from impl_pytorch.runner import Runner
 from shared.batching import sentences_transitions
 from shared.explaining import (best_of, compare_row, encode_outcome, listing, numbers, row, secs, steps_with_work,
@@ -45,6 +49,36 @@ def _autograd_nodes(root) -> list:
         seen[id(node)] = node
         todo.extend(child for child, _ in reversed(node.next_functions))
     return list(seen.values())
+
+
+def _loss(runner: Runner, batch) -> torch.Tensor:
+    """The eval-mode loss of ``batch`` as ``runner``'s model records it, with its
+    autograd graph: ``loss.grad_fn`` is the root, ``loss.backward()`` walks and frees it."""
+    return train.batch_loss(runner.model, batch.arrays())
+
+
+@contextlib.contextmanager
+def _count_calls(runner: Runner) -> Iterator[dict[str, int]]:
+    """Counts, while inside, the Python loop's calls of ``runner``'s Tracker and
+    Reduce and the rows Reduce composed in all: {"tracker", "reduce", "reduce_rows"}."""
+    calls = {"tracker": 0, "reduce": 0, "reduce_rows": 0}
+
+    def on_reduce(module, inputs, output):
+        calls["reduce"] += 1
+        calls["reduce_rows"] += len(inputs[0])
+
+    def on_tracker(module, inputs, output):
+        calls["tracker"] += 1
+
+    spinn = runner.model.spinn
+    hooks = [spinn.reduce.register_forward_hook(on_reduce)]
+    if spinn.tracker is not None:
+        hooks.append(spinn.tracker.register_forward_hook(on_tracker))
+    try:
+        yield calls
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def _autograd_dot(root, names: dict[int, str], title: str) -> str:
@@ -76,19 +110,20 @@ def _autograd_dot(root, names: dict[int, str], title: str) -> str:
 def explain(implementation: str, batches, config: ModelConfig, params, out: Path | None, *, timing: bool) -> dict:
     """The autograd graph one batch records (see the module docstring)."""
     runner = Runner(params, config, dtype="float32", device="cpu")
-    with runner._count_calls() as calls:
-        loss = runner._record_loss(batches.main)  # eval mode: no dropout, and the graph is recorded
+    with _count_calls(runner) as calls:
+        loss = _loss(runner, batches.main)  # eval mode: no dropout, and the graph is recorded
     nodes = _autograd_nodes(loss.grad_fn)
     types = collections.Counter(type(node).__name__ for node in nodes)
     if out is not None:
         b = batches.main
         title = (f"PyTorch autograd graph of the loss: {b.size} pair(s) = {2 * b.size} sentences, "
                  f"N={b.num_tokens}, T={b.num_steps}, {len(nodes)} nodes")
-        (out / "pytorch_autograd.dot").write_text(_autograd_dot(loss.grad_fn, runner._parameter_names(), title))
+        names = {id(param): name for name, param in canonical_parameters(runner.model).items()}
+        (out / "pytorch_autograd.dot").write_text(_autograd_dot(loss.grad_fn, names, title))
     loss.backward()  # walks the graph once and frees it
 
     def node_count(batch) -> int:
-        return len(_autograd_nodes(runner._record_loss(batch).grad_fn))
+        return len(_autograd_nodes(_loss(runner, batch).grad_fn))
 
     transitions = sentences_transitions(batches.main)
     result = {
@@ -111,12 +146,12 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     }
     if timing:
         def backward_s() -> float:
-            loss = runner._record_loss(batches.main)
+            loss = _loss(runner, batches.main)
             elapsed = timer()
             loss.backward()
             return elapsed()
 
-        result["forward_s"] = best_of(lambda: runner._record_loss(batches.main), repeats=5)
+        result["forward_s"] = best_of(lambda: _loss(runner, batches.main), repeats=5)
         result["backward_s"] = min(backward_s() for _ in range(5))
     return result
 
@@ -143,7 +178,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     runner = Runner(params, config, dtype="float32", device="cpu")
     out: dict = {"framework_version": torch.__version__}
     for mode in MODES:
-        with runner._count_calls() as calls:
+        with _count_calls(runner) as calls:
             parsed = runner.parse(batches.main, mode)
         out[mode] = {"python_steps": steps_with_work(sentences_transitions(parsed)),
                      "host_syncs": runner.last_host_syncs, "tracker_calls": calls["tracker"],
@@ -167,7 +202,7 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     """The model raises from a line of its own. Called past the Runner's
     host check (shared/contract.py), which refuses a bad batch the same way in
     every framework: what is shown is what define-by-run code does by itself."""
-    return encode_outcome(Runner(params, config, dtype="float32", device="cpu")._encode, bad, where)
+    return encode_outcome(Runner(params, config, dtype="float32", device="cpu").encode_unchecked, bad, where)
 
 
 # -- explain --levels: the host-scheduled levels (impl_pytorch/levels.py) ------------------

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import uuid
 
 from shared.platform import Platform as PlatformBase
+from shared.platform import how_it_ended
 
 
 class Platform(PlatformBase):
@@ -131,9 +131,7 @@ def _launch(replicas: int, argv: list[str]) -> int:
     except ChildFailedError as err:
         rank, failure = err.get_first_failure()
         code = failure.exitcode
-        how = (f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.Signals._value2member_map_
-               else f"ended with exit status {code}")
-        print(f"error: replica {rank} of {replicas} {how}; the others were stopped. The run folder holds the last "
-              "checkpoint: the same command with --resume goes on from it", file=sys.stderr)
+        print(f"error: replica {rank} of {replicas} {how_it_ended(code)}; the others were stopped. The run folder "
+              "holds the last checkpoint: the same command with --resume goes on from it", file=sys.stderr)
         return code if code > 0 else 1
     return 0

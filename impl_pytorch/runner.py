@@ -1,9 +1,10 @@
 """The PyTorch SPINN behind the shared Runner interface (docs/runner-interface.md).
 
 Eager code: nothing is traced or compiled, so ``compile_stats()`` reports
-zeros. What there is to see instead is the autograd graph each batch records
-(``_record_loss``) and how often the Python loop calls Tracker and Reduce
-(``_count_calls``): ``bench explain`` (explain.py) shows both.
+zeros (and ``trace`` has nothing to hand out). What there is to see instead
+is the autograd graph each batch records and how often the Python loop calls
+Tracker and Reduce: ``bench explain`` (explain.py) reads both off the
+runner's ``model``.
 
 Options beyond the common interface, so that only the model differs between
 the variants of docs/runner-interface.md (training, optimizers and parse
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -43,7 +44,6 @@ from shared.runner import Runner as RunnerBase
 
 from . import convert, reinforce, train
 from .classifier import SNLIClassifier
-from .params import canonical_parameters
 
 # The family modules (bench/frameworks.py FAMILY_MODULES): "lists", define-by-run
 # (the default); "masked", the padded-array algorithm of impl_jax in PyTorch
@@ -207,40 +207,6 @@ class Runner(RunnerBase):
         if self.algorithm == "levels":
             self.last_graph = dict(self.model.spinn.last_graph)
             self.last_phases = dict(self.model.spinn.last_phases)
-
-    # -- what the define-by-run graph looks like (bench explain) ------------
-
-    def _record_loss(self, batch: PairBatch) -> torch.Tensor:
-        """The eval-mode loss of ``batch`` with the autograd graph recorded for
-        it: ``loss.grad_fn`` is the root, ``loss.backward()`` walks and frees it."""
-        return train.batch_loss(self.model, batch.arrays())
-
-    @contextlib.contextmanager
-    def _count_calls(self) -> Iterator[dict[str, int]]:
-        """Counts, while inside, the Python loop's calls of Tracker and Reduce
-        and the rows Reduce composed in all: {"tracker", "reduce", "reduce_rows"}."""
-        calls = {"tracker": 0, "reduce": 0, "reduce_rows": 0}
-
-        def on_reduce(module, inputs, output):
-            calls["reduce"] += 1
-            calls["reduce_rows"] += len(inputs[0])
-
-        def on_tracker(module, inputs, output):
-            calls["tracker"] += 1
-
-        spinn = self.model.spinn
-        hooks = [spinn.reduce.register_forward_hook(on_reduce)]
-        if spinn.tracker is not None:
-            hooks.append(spinn.tracker.register_forward_hook(on_tracker))
-        try:
-            yield calls
-        finally:
-            for hook in hooks:
-                hook.remove()
-
-    def _parameter_names(self) -> dict[int, str]:
-        """id() of each parameter tensor -> its canonical name."""
-        return {id(param): name for name, param in canonical_parameters(self.model).items()}
 
 
 def _build(config: ModelConfig, encoder, dtype: torch.dtype, device: torch.device, dropout: float) -> SNLIClassifier:

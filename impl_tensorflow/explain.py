@@ -71,13 +71,13 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     runner = Runner(params, config, dtype="float32", device="cpu")
     result: dict = {"framework_version": tf.__version__, "layout": runner.layout}
     for name in ("encode", "loss_and_grads"):
-        traced = runner._trace(name)
+        traced = runner.trace(name)
         concrete = traced.concrete_function()  # traced (and timed) by the Runner
         stats = _graph_stats(concrete)
         stats["trace_s"] = traced.trace_s
         stats["first_call_s"] = stats["call_s"] = None
         if timing:
-            inputs = runner._program_args(name, batches.main)
+            inputs = runner.program_args(name, batches.main)
 
             def call():
                 for t in tf.nest.flatten(traced.function(*inputs)):
@@ -97,7 +97,7 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     # as a call would look it up.
     before = runner.compile_stats("encode").traces
     for batch in (batches.main, batches.reshaped[batches.other_trees], batches.padded):
-        runner._trace("encode", batch)
+        runner.trace("encode", batch)
     result["traces_for_variants"] = runner.compile_stats("encode").traces - before + 1  # the first trace was above
     # Traced, not recorded: docs/figures/graph-size.svg draws loss_and_grads (the whole program, each loop
     # body once) beside the graphs define-by-run records for the same loss.
@@ -139,7 +139,7 @@ def explain_parse(batches, config: ModelConfig, params) -> dict:
     out: dict = {"framework_version": tf.__version__}
     for mode in MODES:
         runner.parse(batches.main, mode)  # the first call traces the mode's function
-        out[mode] = _body_stats(runner._trace(f"parse:{mode}").concrete_function())
+        out[mode] = _body_stats(runner.trace(f"parse:{mode}").concrete_function())
     return out
 
 
@@ -171,13 +171,13 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
     runner = Runner(params, config, dtype="float32", device="cpu")
     out: dict = {}
     try:
-        runner._program_args("encode", bad)  # the host-side check the Runner makes before every call
+        runner.program_args("encode", bad)  # the host-side check the Runner makes before every call
         out["outcome"] = "passed the host-side check"
     except ValueError as err:
         out.update(outcome="raised by the host-side check, before the graph ran", error=_error(err),
                    where=where(err))
     # Without the check: the graph cannot stop mid-loop with a message of ours.
-    encode = runner._trace("encode").function
+    encode = runner.trace("encode").function
     try:
         premise, _, _ = encode(BatchArrays(*(tf.constant(a) for a in bad.arrays()[:5])))
         out["graph"] = {"outcome": finite_outcome(premise.numpy())}
@@ -197,10 +197,10 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
     out: dict = {"framework_version": tf.__version__}
     for key, (config, params) in variants.items():
         runner = Runner(params, config, dtype="float32", device="cpu", **options)
-        inputs = runner._batch(batch)  # the batch's arrays, with the schedule made on the host
+        inputs = runner.program_args("encode", batch)[0]  # the batch's arrays, with the schedule made on the host
         levels = dict(zip(RAGGED_ARRAYS, (a.numpy() for a in inputs.levels)))
         widths = np.diff(levels["offsets"]).tolist()
-        stats = _graph_stats(runner._trace("encode", batch).concrete_function())
+        stats = _graph_stats(runner.trace("encode", batch).concrete_function())
         out[key] = {
             "levels_run": len(widths), "levels_scheduled": int(runner.last_graph["levels"]),
             "reduce_widths": [int(w) for w in widths],

@@ -52,7 +52,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from shared import contract, optimizers
+from shared import optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import BatchArrays, PairBatch
 from shared.params import ModelConfig, param_shapes
@@ -324,7 +324,7 @@ class Runner(RunnerBase):
 
     # -- what tf.function builds (bench explain) ----------------------------
 
-    def _trace(self, program: str, batch: PairBatch | None = None) -> Traced:
+    def trace(self, program: str, batch: PairBatch | None = None) -> Traced:
         """The traced entry point "encode", "loss_and_grads", "train_step" or
         "parse:MODE" (after a parse in that mode), traced (timed) if it was not:
         ``.concrete_function().graph`` is its graph, ``.function`` the bare
@@ -333,8 +333,7 @@ class Runner(RunnerBase):
         one trace serves every batch; given ``batch``, its tensors are looked
         up in the function's trace cache as a call would (a retrace would show
         in ``compile_stats``)."""
-        if self.algorithm == "lists":
-            raise ValueError("algorithm 'lists' traces no function: its entry points run eagerly")
+        self._need_traced()
         if program == "train_step":
             self._need_optimizer()
             traced = self._traced_train_step
@@ -350,23 +349,27 @@ class Runner(RunnerBase):
             traced = functions[program]
         traced.concrete_function()
         if batch is not None:
-            traced.function.get_concrete_function(*self._program_args(program, batch))
+            traced.function.get_concrete_function(*self.program_args(program, batch))
         return traced
 
     def _program_args(self, program: str, batch: PairBatch) -> list:
-        """The arguments ``program`` ("encode", "loss_and_grads", "train_step",
-        "parse:gold" or "parse:predicted") is called with for ``batch`` (the
-        batch's tensors, then the step number for train_step), checked on the
-        host first as the public methods check them."""
+        """program_args, the batch checked: the arguments ``program`` ("encode",
+        "loss_and_grads", "train_step", "parse:gold" or "parse:predicted") is
+        called with for ``batch`` (the batch's tensors, with the level schedule
+        its ten arrays, made here on the host; then the step number for
+        train_step)."""
+        self._need_traced()
         if program.startswith("parse:"):
-            contract.check_parse(self.config, batch, program.split(":", 1)[1], None)
             return [self._batch(batch)]
         if program not in ("encode", "loss_and_grads", "train_step"):
             raise ValueError(f"unknown program {program!r}; choose from encode, loss_and_grads, train_step")
-        contract.check_batch(batch, self.config)
-        if program != "encode":
-            contract.check_labels(batch)
         if program == "train_step":
             self._need_optimizer()
             return [self._batch(batch), *self._tensors(np.int64(self.steps))]
         return [self._batch(batch)]
+
+    def _need_traced(self) -> None:
+        """The lists algorithm runs its entry points eagerly: no tf.function to trace or call."""
+        if self.algorithm == "lists":
+            raise NotImplementedError("tensorflow: algorithm 'lists' runs eagerly (tf.function is not used): "
+                                      "there is no program to trace apart from a call")

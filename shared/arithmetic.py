@@ -44,7 +44,7 @@ from typing import Sequence
 import numpy as np
 
 from shared.snli import Pair
-from shared.transitions import Sentence, Tree, build_tree, parse, to_bracket
+from shared.transitions import Sentence, Tree, parse, to_bracket
 
 NUMBERS = tuple(str(d) for d in range(10))
 OPERATORS = ("+", "-", "*")
@@ -128,12 +128,6 @@ def tree_value(tree: Tree) -> int:
     return meaning[1]
 
 
-def reading_value(tokens: Sequence[str], transitions: Sequence[int]) -> int:
-    """The value an expression gets under the tree these transitions build
-    (e.g. a parse the model decided)."""
-    return tree_value(build_tree(tokens, [op for op in transitions if op]))
-
-
 def label_of(premise_value: int, hypothesis_value: int) -> int:
     """(premise - hypothesis) mod 3: 0 entailment, 1 neutral, 2 contradiction."""
     return (premise_value - hypothesis_value) % NUM_LABELS
@@ -156,8 +150,7 @@ def arithmetic_pairs(n: int, seed: int = 0, min_len: int = 4, max_len: int = 8) 
     (inclusive), so a sentence has 2k-1 tokens for k in [min_len, max_len].
     Shorter expressions leave precedence less to decide: with two numbers
     every tree gives the same value.
-    Pair i has id ``arith-{i}`` and row i (its line in a file written with
-    shared.synthetic.write_jsonl).
+    Pair i has id ``arith-{i}`` and row i.
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")

@@ -57,12 +57,3 @@ def grad_rel_errs(grads: Mapping[str, np.ndarray], reference: Mapping[str, np.nd
 # float32 frameworks against each other and against the float64 reference.
 TRAIN_LOSS_REL_TOL_SGD = 1e-4  # same weights, same batches, dropout off, plain SGD
 TRAIN_LOSS_REL_TOL_ADAM = 1e-3  # Adam: each library places epsilon its own way
-
-
-def curve_rel_err(curve, reference) -> float:
-    """max over steps of |curve - reference| / |reference| (curves of equal length)."""
-    curve = np.asarray(curve, dtype=np.float64)
-    reference = np.asarray(reference, dtype=np.float64)
-    if curve.shape != reference.shape:
-        raise ValueError(f"curves of different lengths: {curve.shape} vs {reference.shape}")
-    return float(np.max(np.abs(curve - reference) / np.abs(reference))) if curve.size else 0.0

@@ -40,12 +40,6 @@ def best_of(fn: Callable[[], object], repeats: int = 3) -> float:
 # -- the batch ----------------------------------------------------------------
 
 
-def batch_arrays(batch: PairBatch) -> tuple[np.ndarray, ...]:
-    """The four int32 model inputs: premise tokens and transitions, hypothesis tokens and transitions."""
-    names = ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions")
-    return tuple(np.asarray(getattr(batch, name), dtype=np.int32) for name in names)
-
-
 def steps_with_work(transitions: np.ndarray) -> int:
     """The steps of <int>[S, T] transitions where some sentence is not PAD:
     the steps a define-by-run loop does work in."""

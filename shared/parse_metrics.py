@@ -2,9 +2,9 @@
 
 :class:`ParseCounts` holds additive counts (sum them over batches, then read
 the rates): teacher-forced transition accuracy, exact parses, unlabeled
-bracket F1; :func:`parse_agreement`, :func:`teacher_forced_accuracy` and
-:func:`bracket_f1` are the same measures of one array pair. Transition codes
-are those of shared.transitions; the head's columns those of shared.parsing.
+bracket F1; :func:`parse_agreement` is the exact-parse rate of one array
+pair. Transition codes are those of shared.transitions; the head's columns
+those of shared.parsing.
 """
 
 from __future__ import annotations
@@ -69,30 +69,6 @@ def parse_agreement(a, b) -> float:
     return sum(x == y for x, y in pairs) / len(pairs) if pairs else float("nan")
 
 
-def teacher_forced_accuracy(transition_logits, gold) -> float:
-    """Share of non-PAD gold steps where the argmax of t is the gold action.
-
-    ``transition_logits <float>[B, T, 2]`` come from gold mode (the model
-    follows ``gold <int>[B, T]``); a tie counts as SHIFT. No validity mask:
-    this scores the head exactly where the supervised loss trains it.
-    """
-    counts = ParseCounts.of_teacher_forced(transition_logits, gold)
-    return counts.transition_accuracy
-
-
-def bracket_f1(predicted, gold) -> float:
-    """Unlabeled bracket F1 of predicted trees against gold trees, over a set of sentences.
-
-    Brackets are the token spans of REDUCE constituents. Single words are not
-    brackets, and neither is the whole sentence: every tree has it, so it
-    would only raise the score (the convention of the unsupervised-parsing
-    literature). Counts are summed over all sentences before dividing
-    (corpus-level F1). A binary tree of n words has n-2 such brackets, so
-    sentences of one or two words, which have exactly one tree, add nothing;
-    when no sentence has any bracket every tree is right and F1 is 1.
-    """
-    return ParseCounts.of_parses(predicted, gold).bracket_f1
-
 
 @dataclass(frozen=True)
 class ParseCounts:
@@ -124,6 +100,16 @@ class ParseCounts:
 
     @property
     def bracket_f1(self) -> float:
+        """Unlabeled bracket F1 of predicted trees against gold trees, over the sentences counted.
+
+        Brackets are the token spans of REDUCE constituents. Single words are not
+        brackets, and neither is the whole sentence: every tree has it, so it
+        would only raise the score (the convention of the unsupervised-parsing
+        literature). Counts are summed over all sentences before dividing
+        (corpus-level F1). A binary tree of n words has n-2 such brackets, so
+        sentences of one or two words, which have exactly one tree, add nothing;
+        when no sentence has any bracket every tree is right and F1 is 1.
+        """
         if self.brackets_predicted == 0 and self.brackets_gold == 0:
             return 1.0 if self.sentences else float("nan")
         precision = self.brackets_matched / self.brackets_predicted if self.brackets_predicted else 0.0

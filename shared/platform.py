@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 import platform as _platform
+import signal
 import time
 from typing import Callable, ClassVar
 
@@ -38,6 +39,17 @@ def cpu_name() -> str:
     except OSError:
         pass
     return _platform.processor() or _platform.machine()
+
+
+def how_it_ended(code: int) -> str:
+    """A child process's end in words, from its exit status (negative: the signal that killed it, as subprocess and
+    PyTorch's launcher report it): "was killed by SIGKILL", "ended with exit status 3"."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:  # a signal number without a name
+            pass
+    return f"ended with exit status {code}"
 
 
 class Platform:

@@ -25,7 +25,6 @@ a batch gives ``tokens <int>[B, N]`` and ``transitions <int>[B, T]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 
@@ -38,7 +37,7 @@ from .transitions import REDUCE, SHIFT
 
 __all__ = ["Output", "encode", "encode_sentence", "features", "classify",
            "cross_entropies", "cross_entropy", "forward", "parse", "loss", "loss_and_grads", "reinforce_loss",
-           "reinforce_loss_and_grads", "sgd_step"]
+           "reinforce_loss_and_grads"]
 
 
 # --------------------------------------------------------------------------
@@ -317,8 +316,3 @@ def reinforce_loss_and_grads(params: Params, config: ModelConfig, batch, uniform
                 d_head[k, SHIFT_COLUMN] = -d_diff
             encoder_backward(p, config, tape, d_root, grads, d_head)
     return value, grads, rewards
-
-
-def sgd_step(params: Params, grads: Mapping[str, np.ndarray], lr: float) -> dict[str, np.ndarray]:
-    """Plain SGD: p - lr * grad, for every parameter."""
-    return {name: np.asarray(value, dtype=np.float64) - lr * grads[name] for name, value in params.items()}

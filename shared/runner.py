@@ -78,6 +78,10 @@ def check_replicas(replicas) -> int:
     return replicas
 
 
+# Why define-by-run code has no program to trace apart from running it (Runner.trace, Runner.program_args).
+_EAGER = "define-by-run: the graph is built while the code runs, so there is no program to trace apart from a call"
+
+
 class _class_or_instance:
     """A method bound to the runner when called on one, else to the class (like a classmethod)."""
 
@@ -289,6 +293,36 @@ class Runner(abc.ABC):
     def compile_stats(self, program: str | None = None) -> CompileStats:
         """Tracing and compiling so far, of ``program`` or of all; eager code reports zeros."""
         return CompileStats()
+
+    # -- what bench explain reads (docs/runner-interface.md) ----------------
+
+    def trace(self, program: str, batch=None):
+        """``program`` ("encode", "loss_and_grads", "train_step", "parse:MODE") as the framework builds it,
+        not run: TensorFlow's traced function, JAX's traced (not yet compiled) program, counted in
+        ``compile_stats`` like every trace. ``batch``: the batch it is traced for (a framework whose one
+        trace serves every batch looks it up as a call would, and may be called without one). Code that
+        builds no program apart from running it (define-by-run) has nothing to trace: NotImplementedError."""
+        raise NotImplementedError(f"{self.framework}: {_EAGER}")
+
+    def program_args(self, program: str, batch) -> Sequence:
+        """What the program of ``trace(program, batch)`` is called with for ``batch``, on the device, the batch
+        checked on the host first as the public methods check it. Define-by-run code: NotImplementedError."""
+        if program.startswith("parse:"):  # "parse:gold", "parse:predicted" (sampled mode takes its uniforms too)
+            contract.check_parse(self.config, batch, program.split(":", 1)[1], None)
+        else:
+            contract.check_batch(batch, self.config)
+            if program != "encode":
+                contract.check_labels(batch)
+        return self._program_args(program, batch)
+
+    def _program_args(self, program: str, batch) -> Sequence:
+        """program_args, the batch checked (a framework that traces its programs defines it)."""
+        raise NotImplementedError(f"{self.framework}: {_EAGER}")
+
+    def encode_unchecked(self, batch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``encode`` without its host check (shared/contract.py): what the framework itself makes of a batch
+        the contract refuses, which ``bench explain --bad-input`` shows. Its outputs are no results."""
+        return self._encode(batch)
 
     def _need_optimizer(self) -> None:
         if self.optimizer is None:

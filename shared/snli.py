@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Union
 
-from shared.transitions import PLAIN_SHAPES, ParseError, Sentence, build_tree, parse, plain_transitions, to_bracket
+from shared.transitions import PLAIN_SHAPES, ParseError, Sentence, parse, plain_transitions
 
 LABELS = ("entailment", "neutral", "contradiction")  # ids 0, 1, 2 (docs/spec.md §2)
 LABEL_IDS = {name: i for i, name in enumerate(LABELS)}
@@ -392,21 +392,3 @@ def _parse_field(row: dict, name: str) -> Sentence:
         return parse(text)
     except ParseError as error:
         raise _RowError(f"field {name!r}: {error}") from None
-
-
-def write_jsonl(pairs: Iterable[Pair], path: PathLike) -> None:
-    """Write pairs in SNLI's jsonl format (the plain sentences, their binary
-    parses, ``gold_label`` and ``pairID``; NO_LABEL is written as ``-``), so
-    generated data (the arithmetic language, synthetic pairs) can be given
-    to any command that reads SNLI files, ``encode`` included. Reading the
-    file back gives the same pairs, rows numbered in file order."""
-    path = pathlib.Path(path)
-    with open(path, "w", encoding="utf-8") as out:
-        for pair in pairs:
-            if pair.label != NO_LABEL and not 0 <= pair.label < len(LABELS):
-                raise ValueError(f"pair {pair.pair_id!r}: label {pair.label} is not 0..2 or NO_LABEL")
-            row = {"gold_label": UNLABELED if pair.label == NO_LABEL else LABELS[pair.label], "pairID": pair.pair_id}
-            for key, sentence in (("sentence1", pair.premise), ("sentence2", pair.hypothesis)):
-                row[key] = " ".join(sentence.tokens)
-                row[f"{key}_binary_parse"] = to_bracket(build_tree(sentence.tokens, sentence.transitions))
-            out.write(json.dumps(row) + "\n")

@@ -163,14 +163,6 @@ def check_transitions(transitions: Sequence[int], n_tokens: int | None = None) -
         raise ValueError(f"{reduces} REDUCEs for {shifts} SHIFTs (expected {shifts - 1})")
 
 
-def is_valid(transitions: Sequence[int], n_tokens: int | None = None) -> bool:
-    try:
-        check_transitions(transitions, n_tokens)
-    except ValueError:
-        return False
-    return True
-
-
 def build_tree(tokens: Sequence[str], transitions: Sequence[int]) -> Tree:
     """Run the transitions on the tokens and return the tree as nested pairs."""
     check_transitions(transitions, len(tokens))

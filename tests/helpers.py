@@ -23,7 +23,8 @@ from bench import frameworks
 from shared import parsing, reference
 from shared.compare import F64_TOL, LOGPROB_TOL_F32, grad_rel_errs, max_abs_err, tolerances  # noqa: F401
 from shared.params import ModelConfig, init_params, param_shapes
-from shared.transitions import PAD, REDUCE, SHIFT, Sentence, plain_transitions
+from shared.snli import LABELS, NO_LABEL, UNLABELED
+from shared.transitions import PAD, REDUCE, SHIFT, Sentence, build_tree, plain_transitions, to_bracket
 
 HEAD_KERNEL, HEAD_BIAS = "tracker.transition.kernel", "tracker.transition.bias"
 
@@ -147,6 +148,29 @@ def assert_alone_equals_inside(single, together, i: int, tol: float = F64_TOL) -
         assert max_abs_err(getattr(together, f"{side}_logprob")[i],
                            getattr(single, f"{side}_logprob")[0]) <= tol
     assert max_abs_err(together.logits[i], single.logits[0]) <= tol
+
+
+def curve_rel_err(curve, reference) -> float:
+    """max over steps of |curve - reference| / |reference|: two training curves of equal length, held to
+    shared/compare.py's TRAIN_LOSS_REL_TOL_*."""
+    curve = np.asarray(curve, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    if curve.shape != reference.shape:
+        raise ValueError(f"curves of different lengths: {curve.shape} vs {reference.shape}")
+    return float(np.max(np.abs(curve - reference) / np.abs(reference))) if curve.size else 0.0
+
+
+def write_jsonl(pairs, path) -> None:
+    """Pairs written in SNLI's jsonl format (the plain sentences, their binary parses, ``gold_label`` and
+    ``pairID``; NO_LABEL as ``-``), for a test to give generated pairs to the commands that read SNLI files.
+    Reading the file back gives the same pairs, rows numbered in file order."""
+    with open(path, "w", encoding="utf-8") as out:
+        for pair in pairs:
+            row = {"gold_label": UNLABELED if pair.label == NO_LABEL else LABELS[pair.label], "pairID": pair.pair_id}
+            for key, sentence in (("sentence1", pair.premise), ("sentence2", pair.hypothesis)):
+                row[key] = " ".join(sentence.tokens)
+                row[f"{key}_binary_parse"] = to_bracket(build_tree(sentence.tokens, sentence.transitions))
+            out.write(json.dumps(row) + "\n")
 
 
 def assert_npz_files_identical(first, second) -> None:

@@ -7,9 +7,15 @@ import numpy as np
 import pytest
 
 from shared.arithmetic import (arithmetic_pairs, expression_sentence, label_of, precedence_tree, random_expression,
-                               reading_value, tree_value)
-from shared.snli import read_snli, write_jsonl
+                               tree_value)
+from shared.snli import read_snli
 from shared.transitions import build_tree, check_transitions, parse, plain_transitions, to_bracket
+from tests.helpers import write_jsonl
+
+
+def _reading(tokens, transitions) -> int:
+    """The value an expression gets under the tree these transitions build."""
+    return tree_value(build_tree(tokens, transitions))
 
 
 @pytest.mark.parametrize("text,bracketed,value", [
@@ -30,7 +36,7 @@ def test_precedence_trees_by_hand(text, bracketed, value):
     sentence = expression_sentence(tokens)
     assert sentence.tokens == tuple(tokens)
     assert sentence == parse(bracketed)
-    assert reading_value(sentence.tokens, sentence.transitions) == value
+    assert _reading(sentence.tokens, sentence.transitions) == value
 
 
 def test_values_match_python_evaluation():
@@ -45,8 +51,8 @@ def test_values_match_python_evaluation():
 
 def test_other_trees_read_compositionally():
     tokens = "3 + 4 * 2 - 1".split()
-    assert reading_value(tokens, plain_transitions(7, "left")) == ((3 + 4) * 2) - 1  # left to right
-    assert reading_value(tokens, plain_transitions(7, "right")) == 3 + (4 * (2 - 1))  # right to left
+    assert _reading(tokens, plain_transitions(7, "left")) == ((3 + 4) * 2) - 1  # left to right
+    assert _reading(tokens, plain_transitions(7, "right")) == 3 + (4 * (2 - 1))  # right to left
     # ( ( 3 + ) ( 4 ( * 2 ) ) ) ... a tree may also join a pending "3 +" with a product
     assert tree_value(((("3", "+"), ("4", ("*", "2"))), ("-", "1"))) == 10
     with pytest.raises(ValueError, match="no arithmetic reading"):
@@ -96,9 +102,9 @@ def test_left_branching_reading_changes_the_label_often():
     for pair in pairs:
         gold, left, right = [], [], []
         for s in (pair.premise, pair.hypothesis):
-            gold.append(reading_value(s.tokens, s.transitions))
-            left.append(reading_value(s.tokens, plain_transitions(len(s.tokens), "left")))
-            right.append(reading_value(s.tokens, plain_transitions(len(s.tokens), "right")))
+            gold.append(_reading(s.tokens, s.transitions))
+            left.append(_reading(s.tokens, plain_transitions(len(s.tokens), "left")))
+            right.append(_reading(s.tokens, plain_transitions(len(s.tokens), "right")))
         value_changed += gold != left
         label_changed += label_of(*left) != pair.label
         right_label_changed += label_of(*right) != pair.label

@@ -384,12 +384,13 @@ def test_float64_end_to_end_from_a_float32_file(name, device, small_config, smal
     assert all(out.dtype == np.dtype(dtype) for out in runner.encode(small_batch))
     loss, grads = runner.loss_and_grads(small_batch)
     assert isinstance(loss, float) and all(g.dtype == np.dtype(dtype) for g in grads.values())
-    expected, lr = {k: v.astype(np.float64) for k, v in params.items()}, 0.3
+    expected, lr, hyper = {k: v.astype(np.float64) for k, v in params.items()}, 0.3, optimizers.resolve("sgd", {})
+    state = optimizers.zero_state("sgd", hyper, param_shapes(small_config), (), dtype=np.float64)
     runner.set_optimizer("sgd", lr=lr)
     for _ in range(3):
         ref_loss, ref_grads = reference.loss_and_grads(expected, small_config, small_batch)
         assert abs(runner.train_step(small_batch) - ref_loss) <= loss_tol * max(1.0, abs(ref_loss))
-        expected = reference.sgd_step(expected, ref_grads, lr)
+        expected = optimizers.apply("sgd", hyper, lr, expected, ref_grads, state)
     trained = runner.get_params()
     for key, value in expected.items():
         assert trained[key].dtype == np.dtype(dtype), key
@@ -409,6 +410,58 @@ def test_float32_training_reduces_the_loss(name, device, small_config, small_bat
     assert abs(losses[0] - reference.loss(params, small_config, small_batch)) <= 1e-5
     assert losses[-1] < 0.9 * losses[0], losses
     assert all(value.dtype == np.dtype(dtype) for value in runner.get_params().values())
+
+
+# --------------------------------------------------------------------------
+# What the benchmark times: pytorch-compiled's Inductor code
+# --------------------------------------------------------------------------
+
+
+# A work unit of its own (conftest.py), not the contract-pytorch group: it shares no runner or program with the
+# group's tests (Inductor's cache is on disk, for every worker), so xdist can start it early on any worker.
+def test_pytorch_compiled_on_inductor_as_the_benchmark_builds_it(device, vocab, sample_pairs):
+    """The tests above run pytorch-compiled on aot_eager (TEST_OPTIONS, tests/helpers.py); the benchmark times the
+    code Inductor generates. Here the registry's own build (no test options: Inductor, its default mode, one graph
+    per shape), in float32 as the benchmark times it, on one tiny shape: both programs the benchmark times, encode
+    and the training step, against the float64 reference, and what compiling them cost. A second batch of the shape
+    compiles nothing, and Dynamo never falls back to Python. (The steps are SGD's, not the benchmark's Adam: the
+    optimizer runs eagerly, outside the compiled step, and Adam would make a whole step of a float32 rounding that
+    flips the sign of a near-zero gradient.)"""
+    name = "pytorch-compiled"
+    assert frameworks.resolve(name) == ("pytorch", {"algorithm": "masked", "compile": True})
+    built = frameworks.implementation(name)
+    assert not built.timed_options and not built.env  # nothing else the benchmark's worker adds
+    config = small_config_for(len(vocab), tracker_dim=3, mlp_layers=1)
+    params = init_params(config, seed=12, dtype=np.float32)
+    runner = frameworks.make_runner(name, params, config, dtype="float32", device=device)
+    assert runner.compile_stats().traces == 0
+    short = [p for p in sample_pairs if max(len(p.premise), len(p.hypothesis)) <= 8 and p.label >= 0]
+    first, second = (make_pair_batch(short[k:k + 2], vocab, num_tokens=8) for k in (0, 2))
+    shape = (2, 8, 15)  # (B, N, T) of both batches
+    for batch in (first, second):
+        assert_encodes_like_reference(runner, params, config, batch, "float32")
+        if batch is first:
+            after_first = runner.compile_stats("encode")
+    after_second = runner.compile_stats("encode")
+    assert after_first.traces >= 1 and after_first.compile_s > 0 and after_first.graph_breaks == 0
+    assert after_first.shapes == [("encode", *shape)]
+    assert after_second.since(after_first).traces == 0  # the same shape: nothing compiled again
+
+    lr, hyper = 0.5, optimizers.resolve("sgd", {})
+    state = optimizers.zero_state("sgd", hyper, param_shapes(config), (), dtype=np.float64)
+    runner.set_optimizer("sgd", lr=lr)
+    expected, tol = {key: value.astype(np.float64) for key, value in params.items()}, dict.fromkeys(params, 0.0)
+    for batch in (first, second, first):  # each loss at the weights the steps before it left
+        ref_loss, ref_grads = reference.loss_and_grads(expected, config, batch)
+        assert abs(runner.train_step(batch) - ref_loss) <= LOGITS_TOL_F32 * max(1.0, abs(ref_loss))
+        expected = optimizers.apply("sgd", hyper, lr, expected, ref_grads, state)
+        trained = runner.get_params()
+        for key, value in expected.items():  # the gradient's float32 error, times the rate, step after step
+            tol[key] += STEP_TOL_F32 + lr * GRAD_REL_TOL_F32 * float(np.max(np.abs(ref_grads[key])))
+            assert max_abs_err(trained[key], value) <= tol[key], key
+    stats = runner.compile_stats()
+    assert stats.compile_s > after_second.compile_s and stats.graph_breaks == 0
+    assert stats.shapes == [("encode", *shape), ("train_step", *shape)]
 
 
 @pytest.mark.parametrize("name,dtype", family_float32(("float64",), ("float32",)))

@@ -380,8 +380,9 @@ def test_a_bad_row_anywhere_is_one_error_line_and_exit_2_with_nothing_written(mo
 
 
 def test_a_5000_word_tree_goes_to_a_parse_string_and_back():
-    """write_jsonl (shared/snli.py) writes trees with to_bracket: a sentence
-    as deep as its length must not exhaust Python's recursion either."""
+    """to_bracket writes trees (the figures, the tests' write_jsonl) and parse
+    reads them: a sentence as deep as its length must not exhaust Python's
+    recursion either."""
     from shared.transitions import build_tree, parse, plain_transitions, to_bracket
 
     words = tuple(f"w{i}" for i in range(5000))

@@ -507,7 +507,7 @@ def test_training_step_computes_in_one_dtype(dtype, other, transition_weight, sm
     config = small_config.replace(transition_head=transition_weight > 0)
     runner = Runner(init_params(config, seed=5), config, dtype=dtype, transition_weight=transition_weight)
     runner.set_optimizer("adam", lr=0.01, weight_decay=0.01)
-    jaxpr = str(runner._trace("train_step", small_batch).jaxpr)
+    jaxpr = str(runner.trace("train_step", small_batch).jaxpr)
     assert f"{dtype[0]}{dtype[-2:]}[" in jaxpr.replace("float", "f")  # sanity: the dtype appears
     assert f"{other}[" not in jaxpr
 

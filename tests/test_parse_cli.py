@@ -19,15 +19,16 @@ from bench.frameworks import FRAMEWORKS
 from bench.training.trainer import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
 from bench.training.trainer import TrainConfig
-from bench.training.trainer import train
+from bench.training.trainer import Trainer
 from shared import parse_metrics, parsing, reference
 from shared.arithmetic import arithmetic_pairs
 from shared.batching import make_pair_batch
-from shared.compare import TRAIN_LOSS_REL_TOL_ADAM, curve_rel_err
+from shared.compare import TRAIN_LOSS_REL_TOL_ADAM
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
 from shared.snli import SAMPLE_PATH, read_snli
 from shared.transitions import PAD, check_transitions
 from shared.vocab import Vocabulary
+from tests.helpers import curve_rel_err
 
 framework = pytest.mark.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
 HEAD_KERNEL = "tracker.transition.kernel"
@@ -211,7 +212,8 @@ def supervised_runs(tmp_path_factory):
             cfg = TrainConfig(framework=name, dtype="float64" if name == "reference" else "float32",
                               steps=CURVE_STEPS, **SUPERVISED)
             out = root / name
-            cache[name] = (out, train(cfg, out, ARITH_TRAIN, init=ARITH_INIT, dev_pairs=ARITH_DEV, progress=False))
+            cache[name] = (out, Trainer(cfg, out, ARITH_TRAIN, init=ARITH_INIT, dev_pairs=ARITH_DEV,
+                                        progress=False).run())
         return cache[name]
 
     return run
@@ -264,13 +266,13 @@ def test_checkpoint_and_resume_keep_the_head(supervised_runs, tmp_path):
     the straight run ended (PyTorch; the other frameworks share the loop)."""
     straight_out, straight = supervised_runs("pytorch")
     cfg = TrainConfig(framework="pytorch", steps=4, **SUPERVISED)
-    train(cfg, tmp_path, ARITH_TRAIN, init=ARITH_INIT, dev_pairs=ARITH_DEV, progress=False)
+    Trainer(cfg, tmp_path, ARITH_TRAIN, init=ARITH_INIT, dev_pairs=ARITH_DEV, progress=False).run()
     saved = load_checkpoint(latest_checkpoint(tmp_path))
     assert saved.model.config.transition_head and saved.state["step"] == 4
     assert HEAD_KERNEL in saved.model.params and "tracker.transition.bias" in saved.model.params
     assert not np.array_equal(saved.model.params[HEAD_KERNEL], ARITH_INIT.params[HEAD_KERNEL])
     cfg.steps = CURVE_STEPS
-    resumed = train(cfg, tmp_path, ARITH_TRAIN, init=None, dev_pairs=ARITH_DEV, resume=True, progress=False)
+    resumed = Trainer(cfg, tmp_path, ARITH_TRAIN, init=None, dev_pairs=ARITH_DEV, resume=True, progress=False).run()
     for name in (HEAD_KERNEL, "tracker.transition.bias"):
         np.testing.assert_array_equal(resumed.params[name], straight.params[name], err_msg=name)
     assert load_params(tmp_path / "model.npz").config.transition_head

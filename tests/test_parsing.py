@@ -11,7 +11,7 @@ import pytest
 
 from shared import parse_metrics, parsing, reference, reference_encoder
 from shared.params import ModelConfig, init_params
-from shared.parse_metrics import ParseCounts, bracket_f1, parse_agreement, teacher_forced_accuracy
+from shared.parse_metrics import ParseCounts, parse_agreement
 from shared.parsing import MODES, Parsed, batch_uniforms, check_mode, decide, pair_uniforms, sentence_lengths
 from shared.transitions import PAD, REDUCE, SHIFT, check_transitions, parse, plain_transitions
 
@@ -412,6 +412,10 @@ def _rows(*sentences, width=None):
     return np.stack([_sentence_row(s, width) for s in sentences])
 
 
+def bracket_f1(predicted, gold) -> float:
+    return ParseCounts.of_parses(predicted, gold).bracket_f1
+
+
 def test_bracket_f1_by_hand():
     gold = parse("( ( a b ) ( c d ) )").transitions  # brackets (0,2) (2,4); (0,4) is the sentence
     left = parse("( ( ( a b ) c ) d )").transitions  # brackets (0,2) (0,3)
@@ -448,7 +452,7 @@ def test_teacher_forced_accuracy_by_hand():
     logits[0, 2] = [1, 0]  # SHIFT for a REDUCE: wrong
     logits[1, 0] = [0, 2]  # REDUCE for a SHIFT: wrong (no validity mask)
     logits[1, 1] = [0, 9]  # PAD: not scored
-    assert teacher_forced_accuracy(logits, gold) == 0.5
+    assert ParseCounts.of_teacher_forced(logits, gold).transition_accuracy == 0.5
 
 
 def test_parse_counts_over_batches():
@@ -464,7 +468,7 @@ def test_parse_counts_over_batches():
     assert counts.bracket_f1 == bracket_f1(both, gold)
     assert counts.exact_parse_rate == parse_agreement(both, gold)
     logits = np.concatenate([gold_mode.premise_transition_logits, gold_mode.hypothesis_transition_logits])
-    assert counts.transition_accuracy == teacher_forced_accuracy(logits, gold)
+    assert counts.transition_accuracy == ParseCounts.of_teacher_forced(logits, gold).transition_accuracy
     # counts add up across batches: two halves give the whole
     halves = [types.SimpleNamespace(**{k: v[s] for k, v in vars(batch).items()}) for s in (slice(0, 2), slice(2, 4))]
     total = ParseCounts()

@@ -300,12 +300,3 @@ def test_reinforce_needs_head_and_uniforms():
                                            _uniforms(batch), 0.0)
     with pytest.raises(ValueError, match="uniforms"):
         reference.reinforce_loss_and_grads(_head_params(), HEAD, batch, None, 0.0)
-
-
-def test_sgd_step():
-    params = init_params(CONFIG, seed=1, dtype=np.float64)
-    value, grads = reference.loss_and_grads(params, CONFIG, _batch())
-    stepped = reference.sgd_step(params, grads, lr=0.1)
-    for name in params:
-        np.testing.assert_array_equal(stepped[name], params[name] - 0.1 * grads[name])
-    assert reference.loss(stepped, CONFIG, _batch()) < value

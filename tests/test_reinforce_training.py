@@ -16,7 +16,7 @@ from bench.cli import main
 from bench.frameworks import FRAMEWORKS
 from bench.training.trainer import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
-from bench.training.reinforce import ReinforceSettings, train_reinforce, with_head
+from bench.training.reinforce import ReinforceSettings, ReinforceTrainer, with_head
 from bench.training.trainer import TrainConfig
 from shared.arithmetic import arithmetic_pairs
 from shared.params import ModelConfig, ParamFile, init_params
@@ -38,8 +38,8 @@ TIMING_KEYS = {"elapsed_s", "pairs_per_s", "eval_s", "timestamp", "path", "from"
 
 def _run(framework, out, steps, resume=False):
     cfg = TrainConfig(framework=framework, steps=steps, epochs=2, **COMMON)
-    return train_reinforce(cfg, out, TRAIN_PAIRS, settings=SETTINGS, init=None if resume else INIT,
-                           dev_pairs=DEV_PAIRS, resume=resume, progress=False)
+    return ReinforceTrainer(cfg, out, TRAIN_PAIRS, settings=SETTINGS, init=None if resume else INIT,
+                            dev_pairs=DEV_PAIRS, resume=resume, progress=False).run()
 
 
 def _records(out) -> list[dict]:
@@ -83,8 +83,8 @@ def test_first_baseline_is_the_first_batch_mean_reward(tmp_path):
     from shared.reference_runner import Runner
 
     cfg = TrainConfig(framework="reference", dtype="float64", steps=1, **{**COMMON, "dropout": 0.0})
-    result = train_reinforce(cfg, tmp_path, TRAIN_PAIRS, settings=SETTINGS, init=INIT, dev_pairs=[],
-                             progress=False)
+    result = ReinforceTrainer(cfg, tmp_path, TRAIN_PAIRS, settings=SETTINGS, init=INIT, dev_pairs=[],
+                              progress=False).run()
     size, indices = epoch_plan(np.array([pair_length(p) for p in TRAIN_PAIRS]), cfg, 0)[0]
     pairs = [TRAIN_PAIRS[i] for i in indices]
     batch = make_pair_batch(pairs, VOCAB, num_tokens=size)

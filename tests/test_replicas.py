@@ -31,12 +31,12 @@ from bench.training.trainer import list_checkpoints
 from bench.records import read_metrics
 from bench.training.scaling import summarize
 from bench.training.trainer import TrainConfig
-from bench.training.trainer import train
-from shared.compare import curve_rel_err, rel_err
+from bench.training.trainer import Trainer
+from shared.compare import rel_err
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
 from shared.synthetic import synthetic_pairs
 from shared.vocab import Vocabulary
-from tests.helpers import HANG, run, started
+from tests.helpers import HANG, curve_rel_err, run, started
 
 PAIRS = synthetic_pairs(64, seed=0)  # what --data synthetic --num-pairs 64 reads
 VOCAB = Vocabulary.from_pairs(PAIRS, lowercase=True)
@@ -67,7 +67,7 @@ def _curve(out: Path) -> np.ndarray:
 
 def _one_replica(framework: str, out: Path):
     cfg = TrainConfig(framework=framework, **SETTINGS)
-    return train(cfg, out, PAIRS, init=INIT, progress=False)
+    return Trainer(cfg, out, PAIRS, init=INIT, progress=False).run()
 
 
 def _assert_same_steps(out_k: Path, out_1: Path, steps: int = STEPS) -> None:
@@ -84,7 +84,7 @@ def _assert_same_steps(out_k: Path, out_1: Path, steps: int = STEPS) -> None:
 def test_jax_replicas_shard_the_batch_over_a_mesh(tmp_path):
     """Two devices of one process: the same 20 steps as one device."""
     cfg = TrainConfig(framework="jax", replicas=2, **SETTINGS)
-    result = train(cfg, tmp_path / "k2", PAIRS, init=INIT, progress=False)
+    result = Trainer(cfg, tmp_path / "k2", PAIRS, init=INIT, progress=False).run()
     _one_replica("jax", tmp_path / "k1")
     _assert_same_steps(tmp_path / "k2", tmp_path / "k1")
     assert result.steps == STEPS
@@ -136,8 +136,8 @@ def test_tensorflow_replicas_from_the_command_line(tmp_path):
     out, err = job.stdout, job.stderr
     assert job.returncode == 0, err
     assert out.count("trained tensorflow") == 1
-    train(TrainConfig(framework="tensorflow", dtype="float64", **SETTINGS), tmp_path / "k1", PAIRS, init=INIT,
-          progress=False)
+    Trainer(TrainConfig(framework="tensorflow", dtype="float64", **SETTINGS), tmp_path / "k1", PAIRS, init=INIT,
+            progress=False).run()
     _assert_same_steps(tmp_path / "k2", tmp_path / "k1")
 
 
@@ -160,8 +160,8 @@ def test_processes_over_loopback_take_the_steps_of_one(tmp_path, framework):
     assert job.returncode == 0, err
     assert out.count(f"trained {framework}") == 1
     assert "[Gloo]" not in out + err and "Traceback" not in err, err
-    train(TrainConfig(framework=framework, **{**SGD_SETTINGS, "steps": LOOPBACK_STEPS}), tmp_path / "p1", PAIRS,
-          init=INIT, progress=False)
+    Trainer(TrainConfig(framework=framework, **{**SGD_SETTINGS, "steps": LOOPBACK_STEPS}), tmp_path / "p1", PAIRS,
+            init=INIT, progress=False).run()
     _assert_same_steps(tmp_path / "p2", tmp_path / "p1", LOOPBACK_STEPS)
 
 

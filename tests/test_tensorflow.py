@@ -22,10 +22,10 @@ from bench import ROOT
 from impl_tensorflow import convert, masked
 from impl_tensorflow.classifier import SNLIClassifier
 from impl_tensorflow.runner import BATCH, Runner
-from shared import parse_metrics, parsing, reference
+from shared import optimizers, parse_metrics, parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
-from shared.params import ParamError, init_params, load_params, save_params
+from shared.params import ParamError, init_params, load_params, param_shapes, save_params
 from tests.helpers import assert_npz_files_identical, run, small_config_for
 
 
@@ -82,7 +82,7 @@ def test_backward_loop_never_saves_the_thin_stack(small_config):
     tensors a step read, never the thin stack (a TensorArray, a variant tensor).
     Inspected in the traced graph: no per-step accumulator holds a variant."""
     runner = Runner(init_params(small_config, seed=1), small_config)
-    graph = runner._trace("loss_and_grads").concrete_function().graph
+    graph = runner.trace("loss_and_grads").concrete_function().graph
     accumulators = [op for op in graph.get_operations() if op.type == "EmptyTensorList"]
     assert accumulators, "expected the while loop's gradient to stack per-step values"
     kept = {op.get_attr("element_dtype") for op in accumulators}
@@ -99,7 +99,7 @@ def test_the_loop_reads_its_weights_once_before_it(small_config, small_batch):
     runner.set_optimizer("sgd", 0.1)
     runner.parse(small_batch, "predicted")  # traces parse:predicted
     for program in ("encode", "loss_and_grads", "train_step", "parse:predicted"):
-        graph_def = runner._trace(program).concrete_function().graph.as_graph_def()
+        graph_def = runner.trace(program).concrete_function().graph.as_graph_def()
         library = {f.signature.name: f for f in graph_def.library.function}
         nodes = list(graph_def.node) + [node for f in library.values() for node in f.node_def]
         bodies = [library[node.attr["body"].func.name] for node in nodes if node.op in ("While", "StatelessWhile")]
@@ -319,11 +319,12 @@ def test_learning_rate_changes_without_retracing(device, small_config, small_bat
     params = init_params(small_config, seed=23, dtype=np.float64)
     runner = Runner(params, small_config, dtype="float64", device=device)
     runner.set_optimizer("sgd", 0.5)
-    expected = params
+    expected, hyper = params, optimizers.resolve("sgd", {})
+    state = optimizers.zero_state("sgd", hyper, param_shapes(small_config), (), dtype=np.float64)
     for lr in (0.5, 0.25, 0.125):
         runner.set_learning_rate(lr)
         _, grads = reference.loss_and_grads(expected, small_config, small_batch)
-        expected = reference.sgd_step(expected, grads, lr)
+        expected = optimizers.apply("sgd", hyper, lr, expected, grads, state)
         runner.train_step(small_batch)
     for key, value in runner.get_params().items():
         assert max_abs_err(value, expected[key]) <= 1e-10, key
@@ -410,8 +411,8 @@ def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
     head_config = small_config.replace(transition_head=True)
     with_head = Runner(init_params(head_config, seed=1), head_config)
     without = Runner(init_params(small_config, seed=1), small_config)
-    assert graph_op_counts(with_head._trace("encode").function.get_concrete_function()) == \
-        graph_op_counts(without._trace("encode").function.get_concrete_function())
+    assert graph_op_counts(with_head.trace("encode").function.get_concrete_function()) == \
+        graph_op_counts(without.trace("encode").function.get_concrete_function())
     # The predicted parse, traced from the runner's input signature alone.
     concrete = tf.function(lambda batch: with_head.model.parse(*batch[:4], mode="predicted"),
                            input_signature=[BATCH], autograph=False).get_concrete_function()

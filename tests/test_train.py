@@ -22,15 +22,15 @@ from bench.training.trainer import Checkpoint, latest_checkpoint, list_checkpoin
 from bench.training.evaluate import confusion_matrix, evaluate_pairs
 from bench.records import read_metrics
 from bench.training.trainer import TrainConfig
-from bench.training.trainer import train
+from bench.training.trainer import Trainer
 from shared import optimizers
-from shared.compare import (LOGITS_TOL_F32, TRAIN_LOSS_REL_TOL_ADAM, TRAIN_LOSS_REL_TOL_SGD, curve_rel_err,
-                            max_abs_err)
+from shared.compare import LOGITS_TOL_F32, TRAIN_LOSS_REL_TOL_ADAM, TRAIN_LOSS_REL_TOL_SGD, max_abs_err
 from shared.batching import make_pair_batch
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
 from shared.snli import SAMPLE_PATH, with_parse
 from shared.synthetic import synthetic_pairs
 from shared.vocab import Vocabulary
+from tests.helpers import curve_rel_err
 
 framework = pytest.mark.parametrize("framework", FRAMEWORKS, ids=FRAMEWORKS)
 
@@ -61,8 +61,7 @@ def runs(tmp_path_factory):
             cfg = TrainConfig(framework=framework, dtype="float64" if framework == "reference" else "float32",
                               **{**COMMON, **fields})
             out = root / f"{name}-{framework}"
-            cache[key] = (out, train(cfg, out, TRAIN_PAIRS, init=INIT, dev_pairs=dev,
-                                     progress=False))
+            cache[key] = (out, Trainer(cfg, out, TRAIN_PAIRS, init=INIT, dev_pairs=dev, progress=False).run())
         return cache[key]
 
     return run
@@ -164,10 +163,10 @@ def test_resume_equals_uninterrupted(runs, framework, tmp_path):
     batches, dropout masks and optimizer state, so the same weights exactly."""
     straight, result = runs("straight", framework, epochs=2, **RESUMABLE)
     cfg = TrainConfig(framework=framework, epochs=1, **COMMON, **RESUMABLE)
-    train(cfg, tmp_path, TRAIN_PAIRS, init=INIT, dev_pairs=DEV_PAIRS, progress=False)
+    Trainer(cfg, tmp_path, TRAIN_PAIRS, init=INIT, dev_pairs=DEV_PAIRS, progress=False).run()
     assert latest_checkpoint(tmp_path).name == "step-00000008"
     cfg.epochs = 2
-    resumed = train(cfg, tmp_path, TRAIN_PAIRS, init=None, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+    resumed = Trainer(cfg, tmp_path, TRAIN_PAIRS, init=None, dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
     assert resumed.steps == result.steps == 16
     for name, value in result.params.items():
         assert np.array_equal(resumed.params[name], value), name
@@ -182,7 +181,7 @@ def test_crash_during_checkpoint_keeps_the_previous_one(runs, tmp_path, monkeypa
     """A run killed while writing its checkpoint leaves the previous checkpoint
     intact and resumable; the resumed run ends where an uninterrupted one does."""
     cfg = TrainConfig(framework="pytorch", epochs=1, **COMMON, **RESUMABLE)
-    train(cfg, tmp_path, TRAIN_PAIRS, init=INIT, dev_pairs=DEV_PAIRS, progress=False)
+    Trainer(cfg, tmp_path, TRAIN_PAIRS, init=INIT, dev_pairs=DEV_PAIRS, progress=False).run()
     first = latest_checkpoint(tmp_path)
     before = {f.name: f.read_bytes() for f in first.iterdir()}
 
@@ -196,7 +195,7 @@ def test_crash_during_checkpoint_keeps_the_previous_one(runs, tmp_path, monkeypa
     monkeypatch.setattr(checkpoints, "save_optimizer_state", crash)
     cfg.epochs = 2
     with pytest.raises(Killed):
-        train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+        Trainer(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
     monkeypatch.undo()
     assert list_checkpoints(tmp_path) == [first]
     assert {f.name: f.read_bytes() for f in first.iterdir()} == before
@@ -206,7 +205,7 @@ def test_crash_during_checkpoint_keeps_the_previous_one(runs, tmp_path, monkeypa
     stale.mkdir()
     (stale / "model.npz").write_bytes(b"junk")
     assert latest_checkpoint(tmp_path) == first
-    resumed = train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+    resumed = Trainer(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
     assert not stale.exists()
     _, straight = runs("straight", "pytorch", epochs=2, **RESUMABLE)
     for name, value in straight.params.items():
@@ -218,13 +217,13 @@ def test_resume_skips_a_damaged_newest_checkpoint(runs, tmp_path, capsys):
     on stderr and in the "resume" record; the run goes on from the newest
     intact one and ends with the weights of an uninterrupted run."""
     cfg = TrainConfig(framework="pytorch", epochs=2, keep_checkpoints=3, **COMMON, **RESUMABLE)
-    train(cfg, tmp_path, TRAIN_PAIRS, init=INIT, dev_pairs=DEV_PAIRS, progress=False)
+    Trainer(cfg, tmp_path, TRAIN_PAIRS, init=INIT, dev_pairs=DEV_PAIRS, progress=False).run()
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000008", "step-00000016"]
     damaged = tmp_path / "checkpoints" / "step-00000016" / "model.npz"
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
     with pytest.raises(Exception):
         load_checkpoint(damaged.parent)
-    resumed = train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+    resumed = Trainer(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
     err = capsys.readouterr().err
     assert "skipping checkpoint" in err and "step-00000016" in err and "not a readable .npz" in err
     resume = [r for r in read_metrics(tmp_path) if r["kind"] == "resume"]
@@ -237,7 +236,7 @@ def test_resume_skips_a_damaged_newest_checkpoint(runs, tmp_path, capsys):
     for path in list_checkpoints(tmp_path):
         (path / "optimizer.npz").write_bytes(b"not a zip")
     with pytest.raises(ValueError, match="no checkpoint in .* loads"):
-        train(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+        Trainer(cfg, tmp_path, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
 
 
 TRAIN_ARGV = ["train", "--framework", "pytorch", "--data", "synthetic", "--num-pairs", "16", "--size", "small",
@@ -494,12 +493,12 @@ def test_resume_with_other_settings_is_refused(runs, tmp_path, capsys):
     shutil.copytree(out, copy)
     cfg = TrainConfig(framework="pytorch", epochs=3, **{**COMMON, **RESUMABLE, "batch_size": 4})
     with pytest.raises(ValueError, match="batch_size was 8 in the run being resumed, now 4"):
-        train(cfg, copy, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False)
+        Trainer(cfg, copy, TRAIN_PAIRS, dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
     cfg = TrainConfig(framework="pytorch", epochs=3, **COMMON, **RESUMABLE)
     with pytest.raises(ValueError, match="training data differ"):
-        train(cfg, copy, TRAIN_PAIRS[:32], dev_pairs=DEV_PAIRS, resume=True, progress=False)
+        Trainer(cfg, copy, TRAIN_PAIRS[:32], dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
     with pytest.raises(ValueError, match="training data differ"):  # the same words, other trees (--parse left)
-        train(cfg, copy, with_parse(TRAIN_PAIRS, "left"), dev_pairs=DEV_PAIRS, resume=True, progress=False)
+        Trainer(cfg, copy, with_parse(TRAIN_PAIRS, "left"), dev_pairs=DEV_PAIRS, resume=True, progress=False).run()
 
 
 def test_evaluate_errors_are_clear(tmp_path, capsys):

@@ -17,7 +17,6 @@ import dataclasses
 import json
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from bench.training.trainer import TrainConfig, Trainer, check_folder
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, load_params
+from shared.platform import how_it_ended
 from shared.snli import SAMPLE_PATH, Pair, read_snli, with_parse
 
 
@@ -372,9 +372,7 @@ def launch_processes(platform, processes: int, argv: list[str]) -> int:
                 rank, code = ([(rank, code) for rank, code in failed if code < 0] or failed)[0]
                 _stop(started)
                 _show([line for line in held if line[1] == rank])  # the failed one's own last words
-                killed = code < 0 and -code in signal.Signals._value2member_map_
-                how = f"was killed by {signal.Signals(-code).name}" if killed else f"ended with exit status {code}"
-                print(f"error: process {rank} of {processes} ({platform.name}) {how}; the others were "
+                print(f"error: process {rank} of {processes} ({platform.name}) {how_it_ended(code)}; the others were "
                       "stopped. The run folder holds the last checkpoint: the same command with --resume goes on "
                       "from it", file=sys.stderr)
                 return code if code > 0 else 1

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from bench.training.evaluate import Evaluation, ParseEvaluation, evaluate_parses
-from bench.training.trainer import Trainer, TrainResult
+from bench.training.trainer import Trainer
 from shared import parse_metrics, parsing
 from shared import reinforce as shared_reinforce
 from shared.params import ParamFile, init_params
@@ -131,9 +131,3 @@ class ReinforceTrainer(Trainer):
 
     def _state_fields(self) -> dict:
         return {"baseline": self.baseline}
-
-
-def train_reinforce(cfg, out_dir, train_pairs: Sequence[Pair], *, settings: ReinforceSettings,
-                    **options) -> TrainResult:
-    """Train with REINFORCE (see :class:`ReinforceTrainer`); everything is also in ``out_dir``."""
-    return ReinforceTrainer(cfg, out_dir, train_pairs, settings=settings, **options).run()

@@ -605,8 +605,3 @@ class Trainer:
                             "elapsed_s": self.elapsed()})
         self._saved_step = self.step
         return path
-
-
-def train(cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], **options) -> TrainResult:
-    """Train (see :class:`Trainer` for the options) and return the final state; everything is also in ``out_dir``."""
-    return Trainer(cfg, out_dir, train_pairs, **options).run()
