@@ -5,8 +5,16 @@ cell and ``# %% [markdown]`` a Markdown cell, and the file stays a script (``pyt
 This command makes ``lessons/notebooks/<name>.ipynb`` from each (``answers.mask`` for lessons/answers/mask.py),
 without outputs: a first cell with the notation and a link to docs/glossary.md, the file's first cell (its
 title and what to notice), the lesson's figure where it has one, a code cell that puts the repository's root
-on the import path wherever Jupyter was started, then the file's cells. A notebook left in the folder without
-a source is removed.
+on the import path wherever Jupyter was started, then the file's cells. jupytext's active cells say which
+cells are the notebook's alone and which the script's: a cell marked ``active="ipynb"`` is commented out in
+the .py file and runs in the notebook (a lesson's steps, one question at a time); a cell marked
+``active="py"`` (the script's ``if __name__ == "__main__": main()``) is left out of the notebook. A notebook
+left in the folder without a source is removed.
+
+The notebooks are written without outputs, and kept so: what a lesson prints is measured when it runs
+(seconds, and counts that move with a framework's version), so committed outputs would be one machine's
+figures presented as the lesson's, and would go stale with every release; and a learner is to predict
+before running. ``--check`` compares the bytes this command writes, outputs none.
 
 ``--check`` writes nothing: it makes each notebook again and exits 1, naming every notebook that differs from
 what its source makes (an edited source, a missing notebook, one without a source). Needs the ``notebooks``
@@ -40,7 +48,8 @@ then run the command, and the notebook follows.*
 
 | letter | what |
 | --- | --- |
-| B | sentences in a batch (here the premises, or the hypotheses, of 8 SNLI pairs) |
+| B | pairs in a batch (here 8 SNLI pairs) |
+| S | sentences one call encodes: here the B premises, or the B hypotheses (S = B = 8) |
 | N | token slots of a sentence; T = 2N − 1 transition slots |
 | E | word vector size (here 16) |
 | H | size of an item's h and of its c: a stack item is [h; c], 2H numbers (here H = 16) |
@@ -79,6 +88,7 @@ def notebook(name: str, source: Path) -> str:
         figure, caption = FIGURES[name]
         head.append(new_markdown_cell(f"![{caption}](../../docs/figures/{figure})\n\n*{caption}.*"))
     head.append(new_code_cell(ROOT_ON_PATH))
+    cells = [c for c in cells if c.metadata.get("active") != "py"]  # the script's own cells
     body = [new_code_cell(c.source) if c.cell_type == "code" else new_markdown_cell(c.source) for c in cells]
     made = new_notebook(cells=head + body, metadata={
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},

@@ -1,98 +1,231 @@
 # %% [markdown]
-# # SPINN define-by-run in PyTorch, as Bradbury's 2017 SPINN did it: `python -m lessons.pytorch_lists`
-# Stacks and buffers are Python lists, and each sentence's `if` reads its transition: each batch records its own graph.
+# # SPINN define-by-run in PyTorch, as Bradbury's 2017 SPINN did it
+# Run: `.venv/bin/python -m lessons.pytorch_lists`.
+#
+# Stacks and buffers are Python lists.
+# Each sentence's `if` reads its transition, so Python decides every step.
+# Each batch therefore records its own graph, the shape of its trees.
+# What it prints: what Python read, the size of each graph, and a backward pass over one.
 
 # %%
 import torch
 
-from lessons.setup import lesson_batches, report
+from lessons.setup import lesson_batches, reference_gradients, report, report_gradients
 
 PAD, SHIFT, REDUCE = 0, 1, 2
 
 
-def tracker_step(w, front, top, second, h_t, c_t):  # LSTM over the parser state, K sentences: [K, H], [K, D]
-    z = torch.cat([front, top, second], 1) @ w["tracker.kernel_input"] + h_t @ w["tracker.kernel_hidden"]
-    i, f, g, o = (z + w["tracker.bias"]).chunk(4, dim=1)
+# %% [markdown]
+# The two cells of SPINN, each for K sentences at once (one row per sentence).
+
+# %%
+def tracker_step(w, front, top, second, h_t, c_t):  # LSTM over the parser state: [K, H], [K, D]
+    x = torch.cat([front, top, second], 1)
+    z = x @ w["tracker.kernel_input"] + h_t @ w["tracker.kernel_hidden"] + w["tracker.bias"]
+    i, f, g, o = z.chunk(4, dim=1)
     c_t = torch.sigmoid(f) * c_t + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(c_t), c_t
 
 
-def reduce_step(w, left_h, left_c, right_h, right_c, track_h):  # TreeLSTM of K (left, right) pairs: [K, H]
-    z = (left_h @ w["reduce.left.kernel"] + w["reduce.left.bias"] + right_h @ w["reduce.right.kernel"]
-         + track_h @ w["reduce.track.kernel"])
+def reduce_step(w, left_h, left_c, right_h, right_c, track_h):  # TreeLSTM of K pairs: [K, H]
+    z = left_h @ w["reduce.left.kernel"] + w["reduce.left.bias"]
+    z = z + right_h @ w["reduce.right.kernel"] + track_h @ w["reduce.track.kernel"]
     a, i, f1, f2, o = z.chunk(5, dim=1)
-    c = torch.tanh(a) * torch.sigmoid(i) + torch.sigmoid(f1) * left_c + torch.sigmoid(f2) * right_c
+    c = torch.tanh(a) * torch.sigmoid(i)
+    c = c + torch.sigmoid(f1) * left_c + torch.sigmoid(f2) * right_c
     return torch.sigmoid(o) * torch.tanh(c), c
 
 
-def encode(w, tokens, transitions, H, D):  # -> encodings [B, H]: the h of the one item left on each stack
-    B, T = transitions.shape
-    leaves = w["embed.embedding"][tokens] @ w["projection.kernel"] + w["projection.bias"]  # [B, N, 2H]
-    buffers, stacks = [], [[] for _ in range(B)]
-    for b in range(B):
-        n = int((transitions[b] == SHIFT).sum())  # its n words, the buffer reversed: pop() takes the first word
-        buffers.append([(leaves[b, k, :H], leaves[b, k, H:]) for k in reversed(range(n))])
-    tracker, zeros = [(torch.zeros(D), torch.zeros(D)) for _ in range(B)], torch.zeros(H)  # tracker: (h_t, c_t)
+# %% [markdown]
+# The encoder: a Python loop over the steps, a Python `if` per sentence.
+# Batching is by hand: one tracker call for every sentence at a step,
+# and one TreeLSTM call for that step's REDUCEs.
+
+# %%
+def encode(w, tokens, transitions, H, D):  # tokens [S, N], transitions [S, T] -> [S, H]
+    S, T = transitions.shape
+    leaves = w["embed.embedding"][tokens] @ w["projection.kernel"] + w["projection.bias"]
+    buffers = []
+    for s in range(S):
+        n = int((transitions[s] == SHIFT).sum())  # Python reads the word count: n words
+        # The buffer, reversed: pop() takes the first word. A leaf is (h, c).
+        buffers.append([(leaves[s, k, :H], leaves[s, k, H:]) for k in reversed(range(n))])
+    stacks = [[] for _ in range(S)]
+    tracker = [(torch.zeros(D), torch.zeros(D)) for _ in range(S)]  # each sentence's (h_t, c_t)
+    zeros = torch.zeros(H)
 
     def h_at(items, depth):  # h of items[-depth], zeros(H) when there is no such item
         return items[-depth][0] if len(items) >= depth else zeros
+
     for t in range(T):  # a plain Python loop over the transition steps
-        ops = [int(transitions[b, t]) for b in range(B)]
-        active = [b for b in range(B) if ops[b] != PAD]  # PAD: nothing happens, not even the tracker
-        if not active:
+        ops = [int(transitions[s, t]) for s in range(S)]  # Python reads each sentence's op
+        tracked = [s for s in range(S) if ops[s] != PAD]  # PAD: nothing, not even the tracker
+        if not tracked:
             continue
-        h_t, c_t = tracker_step(  # batched by hand: the rows of every active sentence, one tracker call
-            w, torch.stack([h_at(buffers[b], 1) for b in active]), torch.stack([h_at(stacks[b], 1) for b in active]),
-            torch.stack([h_at(stacks[b], 2) for b in active]), torch.stack([tracker[b][0] for b in active]),
-            torch.stack([tracker[b][1] for b in active]))
-        for row, b in enumerate(active):
-            tracker[b] = (h_t[row], c_t[row])
-        lefts, rights, reducing = [], [], []
-        for b in active:
-            if ops[b] == SHIFT:  # Python decides, sentence by sentence
-                stacks[b].append(buffers[b].pop())
-            else:  # REDUCE: pop right, then left; compose below, together with the others
-                rights.append(stacks[b].pop())
-                lefts.append(stacks[b].pop())
-                reducing.append(b)
-        if reducing:  # all of this step's REDUCEs become one batched TreeLSTM call
-            h, c = reduce_step(w, torch.stack([item[0] for item in lefts]), torch.stack([item[1] for item in lefts]),
-                               torch.stack([item[0] for item in rights]), torch.stack([item[1] for item in rights]),
-                               torch.stack([tracker[b][0] for b in reducing]))
-            for row, b in enumerate(reducing):
-                stacks[b].append((h[row], c[row]))  # unbatch: each sentence gets its row back
+        h_t, c_t = tracker_step(  # one call for the rows of every tracked sentence
+            w,
+            torch.stack([h_at(buffers[s], 1) for s in tracked]),
+            torch.stack([h_at(stacks[s], 1) for s in tracked]),
+            torch.stack([h_at(stacks[s], 2) for s in tracked]),
+            torch.stack([tracker[s][0] for s in tracked]),
+            torch.stack([tracker[s][1] for s in tracked]))
+        for row, s in enumerate(tracked):
+            tracker[s] = (h_t[row], c_t[row])
+        lefts, rights = [], []  # this step's REDUCEs: the items they pop,
+        reducing = []  # and the sentences they are
+        for s in range(S):
+            if ops[s] == SHIFT:  # Python decides, sentence by sentence
+                stacks[s].append(buffers[s].pop())
+            elif ops[s] == REDUCE:  # pop right, then left; composed below, with the others
+                rights.append(stacks[s].pop())
+                lefts.append(stacks[s].pop())
+                reducing.append(s)
+        if reducing:  # all of this step's REDUCEs: one batched TreeLSTM call
+            h, c = reduce_step(
+                w,
+                torch.stack([left[0] for left in lefts]),
+                torch.stack([left[1] for left in lefts]),
+                torch.stack([right[0] for right in rights]),
+                torch.stack([right[1] for right in rights]),
+                torch.stack([tracker[s][0] for s in reducing]))
+            for row, s in enumerate(reducing):
+                stacks[s].append((h[row], c[row]))  # unbatch: each sentence gets its row back
     return torch.stack([stack[-1][0] for stack in stacks])
 
 
+# %% [markdown]
+# Two instruments. `HostReads` counts the values Python reads out of tensors (`int(t)`,
+# `t.item()`): each is a value Python needs before it can go on. `recorded` walks the graph
+# autograd recorded behind a result, from its `grad_fn`: what `backward()` will walk.
+
 # %%
-class HostReads(torch.overrides.TorchFunctionMode):  # sees every call on a tensor; counts int(t) and t.item()
+class HostReads(torch.overrides.TorchFunctionMode):  # sees every call on a tensor
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.reads = getattr(self, "reads", 0) + (func in (torch.Tensor.__int__, torch.Tensor.item))
+        if func in (torch.Tensor.__int__, torch.Tensor.item):
+            self.reads = getattr(self, "reads", 0) + 1
         return func(*args, **(kwargs or {}))
 
 
-def recorded(out) -> set:  # the nodes of the graph autograd recorded behind out: what backward() would walk
+def recorded(out) -> set:  # the nodes of the graph autograd recorded behind out
     seen, todo = set(), [out.grad_fn]
     while todo:
-        if (node := todo.pop()) is not None and node not in seen:
+        node = todo.pop()
+        if node is not None and node not in seen:
             seen.add(node)
             todo += [parent for parent, _ in node.next_functions]
     return seen
 
 
+def leaf_weights(params) -> dict:  # the weights as tensors that autograd records uses of
+    return {name: torch.tensor(value, requires_grad=True) for name, value in params.items()}
+
+
+def forward(weights, config, batch, what) -> set:  # encode a batch; print what it cost
+    tokens, transitions, expected = batch
+    with HostReads() as mode:
+        out = encode(weights, torch.as_tensor(tokens), torch.as_tensor(transitions),
+                     config.hidden_dim, config.tracker_dim)
+    graph = recorded(out)
+    S, T = transitions.shape
+    print(f"the {what}, [S, T] = [{S}, {T}]: Python read {mode.reads} values out of tensors,")
+    print(f"    an op per sentence per step (S x T = {S * T}) and a word count per sentence ({S});")
+    print(f"    autograd recorded a graph of {len(graph)} nodes")
+    report("pytorch, Python lists", out.detach().numpy(), expected, what)
+    return graph
+
+
+# %% [markdown]
+# **Predict, then run.** The premises are 8 sentences in 67 transition slots.
+# How many values will Python read out of tensors to encode them?
+# Is that number the same for any 8 sentences of 67 slots?
+
+# %% active="ipynb"
+# config, params, batches = lesson_batches()
+# weights = leaf_weights(params)
+# premises = forward(weights, config, batches[0], "premises")
+
+# %% [markdown]
+# **Predict, then run.** The hypotheses of the same pairs have the same shape, [8, 67].
+# Will their graph have as many nodes as the premises'? Which nodes will the two graphs share?
+
+# %%
+def shared(first, second) -> None:  # the nodes two graphs have in common, by kind
+    both = first & second
+    kinds = sorted({type(node).__name__ for node in both})
+    print(f"the graphs share {len(both)} nodes ({', '.join(kinds)}): the weights', no operation")
+
+
+# %% active="ipynb"
+# hypotheses = forward(weights, config, batches[1], "hypotheses")
+# shared(premises, hypotheses)
+
+# %% [markdown]
+# The graph itself, for one sentence of two words (SHIFT, SHIFT, REDUCE): every node autograd
+# recorded, each with the nodes it passes gradients to. `AccumulateGrad` is a weight.
+
+# %%
+def show_graph(out) -> None:  # print the recorded graph behind out, root first
+    order, todo = [], [out.grad_fn]
+    while todo:  # breadth first from the root
+        node = todo.pop(0)
+        if node is not None and node not in order:
+            order.append(node)
+            todo += [parent for parent, _ in node.next_functions]
+    for k, node in enumerate(order):
+        parents = [order.index(p) for p, _ in node.next_functions if p is not None]
+        print(f"{k:3d} {type(node).__name__:18s} -> {parents}")
+
+
+def tiny_graph(weights, config, batch):  # the first premise's first two words, one REDUCE
+    tokens = torch.as_tensor(batch[0][:1, :2])
+    transitions = torch.tensor([[SHIFT, SHIFT, REDUCE]])
+    return encode(weights, tokens, transitions, config.hidden_dim, config.tracker_dim)
+
+
+# %% active="ipynb"
+# show_graph(tiny_graph(weights, config, batches[0]))
+
+# %% [markdown]
+# **The backward pass.** `backward()` walks the recorded graph from the loss back to the
+# weights, running each node's derivative once; there is no other graph of the gradient.
+# The loss is the sum of every number of the encodings; the float64 reference's hand-written
+# backward pass gives the same gradients.
+#
+# **Predict, then run.** How many of the premises' recorded nodes will `backward()` run?
+
+# %%
+def backward(weights, config, batch) -> float:  # differentiate the loss, count, check
+    tokens, transitions, _ = batch
+    out = encode(weights, torch.as_tensor(tokens), torch.as_tensor(transitions),
+                 config.hidden_dim, config.tracker_dim)
+    graph, ran = recorded(out), []
+    for node in graph:  # a hook on each node: called when backward() runs it
+        node.register_hook(lambda *_, node=node: ran.append(node))
+    chain, node = [], out.grad_fn
+    while node is not None and len(chain) < 4:  # the first nodes back from the encodings
+        chain.append(type(node).__name__)
+        node = node.next_functions[0][0] if node.next_functions else None
+    out.sum().backward()
+    print(f"backward() ran {len(set(ran))} of the graph's {len(graph)} nodes, from the encodings':")
+    print(f"    {' <- '.join(chain)} <- ...")
+    grads = {name: weight.grad.numpy() for name, weight in weights.items()
+             if weight.grad is not None}
+    params = {name: weight.detach().numpy() for name, weight in weights.items()}
+    expected = reference_gradients(params, config, tokens, transitions)
+    return report_gradients("pytorch, backward()", grads, expected)
+
+
+# %% active="ipynb"
+# err = backward(weights, config, batches[0])
+
+# %% active="py"
 def main() -> float:
-    config, params, batches = lesson_batches()  # the premises, then the hypotheses, of the same 8 pairs
-    weights, graphs, errors = {name: torch.tensor(value, requires_grad=True) for name, value in params.items()}, [], []
-    for k, ((tokens, transitions, expected), what) in enumerate(zip(batches, ("premises", "hypotheses")), 1):
-        with HostReads() as mode:
-            out = encode(weights, *map(torch.as_tensor, (tokens, transitions)), config.hidden_dim, config.tracker_dim)
-        graphs.append(recorded(out))
-        print(f"batch {k}, the {what} {list(transitions.shape)}: Python read {mode.reads} values out of tensors; "
-              f"autograd recorded a graph of {len(graphs[-1])} nodes")
-        errors.append(report("pytorch, Python lists", out.detach().numpy(), expected, what))
-    shared = {type(node).__name__ for node in graphs[0] & graphs[1]}
-    print(f"the graphs share {len(graphs[0] & graphs[1])} nodes ({', '.join(shared)}): the weights', no operation")
-    return max(errors)
+    config, params, batches = lesson_batches()  # the premises, then the hypotheses, of 8 pairs
+    weights = leaf_weights(params)
+    premises = forward(weights, config, batches[0], "premises")
+    hypotheses = forward(weights, config, batches[1], "hypotheses")
+    shared(premises, hypotheses)
+    return backward(weights, config, batches[0])
 
 
 if __name__ == "__main__":

@@ -1,12 +1,18 @@
 # %% [markdown]
-# # Exercise 2, answered: `if op == SHIFT:` under jax.jit, the error, and two ways around it
-# jit calls the function once with tracers: stand-ins that carry a shape and a dtype but no value. `op == SHIFT` on a
-# tracer is another tracer, and Python's `if` asks it for a bool it does not have: JAX raises
-# TracerBoolConversionError (a ConcretizationTypeError). Without jit the same function runs, because then op is a
-# concrete array. The answers: a mask, jnp.where(op == SHIFT, ...), which computes both sides and selects; or
-# lax.cond, which puts the branch into the program. Under vmap (one op per sentence) lax.cond becomes a select too:
-# both branches run for every sentence.
-# Run from the repository root: `.venv/bin/python -m lessons.answers.tracer_if`.
+# # Exercise 2, answered: a Python `if` inside `lax.scan`, with jit and without
+# Run: `.venv/bin/python -m lessons.answers.tracer_if`.
+#
+# jit calls the function once with tracers: stand-ins that carry a shape and a dtype but no
+# value. `op == SHIFT` on a tracer is another tracer, and Python's `if` asks it for a bool it
+# does not have: JAX raises TracerBoolConversionError (a ConcretizationTypeError).
+#
+# Taking jit away does not help inside `jax_scan`: `lax.scan` traces its step function once,
+# to make the one body it runs T times, whoever calls it. So the step's op is a tracer with or
+# without jit. A plain function outside any scan does run without jit: then op is an array.
+#
+# What takes the `if`'s place: a mask, `jnp.where(op == SHIFT, ...)`, which computes both
+# sides and selects (what `jax_scan` does); or `lax.cond`, which puts the branch into the
+# program. Under vmap (one op per sentence) lax.cond becomes a select too: both branches run.
 
 # %%
 import jax
@@ -26,17 +32,21 @@ def python_if(op):
     return 2
 
 
-def meet_the_error(op):
-    """The exception jit raises for python_if, or None if it ran."""
+def step_with_if(count, op):  # a scan step that asks Python: SHIFTs counted, one op a step
+    return (count + 1 if op == SHIFT else count), None
+
+
+def refused(fn, *args):
+    """The ConcretizationTypeError that calling fn raises, or None if it ran."""
     try:
-        jax.jit(python_if)(op)
+        fn(*args)
     except jax.errors.ConcretizationTypeError as err:
         return err
     return None
 
 
 def with_where(ops):
-    """The mask answer, for every sentence's op at once: [B] -> [B]."""
+    """The mask answer, for every sentence's op at once: [S] -> [S]."""
     return jnp.where(ops == SHIFT, 1, 2)
 
 
@@ -48,21 +58,28 @@ def with_cond(op):
 # %%
 def main():
     _config, _params, _tokens, transitions, _expected = lesson_inputs()
-    ops = transitions[:, 0]  # every sentence's first step (a SHIFT)
-    print(f"without jit, python_if(ops[0]) = {python_if(ops[0])}: a concrete value answers the `if`")
-    err = meet_the_error(ops[0])
-    print(f"under jit: {type(err).__name__} (a {jax.errors.ConcretizationTypeError.__name__}): "
-          f"{str(err).splitlines()[0]}")
+    ops = transitions[0]  # the first sentence's transitions, one a step
+    print(f"python_if(op) on an array: {python_if(ops[0])}: a concrete value answers the `if`")
+    errors = {"under jit": refused(jax.jit(python_if), ops[0]),
+              "in a lax.scan step, without jit": refused(lax.scan, step_with_if, 0, ops),
+              "in a lax.scan step, under jit": refused(jax.jit(lax.scan, static_argnums=0),
+                                                       step_with_if, 0, ops)}
+    for where, err in errors.items():
+        print(f"the `if` {where}: {type(err).__name__ if err else 'runs'}")
+    print(f"    {str(errors['under jit']).splitlines()[0][:96]}")
     t = next(t for t in range(transitions.shape[1]) if len(set(transitions[:, t])) > 1)
     steps = transitions[:, t]  # the first step at which the sentences do not all do the same
     where = np.asarray(jax.jit(with_where)(steps))
     conds = np.asarray(jax.jit(jax.vmap(with_cond))(steps))
     expected = np.array([python_if(op) for op in steps])
-    print(f"step {t}, ops {steps}: jnp.where {where}, vmap(lax.cond) {conds}, Python one op at a time {expected}")
+    print(f"step {t}, ops {steps}: jnp.where {where}, vmap(lax.cond) {conds},")
+    print(f"    Python one op at a time {expected}")
     jaxpr = str(jax.make_jaxpr(jax.vmap(with_cond))(steps))
-    print(f"vmap(lax.cond) traced to {'select_n' if 'select_n' in jaxpr else 'cond'}: both branches run per sentence")
-    return err, where, conds, expected
+    traced = "select_n" if "select_n" in jaxpr else "cond"
+    print(f"vmap(lax.cond) traced to {traced}: both branches run per sentence")
+    return errors, where, conds, expected
 
 
+# %%
 if __name__ == "__main__":
     main()
