@@ -228,10 +228,10 @@ class _HeadRecord(parsing.HeadRecord):
     def verdict(self, logits: torch.Tensor, uniform: np.ndarray | None, can_shift: list[bool],
                 can_reduce: list[bool]) -> tuple:
         """head.decide on the step's K rows, on the device."""
-        possible = torch.tensor([can_shift, can_reduce], device=logits.device)  # [2, K]
         if uniform is not None:
             uniform = torch.as_tensor(uniform, device=logits.device)
-        return decide(logits, uniform, possible[0], possible[1], self.mode)
+        can_shift, can_reduce = torch.tensor([can_shift, can_reduce], device=logits.device)  # one copy to the device
+        return decide(logits, uniform, can_shift, can_reduce, self.mode)
 
     def to_host(self, verdict: torch.Tensor) -> list[bool]:
         """The read of the step's verdict <bool>[K]: Python waits for the device here."""

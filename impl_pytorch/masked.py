@@ -8,8 +8,8 @@ loop branches on a value, so one program serves every tree.
 ``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
 reads the transition head at every step and, in predicted and sampled mode,
 lets it decide: the decision is two more masks, taken on the device
-(``_decide``, docs/decided-graphs.md), and the rest of the step is the one
-gold mode runs. The cells are cells.py's: ``SPINN`` holds the submodules of
+(``decide``, head.py, docs/decided-graphs.md), and the rest of the step is
+the one gold mode runs. The cells are cells.py's: ``SPINN`` holds the submodules of
 the other families (``tracker``, ``reduce``), so the parameters, their names
 and the canonical conversion (convert.py) are theirs.
 
@@ -20,9 +20,10 @@ loop's state is the thin stack (Bowman et al. 2016):
     leaves       <float>[S, N, 2H]      [h; c] of every token slot
     transitions  <int64>[S, T]          PAD / SHIFT / REDUCE
     n_leaves     <int64>[S]             SHIFTs per sentence: its words
-    thin         <float>[N + T, S, 2H]  every item ever made: rows 0..N-1 the
-                                        leaves (the buffer lives there), row
-                                        N + t what step t composed
+    thin         <float>[N + T + 1, S, 2H]  every item ever made: rows 0..N-1
+                                        the leaves (the buffer lives there), row
+                                        N + t what step t composed; plus row
+                                        N + T, zeros (see _read)
     pointers     <int64>[S, N + 1]      the stack: row numbers into ``thin``
     sp, bp       <int64>[S]             stack pointer (items on the stack), buffer pointer
     state        <float>[S, D] twice    the tracker's (h, c)

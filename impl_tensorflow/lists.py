@@ -232,10 +232,9 @@ class _HeadRecord(parsing.HeadRecord):
     def verdict(self, logits: tf.Tensor, uniform: np.ndarray | None, can_shift: list[bool],
                 can_reduce: list[bool]) -> tuple:
         """head.decide on the step's K rows, on the device."""
-        possible = tf.constant([can_shift, can_reduce])  # [2, K]
         if uniform is not None:
             uniform = tf.constant(uniform)
-        return decide(logits, uniform, possible[0], possible[1], self.mode)
+        return decide(logits, uniform, tf.constant(can_shift), tf.constant(can_reduce), self.mode)
 
     def to_host(self, verdict: tf.Tensor) -> np.ndarray:
         """The read of the step's verdict <bool>[K]: Python waits for the device here."""

@@ -178,7 +178,7 @@ class SPINN(tf.Module):
         # batch padded to its length bucket's T costs only its real length.
         # (JAX's scan must have T iterations; its step is a cond instead.)
         if loop.mode == "gold":
-            stop = tf.reduce_max(tf.where(tf.not_equal(ops, PAD), steps[:, None] + 1, 0))
+            stop = tf.reduce_max(tf.where(ops != PAD, steps[:, None] + 1, 0))
         else:  # a sentence of n words runs exactly 2n - 1 decided steps (docs/spec.md §7)
             stop = tf.reduce_max(2 * loop.n_leaves - 1)
 
@@ -233,7 +233,7 @@ class SPINN(tf.Module):
         # ---- masks: the "if op == ..." of lists.py, one bool per sentence.
         # PAD keeps nothing: stack, buffer and tracker stay as they were.
         if loop.mode == "gold":
-            is_shift, is_reduce, active = tf.equal(op, SHIFT), tf.equal(op, REDUCE), tf.not_equal(op, PAD)
+            is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
         else:
             # The op is decided after the tracker update; whether the step
             # does anything is known now: a finished sentence can neither
@@ -334,8 +334,8 @@ class SPINN(tf.Module):
     def _gather(self, loop: _Loop, thin, rows):
         """The items of the S sentences in ``rows`` <int32>[K, S] -> <float>[K, S, 2H]."""
         addresses = rows * loop.S + loop.sentences  # [K, S]
-        if self.layout == "tensor_array":  # a TensorArray gathers a vector of addresses
-            return tf.reshape(thin.gather(tf.reshape(addresses, [-1])), [-1, loop.S, 2 * self.hidden_dim])
+        if self.layout == "tensor_array":  # a TensorArray gathers a vector of addresses (K is static: 3 or 1)
+            return tf.reshape(thin.gather(tf.reshape(addresses, [-1])), [rows.shape[0], -1, 2 * self.hidden_dim])
         return tf.gather(thin, addresses)
 
     def _scatter(self, loop: _Loop, thin, row, items):
