@@ -176,18 +176,24 @@ class SPINN:
             for s in active:
                 sentences[s].track()
                 logits[s].append(sentences[s].head())
-            choosing = [s for s in active if sentences[s].can_shift and sentences[s].can_reduce]
-            values = {}
-            if choosing:
+            can_shift = np.array([sentences[s].can_shift for s in active])
+            can_reduce = np.array([sentences[s].can_reduce for s in active])
+            choosing = np.flatnonzero(can_shift & can_reduce)
+            values = np.zeros((len(active), 2))  # t of the choosing rows; a forced row's is never read
+            if len(choosing):
                 # The host read: the graph so far is evaluated once (autobatched
                 # across sentences), and Python waits for the K x 2 logits.
                 with self.clock.section(), pools_checked():
-                    read = dy.concatenate_cols([logits[s][-1] for s in choosing]).npvalue()
-                values = dict(zip(choosing, np.asarray(read, np.float64).reshape(2, len(choosing)).T))
+                    read = dy.concatenate_cols([logits[active[k]][-1] for k in choosing]).npvalue()
+                values[choosing] = np.asarray(read, np.float64).reshape(2, len(choosing)).T
                 host_syncs += 1
-            for s in active:
-                op = _decide(sentences[s], values.get(s), mode, uniforms[s, step] if uniforms is not None else 0.0)
-                if s in values and mode == "sampled":
+            # The rule of docs/spec.md §7 on the host, in float64: shared.parsing's,
+            # the reference's (DyNet decides where its values are, in Python).
+            u = uniforms[active, step] if uniforms is not None else None
+            _, is_reduce, _, _ = parsing.decide(values, u, can_shift, can_reduce, mode)
+            for k, s in enumerate(active):
+                op = REDUCE if is_reduce[k] else SHIFT  # an active sentence can act: what does not REDUCE SHIFTs
+                if mode == "sampled" and can_shift[k] and can_reduce[k]:
                     choices[s].append(step)  # a decided parse's step t is its logits' index t
                 followed[s, step] = op
                 sentences[s].apply(op, step)
@@ -196,16 +202,6 @@ class SPINN:
         sums = [_choice_sums(logits[s], choices[s], followed[s]) for s in range(S)]
         return SentenceParses(roots, followed, logits, [pair[0] if pair else None for pair in sums],
                               [pair[1] if pair else None for pair in sums])
-
-
-def _decide(sentence: _Sentence, logits: np.ndarray | None, mode: str, uniform: float) -> int:
-    """The op of one sentence at one step: the only valid one, or (a choice)
-    the head's, read as float64 from the float32 logits (docs/spec.md §7)."""
-    if logits is None:  # one valid action: no choice
-        return SHIFT if sentence.can_shift else REDUCE
-    if mode == "predicted":
-        return REDUCE if logits[parsing.REDUCE_COLUMN] > logits[parsing.SHIFT_COLUMN] else SHIFT  # a tie SHIFTs
-    return REDUCE if uniform < float(parsing.reduce_probability(logits)) else SHIFT
 
 
 def _choice_sums(logits: list[dy.Expression], choices: list[int], followed: np.ndarray

@@ -31,8 +31,8 @@ of the framework). The families (bench/frameworks.py), one SPINN each, the
 runner's ``algorithm=``: ``masked`` (the scan over the batch by hand, both
 stack layouts; the default), ``vmap`` (SPINN written for one sentence and
 batched by ``jax.vmap``: ``jax-vmap``), ``levels`` (a level schedule made on
-the host: ``jax-levels``). What they share is ``shift_reduce``; what the
-other modules share: ``params`` (the parameter tree: its shapes, its split
+the host: ``jax-levels``). What they share is ``shift_reduce`` and ``head``
+(the decision rule of a decided parse); what the other modules share: ``params`` (the parameter tree: its shapes, its split
 into trained and frozen parts), ``forward`` (the classifier applied to a
 batch, dropout's key), ``compilation_cache`` (the persistent cache's
 switch), ``distributed`` (a job of several processes), ``jaxprs`` (what a

@@ -25,7 +25,7 @@ masked.py's masks do. What vmap saves is writing the batch by hand;
 ``bench explain --framework jax-vmap`` compares the two programs' sizes.
 
 The cells (Tracker, Reduce, cells.py) and the decision rule of docs/spec.md
-§7 (shift_reduce.decide) are masked.py's, under the same names, so the
+§7 (head.decide) are masked.py's, under the same names, so the
 weights are the same pytree and the canonical parameter file (convert.py)
 is the same; only the loop is rewritten. classifier.py's SNLIClassifier
 runs it (``encoder=SPINN``): the leaves are embedded, projected and dropped
@@ -43,7 +43,8 @@ from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Dtype, Reduce, Tracker
-from .shift_reduce import DEFAULT_LAYOUT, count_leaves, decide, halves
+from .head import decide
+from .shift_reduce import DEFAULT_LAYOUT, count_leaves, halves
 
 
 def _vmap(fn):
@@ -121,7 +122,7 @@ class SPINN(nn.Module):
         out = {"encodings": halves(stack[pointers[0]], H)[0]}  # the one item left, in slot 0
         if head:
             zero_sum = jnp.zeros((), dtype)
-            out.update(transitions=transitions.astype(jnp.int32) if mode == "gold" else ys["op"],
+            out.update(transitions=transitions.astype(jnp.int32) if mode == "gold" else ys["transitions"],
                        transition_logits=ys["logits"],
                        logprob=jnp.sum(ys["logprob"]) if mode == "sampled" else zero_sum,
                        entropy=jnp.sum(ys["entropy"]) if mode == "sampled" else zero_sum)
@@ -167,9 +168,10 @@ class SPINN(nn.Module):
             if mode != "gold":
                 # The decision: masked.py's rule, here on scalars; vmap makes it
                 # a mask per sentence, and the step below is the gold step.
-                is_shift, is_reduce, choice_ys = decide(logits, xs[2], can_shift, can_reduce, mode)
-                ys.update(choice_ys)
-                ys["op"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
+                is_shift, is_reduce, logprob, entropy = decide(logits, xs[2], can_shift, can_reduce, mode)
+                ys["transitions"] = jnp.where(is_reduce, REDUCE, jnp.where(is_shift, SHIFT, PAD)).astype(jnp.int32)
+                if mode == "sampled":
+                    ys["logprob"], ys["entropy"] = logprob, entropy
 
         # ---- compose (kept only if the step REDUCEs: only then does a pointer
         # reach row N + t). Adding into the zero row is writing it, with the

@@ -9,9 +9,10 @@ gradient, is a graph shaped by the batch's own trees
 one matmul serves them all, and each sentence gets its row back.
 ``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
 reads the transition head at every step and, in predicted and sampled mode,
-lets it decide: that ``if`` needs the head's logits in Python, one
-device-to-host read per step where some sentence has a choice
-(shared.parsing.HeadRecord.decide, docs/decided-graphs.md).
+lets it decide: that ``if`` needs the head's verdict in Python, one
+device-to-host read per step where some sentence has a choice (the rule is
+head.py's, the one masked.py applies in its step; the branches are
+shared.parsing.HeadRecord.decide, docs/decided-graphs.md).
 
 Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
 tracker. The state lives on the host, in Python:
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from shared import parsing
@@ -43,6 +43,7 @@ from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
+from .head import decide
 
 
 class SPINN(nn.Module):
@@ -96,10 +97,9 @@ class SPINN(nn.Module):
         S, T = transitions.shape
         # Gold mode: the row says where its PADs are; otherwise n fixes the number of steps (docs/spec.md §7).
         num_steps = [T] * S if gold else [2 * n - 1 for n in n_leaves]
-        # Sampled mode: Python reads the uniform numbers one by one.
-        uniforms = np.asarray(uniforms, dtype=np.float64).tolist() if mode == "sampled" else None
+        uniforms = np.asarray(uniforms, dtype=np.float64) if mode == "sampled" else None
         followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
-        record = _HeadRecord()
+        record = _HeadRecord(mode)
 
         # ---- the Python loop over steps: what runs at step t, and so what
         # autograd records, is decided here, by this batch's transitions
@@ -112,19 +112,20 @@ class SPINN(nn.Module):
                 active = [s for s in range(S) if t < num_steps[s]]  # the sentences not finished yet
             if not active:
                 continue
+            tracking = None
             if self.tracker is not None:
-                self._track(active, buffers, stacks, states)
+                tracking = self._track(active, buffers, stacks, states)  # h_t, K of <float>[D]
             if head:
                 # The head reads the state this step's tracker update just
                 # wrote: one small batched matmul for the K active sentences.
                 # The result stays on the device; nothing waits for it yet.
-                logits = self.tracker.transition_logits(torch.stack([states[s][0] for s in active]))  # [K, 2]
-                first_row = record.add(t, active, logits)
+                logits = self.tracker.transition_logits(torch.stack(tracking))  # [K, 2] = (t_S, t_R)
+                record.add(t, active, logits)
                 if not gold:
-                    ops = record.decide(t, logits, active, buffers, stacks, uniforms, first_row)
+                    ops = record.decide(t, logits, active, buffers, stacks, uniforms)
                     followed[:, t] = ops
             # A REDUCE composes with the h_t the head read.
-            self._shift_or_reduce(t, ops, active, buffers, stacks, states)
+            self._shift_or_reduce(t, ops, active, buffers, stacks, tracking)
 
         encodings = _roots(stacks)
         self.last_host_syncs = record.host_syncs
@@ -169,9 +170,10 @@ class SPINN(nn.Module):
             states = [(zero_state, zero_state)] * S  # (h_t, c_t) per example
         return transitions, buffers, stacks, states, n_leaves
 
-    def _track(self, active: list[int], buffers: list, stacks: list, states: list) -> None:
+    def _track(self, active: list[int], buffers: list, stacks: list, states: list) -> list[torch.Tensor]:
         """The tracker on the sentences that act, batched: their new (h_t,
-        c_t) written into ``states``, each into its sentence's slot."""
+        c_t) written into ``states``, each into its sentence's slot; returns
+        their h_t, K of <float>[D], what Reduce and the head read."""
         # PAD changes nothing, the tracker included: the tracker runs only on
         # the sentences that act at this step, so a padded one keeps its
         # state exactly. The 2017 code ran it on every example; selecting
@@ -182,14 +184,15 @@ class SPINN(nn.Module):
                                   [states[s] for s in active])
         for s, state in zip(active, new_states):
             states[s] = state
+        return [h for h, _ in new_states]
 
     def _shift_or_reduce(self, t: int, ops: list[int], active: list[int], buffers: list, stacks: list,
-                         states: list | None) -> None:
+                         tracking: list | None) -> None:
         """Step t's op ``ops[s]`` for every active sentence s, on its own lists."""
         # The per-sentence branch: SHIFT moves a list item, REDUCE queues the
         # two top items for one batched Reduce call.
         lefts, rights, trackings, reducing = [], [], [], []
-        for s in active:
+        for k, s in enumerate(active):
             buffer, stack = buffers[s], stacks[s]
             if ops[s] == SHIFT:
                 stack.append(buffer.pop())
@@ -199,12 +202,12 @@ class SPINN(nn.Module):
                 rights.append(stack.pop())
                 lefts.append(stack.pop())
                 reducing.append(s)
-                if self.tracker is not None:
-                    trackings.append(states[s][0])  # the h_t of this step's tracker update
+                if tracking is not None:
+                    trackings.append(tracking[k])  # the h_t of this step's tracker update
             else:
                 raise ValueError(f"sentence {s}, step {t}: unknown transition code {ops[s]}")
         if reducing:
-            composed = self.reduce(lefts, rights, trackings if self.tracker is not None else None)
+            composed = self.reduce(lefts, rights, trackings if tracking is not None else None)
             for s, item in zip(reducing, composed):
                 stacks[s].append(item)
 
@@ -218,54 +221,37 @@ def _roots(stacks: list) -> torch.Tensor:
 
 
 class _HeadRecord(parsing.HeadRecord):
-    """shared.parsing.HeadRecord on PyTorch tensors: the logits read back as
-    Python floats, the outputs built with their graph."""
+    """shared.parsing.HeadRecord on PyTorch tensors: the rule of head.py on
+    the device, its verdict read back as Python bools, the outputs built
+    with their graph."""
 
-    def to_host(self, logits: torch.Tensor) -> list[list[float]]:
-        """The read of the step's logits <float>[K, 2]: Python waits for the device here."""
-        return logits.tolist()
+    def verdict(self, logits: torch.Tensor, uniform: np.ndarray | None, can_shift: list[bool],
+                can_reduce: list[bool]) -> tuple:
+        """head.decide on the step's K rows, on the device."""
+        if uniform is not None:
+            uniform = torch.as_tensor(uniform, device=logits.device)
+        can_shift, can_reduce = torch.tensor([can_shift, can_reduce], device=logits.device)  # one copy to the device
+        return decide(logits, uniform, can_shift, can_reduce, self.mode)
+
+    def to_host(self, verdict: torch.Tensor) -> list[bool]:
+        """The read of the step's verdict <bool>[K]: Python waits for the device here."""
+        return verdict.tolist()
 
     def outputs(self, encodings: torch.Tensor, T: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
-        entropy <float>[S] (zeros unless sampled), all differentiable."""
-        S = encodings.shape[0]
+        entropy <float>[S] (sums over the choices, zeros unless sampled), all
+        differentiable."""
+        S, device = encodings.shape[0], encodings.device
         all_logits = torch.cat(self.logits) if self.logits else encodings.new_zeros((0, 2))  # [R, 2]
-        rows = np.asarray(self.rows, dtype=np.int64)
-        if self.choices:
-            logprob, entropy = _choice_sums(all_logits, rows, self.choices, self.reduced, S)
-        else:
-            logprob, entropy = encodings.new_zeros(S), encodings.new_zeros(S)
-        index = (torch.as_tensor(rows, device=encodings.device),
-                 torch.as_tensor(self.columns, dtype=torch.int64, device=encodings.device))
-        return encodings.new_zeros((S, T, 2)).index_put(index, all_logits), logprob, entropy
-
-
-def _choice_sums(step_logits: torch.Tensor, step_rows: np.ndarray, choices: list[int], reduced: list[bool],
-                 num_sentences: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Sampled mode's per-sentence sums over the choice steps (docs/spec.md §7),
-    <float>[S] each: log p(action taken), and the entropy of the step's
-    Bernoulli. ``step_logits`` <float>[R, 2] and ``step_rows`` <int>[R]: the
-    head's rows in the order the steps ran, and the sentence of each;
-    ``choices``: the rows that were choices, ``reduced``: whether each
-    REDUCEd. Differentiable through the logits.
-
-    With d = t_R - t_S: log p_R = log σ(d) and log p_S = log σ(-d), both by
-    F.logsigmoid (stable: saturated logits give 0, never log 0), and
-    p = exp(log p), which keeps a tiny probability tiny.
-
-    The terms are computed and summed in float64 and the sums cast back to
-    the model's dtype: a sentence adds up to 2n-2 terms of a few nats each,
-    and float32 sums of float32 terms drift on long sentences, where float64
-    arithmetic on the float32 logits stays within their own rounding.
-    """
-    device = step_logits.device
-    chosen = step_logits[torch.as_tensor(choices, device=device)].double()  # [C, 2], cast with its gradient
-    diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
-    log_p_reduce, log_p_shift = F.logsigmoid(diff), F.logsigmoid(-diff)
-    took_reduce = torch.as_tensor(reduced, device=device)
-    step_logprob = torch.where(took_reduce, log_p_reduce, log_p_shift)
-    step_entropy = -(log_p_reduce.exp() * log_p_reduce + log_p_shift.exp() * log_p_shift)
-    sentence = torch.as_tensor(step_rows[choices], device=device)
-    zeros = chosen.new_zeros(num_sentences)
-    return (zeros.index_add(0, sentence, step_logprob).to(step_logits.dtype),
-            zeros.index_add(0, sentence, step_entropy).to(step_logits.dtype))
+        index = (torch.as_tensor(self.rows, dtype=torch.int64, device=device),
+                 torch.as_tensor(self.columns, dtype=torch.int64, device=device))
+        transition_logits = encodings.new_zeros((S, T, 2)).index_put(index, all_logits)
+        logprob = entropy = encodings.new_zeros(S)
+        if self.scored:
+            # Summed in float64, as the reference sums them, and cast back to
+            # the model's dtype: float32 sums of a long sentence's terms drift.
+            sentences = torch.as_tensor(self.scored, dtype=torch.int64, device=device)
+            zeros = torch.zeros(S, dtype=torch.float64, device=device)
+            logprob = zeros.index_add(0, sentences, torch.cat(self.logprob)).to(encodings.dtype)
+            entropy = zeros.index_add(0, sentences, torch.cat(self.entropy)).to(encodings.dtype)
+        return transition_logits, logprob, entropy

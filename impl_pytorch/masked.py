@@ -8,8 +8,8 @@ loop branches on a value, so one program serves every tree.
 ``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
 reads the transition head at every step and, in predicted and sampled mode,
 lets it decide: the decision is two more masks, taken on the device
-(``_decide``, docs/decided-graphs.md), and the rest of the step is the one
-gold mode runs. The cells are cells.py's: ``SPINN`` holds the submodules of
+(``decide``, head.py, docs/decided-graphs.md), and the rest of the step is
+the one gold mode runs. The cells are cells.py's: ``SPINN`` holds the submodules of
 the other families (``tracker``, ``reduce``), so the parameters, their names
 and the canonical conversion (convert.py) are theirs.
 
@@ -20,9 +20,10 @@ loop's state is the thin stack (Bowman et al. 2016):
     leaves       <float>[S, N, 2H]      [h; c] of every token slot
     transitions  <int64>[S, T]          PAD / SHIFT / REDUCE
     n_leaves     <int64>[S]             SHIFTs per sentence: its words
-    thin         <float>[N + T, S, 2H]  every item ever made: rows 0..N-1 the
-                                        leaves (the buffer lives there), row
-                                        N + t what step t composed
+    thin         <float>[N + T + 1, S, 2H]  every item ever made: rows 0..N-1
+                                        the leaves (the buffer lives there), row
+                                        N + t what step t composed; plus row
+                                        N + T, zeros (see _read)
     pointers     <int64>[S, N + 1]      the stack: row numbers into ``thin``
     sp, bp       <int64>[S]             stack pointer (items on the stack), buffer pointer
     state        <float>[S, D] twice    the tracker's (h, c)
@@ -42,17 +43,18 @@ compiled version in ``SPINN.step_function``). The transitions come as NumPy
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from shared import parsing
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
+from .head import decide
 
 
 class SPINN(nn.Module):
@@ -84,7 +86,7 @@ class SPINN(nn.Module):
         """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
         <int>[S, T], followed -> encodings <float>[S, H], the h of each root.
         Gold mode, and the transition head is never evaluated here."""
-        return self._run(leaves, _on_device(transitions, leaves.device), "gold", None, head=False)["encodings"]
+        return self._run(leaves, transitions, "gold", None, head=False)
 
     def parse(self, leaves: torch.Tensor, transitions, mode: str = "predicted",
               uniforms: np.ndarray | None = None) -> SentenceParses:
@@ -101,108 +103,116 @@ class SPINN(nn.Module):
         transition_logits <float>[S, T, 2] (zeros at PAD), logprob, entropy
         <float>[S] (sampled mode, else zeros).
 
-        The transitions may be NumPy or a tensor; the followed ones come back
-        as a NumPy array on the host (the given ones, or the decisions read
-        back once, after the loop), every tensor keeping its graph.
+        The transitions and uniforms may be NumPy or tensors; the followed
+        transitions come back as a NumPy array on the host (the given ones,
+        or the decisions read back once, after the loop), every tensor
+        keeping its graph.
         """
-        device = leaves.device
-        if mode == "sampled":
-            uniforms = torch.as_tensor(np.asarray(uniforms), dtype=torch.float64, device=device)
-        out = self._run(leaves, _on_device(transitions, device), mode, uniforms, head=True)
-        if mode == "gold":  # the host's own copy
-            followed = transitions.cpu().numpy() if torch.is_tensor(transitions) else np.asarray(transitions)
-        else:
-            followed = out["transitions"].cpu().numpy()
+        parses = self._run(leaves, transitions, mode, uniforms, head=True)
+        followed = transitions if mode == "gold" else parses.transitions  # gold: the host's own copy
+        followed = followed.cpu().numpy() if torch.is_tensor(followed) else np.asarray(followed)
         self.last_host_syncs = 0
-        return SentenceParses(out["encodings"], followed.astype(np.int32), out["transition_logits"], out["logprob"],
-                              out["entropy"])
+        return parses._replace(transitions=followed.astype(np.int32))
 
-    def _run(self, leaves: torch.Tensor, transitions: torch.Tensor, mode: str, uniforms: torch.Tensor | None,
-             head: bool) -> dict[str, torch.Tensor]:
+    def _run(self, leaves, transitions, mode: str, uniforms, head: bool):
         """The loop behind encode and parse: S sentences through their steps.
 
         leaves <float>[S, N, 2H]; transitions <int>[S, T]; ``mode`` and
         ``head`` (read the transition head at every step) are Python values:
         each mode is its own program; uniforms <float>[S, T] in sampled mode.
-        Returns a dict of tensors: encodings <float>[S, H]; and with the head
-        (always on outside gold mode) transitions <int64>[S, T] (followed),
-        transition_logits, logprob and entropy, as parse returns them.
+        Returns the encodings <float>[S, H]; with the head, SentenceParses.
         """
-        if self.step_begin is not None:
-            self.step_begin()
+        loop, carry, xs = self._start(leaves, transitions, mode, uniforms, head)
+        (thin, pointers, _, _, _), ys = self._loop(loop, carry, xs)
+        encodings = self._root(loop, thin, pointers)  # [S, H]
+        if not head:
+            return encodings
+        followed = xs[0] if mode == "gold" else ys["transitions"]  # [T, S]
+        zeros = leaves.new_zeros(loop.S)
+        return SentenceParses(
+            encodings=encodings,
+            transitions=followed.transpose(0, 1),
+            transition_logits=ys["logits"].transpose(0, 1),
+            logprob=ys["logprob"].to(leaves.dtype) if mode == "sampled" else zeros,
+            entropy=ys["entropy"].to(leaves.dtype) if mode == "sampled" else zeros,
+        )
+
+    def _start(self, leaves, transitions, mode: str, uniforms, head: bool) -> tuple:
+        """What every step reads, fixed for the run (a _Loop); the loop's state
+        before step 0, ``carry`` = (thin, pointers, sp, bp, state): an empty
+        stack, the tracker at zeros (() without a tracker); and what each step
+        takes of the batch, ``xs`` = (ops <int64>[T, S] in gold mode, the step
+        numbers <int64>[T], uniforms <float64>[T, S] in sampled mode), None
+        where the mode has none."""
         S, N, _ = leaves.shape
+        D, device = self.tracker_dim, leaves.device
+        transitions = torch.as_tensor(transitions, dtype=torch.int64, device=device)  # NumPy or a tensor
         T = transitions.shape[1]
-        head = head or mode != "gold"
-        n_leaves = (transitions == SHIFT).sum(dim=1)  # [S]: one SHIFT per word
-        thin, pointers, sp, bp, state = self._start(leaves, T)
-        new_rows = torch.arange(N, N + T, device=leaves.device)  # row N + t of thin, as a tensor (not a constant)
-        followed, step_logits = [], []  # per step: ops <int64>[S], t <float>[S, 2]
-        logprob = entropy = leaves.new_zeros(S, dtype=torch.float64)  # summed in float64, as lists.py does
-
-        # ---- the loop --------------------------------------------------------
-        # A Python `for` over all T steps for every batch, and no Python `if`
-        # on a tensor's value: the same code runs for every batch of this
-        # shape, each step the same function of the same shapes (torch.compile
-        # compiles it once and reuses it at every step, like lax.scan's body).
-        for t in range(T):
-            op = transitions[:, t] if mode == "gold" else None
-            u = uniforms[:, t] if mode == "sampled" else None
-            out = self.step_function(thin, pointers, sp, bp, state, n_leaves, new_rows[t], op, u, mode, head)
-            row, pointers, sp, bp, state = out[:5]
-            # The step's one write, in place: row N + t of thin takes what it
-            # composed, for all sentences (read only where REDUCE pushed a
-            # pointer to it). The row was never read before and is never
-            # written again, so autograd keeps what earlier steps read.
-            thin[N + t] = row
-            if head:
-                logits, op, step_logprob, step_entropy = out[5:]
-                step_logits.append(logits)
-                followed.append(op)
-                if mode == "sampled":
-                    logprob, entropy = logprob + step_logprob, entropy + step_entropy
-
-        out = {"encodings": self._root(thin, pointers)}  # [S, H]
-        if head:
-            out["transitions"] = torch.stack(followed, dim=1) if T else transitions  # [S, T]
-            out["transition_logits"] = (torch.stack(step_logits, dim=1) if T
-                                        else leaves.new_zeros((S, 0, 2)))  # [S, T, 2]
-            out["logprob"], out["entropy"] = logprob.to(leaves.dtype), entropy.to(leaves.dtype)
-        return out
-
-    def _start(self, leaves: torch.Tensor, T: int) -> tuple:
-        """The loop's state before step 0: (thin, pointers, sp, bp, state), an
-        empty stack, the tracker at zeros (None without a tracker)."""
-        S, N, _ = leaves.shape
-        H, D = self.hidden_dim, self.tracker_dim
-        device = leaves.device
-        # The thin stack: the leaves first (rows 0..N-1), then one (still zero) row per step.
-        thin = torch.cat([leaves.transpose(0, 1), leaves.new_zeros((T, S, 2 * H))])  # [N + T, S, 2H]
+        loop = _Loop(mode=mode, head=head, S=S, N=N, T=T, sentences=torch.arange(S, device=device),
+                     n_leaves=(transitions == SHIFT).sum(dim=1),  # one SHIFT per word
+                     zero_row=N + T)
+        thin = self._new_thin(leaves, T)
         pointers = torch.zeros((S, N + 1), dtype=torch.int64, device=device)  # N items + a free slot
         sp = torch.zeros(S, dtype=torch.int64, device=device)
         bp = torch.zeros_like(sp)
-        state = None
-        if self.tracker is not None:
-            state = (leaves.new_zeros((S, D)), leaves.new_zeros((S, D)))
-        return thin, pointers, sp, bp, state
+        state = (leaves.new_zeros((S, D)), leaves.new_zeros((S, D))) if self.tracker is not None else ()
+        xs = (transitions.transpose(0, 1) if mode == "gold" else None,
+              torch.arange(T, device=device),  # a tensor, not a Python int: the compiled step serves every t
+              torch.as_tensor(uniforms, dtype=torch.float64, device=device).transpose(0, 1)
+              if mode == "sampled" else None)
+        return loop, (thin, pointers, sp, bp, state), xs
 
-    def _step(self, thin, pointers, sp, bp, state, n_leaves, new_row, op, u, mode: str, head: bool) -> tuple:
+    def _loop(self, loop: _Loop, carry: tuple, xs: tuple) -> tuple:
+        """The loop: ``_step`` at every one of the T steps, as a scan runs its
+        body, whatever the trees. Returns the carry after the last step, and
+        ys: the steps' logits <float>[T, S, 2] and (decided modes)
+        transitions <int64>[T, S], stacked; (sampled mode) logprob and
+        entropy <float64>[S], summed over the steps.
+
+        A Python ``for``, and no Python ``if`` on a tensor's value: the same
+        code runs for every batch of this shape, each step the same function
+        of the same shapes (torch.compile compiles it once and reuses it at
+        every step, like lax.scan's body). That function has no side effects:
+        it returns the thin stack's new row in the thin stack's place, and
+        the loop writes it, in place (``_scatter``).
+        """
+        if self.step_begin is not None:
+            self.step_begin()
+        thin, rest, steps = carry[0], carry[1:], []
+        for t in range(loop.T):
+            (row, *rest), ys = self.step_function(loop, (thin, *rest), tuple(
+                x[t] if x is not None else None for x in xs))
+            # Row N + t of thin takes what step t composed, for all sentences
+            # (read only where REDUCE pushed a pointer to it). The row was
+            # never read before and is never written again, so autograd keeps
+            # what earlier steps read.
+            thin = self._scatter(loop, thin, loop.N + t, row)
+            steps.append(ys)
+        ys = {name: torch.stack([y[name] for y in steps]) for name in steps[0]} if steps else {}
+        for name in ("logprob", "entropy"):
+            if name in ys:
+                ys[name] = ys[name].sum(dim=0)
+        return (thin, *rest), ys
+
+    def _step(self, loop: _Loop, carry: tuple, xs: tuple) -> tuple:
         """One transition for every sentence, without side effects.
 
-        thin <float>[N + T, S, 2H], pointers <int64>[S, N + 1], sp, bp <int64>[S],
-        state (h, c) <float>[S, D] or None, n_leaves <int64>[S], new_row
-        <int64>[] (N + t), op <int64>[S] (gold mode, else None), u <float64>[S]
-        (sampled mode, else None). Returns (row <float>[S, 2H] for thin[N + t],
-        the new pointers, sp, bp and state); with ``head`` also (logits <float>[S, 2],
-        zeros at PAD; the op followed <int64>[S]; the step's logprob and
-        entropy <float64>[S], or None outside sampled mode).
+        carry: (thin, pointers, sp, bp, state) (see _start); xs: op <int64>[S]
+        (None when decided), t <int64>[] (a tensor), and in sampled mode u
+        <float64>[S]. Returns the new carry, with the row the loop writes
+        into thin (row N + t, <float>[S, 2H]) in thin's place, and ys: with
+        the head, logits <float>[S, 2] (zeros at PAD), in decided modes the
+        transitions followed <int64>[S], in sampled mode the step's logprob
+        and entropy <float64>[S]; {} without the head.
         """
+        thin, pointers, sp, bp, state = carry
+        op, t, u = xs
         H = self.hidden_dim
-        rows = torch.arange(sp.shape[0], device=sp.device)
-        top, below, front, can_shift = self._read(thin, pointers, sp, bp, n_leaves, rows)
+        top, below, front, can_shift = self._read(loop, thin, pointers, sp, bp)
 
         # ---- masks: the "if op == ..." of lists.py, one bool per sentence.
         # PAD keeps nothing: stack, buffer and tracker stay as they were.
-        if mode == "gold":
+        if loop.mode == "gold":
             is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
         else:
             # The op is decided after the tracker update; whether the step
@@ -220,49 +230,50 @@ class SPINN(nn.Module):
             tracking = state[0]
 
         # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
-        ys = ()
-        if head:
+        ys = {}
+        if loop.head:
             logits = self.tracker.transition_logits(tracking)  # [S, 2] = (t_S, t_R)
-            step_logprob = step_entropy = None
-            if mode != "gold":
-                # ---- the decision, taken on the device: two masks that take
-                # the place of the gold op's.
-                is_shift, is_reduce, step_logprob, step_entropy = _decide(logits, u, can_shift, can_reduce, mode)
-            followed = torch.where(is_reduce, REDUCE, torch.where(is_shift, SHIFT, PAD))
-            ys = (torch.where(active[:, None], logits, 0.0), followed, step_logprob, step_entropy)
+            if loop.mode != "gold":
+                # ---- the decision, taken on the device (head.py): two masks
+                # that take the place of the gold op's.
+                is_shift, is_reduce, logprob, entropy = decide(logits, u, can_shift, can_reduce, loop.mode)
+                ys["transitions"] = torch.where(is_reduce, REDUCE, torch.where(is_shift, SHIFT, PAD))
+                if loop.mode == "sampled":
+                    ys["logprob"], ys["entropy"] = logprob, entropy
+            ys["logits"] = torch.where(active[:, None], logits, 0)  # zeros at PAD
 
         # ---- compose the two top items for every sentence (kept only where the step is REDUCE).
-        h, c = self.reduce.compose((below[:, :H], below[:, H:]), (top[:, :H], top[:, H:]), tracking)
-        pointers, sp, bp = self._write(pointers, sp, bp, is_shift, is_reduce, new_row)
-        return (torch.cat([h, c], dim=1), pointers, sp, bp, state) + ys
+        h, c = self.reduce.compose((below[:, :H], below[:, H:]), (top[:, :H], top[:, H:]), tracking)  # [S, H] each
+        composed = torch.cat([h, c], dim=1)
+        pointers, sp, bp = self._write(loop, t, pointers, sp, bp, is_shift, is_reduce)
+        return (composed, pointers, sp, bp, state), ys  # the new row in thin's place: the loop writes it
 
-    def _read(self, thin, pointers, sp, bp, n_leaves, rows) -> tuple:
+    def _read(self, loop: _Loop, thin, pointers, sp, bp) -> tuple:
         """What a step reads: the items at the stack top, below it and the
         buffer front, <float>[S, 2H] each, zeros where absent; and can_shift <bool>[S]."""
         # sp counts the items on the stack: the top is slot sp - 1, the item
-        # below it slot sp - 2; bp is the buffer front. Indices are clipped
-        # into range and absent items masked to zeros.
-
-        def slot(k: int) -> torch.Tensor:
-            """The item k places from the top, <float>[S, 2H]; zeros where there is none."""
-            item = thin[pointers[rows, (sp - k).clamp(min=0)], rows]  # follow the back-pointer
-            return torch.where((sp >= k)[:, None], item, 0.0)
-
-        top, below = slot(1), slot(2)
-        # The leaves are rows 0..N-1 of thin; bp <= n <= N is always a row of it.
-        front = thin[bp, rows]
-        can_shift = bp < n_leaves  # the buffer is not empty
-        front = torch.where(can_shift[:, None], front, 0.0)
+        # below it slot sp - 2; bp is the buffer front, a leaf's row (the
+        # leaves are rows 0..N-1). Indices are clipped into range.
+        can_shift = bp < loop.n_leaves  # the buffer is not empty
+        top_row = pointers[loop.sentences, (sp - 1).clamp(min=0)]  # follow the back-pointer
+        below_row = pointers[loop.sentences, (sp - 2).clamp(min=0)]
+        # An absent item reads the zero row (N + T) by address: one gather
+        # reads the step's three items, and nothing is masked after it.
+        rows = torch.stack([torch.where(can_shift, bp, loop.zero_row),
+                            torch.where(sp >= 1, top_row, loop.zero_row),
+                            torch.where(sp >= 2, below_row, loop.zero_row)])  # [3, S]
+        front, top, below = self._gather(loop, thin, rows)
         return top, below, front, can_shift
 
-    def _write(self, pointers, sp, bp, is_shift, is_reduce, new_row) -> tuple:
-        """Keep step t's result and move the pointers: (pointers, sp, bp)."""
+    def _write(self, loop: _Loop, t, pointers, sp, bp, is_shift, is_reduce) -> tuple:
+        """Keep step t's result and move the pointers: (pointers, sp, bp).
+        (Row N + t of thin, this step's composition, is written by the loop.)"""
         # ---- push a pointer: the leaf's row for SHIFT at slot sp, the new row
         # for REDUCE at slot sp - 2 (where the left child was). PAD writes at
         # slot sp, the free slot above the top, which nobody reads, so no
         # branch is needed. Out of place: the compiled backward may read the
-        # pointers this step was given. (Row N + t itself is written by the
-        # loop, the step's one side effect.)
+        # pointers this step was given.
+        new_row = loop.N + t
         write_slot = sp - 2 * is_reduce.long()
         target = torch.where(is_shift, bp, new_row)
         pointers = pointers.scatter(1, write_slot[:, None], target[:, None])
@@ -270,48 +281,38 @@ class SPINN(nn.Module):
         bp = bp + is_shift.long()
         return pointers, sp, bp
 
-    def _root(self, thin, pointers) -> torch.Tensor:
+    def _root(self, loop: _Loop, thin, pointers):
         """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[S, H]."""
-        rows = torch.arange(pointers.shape[0], device=pointers.device)
-        return thin[pointers[:, 0], rows][:, :self.hidden_dim]
+        return self._gather(loop, thin, pointers[None, :, 0])[0, :, :self.hidden_dim]
+
+    # ---- the thin stack: rows of items, read by address, written a row a step
+
+    def _new_thin(self, leaves, T):
+        """The thin stack <float>[N + T + 1, S, 2H]: the leaves in rows 0 .. N - 1,
+        a row per step (zeros until it is written), and the zero row, N + T."""
+        S, _, two_h = leaves.shape
+        return torch.cat([leaves.transpose(0, 1), leaves.new_zeros((T + 1, S, two_h))])
+
+    def _gather(self, loop: _Loop, thin, rows):
+        """The items of the S sentences in ``rows`` <int64>[K, S] -> <float>[K, S, 2H]."""
+        return thin[rows, loop.sentences]
+
+    def _scatter(self, loop: _Loop, thin, row, items):
+        """``thin`` with ``items`` <float>[S, 2H] as its row ``row``: written in place."""
+        thin[row] = items
+        return thin
 
 
-def _decide(logits, uniform, can_shift, can_reduce, mode: str):
-    """The decision of docs/spec.md §7, for every sentence at once, on the device.
+class _Loop(NamedTuple):
+    """What every step of one run reads, fixed before the loop: the Python
+    choices of the program (mode, head), the sizes, and the batch's tensors
+    the steps share. Each framework's step takes it as its first argument."""
 
-    logits <float>[S, 2] = (t_S, t_R); uniform <float64>[S] (sampled mode,
-    else None); can_shift (the buffer is not empty), can_reduce (two items
-    or more on the stack) <bool>[S]. Returns the masks is_shift, is_reduce
-    <bool>[S] (both false: the sentence is finished, a PAD step) and, in
-    sampled mode, the step's log p(action taken) and entropy <float64>[S],
-    zero unless it was a choice (else None).
-    """
-    # Define-by-run code must bring the head's verdict back to Python here
-    # to pick a branch; on the device it is one more mask per sentence, and
-    # the masked step that follows is the one gold mode runs.
-    choice = can_shift & can_reduce  # both actions possible: the head decides
-    diff = logits[:, parsing.REDUCE_COLUMN] - logits[:, parsing.SHIFT_COLUMN]  # t_R - t_S
-    step_logprob = step_entropy = None
-    if mode == "predicted":
-        wants_reduce = diff > 0  # a tie SHIFTs
-    else:
-        # In float64, as lists.py and the reference compare u with p_R;
-        # log σ(x) = -softplus(-x) is stable, and p_R = exp(log σ(d)).
-        diff = diff.double()
-        log_p_reduce, log_p_shift = F.logsigmoid(diff), F.logsigmoid(-diff)
-        wants_reduce = uniform < log_p_reduce.exp()
-        taken = torch.where(wants_reduce, log_p_reduce, log_p_shift)
-        entropy = -(log_p_reduce.exp() * log_p_reduce + log_p_shift.exp() * log_p_shift)
-        step_logprob = torch.where(choice, taken, 0.0)  # a forced step adds nothing
-        step_entropy = torch.where(choice, entropy, 0.0)
-    # Where only one action is possible it is taken, whatever t says.
-    is_reduce = can_reduce & (~can_shift | wants_reduce)
-    is_shift = can_shift & ~is_reduce
-    return is_shift, is_reduce, step_logprob, step_entropy
-
-
-def _on_device(transitions, device: torch.device) -> torch.Tensor:
-    """Transitions <int>[S, T], NumPy or a tensor -> <int64>[S, T] on ``device``."""
-    if torch.is_tensor(transitions):
-        return transitions.to(device=device, dtype=torch.int64)
-    return torch.as_tensor(np.asarray(transitions, dtype=np.int64), device=device)
+    mode: str
+    head: bool
+    S: int
+    N: int
+    T: int
+    sentences: torch.Tensor  # <int64>[S]: 0 .. S - 1
+    n_leaves: torch.Tensor  # <int64>[S]: the leaves in each buffer
+    zero_row: int  # N + T: the thin stack's last row, zeros

@@ -61,7 +61,7 @@ docs/runner-interface.md, with trace counting and the XLA switch),
 (what the harness asks of the framework). The public names of these modules
 are docs/surface.md's. What several of them share lives in modules named
 for it: ``layers.py`` (Linear, Embedding, and reading a loop's weights
-once), ``head.py`` (the transition head's arithmetic: sampled choices, the
-transition loss's sum), ``variables.py`` (the variables by name),
+once), ``head.py`` (the transition head's arithmetic: the decision rule of a
+decided parse, the transition loss's sum), ``variables.py`` (the variables by name),
 ``updates.py`` (the optimizer's update).
 """

@@ -1,6 +1,6 @@
 """The two layers TensorFlow's core has no plain form of, shared by cells.py and
 classifier.py (what the other frameworks take from their library), and how a
-loop reads its weights once.
+loop reads its weights once (the SPINN families' loops: :func:`step_variables`).
 
 ``Linear`` is ``x @ kernel + bias`` with the kernel <float>[in, out] as in
 the canonical file; ``Embedding`` is the word vectors <float>[V, E]. Their
@@ -71,3 +71,13 @@ def read(*variables: tf.Variable) -> tuple:
     :func:`read_once` read, else the variable itself."""
     values = getattr(_reads, "values", {})
     return tuple(values.get(v.ref(), v) for v in variables)
+
+
+def step_variables(spinn, head: bool) -> list[tf.Variable]:
+    """The variables a step of ``spinn`` (lists.py's or masked.py's SPINN)
+    reads, for :func:`read_once`: its tracker's, its Reduce's, and the
+    transition head's where the run uses it (encode reads no head: its graph
+    is that of a model without one)."""
+    tracker = [spinn.tracker.kernel, spinn.tracker.bias] if spinn.tracker is not None else []
+    transition = [spinn.tracker.transition.kernel, spinn.tracker.transition.bias] if head else []
+    return tracker + [spinn.reduce.kernel, spinn.reduce.bias] + transition

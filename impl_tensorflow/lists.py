@@ -9,9 +9,10 @@ gradient, is a graph shaped by the batch's own trees
 one matmul serves them all, and each sentence gets its row back.
 ``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
 reads the transition head at every step and, in predicted and sampled mode,
-lets it decide: that ``if`` needs the head's logits in Python, one
-device-to-host read per step where some sentence has a choice
-(shared.parsing.HeadRecord.decide, docs/decided-graphs.md).
+lets it decide: that ``if`` needs the head's verdict in Python, one
+device-to-host read per step where some sentence has a choice (the rule is
+head.py's, the one masked.py applies in its while loop; the branches are
+shared.parsing.HeadRecord.decide, docs/decided-graphs.md).
 
 Shapes: S sentences (2B, premises first), N tokens, T steps, H hidden, D
 tracker. The state lives on the host, in Python:
@@ -47,8 +48,8 @@ from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
-from .head import choice_probabilities, choice_scores
-from .layers import read_once
+from .head import decide
+from .layers import read_once, step_variables
 
 
 class SPINN(tf.Module):
@@ -104,17 +105,16 @@ class SPINN(tf.Module):
         if max(num_steps, default=0) > T:
             raise ValueError(f"a sentence of {max(n_leaves)} tokens needs {2 * max(n_leaves) - 1} steps, "
                              f"the batch has T={T}")
-        # Sampled mode: Python reads the uniform numbers one by one.
-        uniforms = np.asarray(uniforms, dtype=np.float64).tolist() if mode == "sampled" else None
+        uniforms = np.asarray(uniforms, dtype=np.float64) if mode == "sampled" else None
         followed = transitions.astype(np.int32) if gold else np.full((S, T), PAD, dtype=np.int32)
-        record = _HeadRecord()
+        record = _HeadRecord(mode)
 
         # ---- the Python loop over steps: what runs at step t, and so what
         # the tape records, is decided here, by this batch's transitions
         # (gold mode) or by what the model decided at the steps before. The
         # weights are read once per call, not once per step (layers.read_once,
         # as in masked.py).
-        with read_once(*self._weights(head)):
+        with read_once(*step_variables(self, head)):
             for t in range(max(num_steps, default=0)):
                 if gold:
                     ops = transitions[:, t].tolist()
@@ -130,14 +130,14 @@ class SPINN(tf.Module):
                     # The head reads the state this step's tracker update just
                     # wrote: one small batched matmul for the K active sentences.
                     logits = self.tracker.transition_logits(tracking)  # [K, 2] = (t_S, t_R)
-                    first_row = record.add(t, active, logits)
+                    record.add(t, active, logits)
                     if not gold:
-                        ops = record.decide(t, logits, active, buffers, stacks, uniforms, first_row)
+                        ops = record.decide(t, logits, active, buffers, stacks, uniforms)
                         followed[:, t] = ops
                 # A REDUCE composes with the h_t the head read.
                 self._shift_or_reduce(t, ops, active, buffers, stacks, tracking)
 
-        encodings = _roots(stacks, self.hidden_dim)
+        encodings = _roots(stacks)
         self.last_host_syncs = record.host_syncs
         if not head:
             return encodings
@@ -170,12 +170,6 @@ class SPINN(tf.Module):
         stacks = [[null, null] for _ in range(S)]
         states = [(zero_state, zero_state)] * S  # (h_t, c_t) per sentence
         return transitions, buffers, stacks, states, n_leaves
-
-    def _weights(self, head: bool) -> list[tf.Variable]:
-        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
-        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
-        transition = [self.tracker.transition.kernel, self.tracker.transition.bias] if head else []
-        return tracker + [self.reduce.kernel, self.reduce.bias] + transition
 
     def _track(self, active: list[int], buffers: list, stacks: list, states: list):
         """The tracker on the sentences that act, batched: their new (h_t,
@@ -222,25 +216,34 @@ class SPINN(tf.Module):
                 stacks[s].append(item)
 
 
-def _roots(stacks: list, H: int) -> tf.Tensor:
+def _roots(stacks: list) -> tf.Tensor:
     """The encodings <float>[S, H]: h of the one item each valid sequence leaves on its stack."""
     for s, stack in enumerate(stacks):
         if len(stack) != 3:
             raise ValueError(f"sentence {s}: transitions leave {len(stack) - 2} items on the stack, expected 1")
-    return tf.stack([stack[-1] for stack in stacks])[:, :H]
+    return tf.split(tf.stack([stack[-1] for stack in stacks]), 2, axis=1)[0]
 
 
 class _HeadRecord(parsing.HeadRecord):
-    """shared.parsing.HeadRecord on TensorFlow tensors: the logits read back
-    as a NumPy array, the outputs built on the tape."""
+    """shared.parsing.HeadRecord on TensorFlow tensors: the rule of head.py on
+    the device, its verdict read back as a NumPy array, the outputs built on
+    the tape."""
 
-    def to_host(self, logits: tf.Tensor) -> np.ndarray:
-        """The read of the step's logits <float>[K, 2]: Python waits for the device here."""
-        return logits.numpy()
+    def verdict(self, logits: tf.Tensor, uniform: np.ndarray | None, can_shift: list[bool],
+                can_reduce: list[bool]) -> tuple:
+        """head.decide on the step's K rows, on the device."""
+        if uniform is not None:
+            uniform = tf.constant(uniform)
+        return decide(logits, uniform, tf.constant(can_shift), tf.constant(can_reduce), self.mode)
+
+    def to_host(self, verdict: tf.Tensor) -> np.ndarray:
+        """The read of the step's verdict <bool>[K]: Python waits for the device here."""
+        return verdict.numpy()
 
     def outputs(self, encodings: tf.Tensor, T: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """transition_logits <float>[S, T, 2] (zeros at PAD), logprob and
-        entropy <float>[S] (zeros unless sampled), all differentiable."""
+        entropy <float>[S] (sums over the choices, zeros unless sampled), all
+        differentiable."""
         S, dtype = int(encodings.shape[0]), encodings.dtype
         if self.logits:
             all_logits = tf.concat(self.logits, axis=0)  # [R, 2], in the order the steps ran
@@ -248,35 +251,11 @@ class _HeadRecord(parsing.HeadRecord):
             transition_logits = tf.scatter_nd(where, all_logits, [S, T, 2])  # zeros at PAD, differentiable
         else:
             transition_logits = tf.zeros([S, T, 2], dtype)
-        if self.choices:
-            logprob, entropy = _choice_sums(all_logits, np.asarray(self.rows), self.choices, self.reduced, S)
-        else:
-            logprob = entropy = tf.zeros([S], dtype)
+        logprob = entropy = tf.zeros([S], dtype)
+        if self.scored:
+            # Summed in float64, as the reference sums them, and cast back to
+            # the model's dtype: float32 sums of a long sentence's terms drift.
+            sums = tf.math.unsorted_segment_sum(tf.stack([tf.concat(self.logprob, 0), tf.concat(self.entropy, 0)],
+                                                         axis=1), self.scored, S)  # <float64>[S, 2]
+            logprob, entropy = tf.unstack(tf.cast(sums, dtype), axis=1)
         return transition_logits, logprob, entropy
-
-
-def _choice_sums(step_logits, step_rows, choices, reduced, num_sentences: int):
-    """Sampled mode's per-sentence sums over the choice steps (docs/spec.md §7),
-    <float>[S] each: log p(action taken), and the entropy of the step's
-    Bernoulli. ``step_logits`` <float>[R, 2] and ``step_rows`` <int>[R]: the
-    head's rows in the order the steps ran, and the sentence of each;
-    ``choices``: the rows that were choices, ``reduced``: whether each
-    REDUCEd. Differentiable through the logits.
-
-    With d = t_R - t_S: log p_R = log σ(d) and log p_S = log σ(-d), both by
-    head.py's choice_probabilities (stable: saturated logits give 0, never
-    log 0), and p = exp(log p), which keeps a tiny probability tiny; the
-    terms by its choice_scores, as masked.py's loop computes them.
-
-    The terms are computed and summed in float64 and the sums cast back to
-    the model's dtype: a sentence adds up to 2n-2 terms of a few nats each,
-    and float32 sums of float32 terms drift on long sentences, where float64
-    arithmetic on the float32 logits stays within their own rounding.
-    """
-    chosen = tf.cast(tf.gather(step_logits, choices), tf.float64)  # [C, 2], cast with its gradient
-    diff = chosen[:, parsing.REDUCE_COLUMN] - chosen[:, parsing.SHIFT_COLUMN]  # t_R - t_S
-    log_p, p = choice_probabilities(diff)  # (log) (p_S, p_R), as masked.py
-    scores = choice_scores(log_p, p, tf.constant(reduced, tf.bool))  # [C, 2]
-    sums = tf.math.unsorted_segment_sum(scores, step_rows[choices], num_sentences)  # [S, 2]
-    logprob, entropy = tf.unstack(tf.cast(sums, step_logits.dtype), axis=1)
-    return logprob, entropy

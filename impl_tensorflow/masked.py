@@ -8,8 +8,8 @@ loop branches on a value, so one program serves every tree.
 ``SPINN.encode`` follows the given (gold) transitions; ``SPINN.parse`` also
 reads the transition head at every step and, in predicted and sampled mode,
 lets it decide: the decision is two more masks, taken on the device
-(``_decide``, docs/decided-graphs.md), and the rest of the step is the one
-gold mode runs. The cells are cells.py's: ``SPINN`` holds the submodules of
+(``decide``, head.py, docs/decided-graphs.md), and the rest of the step is
+the one gold mode runs. The cells are cells.py's: ``SPINN`` holds the submodules of
 the other families (``tracker``, ``reduce``), so the parameters, their names
 and the canonical conversion (convert.py) are theirs.
 
@@ -34,9 +34,9 @@ once with symbolic shapes, whose sizes are tensors, so one trace serves
 every batch; the inputs pass shared.contract's checks on the host, since the
 graph cannot raise. The loop stops after the batch's last real step; the
 weights are read once, before it (layers.read_once); what a step of parse
-reports flows through the loop as TensorArrays (``_record``), since a
-Python list cannot (the body runs once, when traced). Why the graph is
-built this way, and what it costs: docs/static-vs-dynamic.md.
+reports flows through the loop as TensorArrays (``_loop``), since a Python
+list cannot (the body runs once, when traced). Why the graph is built this
+way, and what it costs: docs/static-vs-dynamic.md.
 
 ``layout=`` picks the container of ``thin``: ``"tensor_array"`` (a
 ``tf.TensorArray``, for the graph executor on the CPU, which copies a plain
@@ -46,17 +46,17 @@ tensor, for XLA, which cannot compile the TensorArray scatter, and GPUs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import tensorflow as tf
 
 from shared.params import ModelConfig
-from shared.parsing import REDUCE_COLUMN, SentenceParses
+from shared.parsing import SentenceParses
 from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
-from .head import choice_probabilities, choice_scores
-from .layers import read_once
+from .head import decide
+from .layers import read_once, step_variables
 
 LAYOUTS = ("tensor_array", "dense")
 
@@ -116,115 +116,124 @@ class SPINN(tf.Module):
         each mode is its own program; uniforms <float>[S, T] in sampled mode.
         Returns the encodings <float>[S, H]; with the head, SentenceParses.
         """
-        loop, (thin, pointers, sp, bp, state) = self._start(leaves, transitions, mode, uniforms, head)
-        S, T, dtype = loop.S, loop.T, leaves.dtype
+        loop, carry, xs = self._start(leaves, transitions, mode, uniforms, head)
+        (thin, pointers, _, _, _), ys = self._loop(loop, carry, xs)
+        encodings = self._root(loop, thin, pointers)  # [S, H]
+        if not head:
+            return encodings
+        followed = xs[0] if mode == "gold" else ys["transitions"]  # [T, S]
+        zeros = tf.zeros([loop.S], leaves.dtype)
+        return SentenceParses(
+            encodings=encodings,
+            transitions=tf.transpose(followed),
+            transition_logits=tf.transpose(ys["logits"], [1, 0, 2]),
+            logprob=tf.cast(ys["logprob"], leaves.dtype) if mode == "sampled" else zeros,
+            entropy=tf.cast(ys["entropy"], leaves.dtype) if mode == "sampled" else zeros,
+        )
+
+    def _start(self, leaves, transitions, mode: str, uniforms, head: bool) -> tuple:
+        """What every step reads, fixed for the run (a _Loop); the loop's state
+        before step 0, ``carry`` = (thin, pointers, sp, bp, state): an empty
+        stack, the tracker at zeros (() without a tracker); and what each step
+        takes of the batch, ``xs`` = (ops <int32>[T, S] in gold mode, the step
+        numbers <int32>[T], uniforms <float64>[T, S] in sampled mode), None
+        where the mode has none."""
+        # Sizes are tensors: this graph serves every S, N and T.
+        S, N = tf.shape(leaves)[0], tf.shape(leaves)[1]
+        D = self.tracker_dim
+        T = tf.shape(transitions)[1]
+        loop = _Loop(mode=mode, head=head, S=S, N=N, T=T, sentences=tf.range(S),
+                     n_leaves=tf.reduce_sum(tf.cast(tf.equal(transitions, SHIFT), tf.int32), axis=1),  # one per word
+                     zero_row=N + T,
+                     slots=tf.range(N + 1)[None, :])  # [1, N + 1]: stack slot numbers (N items, plus a free slot)
+        thin = self._new_thin(leaves, T)
+        pointers = tf.zeros([S, N + 1], tf.int32)
+        sp = tf.zeros([S], tf.int32)
+        bp = tf.zeros_like(sp)
+        state = (tf.zeros([S, D], leaves.dtype), tf.zeros([S, D], leaves.dtype)) if D > 0 else ()
+        xs = (tf.transpose(transitions) if mode == "gold" else None,
+              tf.range(T),
+              tf.transpose(uniforms) if mode == "sampled" else None)
+        return loop, (thin, pointers, sp, bp, state), xs
+
+    def _loop(self, loop: _Loop, carry: tuple, xs: tuple) -> tuple:
+        """The loop: ``_step`` at every step up to the batch's last real one,
+        as a scan runs its body. Returns the carry after the last step, and
+        ys: the steps' logits <float>[T, S, 2] and (decided modes)
+        transitions <int32>[T, S], stacked (zeros, i.e. PAD, after the last
+        real step); (sampled mode) logprob and entropy <float64>[S], summed
+        over the steps.
+
+        tf.while_loop puts ONE copy of its body into the graph and runs it up
+        to T times, T a tensor known only at run time, so the same graph
+        serves every sentence length. The body was traced once with symbolic
+        shapes: it cannot inspect a transition in Python, hence the masks of
+        ``_step``. A while loop has no xs: the body takes step t's own from
+        the arrays, by t. Loop variables (t, the carry, the records) are what
+        flows from one iteration to the next.
+        """
+        ops, steps, uniforms = xs
         # The loop stops after the batch's longest sentence, not at T: the
         # steps after it are PAD for every sentence and change nothing, so a
         # batch padded to its length bucket's T costs only its real length.
         # (JAX's scan must have T iterations; its step is a cond instead.)
-        if mode == "gold":
-            stop = tf.reduce_max(tf.where(tf.not_equal(transitions, PAD), tf.range(1, T + 1)[None, :], 0))
+        if loop.mode == "gold":
+            stop = tf.reduce_max(tf.where(ops != PAD, steps[:, None] + 1, 0))
         else:  # a sentence of n words runs exactly 2n - 1 decided steps (docs/spec.md §7)
             stop = tf.reduce_max(2 * loop.n_leaves - 1)
 
-        # ---- the records of parse: what a step reports in `taken`, written
-        # into loop variables: TensorArrays of T elements of [S, ...], and the
-        # running sums of logprob and entropy. The loop writes elements
-        # 0..stop-1 of each TensorArray. Stacking gives the elements never
-        # written as zeros (a TensorList's unset elements, with and without
-        # XLA), which is what a PAD step records: logits 0, transition PAD (0).
+        # ---- the records of ys, loop variables: TensorArrays of T elements of
+        # [S, ...], and the running sums of logprob and entropy (float64).
+        # Stacking gives the elements never written as zeros (a TensorList's
+        # unset elements, with and without XLA), which is what a PAD step
+        # records: logits 0, transition PAD (0).
         records = {}
-        if head:
-            records["logits"] = tf.TensorArray(dtype, size=T, element_shape=[None, 2])
-            if mode != "gold":
-                records["transitions"] = tf.TensorArray(tf.int32, size=T, element_shape=[None])
-            if mode == "sampled":
-                records["scores"] = tf.zeros([S, 2], tf.float64)  # per sentence: (logprob, entropy), summed in float64
+        if loop.head:
+            if loop.mode != "gold":
+                records["transitions"] = tf.TensorArray(tf.int32, size=loop.T, element_shape=[None])
+                if loop.mode == "sampled":
+                    records["logprob"] = records["entropy"] = tf.zeros([loop.S], tf.float64)
+            records["logits"] = tf.TensorArray(carry[0].dtype, size=loop.T, element_shape=[None, 2])
 
-        # ---- the loop --------------------------------------------------------
-        # tf.while_loop puts ONE copy of `body` into the graph and runs it up
-        # to T times, T a tensor known only at run time, so the same graph
-        # serves every sentence length. The body was traced once with symbolic
-        # shapes: it cannot inspect a transition in Python, hence the masks of
-        # `_step`. Loop variables (thin, pointers, ...) are what flows from
-        # one iteration to the next. For the gradient, TensorFlow builds a
-        # second while loop that runs the steps backwards, fed by per-step
-        # values the forward loop stacks up (only the small [S, *] tensors a
-        # step reads: the thin stack is never saved whole). maximum_iterations
-        # bounds those stacks, which XLA needs to know.
-        def body(t, thin, pointers, sp, bp, state, records):
-            taken = {}  # what the step's head scored and did (with the head), for the records
-            t_next, thin, pointers, sp, bp, state = self._step(loop, t, thin, pointers, sp, bp, state, taken)
-            return t_next, thin, pointers, sp, bp, state, _record(records, t, taken)
+        def body(t, carry, records):
+            carry, ys = self._step(loop, carry, (tf.gather(ops, t) if ops is not None else None, t,
+                                                 tf.gather(uniforms, t) if uniforms is not None else None))
+            return t + 1, carry, {name: record.write(t, ys[name]) if isinstance(record, tf.TensorArray)
+                                  else record + ys[name] for name, record in records.items()}
 
         # The cells' weights are read once, here, before the loop
         # (layers.read_once): a variable read inside the body is a new tensor
         # at every step, and the backward pass keeps one per step (under XLA a
-        # copy per step).
-        with read_once(*self._weights(head)):
-            _, thin, pointers, _, _, _, records = tf.while_loop(
-                lambda t, *_: t < stop, body, (tf.constant(0), thin, pointers, sp, bp, state, records),
-                maximum_iterations=T)
+        # copy per step). For the gradient, TensorFlow builds a second while
+        # loop that runs the steps backwards, fed by per-step values the
+        # forward loop stacks up (only the small [S, *] tensors a step reads:
+        # the thin stack is never saved whole). maximum_iterations bounds
+        # those stacks, which XLA needs to know.
+        with read_once(*step_variables(self, loop.head)):
+            _, carry, records = tf.while_loop(lambda t, *_: t < stop, body, (tf.constant(0), carry, records),
+                                              maximum_iterations=loop.T)
+        return carry, {name: record.stack() if isinstance(record, tf.TensorArray) else record
+                       for name, record in records.items()}
 
-        encodings = self._root(loop, thin, pointers)  # [S, H]
-        if not head:
-            return encodings
-        followed = tf.transpose(records["transitions"].stack()) if mode != "gold" else transitions  # [S, T]
-        if mode == "sampled":
-            logprob, entropy = tf.unstack(tf.cast(records["scores"], dtype), axis=1)
-        else:
-            logprob = entropy = tf.zeros([S], dtype)
-        return SentenceParses(encodings, followed, tf.transpose(records["logits"].stack(), [1, 0, 2]), logprob, entropy)
-
-    def _start(self, leaves, transitions, mode: str, uniforms, head: bool):
-        """What every step reads (a _Loop), and the loop's state before step 0:
-        (thin, pointers, sp, bp, state), an empty stack, the tracker at zeros
-        (() without a tracker)."""
-        H, D = self.hidden_dim, self.tracker_dim
-        # Sizes are tensors: this graph serves every S, N and T.
-        S, N = tf.shape(leaves)[0], tf.shape(leaves)[1]
-        T = tf.shape(transitions)[1]
-        sentences = tf.range(S)  # [S]: sentence s's item in row r is at r * S + s
-        # The buffer holds as many leaves as there are SHIFTs (later tokens are padding).
-        n_leaves = tf.reduce_sum(tf.cast(tf.equal(transitions, SHIFT), tf.int32), axis=1)  # [S]
-        zero_row = N + T  # last: leaf j is row j, step t's composition row N + t
-        leaves_by_row = tf.reshape(tf.transpose(leaves, [1, 0, 2]), [N * S, 2 * H])  # leaf j of sentence s at j*S + s
-        thin = self._new_thin(leaves_by_row, zero_row, S)
-        loop = _Loop(
-            mode=mode, head=head, dtype=leaves.dtype, S=S, N=N, T=T, sentences=sentences,
-            n_leaves=n_leaves, zero_row=zero_row,
-            transitions_by_step=tf.transpose(transitions),  # [T, S]: row t is step t of every sentence
-            slots=tf.range(N + 1)[None, :],  # [1, N + 1]: stack slot numbers (N items, plus a free slot)
-            read_sentences=tf.tile(sentences, [3]),  # [3S], for the three reads of a step
-            uniforms_by_step=tf.transpose(uniforms) if mode == "sampled" else None,  # <float64>[T, S]
-        )
-        zeros = tf.zeros([S], tf.int32)
-        state = (tf.zeros([S, D], loop.dtype), tf.zeros([S, D], loop.dtype)) if D > 0 else ()
-        return loop, (thin, tf.zeros([S, N + 1], tf.int32), zeros, zeros, state)
-
-    def _weights(self, head: bool) -> list[tf.Variable]:
-        """The variables a step reads: the tracker's, Reduce's, and the head's where it is used."""
-        tracker = [self.tracker.kernel, self.tracker.bias] if self.tracker is not None else []
-        transition = [self.tracker.transition.kernel, self.tracker.transition.bias] if head else []
-        return tracker + [self.reduce.kernel, self.reduce.bias] + transition
-
-    def _step(self, loop: _Loop, t, thin, pointers, sp, bp, state, taken: dict):
+    def _step(self, loop: _Loop, carry: tuple, xs: tuple) -> tuple:
         """One transition for every sentence, as the loop body runs it.
 
-        t <int32>[]; thin (the layout's container); pointers <int32>[S, N + 1];
-        sp, bp <int32>[S]; state (h, c) <float>[S, D], or () without a
-        tracker. Returns (t + 1, and the new thin, pointers, sp, bp and
-        state); with the head it fills ``taken`` with what the head scored
-        and what was done (the records of parse).
+        carry: (thin, pointers, sp, bp, state) (see _start); xs: op
+        <int32>[S] (None when decided), t <int32>[], and in sampled mode u
+        <float64>[S]. Returns the new carry, and ys: with the head, logits
+        <float>[S, 2] (zeros at PAD), in decided modes the transitions
+        followed <int32>[S], in sampled mode the step's logprob and entropy
+        <float64>[S]; {} without the head.
         """
-        H, mode = self.hidden_dim, loop.mode
+        thin, pointers, sp, bp, state = carry
+        op, t, u = xs
+        H = self.hidden_dim
         top, below, front, can_shift = self._read(loop, thin, pointers, sp, bp)
 
         # ---- masks: the "if op == ..." of lists.py, one bool per sentence.
         # PAD keeps nothing: stack, buffer and tracker stay as they were.
-        if mode == "gold":
-            op = tf.gather(loop.transitions_by_step, t)  # [S]
-            is_shift, is_reduce, active = tf.equal(op, SHIFT), tf.equal(op, REDUCE), tf.not_equal(op, PAD)
+        if loop.mode == "gold":
+            is_shift, is_reduce, active = op == SHIFT, op == REDUCE, op != PAD
         else:
             # The op is decided after the tracker update; whether the step
             # does anything is known now: a finished sentence can neither
@@ -241,50 +250,52 @@ class SPINN(tf.Module):
             tracking = state[0]
 
         # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
+        ys = {}
         if loop.head:
             # h_t, equal to state[0] wherever the step is active, read before
             # the tf.where so that its gradient is a sum of two terms (see cells.Reduce).
             logits = self.tracker.transition_logits(h_t)  # [S, 2] = (t_S, t_R)
-            if mode != "gold":
-                # ---- the decision, taken on the device: two masks that take
-                # the place of the gold op's.
-                uniform = tf.gather(loop.uniforms_by_step, t) if mode == "sampled" else None
-                is_shift, is_reduce, taken["scores"] = _decide(logits, uniform, can_shift, can_reduce, mode)
-                taken["transitions"] = tf.where(is_shift, SHIFT, tf.where(is_reduce, REDUCE, PAD))
-            taken["logits"] = tf.where(active[:, None], logits, tf.zeros([], loop.dtype))  # zeros at PAD
+            if loop.mode != "gold":
+                # ---- the decision, taken on the device (head.py): two masks
+                # that take the place of the gold op's.
+                is_shift, is_reduce, logprob, entropy = decide(logits, u, can_shift, can_reduce, loop.mode)
+                ys["transitions"] = tf.where(is_reduce, REDUCE, tf.where(is_shift, SHIFT, PAD))
+                if loop.mode == "sampled":
+                    ys["logprob"], ys["entropy"] = logprob, entropy
+            ys["logits"] = tf.where(active[:, None], logits, tf.zeros([], logits.dtype))  # zeros at PAD
 
         # ---- compose the two top items for every sentence (kept only where the step is REDUCE).
         h, c = self.reduce.compose(tf.split(below, 2, axis=1), tf.split(top, 2, axis=1), tracking)  # [S, H] each
-        thin, pointers, sp, bp = self._write(loop, t, thin, pointers, sp, bp, is_shift, is_reduce,
-                                             tf.concat([h, c], axis=1))
-        return t + 1, thin, pointers, sp, bp, state
+        composed = tf.concat([h, c], axis=1)
+        thin, pointers, sp, bp = self._write(loop, t, thin, pointers, sp, bp, is_shift, is_reduce, composed)
+        return (thin, pointers, sp, bp, state), ys
 
-    def _read(self, loop: _Loop, thin, pointers, sp, bp):
+    def _read(self, loop: _Loop, thin, pointers, sp, bp) -> tuple:
         """What a step reads: the items at the stack top, below it and the
         buffer front, <float>[S, 2H] each, zeros where absent; and can_shift <bool>[S]."""
         # sp counts the items on the stack: the top is slot sp - 1, the item
-        # below it slot sp - 2; bp is the buffer front. Indices are clipped
-        # into range.
+        # below it slot sp - 2; bp is the buffer front, a leaf's row (the
+        # leaves are rows 0..N-1). Indices are clipped into range.
         can_shift = bp < loop.n_leaves  # the buffer is not empty
-        top_row = tf.gather(pointers, tf.maximum(sp - 1, 0), batch_dims=1)
+        top_row = tf.gather(pointers, tf.maximum(sp - 1, 0), batch_dims=1)  # follow the back-pointer
         below_row = tf.gather(pointers, tf.maximum(sp - 2, 0), batch_dims=1)
-        # Unlike JAX and PyTorch, which mask an absent item after reading it,
-        # an absent item reads the zero row (N + T) by address: one gather
-        # reads the step's three items, and the gradient of a TensorArray
+        # An absent item reads the zero row (N + T) by address: one gather
+        # reads the step's three items, and nothing is masked after it. (A
+        # masked read would also be wrong here: the gradient of a TensorArray
         # gather overwrites a repeated address instead of adding to it, so a
-        # masked read of a real row would erase another read's gradient there.
-        rows = tf.concat([tf.where(can_shift, bp, loop.zero_row),
-                          tf.where(sp >= 1, top_row, loop.zero_row),
-                          tf.where(sp >= 2, below_row, loop.zero_row)], axis=0)  # [3S]
-        front, top, below = tf.split(self._gather(thin, rows * loop.S + loop.read_sentences), 3)
+        # masked read of a real row would erase another read's gradient there.)
+        rows = tf.stack([tf.where(can_shift, bp, loop.zero_row),
+                         tf.where(sp >= 1, top_row, loop.zero_row),
+                         tf.where(sp >= 2, below_row, loop.zero_row)])  # [3, S]
+        front, top, below = tf.unstack(self._gather(loop, thin, rows), num=3)
         return top, below, front, can_shift
 
-    def _write(self, loop: _Loop, t, thin, pointers, sp, bp, is_shift, is_reduce, composed):
+    def _write(self, loop: _Loop, t, thin, pointers, sp, bp, is_shift, is_reduce, composed) -> tuple:
         """Keep step t's result and move the pointers: (thin, pointers, sp, bp)."""
         # Row N + t of the thin stack is this step's composition, for all
         # sentences at once; only a REDUCE ever points at it.
         new_row = loop.N + t
-        thin = self._scatter(thin, new_row * loop.S + loop.sentences, composed)
+        thin = self._scatter(loop, thin, new_row, composed)
         # ---- push a pointer: the leaf's row for SHIFT at slot sp, the new row
         # for REDUCE at slot sp - 2 (where the left child was). PAD writes at
         # slot sp, the free slot above the top, which nobody reads, so no
@@ -298,95 +309,56 @@ class SPINN(tf.Module):
 
     def _root(self, loop: _Loop, thin, pointers):
         """After a valid sequence exactly one item is left, in stack slot 0: its h, <float>[S, H]."""
-        return self._gather(thin, pointers[:, 0] * loop.S + loop.sentences)[:, :self.hidden_dim]
+        return self._gather(loop, thin, pointers[None, :, 0])[0, :, :self.hidden_dim]
 
-    # ---- the thin stack's container: write rows, read items by address -----
+    # ---- the thin stack: rows of items, read by address, written a row a step.
     # A TensorArray element is one item [2H], read and written by address
     # (gather, scatter), so both containers hold the thin stack flattened,
     # <float>[(N + T + 1) * S, 2H]: the item of sentence s in row r at r * S + s.
 
-    def _new_thin(self, leaves_by_row: tf.Tensor, zero_row: tf.Tensor, S: tf.Tensor):
-        """A thin stack of ``(zero_row + 1) * S`` items: the leaves in rows 0 .. N - 1,
-        zeros in the last row, ``zero_row``; the rows between are the steps'."""
-        two_h = 2 * self.hidden_dim
-        dtype = leaves_by_row.dtype
-        leaf_items = tf.shape(leaves_by_row)[0]  # N * S, from address 0 on
+    def _new_thin(self, leaves, T):
+        """The thin stack: the leaves in rows 0 .. N - 1, a row per step (zeros
+        until it is written), and the zero row, N + T; flattened, in the
+        layout's container."""
+        S, N = tf.shape(leaves)[0], tf.shape(leaves)[1]
+        two_h, dtype = 2 * self.hidden_dim, leaves.dtype
+        leaves_by_row = tf.reshape(tf.transpose(leaves, [1, 0, 2]), [N * S, two_h])  # leaf j of sentence s at j*S + s
+        zero_row = N + T  # last: leaf j is row j, step t's composition row N + t
         if self.layout == "tensor_array":
             thin = tf.TensorArray(dtype, size=(zero_row + 1) * S, element_shape=[two_h], clear_after_read=False)
-            thin = thin.scatter(tf.range(leaf_items), leaves_by_row)
+            thin = thin.scatter(tf.range(N * S), leaves_by_row)
             return thin.scatter(zero_row * S + tf.range(S), tf.zeros([S, two_h], dtype))  # the zero row
         # Rows N .. N + T - 1 start as zeros and are overwritten step by step; row N + T stays zeros.
-        return tf.concat([leaves_by_row, tf.zeros([(zero_row + 1) * S - leaf_items, two_h], dtype)], axis=0)
+        return tf.concat([leaves_by_row, tf.zeros([(T + 1) * S, two_h], dtype)], axis=0)
 
-    def _gather(self, thin, addresses):
-        """The items at ``addresses`` <int32>[K] -> <float>[K, 2H]."""
-        if self.layout == "tensor_array":
-            return thin.gather(addresses)
+    def _gather(self, loop: _Loop, thin, rows):
+        """The items of the S sentences in ``rows`` <int32>[K, S] -> <float>[K, S, 2H]."""
+        addresses = rows * loop.S + loop.sentences  # [K, S]
+        if self.layout == "tensor_array":  # a TensorArray gathers a vector of addresses (K is static: 3 or 1)
+            return tf.reshape(thin.gather(tf.reshape(addresses, [-1])), [rows.shape[0], -1, 2 * self.hidden_dim])
         return tf.gather(thin, addresses)
 
-    def _scatter(self, thin, addresses, items):
-        """``thin`` with ``items`` <float>[K, 2H] written at ``addresses`` <int32>[K]."""
+    def _scatter(self, loop: _Loop, thin, row, items):
+        """``thin`` with ``items`` <float>[S, 2H] as its row ``row``."""
+        addresses = row * loop.S + loop.sentences  # [S]
         if self.layout == "tensor_array":
             return thin.scatter(addresses, items)
         return tf.tensor_scatter_nd_update(thin, addresses[:, None], items)
 
 
-def _decide(logits, uniform, can_shift, can_reduce, mode: str):
-    """The decision of docs/spec.md §7, for every sentence at once, on the device.
-
-    logits <float>[S, 2] = (t_S, t_R); uniform <float64>[S] (sampled mode,
-    else None); can_shift (the buffer is not empty), can_reduce (two items
-    or more on the stack) <bool>[S]. Returns the masks is_shift, is_reduce
-    <bool>[S] (both false: the sentence is finished, a PAD step) and, in
-    sampled mode, the step's (log p(action taken), entropy) <float64>[S, 2],
-    zero unless it was a choice (else None).
-    """
-    # Define-by-run code must bring the head's verdict back to Python here
-    # to pick a branch; on the device it is one more mask per sentence, and
-    # the masked step that follows is the one gold mode runs.
-    choice = can_shift & can_reduce  # both actions possible: the head decides
-    t_shift, t_reduce = tf.unstack(logits, axis=1)  # one op: the gradient of logits stays a two-term sum
-    if mode == "predicted":
-        wants_reduce = t_reduce > t_shift  # a tie SHIFTs
-    else:
-        # p_R and the logs in float64, whatever the model's dtype, like
-        # the uniforms: a float32 sum of 30 logs of size 1 loses 1e-5.
-        diff = tf.cast(t_reduce, tf.float64) - tf.cast(t_shift, tf.float64)  # t_R - t_S
-        log_p, p = choice_probabilities(diff)  # <float64>[S, 2] each: (log) (p_S, p_R), stable
-        wants_reduce = uniform < p[:, REDUCE_COLUMN]  # u < p_R
-    # Where only one action is possible it is taken, whatever t says.
-    is_reduce = can_reduce & (tf.logical_not(can_shift) | wants_reduce)
-    is_shift = can_shift & tf.logical_not(is_reduce)
-    if mode != "sampled":
-        return is_shift, is_reduce, None
-    scores = choice_scores(log_p, p, is_reduce)  # <float64>[S, 2]: (log p(taken), entropy)
-    return is_shift, is_reduce, tf.where(choice[:, None], scores, tf.zeros([], tf.float64))  # choices only
-
-
-@dataclass(frozen=True)
-class _Loop:
+class _Loop(NamedTuple):
     """What every step of one run reads, fixed before the loop: the Python
-    choices of the trace (mode, head), sizes and the batch's tensors (None
-    where the mode has none). One value that the loop body closes over,
-    where PyTorch's and JAX's step take them as arguments."""
+    choices of the program (mode, head), the sizes, and the batch's tensors
+    the steps share. Each framework's step takes it as its first argument
+    (here the loop body closes over it; the pointers' write also reads the
+    slot numbers). The sizes are tensors: one trace serves every shape."""
 
     mode: str
     head: bool
-    dtype: tf.DType
     S: tf.Tensor
     N: tf.Tensor
     T: tf.Tensor
-    sentences: tf.Tensor  # <int32>[S]
-    n_leaves: tf.Tensor  # <int32>[S]: leaves in each buffer
-    zero_row: tf.Tensor  # <int32>[]: N + T, the thin stack's last row, zeros
-    transitions_by_step: tf.Tensor  # <int32>[T, S]
+    sentences: tf.Tensor  # <int32>[S]: 0 .. S - 1
+    n_leaves: tf.Tensor  # <int32>[S]: the leaves in each buffer
+    zero_row: tf.Tensor  # N + T: the thin stack's last row, zeros
     slots: tf.Tensor  # <int32>[1, N + 1]
-    read_sentences: tf.Tensor  # <int32>[3S]
-    uniforms_by_step: tf.Tensor | None  # <float64>[T, S], sampled mode
-
-
-def _record(records: dict, t, taken: dict) -> dict:
-    """``records`` with step t's ``taken`` added: a TensorArray gets element
-    t, a running sum (float64 scores) the step's term. {} stays {}."""
-    return {name: record.write(t, taken[name]) if isinstance(record, tf.TensorArray) else record + taken[name]
-            for name, record in records.items()}

@@ -5,8 +5,11 @@ step, ``t = (t_S, t_R) = h_t @ tracker.transition.kernel + tracker.transition.bi
 and the model may follow its own parse instead of the data's. This module
 holds what every implementation shares about that, written once:
 
-* the modes (:data:`MODES`) and the decision rule (:func:`decide`), with the
-  stable log-probability and entropy helpers of sampled mode;
+* the modes (:data:`MODES`) and the decision rule in NumPy, float64
+  (:func:`decide`: the reference's and DyNet's; each framework's
+  ``impl_*/head.py`` writes it once over its own ops, with the same return
+  convention), with the stable log-probability and entropy helpers of
+  sampled mode;
 * how an implementation knows a sentence's length when it does not follow the
   gold transitions (:func:`sentence_lengths`);
 * the uniform numbers of sampled mode, drawn here from (seed, epoch, row) so
@@ -17,8 +20,8 @@ holds what every implementation shares about that, written once:
   place that splits it into the record every runner returns
   (:func:`split_pairs` -> :class:`Parsed`);
 * the host side of a define-by-run parse (the lists family): what it keeps
-  of the head step by step, and its per-sentence decisions on the logits
-  read back to Python (:class:`HeadRecord`).
+  of the head step by step, and its per-sentence branches on the verdicts
+  of the framework's rule, read back to Python (:class:`HeadRecord`).
 
 The evaluation of parses against gold ones is shared/parse_metrics.py.
 
@@ -200,8 +203,9 @@ def bernoulli_entropy(logits) -> np.ndarray:
     return -(sigmoid(diff) * log_sigmoid(diff) + sigmoid(-diff) * log_sigmoid(-diff))
 
 
-def decide(logits, uniform, can_shift, can_reduce, mode: str) -> np.ndarray:
-    """The action each row takes, <int32>[...]: SHIFT, REDUCE, or PAD when neither is valid.
+def decide(logits, uniform, can_shift, can_reduce, mode: str):
+    """The decision rule of docs/spec.md §7 in NumPy, float64: the reference's, and DyNet's, which
+    decides on the host.
 
     Args:
       logits: <float>[..., 2], t = (t_S, t_R) after this step's tracker update.
@@ -211,8 +215,14 @@ def decide(logits, uniform, can_shift, can_reduce, mode: str) -> np.ndarray:
       can_reduce: <bool>[...], the stack holds at least two items.
       mode: "predicted" or "sampled" (gold mode follows the data, no decision).
 
+    Returns (is_shift, is_reduce, logprob, entropy), the convention of every
+    framework's rule (impl_*/head.py): the masks <bool>[...] (both false: the
+    sentence is finished, a PAD step) and, in sampled mode, the step's
+    log p(action taken) and entropy <float64>[...], zero where the step is no
+    choice; None in predicted mode.
+
     Where both actions are valid: predicted REDUCEs if t_R > t_S (a tie
-    SHIFTs); sampled REDUCEs if u < σ(t_R - t_S). Otherwise the one valid
+    SHIFTs); sampled REDUCEs if u < p_R = σ(t_R - t_S). Otherwise the one valid
     action is taken, whatever the logits.
     """
     check_mode(mode)
@@ -221,15 +231,24 @@ def decide(logits, uniform, can_shift, can_reduce, mode: str) -> np.ndarray:
     logits = np.asarray(logits, dtype=np.float64)
     can_shift = np.asarray(can_shift, dtype=bool)
     can_reduce = np.asarray(can_reduce, dtype=bool)
+    choice = can_shift & can_reduce  # both actions possible: the head decides
+    logprob = entropy = None
     if mode == "predicted":
-        wants_reduce = logits[..., REDUCE_COLUMN] > logits[..., SHIFT_COLUMN]
+        wants_reduce = logits[..., REDUCE_COLUMN] > logits[..., SHIFT_COLUMN]  # a tie SHIFTs
     else:
         if uniform is None:
             raise ValueError("sampled mode needs the step's uniform numbers")
-        wants_reduce = np.asarray(uniform, dtype=np.float64) < reduce_probability(logits)
-    choice = can_shift & can_reduce
-    action = np.where(can_shift, SHIFT, np.where(can_reduce, REDUCE, PAD))
-    return np.where(choice, np.where(wants_reduce, REDUCE, SHIFT), action).astype(np.int32)
+        diff = logits[..., REDUCE_COLUMN] - logits[..., SHIFT_COLUMN]  # t_R - t_S
+        log_p_reduce, log_p_shift = log_sigmoid(diff), log_sigmoid(-diff)
+        p_reduce, p_shift = np.exp(log_p_reduce), np.exp(log_p_shift)
+        wants_reduce = np.asarray(uniform, dtype=np.float64) < p_reduce
+    # Where only one action is possible it is taken, whatever t says.
+    is_reduce = can_reduce & (~can_shift | wants_reduce)
+    is_shift = can_shift & ~is_reduce
+    if mode == "sampled":  # a step with one possible action is no choice and adds nothing
+        logprob = np.where(choice, np.where(is_reduce, log_p_reduce, log_p_shift), 0.0)
+        entropy = np.where(choice, -(p_reduce * log_p_reduce + p_shift * log_p_shift), 0.0)
+    return is_shift, is_reduce, logprob, entropy
 
 
 # --------------------------------------------------------------------------
@@ -240,67 +259,76 @@ def decide(logits, uniform, can_shift, can_reduce, mode: str) -> np.ndarray:
 class HeadRecord:
     """What a define-by-run ``parse`` keeps of the head, step by step, to
     build its outputs after the loop: the logits of every active sentence,
-    and where they go. A framework's subclass reads its logits to the host
-    (``to_host``) and builds its tensors (``outputs``)."""
+    and where they go, and in sampled mode the terms of each choice. A
+    framework's subclass applies its decision rule to a step's rows
+    (``verdict``: the framework's ``head.decide``, the rule its masked family
+    applies inside its loop), reads the verdict to the host (``to_host``) and
+    builds its tensors (``outputs``)."""
 
-    def __init__(self):
+    def __init__(self, mode: str):
+        self.mode = mode
         self.logits: list = []  # per step, the head's [K, 2] for its K active sentences (framework tensors)
         self.rows: list[int] = []  # ... and the sentence of each row
         self.columns: list[int] = []  # ... and its step
-        self.choices: list[int] = []  # sampled mode: the rows (of all steps' rows) that were choices
-        self.reduced: list[bool] = []  # ... and whether each REDUCEd
+        self.logprob: list = []  # sampled mode, per step with a choice: log p(action taken) of its K rows [K]
+        self.entropy: list = []  # ... and their entropies [K] (zero where a row had no choice; framework tensors)
+        self.scored: list[int] = []  # ... and the sentence of each of those rows
         self.host_syncs = 0  # device-to-host reads of decisions
 
-    def add(self, t: int, active: list[int], logits) -> int:
-        """Record step t's logits <float>[K, 2]; returns the row of their first."""
-        first_row = len(self.rows)
+    def add(self, t: int, active: list[int], logits) -> None:
+        """Record step t's logits <float>[K, 2], row k that of sentence active[k]."""
         self.logits.append(logits)
         self.rows.extend(active)
         self.columns.extend([t] * len(active))
-        return first_row
 
     def decide(self, t: int, logits, active: list[int], buffers: list, stacks: list,
-               uniforms: list | None, first_row: int) -> list[int]:
+               uniforms: np.ndarray | None) -> list[int]:
         """The model's op at step t for each sentence (docs/spec.md §7): PAD
-        unless active. Predicted mode follows the head's logits <float>[K, 2]
-        (row k: sentence active[k]); sampled mode (``uniforms`` given) draws it
-        with p_R and keeps each choice, its row ``first_row + k``.
+        unless active. The head's logits <float>[K, 2] (row k: sentence
+        active[k]) decide where a sentence has a choice: the framework's rule
+        on the device, its verdict read back here; sampled mode (``uniforms``
+        <float64>[S, T] given) draws with p_R and keeps the terms of each choice.
         """
-        sampled = uniforms is not None
         # What is possible is read off the lists: SHIFT needs a word above the
         # buffer's zero item, REDUCE two items above the stack's two.
         can_shift = [len(buffers[s]) > 1 for s in active]
         can_reduce = [len(stacks[s]) > 3 for s in active]
-        if any(a and b for a, b in zip(can_shift, can_reduce)):
-            # The host round trip of define-by-run: the `if` below is plain
-            # Python, so it needs plain numbers. The K x 2 logits are copied off
-            # the device here, and Python waits for them (on a GPU, for all the
-            # work queued before them): once per step, for the K sentences
-            # together; a step where every sentence is forced needs no copy.
-            host = np.asarray(self.to_host(logits), dtype=np.float64)  # exact, float32 or float64
-            self.host_syncs += 1
-            if sampled:  # p_R = σ(t_R - t_S), in float64 as the reference computes it
-                p_reduce = reduce_probability(host).tolist()
-            else:
-                reduce_wins = (host[:, REDUCE_COLUMN] > host[:, SHIFT_COLUMN]).tolist()  # a tie SHIFTs
         ops = [PAD] * len(buffers)
+        if not any(a and b for a, b in zip(can_shift, can_reduce)):
+            # No sentence has a choice: each takes its one possible action, and
+            # the head's verdict is not needed, nor a read.
+            for k, s in enumerate(active):
+                ops[s] = SHIFT if can_shift[k] else REDUCE
+            return ops
+        # The host round trip of define-by-run: the `if` below is plain
+        # Python, so it needs plain values. The rule runs on the device (the
+        # step's K rows at once), and its verdict is copied off the device
+        # here, while Python waits for it (on a GPU, for all the work queued
+        # before it): once per step, for the K sentences together.
+        uniform = uniforms[active, t] if uniforms is not None else None
+        _, is_reduce, logprob, entropy = self.verdict(logits, uniform, can_shift, can_reduce)
+        if logprob is not None:  # sampled mode: the terms of this step's choices
+            self.logprob.append(logprob)
+            self.entropy.append(entropy)
+            self.scored.extend(active)
+        reduces = self.to_host(is_reduce)
+        self.host_syncs += 1
         for k, s in enumerate(active):
-            if can_shift[k] and can_reduce[k]:
-                # A real, data-dependent branch per sentence: what is recorded
-                # below depends on what the model just said.
-                if sampled:
-                    take_reduce = uniforms[s][t] < p_reduce[k]
-                    self.choices.append(first_row + k)
-                    self.reduced.append(take_reduce)
-                else:
-                    take_reduce = reduce_wins[k]
-                ops[s] = REDUCE if take_reduce else SHIFT
-            else:
-                ops[s] = SHIFT if can_shift[k] else REDUCE  # one possible action: no choice
+            # A real, data-dependent branch per sentence: what is recorded
+            # next depends on what the model just said. An active sentence can
+            # act, so what does not REDUCE SHIFTs.
+            ops[s] = REDUCE if reduces[k] else SHIFT
         return ops
 
-    def to_host(self, logits):
-        """The framework's read of one step's logits <float>[K, 2] into host numbers."""
+    def verdict(self, logits, uniform: np.ndarray | None, can_shift: list[bool], can_reduce: list[bool]) -> tuple:
+        """The framework's decision rule (its head.decide) on one step's K
+        rows, on the device, and what it returns: (is_shift, is_reduce,
+        logprob, entropy), none of it read yet. ``uniform`` <float64>[K] in
+        sampled mode, else None."""
+        raise NotImplementedError
+
+    def to_host(self, verdict) -> list[bool]:
+        """The framework's read of one step's verdict <bool>[K] into host values."""
         raise NotImplementedError
 
     def outputs(self, encodings, T: int) -> tuple:

@@ -24,8 +24,7 @@ import numpy as np
 
 from .contract import HEAD_KERNEL
 from .params import ModelConfig
-from .parsing import REDUCE_COLUMN, SHIFT_COLUMN, log_sigmoid
-from .parsing import sigmoid as probability
+from .parsing import decide
 from .transitions import PAD, REDUCE, SHIFT
 
 Params = Mapping[str, np.ndarray]
@@ -108,23 +107,14 @@ class Tape:
 def choose(logits: np.ndarray, can_shift: bool, can_reduce: bool, mode: str, u: float):
     """The decision rule of docs/spec.md §7 for one step: (op, choice, logprob, entropy).
 
-    Written out once more, plainly, rather than calling shared.parsing.decide,
-    so the tests can hold the vectorised rule against this one.
+    shared.parsing.decide (the rule in NumPy, float64, with the return
+    convention of every framework's) on one step's scalars.
     """
-    if not (can_shift and can_reduce):
-        return (SHIFT if can_shift else REDUCE), False, 0.0, 0.0
-    t_shift, t_reduce = logits[SHIFT_COLUMN], logits[REDUCE_COLUMN]
+    _, is_reduce, logprob, entropy = decide(logits, u, can_shift, can_reduce, mode)
+    choice = can_shift and can_reduce
     if mode == "predicted":
-        return (REDUCE if t_reduce > t_shift else SHIFT), True, 0.0, 0.0
-    # p_R = σ(d) with d = t_R - t_S, computed as exp(log σ(d)) so that a tiny
-    # p_R stays tiny rather than rounding to 0; log p_R = log σ(d) and
-    # log p_S = log σ(-d) are never log 0.
-    diff = t_reduce - t_shift
-    op = REDUCE if u < probability(diff) else SHIFT
-    log_p_reduce, log_p_shift = float(log_sigmoid(diff)), float(log_sigmoid(-diff))
-    logprob = log_p_reduce if op == REDUCE else log_p_shift
-    entropy = -(probability(diff) * log_p_reduce + probability(-diff) * log_p_shift)
-    return op, True, logprob, float(entropy)
+        return (REDUCE if is_reduce else SHIFT), choice, 0.0, 0.0
+    return (REDUCE if is_reduce else SHIFT), choice, float(logprob), float(entropy)
 
 
 def encode_sentence(params: Params, config: ModelConfig, tokens: np.ndarray, transitions: np.ndarray,

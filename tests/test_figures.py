@@ -218,15 +218,17 @@ def test_the_thin_stack_replay_is_the_jax_model_write():
     data = INDEX["thin-stack"]["data"]
     N, T = data["N"], data["T"]
     transitions = [CODES[name] for name in data["sentence"]["transitions"]]
-    thin = types.SimpleNamespace(layout="thin")  # _write reads only the layout of its module
-    stack, pointers = jnp.zeros((N + T, 1, 2)), jnp.zeros((1, N + 1), jnp.int32)
+    # _write reads the layout of its module and writes the thin stack through its _scatter.
+    module = types.SimpleNamespace(layout="thin")
+    module._scatter = lambda *args: SPINN._scatter(module, *args)
+    loop = types.SimpleNamespace(N=N, sentences=jnp.arange(1, dtype=jnp.int32))  # what _write reads of a _Loop
+    stack, pointers = jnp.zeros((N + T + 1, 1, 2)), jnp.zeros((1, N + 1), jnp.int32)
     sp = bp = jnp.zeros((1,), jnp.int32)
-    rows = jnp.arange(1, dtype=jnp.int32)
     composed = jnp.ones((1, 2))
     for t, op in enumerate(transitions):
         is_shift, is_reduce = jnp.array([op == SHIFT]), jnp.array([op == REDUCE])
-        stack, pointers, sp, bp = SPINN._write(thin, stack, pointers, sp, bp, t, is_shift, is_reduce, None,
-                                               composed, rows, N)
+        stack, pointers, sp, bp = SPINN._write(module, loop, t, stack, pointers, sp, bp, is_shift, is_reduce,
+                                               composed)
         step = data["steps"][t]
         assert pointers[0].tolist() == step["pointers"] and int(sp[0]) == step["sp"] and int(bp[0]) == step["bp"]
 

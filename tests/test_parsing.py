@@ -75,35 +75,80 @@ def test_modes():
         decide(np.zeros(2), None, True, True, "sampled")
 
 
+def _actions(decided):
+    """The action codes of decide's masks: REDUCE, SHIFT, or PAD where neither."""
+    is_shift, is_reduce, _, _ = decided
+    return np.where(is_reduce, REDUCE, np.where(is_shift, SHIFT, PAD))
+
+
 def test_decide_by_hand():
     logits = np.array([[0.0, 1.0], [1.0, 0.0], [0.5, 0.5], [0.0, 9.0], [9.0, 0.0], [3.0, 3.0]])
     can_shift = np.array([True, True, True, False, True, False])
     can_reduce = np.array([True, True, True, True, False, False])
     predicted = decide(logits, None, can_shift, can_reduce, "predicted")
-    #                        R wins  S wins  tie -> S  forced R  forced S  finished
-    np.testing.assert_array_equal(predicted, [REDUCE, SHIFT, SHIFT, REDUCE, SHIFT, PAD])
-    assert predicted.dtype == np.int32
+    #                                  R wins  S wins  tie -> S  forced R  forced S  finished
+    np.testing.assert_array_equal(_actions(predicted), [REDUCE, SHIFT, SHIFT, REDUCE, SHIFT, PAD])
+    assert predicted[0].dtype == bool and predicted[2] is None and predicted[3] is None  # no terms in predicted mode
     p_reduce = 1 / (1 + np.exp(-(logits[:, 1] - logits[:, 0])))
     below = decide(logits, p_reduce - 1e-9, can_shift, can_reduce, "sampled")
     above = decide(logits, p_reduce + 1e-9, can_shift, can_reduce, "sampled")
-    np.testing.assert_array_equal(below, [REDUCE, REDUCE, REDUCE, REDUCE, SHIFT, PAD])
-    np.testing.assert_array_equal(above, [SHIFT, SHIFT, SHIFT, REDUCE, SHIFT, PAD])
+    np.testing.assert_array_equal(_actions(below), [REDUCE, REDUCE, REDUCE, REDUCE, SHIFT, PAD])
+    np.testing.assert_array_equal(_actions(above), [SHIFT, SHIFT, SHIFT, REDUCE, SHIFT, PAD])
+    # The terms of a choice: log p of the action taken and the entropy; a forced step adds nothing.
+    np.testing.assert_allclose(below[2][:3], np.log(p_reduce[:3]), rtol=1e-12)
+    np.testing.assert_allclose(above[2][:3], np.log1p(-p_reduce[:3]), rtol=1e-12)
+    entropy = -(p_reduce * np.log(p_reduce) + (1 - p_reduce) * np.log1p(-p_reduce))
+    np.testing.assert_allclose(below[3][:3], entropy[:3], rtol=1e-12)
+    assert not np.any(below[2][3:]) and not np.any(below[3][3:])
 
 
-def test_decide_agrees_with_the_reference_rule():
+def _rule_for_one_step(logits, can_shift, can_reduce, mode, u):
+    """docs/spec.md §7 written out plainly for one step, the oracle decide is held to."""
+    if not (can_shift or can_reduce):
+        return PAD
+    if not (can_shift and can_reduce):
+        return SHIFT if can_shift else REDUCE
+    if mode == "predicted":
+        return REDUCE if logits[1] > logits[0] else SHIFT
+    return REDUCE if u < float(parsing.reduce_probability(logits)) else SHIFT
+
+
+def test_decide_agrees_with_the_rule_written_out():
     rng = np.random.default_rng(0)
     logits = rng.normal(0, 2, (500, 2))
     logits[:50, 1] = logits[:50, 0]  # ties
     uniform = rng.random(500)
     can_shift, can_reduce = rng.random(500) < 0.7, rng.random(500) < 0.7
+    choice = can_shift & can_reduce
     for mode in ("predicted", "sampled"):
-        actions = decide(logits, uniform, can_shift, can_reduce, mode)
+        decided = decide(logits, uniform, can_shift, can_reduce, mode)
+        actions = _actions(decided)
+        assert 0 < np.count_nonzero(choice & (actions == REDUCE)) < np.count_nonzero(choice)  # both ways chosen
         for k in range(500):
-            if not (can_shift[k] or can_reduce[k]):
-                assert actions[k] == PAD
-                continue
-            op, choice, _, _ = reference_encoder.choose(logits[k], can_shift[k], can_reduce[k], mode, uniform[k])
-            assert actions[k] == op and choice == (can_shift[k] and can_reduce[k])
+            assert actions[k] == _rule_for_one_step(logits[k], can_shift[k], can_reduce[k], mode, uniform[k])
+        if mode == "sampled":
+            taken = np.where(actions == REDUCE, REDUCE, SHIFT)
+            np.testing.assert_array_equal(decided[2], np.where(choice, parsing.action_logprob(logits, taken), 0))
+            np.testing.assert_array_equal(decided[3], np.where(choice, parsing.bernoulli_entropy(logits), 0))
+
+
+def test_the_reference_decides_by_decide():
+    """The reference's step (reference_encoder.choose) is decide on one step's scalars."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        logits, u = rng.normal(0, 2, 2), rng.random()
+        can_shift, can_reduce = bool(rng.random() < 0.7), bool(rng.random() < 0.7)
+        if not (can_shift or can_reduce):
+            continue
+        for mode in ("predicted", "sampled"):
+            is_shift, is_reduce, logprob, entropy = decide(logits[None], np.array([u]), [can_shift], [can_reduce],
+                                                           mode)
+            op, choice, step_logprob, step_entropy = reference_encoder.choose(logits, can_shift, can_reduce, mode, u)
+            assert op == (REDUCE if is_reduce[0] else SHIFT) and choice == (can_shift and can_reduce)
+            if mode == "sampled":
+                assert (step_logprob, step_entropy) == (logprob[0], entropy[0])
+            else:
+                assert step_logprob == step_entropy == 0.0
 
 
 def test_stable_logs_and_entropy():
