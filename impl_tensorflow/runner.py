@@ -136,7 +136,7 @@ class Runner(RunnerBase):
             self.strategy = replica_devices(device, self.replicas)
         self.xla = bool(xla)
         self.layout = layout
-        # The programs' batch: the five arrays, and with the level schedule its ten.
+        # The programs' batch: the five arrays, and with the level schedule its arrays (levels.LEVELS).
         self._signature = BATCH._replace(levels=self._family.LEVELS) if algorithm == "levels" else BATCH
         # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).
         self.reads_decisions_on_host = algorithm == "lists"
@@ -180,7 +180,7 @@ class Runner(RunnerBase):
 
     def _batch(self, batch: PairBatch) -> BatchArrays:
         """The batch as the programs take it: its five arrays as tensors on the
-        device, and with the level schedule its ten arrays (levels.py's
+        device, and with the level schedule its arrays (levels.py's
         host_schedule, made on the host)."""
         arrays = batch.arrays()
         if self.algorithm == "levels":
@@ -190,7 +190,7 @@ class Runner(RunnerBase):
             arrays = arrays._replace(levels=levels)
         with tf.device(self.device):
             return BatchArrays(*(tf.constant(a) for a in arrays[:5]),
-                               levels=tuple(tf.constant(a) for a in arrays.levels))
+                               levels=tf.nest.map_structure(tf.constant, arrays.levels))
 
     def _tensors(self, *arrays) -> list[tf.Tensor]:
         with tf.device(self.device):
