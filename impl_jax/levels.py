@@ -35,16 +35,17 @@ forces:
 
 * The loop is compiled: an ``nn.scan`` (``lax.scan`` lifted over Flax's
   variables) whose every iteration has the same shapes, so the schedule is
-  padded (PADDING ``"static"``, shared.levels' docstring): T levels, the
-  tracker on S rows each, a level's Reduce on a window of W rows of which it
-  composes the smallest class that holds its nodes (``_compose``: an
-  ``nn.switch`` per level, only the chosen width runs), the node count padded
-  to the most a batch can hold. A conditional skips the levels past the
-  batch's last one, in inference and in training. So a program compiles once
-  per (B, N, T) and W (shared.levels.windows): with the tracker W follows
-  from B (a step reduces at most one node per sentence), without it from
-  the batch's widest level, a few per bucket; the runner's ``program_shape``
-  says which.
+  padded (PADDING ``"static"``, shared.levels' docstring): the tracker on S
+  rows at every level, a level's Reduce on a window of W rows (S rounded up
+  to a class; a wider level without the tracker runs as sub-levels) of
+  which it composes the smallest class that holds its nodes (``_compose``:
+  an ``nn.switch`` per level, only the chosen width runs), the level count
+  rounded up to a class (T at most), the node count padded to the most a
+  batch can hold. A conditional skips the levels past the batch's own, in
+  inference and in training. So a program compiles once per (B, N, T) and
+  level count (shared.levels.static_shape), a few per bucket; the runner's
+  ``program_shape`` says which. Under ``jax.grad`` a switch keeps every
+  branch's residuals at every level, so the classes are few (PER_OCTAVE).
 * The table is the scan's carry: ``_read`` is a ``take``, ``_write`` a
   ``dynamic_update_slice`` that XLA does in place; the gradient of the
   takes is one buffer, the carry's cotangent (what impl_pytorch/levels.py
@@ -66,8 +67,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shared.batching import sentences_transitions
-from shared.levels import level_arrays, level_graph, width_classes, windows
+from shared.levels import PER_OCTAVE, batch_schedule, static_shape, width_classes
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
@@ -151,7 +151,7 @@ class SPINN(nn.Module):
         An nn.scan: one compiled body, the same shapes at every one of the T
         levels; a conditional skips those past the batch's ``n_levels`` (only
         the branch taken runs, in the forward pass and in its gradient)."""
-        A = windows(levels)[0]
+        A = static_shape(levels)[1]
 
         def body(module, carry, l):  # the scan's body takes (carry, x): x is the level's number
             def run(module, table, state):
@@ -205,10 +205,10 @@ class SPINN(nn.Module):
         """Reduce on the first ``width`` rows of the level's window: left and
         right (h, c) <float>[W, H] each, tracking <float>[W, D] or None -> their
         [h; c] <float>[W, 2H], zeros past ``width``. A compiled shape cannot
-        follow the width: one branch per class of shared.levels.width_classes,
-        of which nn.switch runs the one that ``width`` (a class) names."""
+        follow the width: one branch per class of shared.levels.width_classes
+        (PER_OCTAVE's ladder), of which nn.switch runs the one ``width`` names."""
         W = left[0].shape[0]
-        classes = width_classes(W)
+        classes = width_classes(W, PER_OCTAVE[self.tracker is not None])
 
         def branch(rows: int):  # nn.switch's branches take (module, *operands)
             def compose(module, left, right, tracking):
@@ -255,12 +255,10 @@ class LevelClassifier(SNLIClassifier):
         return parses, self.classify(parses.encodings[:B], parses.encodings[B:])
 
 
-def host_schedule(batch, tracker: bool) -> tuple[dict[str, np.ndarray], dict]:
-    """A batch's schedule (BatchArrays.levels: of its premises and hypotheses,
-    shared.levels.level_arrays padded as PADDING says), and what the loop
-    computes over it (shared.levels.level_graph: the runner's ``last_graph``)."""
-    levels, _ = level_arrays(sentences_transitions(batch), np.shape(batch.premise_tokens)[1], tracker, PADDING)
-    return levels, level_graph(levels)
+def host_schedule(batch, tracker: bool) -> tuple[dict[str, np.ndarray], dict, dict[str, float]]:
+    """A batch's schedule (BatchArrays.levels) as this module's loop takes it, what the loop computes over it and
+    the host's seconds making it: shared.levels.batch_schedule, padded as PADDING says."""
+    return batch_schedule(batch, tracker, PADDING)
 
 
 def _slices(levels: dict, l):
@@ -269,8 +267,8 @@ def _slices(levels: dict, l):
     top and item below <int32>[3A], those of its window's left and right
     children <int32>[2W], its tracker rows' sentences <int32>[A], its window's
     tracker rows <int32>[W]). A compiled slice has a static size: the windows
-    A and W of the padding (shared.levels.windows)."""
-    A, W = windows(levels)
+    A and W of the padding (shared.levels.static_shape)."""
+    _, A, W = static_shape(levels)
     offset, width, start = levels["offsets"][l], levels["widths"][l], levels["active_offsets"][l]
     parser = jnp.concatenate([jax.lax.dynamic_slice_in_dim(levels[k], start, A) for k in ("front", "top", "below")])
     children = jnp.concatenate([jax.lax.dynamic_slice_in_dim(levels[k], offset, W) for k in ("left", "right")])

@@ -65,8 +65,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shared.batching import sentences_transitions
-from shared.levels import level_arrays, level_graph
+from shared.levels import batch_schedule
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
@@ -236,12 +235,10 @@ class LevelClassifier(SNLIClassifier):
         return parses, self.classify(parses.encodings[:B], parses.encodings[B:])
 
 
-def host_schedule(batch, tracker: bool) -> tuple[dict[str, np.ndarray], dict]:
-    """A batch's schedule (BatchArrays.levels: of its premises and hypotheses,
-    shared.levels.level_arrays padded as PADDING says), and what the loop
-    computes over it (shared.levels.level_graph: the runner's ``last_graph``)."""
-    levels, _ = level_arrays(sentences_transitions(batch), np.shape(batch.premise_tokens)[1], tracker, PADDING)
-    return levels, level_graph(levels)
+def host_schedule(batch, tracker: bool) -> tuple[dict[str, np.ndarray], dict, dict[str, float]]:
+    """A batch's schedule (BatchArrays.levels) as this module's loop takes it, what the loop computes over it and
+    the host's seconds making it: shared.levels.batch_schedule, padded as PADDING says."""
+    return batch_schedule(batch, tracker, PADDING)
 
 
 def _slices(levels: dict, l: int):

@@ -46,7 +46,6 @@ replica's forward and backward pass (a ``jit_compile`` function inside
 from __future__ import annotations
 
 import importlib
-import time
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -184,9 +183,7 @@ class Runner(RunnerBase):
         host_schedule, made on the host)."""
         arrays = batch.arrays()
         if self.algorithm == "levels":
-            start = time.perf_counter()
-            levels, self.last_graph = self._family.host_schedule(batch, tracker=self.config.tracker_dim > 0)
-            self.last_phases = {"schedule": time.perf_counter() - start}
+            levels, self.last_graph, self.last_phases = self._family.host_schedule(batch, self.config.tracker_dim > 0)
             arrays = arrays._replace(levels=levels)
         with tf.device(self.device):
             return BatchArrays(*(tf.constant(a) for a in arrays[:5]),

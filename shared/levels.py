@@ -36,25 +36,50 @@ and ``reducing`` zeros. What differs between frameworks is the padding
   ``tf.while_loop``.
 * ``"static"`` (:func:`_pad_static`): what a compiled loop of fixed shapes
   needs (JAX's ``lax.scan``): with the tracker every level's tracker rows
-  padded to A = S; each level's Reduce width rounded up to a class of
-  :func:`width_classes` (the loop picks the class's branch at run time); the
-  level count padded to T; the node count to S * (T - 1) // 2, the most a
-  batch can hold, and a tail of W rows after it, so that every level's
-  window of W rows (the widest class) stays inside the arrays. A and W are
-  the only shapes that are not (S, T)'s (:func:`windows`). Padding rows read
-  the zero row and step the spare row S; a padded node's rows spill into the
-  next levels' blocks, which those levels write afterwards, or into the tail.
+  padded to A = S; a level's nodes read in a window of W rows, the smallest
+  class of its ladder >= S (the most a step can reduce), a wider
+  level (a tree height can hold more) split into sub-levels of W nodes; each
+  level's Reduce width rounded up to a class (PER_OCTAVE; the loop picks the
+  class's branch at run time); the level count rounded up to a class too,
+  T at most; the node count padded to S * (T - 1) // 2, the most a batch
+  can hold, and a tail of W rows after it, so that every window stays inside
+  the arrays. So the shapes are (S, T)'s but for the level count
+  (:func:`static_shape` reads them back). Padding rows read the zero row and
+  step the spare row S; a padded node's rows spill into the next levels'
+  blocks, which those levels write afterwards, or into the tail.
 
 docs/spec.md §6, "Decision: one level schedule", says which framework pads
-what and what it measured.
+what and why. Measured on the benchmark's batches of 128 pairs (the embedded
+sample, H=300, D=64 or no tracker; the FLOPs over the sample's 9 batches,
+bench.benchmark.limit; the times over a batch of N=16 and one of N=32, 5 to 7
+interleaved rounds in one process, medians of the rounds' ratios, on a 2-core
+machine shared with other work, so read them as rough):
+
+* FLOPs computed over the useful ones: exact 1.06 with the tracker and 1.09
+  without; static 1.18 and 1.17 (JAX's padding before this format, width
+  classes doubling and doubling runs of levels: 1.29 and 1.66; with two
+  classes per doubling without the tracker too, 1.13; with four, 1.14 and
+  1.12). At batch 1: exact 1.04 and 1.07, static the same (JAX's before: 4.2
+  and 3.3).
+* PyTorch and TensorFlow consuming the static form instead of the exact one:
+  encode 1.11x and 1.16x the time (PyTorch, with and without the tracker),
+  1.14x and 1.10x (TensorFlow); a training step 1.13x and 1.11x, 1.07x and
+  1.10x. So they take it exact.
+* JAX against its design before: encode 0.86x and 0.82x the time, a training
+  step 1.12x and 1.35x. A finer ladder costs the gradient: four classes per
+  doubling made the tracker's training step 1.64x, two without the tracker
+  1.59x (with the levels padded to T instead of a class, 2.2x; without the
+  split into sub-levels, each level's window as wide as the widest, 7.1x).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from shared.batching import sentences_transitions
 from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
 
 # What a level schedule cannot do, made on the host before the program runs, from gold transitions: the
@@ -66,7 +91,11 @@ LEVELS_UNSUPPORTED = {"predicted parse": _ON_HOST.format("decided"), "sampled pa
 PADDINGS = ("exact", "static")
 LEVEL_ARRAYS = ("left", "right", "reducing", "offsets", "widths", "active", "top", "below", "front",
                 "active_offsets", "n_levels", "roots")
-PER_OCTAVE = 4  # width classes per doubling: a level's Reduce pads to at most 1.25x its nodes (from 4 nodes on)
+# Reduce's width classes per doubling, with the tracker and without it (docs/spec.md §6, "Decision: one level
+# schedule", says why: a finer ladder pads less, and costs a compiled program more branches, each of whose
+# residuals the gradient keeps at every level). Without the tracker most of a batch's nodes are in levels that
+# fill their window (a wide level runs as full sub-levels), so the coarser ladder pads little.
+PER_OCTAVE = {True: 2, False: 1}
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,13 +238,13 @@ def schedule(transitions, N: int, tracker: bool) -> Schedule:
     return (schedule_by_step if tracker else schedule_by_height)(transitions, N)
 
 
-def width_classes(n: int) -> tuple[int, ...]:
-    """The Reduce widths a statically padded level may take, up to the first >= n: 0, then PER_OCTAVE evenly
-    spaced integer widths in each doubling (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, ... for 4)."""
+def width_classes(n: int, per_octave: int = 2) -> tuple[int, ...]:
+    """The widths a statically padded level may take, up to the first >= n: 0, then ``per_octave`` evenly spaced
+    integer widths in each doubling (1, 2, 3, 4, 6, 8, 12, 16, 24, ... for 2; 1, 2, 4, 8, ... for 1)."""
     out, low = [0], 1
     while out[-1] < n:
-        for j in range(PER_OCTAVE):
-            width = low + j * low // PER_OCTAVE
+        for j in range(per_octave):
+            width = low + j * low // per_octave
             if width > out[-1]:
                 out.append(width)
             if out[-1] >= n:
@@ -257,35 +286,41 @@ def level_arrays(transitions, N: int, tracker: bool, padding: str = "exact") -> 
 def _pad_static(arrays: dict[str, np.ndarray], zero: int, T: int) -> dict[str, np.ndarray]:
     """The exact arrays padded as a compiled loop of fixed shapes needs them (``"static"``, the module's
     docstring); ``zero`` is the zero row (S * N) and T the transitions' steps."""
-    S, L = len(arrays["roots"]), int(arrays["n_levels"])
+    S, R = len(arrays["roots"]), int(arrays["offsets"][-1])
     tracker = len(arrays["active"]) > 0
-    # At most T levels (a level is a step, or a height below a sentence's n - 1 <= (T - 1) / 2 nodes) and at
-    # most S * (T - 1) // 2 nodes: a sentence's n - 1 nodes take 2n - 1 <= T steps.
-    R, nodes = int(arrays["offsets"][-1]), S * ((T - 1) // 2)
-    W = width_classes(S if tracker else int(arrays["widths"].max(initial=0)))[-1]  # a step reduces <= S nodes
+    per_octave = PER_OCTAVE[tracker]
+    W = width_classes(S, per_octave)[-1]  # the window: a step reduces at most one node per sentence
     A = S if tracker else 0  # every sentence steps at step 0
+    # A level wider than the window (a tree height may hold more than S nodes) runs as sub-levels of W nodes, in
+    # order: their children are all in earlier levels. A sentence's n - 1 nodes take 2n - 1 <= T steps, so there
+    # are at most S * (T - 1) // 2 nodes, and at most R / W + (T - 1) / 2 < T levels and sub-levels.
+    parts = [(int(start) + k, min(W, int(n) - k)) for start, n in zip(arrays["offsets"], arrays["widths"])
+             for k in range(0, max(int(n), 1), W)]
+    L, nodes = len(parts), S * ((T - 1) // 2)
+    levels = min(T, width_classes(L)[-1])  # the level count rounded up to a class: few shapes, few padding levels
 
-    def pad(a: np.ndarray, size: int, fill: int) -> np.ndarray:
-        return np.concatenate([a, np.full(size - len(a), fill, np.int32)])
+    def pad(a, size: int, fill: int) -> np.ndarray:
+        return np.concatenate([np.asarray(a, np.int32), np.full(size - len(a), fill, np.int32)])
 
     out = {"left": pad(arrays["left"], nodes + W, zero), "right": pad(arrays["right"], nodes + W, zero),
-           "reducing": pad(arrays["reducing"], nodes + W, 0), "offsets": pad(arrays["offsets"], T + 1, R),
-           "widths": pad(np.array([width_classes(n)[-1] for n in arrays["widths"]], np.int32), T, 0),
-           "active_offsets": np.arange(T + 1, dtype=np.int32) * A, "n_levels": arrays["n_levels"],
+           "reducing": pad(arrays["reducing"], nodes + W, 0), "offsets": pad([p for p, _ in parts], levels + 1, R),
+           "widths": pad([width_classes(n, per_octave)[-1] for _, n in parts], levels, 0),
+           "active_offsets": np.arange(levels + 1, dtype=np.int32) * A, "n_levels": np.array(L, np.int32),
            "roots": arrays["roots"]}
-    counts = np.diff(arrays["active_offsets"])
+    counts = np.diff(arrays["active_offsets"])  # with the tracker no level is split: its levels are the parts
     for name, fill in (("active", S), ("top", zero), ("below", zero), ("front", zero)):
-        rows = np.full((T, A), fill, np.int32)  # level l's tracker rows first, padding after them
-        rows[:L][np.arange(A) < counts[:, None]] = arrays[name]
+        rows = np.full((levels, A), fill, np.int32)  # level l's tracker rows first, padding after them
+        rows[:len(counts)][np.arange(A) < counts[:, None]] = arrays[name]
         out[name] = rows.reshape(-1)
     return out
 
 
-def windows(arrays: dict) -> tuple[int, int]:
-    """(A, W) of a statically padded schedule, from its arrays' shapes alone: the tracker rows of each level and
-    the Reduce rows of the window each level reads (what a compiled program's shape adds to (S, T))."""
-    S, T = arrays["roots"].shape[0], arrays["widths"].shape[0]
-    return arrays["active"].shape[0] // T, arrays["left"].shape[0] - S * ((T - 1) // 2)
+def static_shape(arrays: dict) -> tuple[int, int, int]:
+    """(L, A, W) of a statically padded schedule, from its arrays' shapes alone: its levels, the tracker rows of
+    each and the Reduce rows of the window each reads; what it adds to a compiled program's shape (S, N, T)."""
+    L, S = arrays["widths"].shape[0], arrays["roots"].shape[0]
+    A = arrays["active"].shape[0] // max(L, 1)  # S with the tracker, else 0
+    return L, A, width_classes(S, PER_OCTAVE[A > 0])[-1]
 
 
 def _rows(arrays: dict) -> list[tuple[int, int]]:
@@ -311,3 +346,13 @@ def level_graph(arrays: dict) -> dict[str, float]:
     nodes = int(arrays["offsets"][int(arrays["n_levels"])])
     return {"levels": len(rows), "level_padding_pct": 100.0 * (1 - nodes / reduce_rows) if reduce_rows else 0.0,
             "reduce_rows": reduce_rows, "tracker_rows": sum(t for t, _ in rows)}
+
+
+def batch_schedule(batch, tracker: bool, padding: str) -> tuple[dict[str, np.ndarray], dict, dict[str, float]]:
+    """A pair batch's schedule, of its premises then its hypotheses, as :func:`level_arrays` makes it padded as
+    ``padding`` says; what a loop over it computes (:func:`level_graph`: a runner's ``last_graph``); and the
+    seconds the host took to make them (``{"schedule": seconds}``: a runner's ``last_phases``)."""
+    start = time.perf_counter()
+    levels, _ = level_arrays(sentences_transitions(batch), np.shape(batch.premise_tokens)[1], tracker, padding)
+    graph = level_graph(levels)
+    return levels, graph, {"schedule": time.perf_counter() - start}

@@ -222,9 +222,9 @@ def test_levels_view_shows_the_schedule_each_runner_feeds_and_its_loop_body(caps
             else:
                 padded = 1 - sum(nodes[key]) / sum(r["reduce_widths"])
                 assert r["padded_pct"] == pytest.approx(100 * padded) and padded >= 0
-                assert all(w >= n for w, n in zip(r["reduce_widths"], nodes[key]))
                 bodies = r["scan_body_eqns"]
-                assert r["scans"] == 1 and r["scan_lengths"] == [T]  # one scan over T levels, the padding ones skipped
+                # one scan over the levels, their count rounded up (T at most), the padding ones skipped
+                assert r["scans"] == 1 and len(rows) <= r["scan_lengths"][0] <= T
             assert bodies and all(isinstance(n, int) and n > 0 for n in bodies)
     assert checked, "neither levels framework is installed"
     text = format_text(result)

@@ -373,7 +373,7 @@ def test_every_family_makes_the_tree_convert_fills(vocab, small_batch, tracker_d
     config = small_config_for(len(vocab), tracker_dim=tracker_dim).replace(transition_head=head)
     arrays = tuple(jnp.asarray(getattr(small_batch, n)) for n in
                    ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions"))
-    schedule, _ = levels.host_schedule(small_batch, tracker=tracker_dim > 0)
+    schedule = levels.host_schedule(small_batch, tracker=tracker_dim > 0)[0]
     key = jax.random.key(0)
 
     def shapes(tree):

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from shared.levels import (LEVEL_ARRAYS, PADDINGS, level_arrays, level_graph, level_rows, schedule, width_classes,
-                           windows)
+from shared.levels import (LEVEL_ARRAYS, PADDINGS, PER_OCTAVE, level_arrays, level_graph, level_rows, schedule,
+                           static_shape, width_classes)
 from shared.transitions import PAD, plain_transitions
 
 
@@ -73,13 +73,15 @@ def test_tallest_tree_sets_levels_not_steps():
     assert sched.n_levels == 4  # log2(16), not 2n-1 = 31
 
 
-def test_width_classes_pad_a_level_by_at_most_a_quarter():
-    assert width_classes(1) == (0, 1) and width_classes(9)[-1] == 10
-    assert width_classes(20) == (0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20)
-    for n in (3, 17, 255, 256, 1000, 5000):
-        classes = width_classes(n)
-        assert classes[-1] >= n > classes[-2]
-        assert all(b <= 1.25 * a for a, b in zip(classes[4:], classes[5:]))
+def test_width_classes_pad_a_level_by_at_most_the_step_of_their_ladder():
+    assert width_classes(1) == (0, 1) and width_classes(9)[-1] == 12
+    assert width_classes(20) == (0, 1, 2, 3, 4, 6, 8, 12, 16, 24)
+    assert width_classes(20, per_octave=1) == (0, 1, 2, 4, 8, 16, 32)
+    for per_octave, step in ((1, 2.0), (2, 1.5), (4, 1.25)):
+        for n in (3, 17, 255, 256, 1000, 5000):
+            classes = width_classes(n, per_octave)
+            assert classes[-1] >= n > classes[-2]
+            assert all(b <= step * a for a, b in zip(classes[4:], classes[5:]))
 
 
 def _sentences():
@@ -113,38 +115,44 @@ def test_exact_arrays_pack_the_schedule_level_after_level(tracker):
 
 
 @pytest.mark.parametrize("tracker", [False, True])
-def test_static_padding_fixes_every_shape_but_the_windows(tracker):
-    """T levels, S tracker rows each (the spare row S and the zero row for padding), every level's Reduce width
-    rounded up to a class, the nodes padded to the most T steps hold and a window's tail: each level's nodes kept
-    at their offsets, the levels past the batch's own computing nothing."""
+def test_static_padding_fixes_every_shape_but_the_level_count(tracker):
+    """S tracker rows a level (the spare row S and the zero row for padding); a window of W rows, S rounded up to
+    a class, a wider level split into sub-levels of W nodes; each level's Reduce width rounded up to its class; the
+    level count to a class (T at most); the nodes padded to the most T steps hold and a window's tail: each
+    level's nodes kept at their offsets, the levels past the batch's own computing nothing."""
     transitions, N = _sentences()
     S, T = transitions.shape
     exact, sched = level_arrays(transitions, N, tracker)
     arrays, _ = level_arrays(transitions, N, tracker, "static")
-    A, W = windows(arrays)
-    widest = max(lv.used for lv in sched.levels)
-    assert (A, W) == ((S, width_classes(S)[-1]) if tracker else (0, width_classes(widest)[-1]))
-    assert arrays["widths"].shape == (T,) and arrays["offsets"].shape == arrays["active_offsets"].shape == (T + 1,)
-    assert arrays["left"].shape == (S * ((T - 1) // 2) + W,) and arrays["active"].shape == (T * A,)
+    L, A, W = static_shape(arrays)
+    assert (A, W) == (S if tracker else 0, width_classes(S, PER_OCTAVE[tracker])[-1])
+    # the nodes level after level, in sub-levels of at most W: each level's in order, none left out
+    parts = [(lv, k) for lv in sched.levels for k in range(0, max(lv.used, 1), W)]
+    n = int(arrays["n_levels"])
+    assert n == len(parts) <= L == min(T, width_classes(n)[-1]) and (not tracker or n == sched.n_levels)
+    assert arrays["widths"].shape == (L,) and arrays["offsets"].shape == arrays["active_offsets"].shape == (L + 1,)
+    assert arrays["left"].shape == (S * ((T - 1) // 2) + W,) and arrays["active"].shape == (L * A,)
     zero = S * N
-    for l, lv in enumerate(sched.levels):
-        lo = arrays["offsets"][l]
-        assert lo == exact["offsets"][l] and np.array_equal(arrays["left"][lo:lo + lv.used], lv.left)
-        classes = width_classes(lv.used)
-        assert arrays["widths"][l] == classes[-1] and (lv.used == 0 or classes[-2] < lv.used)
-        assert lo + W <= len(arrays["left"])  # the window stays inside the arrays
+    for l, (lv, k) in enumerate(parts):
+        lo, used = arrays["offsets"][l], min(W, lv.used - k)
+        assert lo == lv.offset - (S * N + 1) + k and np.array_equal(arrays["left"][lo:lo + used], lv.left[k:k + used])
+        classes = width_classes(used, PER_OCTAVE[tracker])
+        assert arrays["widths"][l] == classes[-1] and (used == 0 or classes[-2] < used)
+        assert arrays["widths"][l] <= W and lo + W <= len(arrays["left"])  # the window holds it, inside the arrays
         rows = slice(arrays["active_offsets"][l], arrays["active_offsets"][l + 1])
         assert rows.stop - rows.start == A
         if tracker:
-            n = lv.active_used
-            assert np.array_equal(arrays["active"][rows][:n], lv.active)
-            assert np.all(arrays["active"][rows][n:] == S) and np.all(arrays["top"][rows][n:] == zero)
-    assert np.all(arrays["widths"][sched.n_levels:] == 0)
+            m = lv.active_used
+            assert np.array_equal(arrays["active"][rows][:m], lv.active)
+            assert np.all(arrays["active"][rows][m:] == S) and np.all(arrays["top"][rows][m:] == zero)
+    if not tracker:
+        assert any(lv.used > W for lv in sched.levels)  # the split is exercised
+    assert np.all(arrays["widths"][n:] == 0)
     assert np.all(arrays["left"][exact["offsets"][-1]:] == zero)  # the padding and the tail read the zero row
     rows = level_rows(transitions, N, tracker, "static")
-    assert rows == [(A, width_classes(lv.used)[-1]) for lv in sched.levels]  # the padding levels run nothing
+    assert rows == [(A, int(w)) for w in arrays["widths"][:n]]  # the padding levels run nothing
     graph = level_graph(arrays)
-    assert graph["reduce_rows"] == sum(r for _, r in rows) and graph["tracker_rows"] == A * sched.n_levels
+    assert graph["reduce_rows"] == sum(r for _, r in rows) and graph["tracker_rows"] == A * n
     assert graph["level_padding_pct"] == pytest.approx(100 * (1 - exact["offsets"][-1] / graph["reduce_rows"]))
 
 

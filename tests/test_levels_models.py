@@ -77,16 +77,17 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
     if name == "tensorflow-levels":
         assert stats.traces == 1
     else:
-        assert stats.traces == len(set(stats.shapes)) <= len(batches)
-        # with the tracker a level is a step, its width a class chosen inside the program: one program per bucket,
-        # its windows (shared.levels.windows: S tracker rows, Reduce's widest class) those of S = 2B = 8
-        assert stats.shapes == [("encode", 4, 16, 31, 8, 8)] and stats.traces == 1
+        # a program per (B, N, T) and level count (shared.levels.static_shape: the levels rounded up to a class,
+        # S = 2B = 8 tracker rows a level, a window of 8 Reduce rows), as the runner's program_shape says
+        assert stats.traces == len(set(stats.shapes)) < len(batches)
+        assert {shape[1:] for shape in stats.shapes} == {runner.program_shape(b) for b in batches}
+        assert all(shape[1:4] == (4, 16, 31) and shape[5:] == (8, 8) for shape in stats.shapes)
 
 
 def test_the_benchmarks_warm_up_compiles_every_program_of_the_jax_tree_lstm_levels(sample_pairs, vocab):
-    """Without the tracker a JAX levels program compiles per Reduce window, the widest class of the batch's widest
-    level (impl_jax/levels.py), which (B, N, T) does not tell: the runner's ``program_shape`` does, so the warm-up
-    meets every program and the timed calls compile nothing."""
+    """A JAX levels program compiles per level count too (rounded up to a class: impl_jax/levels.py), which
+    (B, N, T) does not tell: the runner's ``program_shape`` does, so the warm-up meets every program and the
+    timed calls compile nothing (here without the tracker, the Tree-LSTM workload)."""
     from bench import frameworks
     from bench.benchmark.worker import warm_up
     from shared.batching import make_batches
