@@ -244,8 +244,8 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
 
 
 def format_explain_levels(result: dict) -> list[str]:
-    lines = ["jax: jit, one lax.scan over T levels (padded: a switch per level picks Reduce's width class, a cond "
-             "skips the levels past the batch's own)"]
+    lines = ["jax: jit, one lax.scan over the levels (a wide one as sub-levels of its window; their count rounded up, "
+             "a cond skipping the padding ones), a switch per level picking Reduce's width class"]
     for key, label in (("tracker", "with the tracker"), ("no_tracker", "without the tracker")):
         if key in result:
             r = result[key]
