@@ -270,7 +270,7 @@ def _slices(levels: dict, l):
     A and W of the padding (shared.levels.static_shape)."""
     _, A, W = static_shape(levels)
     offset, width, start = levels["offsets"][l], levels["widths"][l], levels["active_offsets"][l]
-    parser = jnp.concatenate([jax.lax.dynamic_slice_in_dim(levels[k], start, A) for k in ("front", "top", "below")])
+    parser = jax.lax.dynamic_slice_in_dim(levels["parser"], 3 * start, 3 * A)
     children = jnp.concatenate([jax.lax.dynamic_slice_in_dim(levels[k], offset, W) for k in ("left", "right")])
     return (offset, width, parser, children, jax.lax.dynamic_slice_in_dim(levels["active"], start, A),
             jax.lax.dynamic_slice_in_dim(levels["reducing"], offset, W))

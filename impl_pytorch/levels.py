@@ -73,7 +73,7 @@ from .cells import Reduce, Tracker
 from .classifier import SNLIClassifier
 
 PADDING = "exact"  # what this framework's loop needs of the schedule (shared.levels.PADDINGS)
-_ON_DEVICE = ("left", "right", "reducing", "active", "top", "below", "front", "roots")  # the rest: Python ints
+_ON_DEVICE = ("left", "right", "reducing", "active", "parser", "roots")  # the rest: Python ints
 
 
 class SPINN(nn.Module):
@@ -249,7 +249,7 @@ def _slices(levels: dict, l: int):
     rows <int64>[W]). The offsets are host ints: slices, no device read."""
     offset, width = int(levels["offsets"][l]), int(levels["widths"][l])
     start, stop = int(levels["active_offsets"][l]), int(levels["active_offsets"][l + 1])
-    parser = torch.cat([levels[k][start:stop] for k in ("front", "top", "below")])
+    parser = levels["parser"][3 * start:3 * stop]
     children = torch.cat([levels[k][offset:offset + width] for k in ("left", "right")])
     return offset, width, parser, children, levels["active"][start:stop], levels["reducing"][offset:offset + width]
 

@@ -246,7 +246,7 @@ def _slices(levels: dict, l):
     rows <int32>[W])."""
     offset, width = levels["offsets"][l], levels["widths"][l]
     start, stop = levels["active_offsets"][l], levels["active_offsets"][l + 1]
-    parser = tf.concat([levels[k][start:stop] for k in ("front", "top", "below")], axis=0)
+    parser = levels["parser"][3 * start:3 * stop]
     children = tf.concat([levels[k][offset:offset + width] for k in ("left", "right")], axis=0)
     return offset, width, parser, children, levels["active"][start:stop], levels["reducing"][offset:offset + width]
 

@@ -21,8 +21,11 @@ One format for every framework, :func:`level_arrays` (LEVEL_ARRAYS, int32):
     widths        [L]: the Reduce rows level l computes, from offsets[l] on
     active        per tracker row, the sentence that steps (row S of the
                   tracker's state: a spare that padding steps)
-    top, below, front   per tracker row, the table rows the tracker reads
     active_offsets      [L + 1]: level l's tracker rows are active_offsets[l]:active_offsets[l + 1]
+    parser        the table rows the tracker reads, three per tracker row:
+                  level l's are parser[3 * active_offsets[l]:3 * active_offsets[l + 1]],
+                  the buffer front of each of its rows, then the stack top
+                  of each, then the item below the top of each
     n_levels      [] the levels the batch has: a loop runs levels 0 .. n_levels - 1
     roots         [S] the table row of each sentence's root
 
@@ -89,8 +92,8 @@ LEVELS_UNSUPPORTED = {"predicted parse": _ON_HOST.format("decided"), "sampled pa
                       "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead"}
 
 PADDINGS = ("exact", "static")
-LEVEL_ARRAYS = ("left", "right", "reducing", "offsets", "widths", "active", "top", "below", "front",
-                "active_offsets", "n_levels", "roots")
+LEVEL_ARRAYS = ("left", "right", "reducing", "offsets", "widths", "active", "active_offsets", "parser", "n_levels",
+                "roots")
 # Reduce's width classes per doubling, with the tracker and without it (docs/spec.md §6, "Decision: one level
 # schedule", says why: a finer ladder pads less, and costs a compiled program more branches, each of whose
 # residuals the gradient keeps at every level). Without the tracker most of a batch's nodes are in levels that
@@ -273,9 +276,8 @@ def level_arrays(transitions, N: int, tracker: bool, padding: str = "exact") -> 
     out = {"left": cat(lv.left for lv in levels), "right": cat(lv.right for lv in levels),
            "reducing": cat(lv.reducing for lv in levels) if tracker else np.zeros(sum(used), np.int32),
            "offsets": bounds(used), "widths": np.array(used, np.int32),
-           "active": cat(lv.active for lv in levels if tracker), "top": cat(lv.stack_top for lv in levels if tracker),
-           "below": cat(lv.stack_below for lv in levels if tracker),
-           "front": cat(lv.buffer_front for lv in levels if tracker),
+           "active": cat(lv.active for lv in levels if tracker),
+           "parser": cat(part for lv in levels if tracker for part in (lv.buffer_front, lv.stack_top, lv.stack_below)),
            "active_offsets": bounds([lv.active_used for lv in levels]), "n_levels": np.array(len(levels), np.int32),
            "roots": np.asarray(sched.roots, np.int32)}
     if padding == "static":
@@ -307,12 +309,14 @@ def _pad_static(arrays: dict[str, np.ndarray], zero: int, T: int) -> dict[str, n
            "widths": pad([width_classes(n, per_octave)[-1] for _, n in parts], levels, 0),
            "active_offsets": np.arange(levels + 1, dtype=np.int32) * A, "n_levels": np.array(L, np.int32),
            "roots": arrays["roots"]}
-    counts = np.diff(arrays["active_offsets"])  # with the tracker no level is split: its levels are the parts
-    for name, fill in (("active", S), ("top", zero), ("below", zero), ("front", zero)):
-        rows = np.full((levels, A), fill, np.int32)  # level l's tracker rows first, padding after them
-        rows[:len(counts)][np.arange(A) < counts[:, None]] = arrays[name]
-        out[name] = rows.reshape(-1)
-    return out
+    # Level l's tracker rows first, padding after them (with the tracker no level is split: its levels are the parts).
+    counts = np.diff(arrays["active_offsets"])
+    active = np.full((levels, A), S, np.int32)
+    active[:len(counts)][np.arange(A) < counts[:, None]] = arrays["active"]
+    parser = np.full((levels, 3, A), zero, np.int32)
+    for l, (start, stop) in enumerate(zip(arrays["active_offsets"][:-1], arrays["active_offsets"][1:])):
+        parser[l, :, :stop - start] = arrays["parser"][3 * start:3 * stop].reshape(3, stop - start)
+    return {**out, "active": active.reshape(-1), "parser": parser.reshape(-1)}
 
 
 def static_shape(arrays: dict) -> tuple[int, int, int]:

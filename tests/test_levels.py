@@ -106,9 +106,9 @@ def test_exact_arrays_pack_the_schedule_level_after_level(tracker):
         assert stop - start == lv.active_used
         if tracker:
             assert np.array_equal(arrays["reducing"][lo:hi], lv.reducing)
-            for name, field in (("active", "active"), ("top", "stack_top"), ("below", "stack_below"),
-                                ("front", "buffer_front")):
-                assert np.array_equal(arrays[name][start:stop], getattr(lv, field))
+            assert np.array_equal(arrays["active"][start:stop], lv.active)
+            assert np.array_equal(arrays["parser"][3 * start:3 * stop],
+                                  np.concatenate([lv.buffer_front, lv.stack_top, lv.stack_below]))
     assert level_rows(transitions, N, tracker, "exact") == [(lv.active_used, lv.used) for lv in sched.levels]
     assert level_graph(arrays) == {"levels": L, "level_padding_pct": 0.0, "reduce_rows": 8 + 6 + 2,
                                    "tracker_rows": int(np.sum(transitions != PAD)) if tracker else 0}
@@ -144,7 +144,9 @@ def test_static_padding_fixes_every_shape_but_the_level_count(tracker):
         if tracker:
             m = lv.active_used
             assert np.array_equal(arrays["active"][rows][:m], lv.active)
-            assert np.all(arrays["active"][rows][m:] == S) and np.all(arrays["top"][rows][m:] == zero)
+            parser = arrays["parser"][3 * rows.start:3 * rows.stop].reshape(3, A)
+            assert np.array_equal(parser[:, :m], np.stack([lv.buffer_front, lv.stack_top, lv.stack_below]))
+            assert np.all(arrays["active"][rows][m:] == S) and np.all(parser[:, m:] == zero)
     if not tracker:
         assert any(lv.used > W for lv in sched.levels)  # the split is exercised
     assert np.all(arrays["widths"][n:] == 0)
