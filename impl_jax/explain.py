@@ -16,8 +16,8 @@ transformation costs (or saves) in the program XLA is given.
 ``--parse``: the equations of the jaxpr and of the scan body, gold against
 predicted, and the body's ``select_n`` equations. ``--bad-input``: no error
 at all, numbers come back. ``--levels``: jax-levels' schedule as its Runner
-feeds it (each level's padded Reduce width) and the equations of the scan
-bodies over the levels.
+feeds it (each level's padded Reduce width: levels.py's PADDING) and the
+equations of the scan body over the levels.
 
 Everything runs with x64 off: the same jaxprs whatever the process set (the
 tests turn x64 on).
@@ -30,12 +30,12 @@ from pathlib import Path
 
 import flax
 import jax
-import numpy as np
 
 from impl_jax.jaxprs import jaxpr_stats, nested_eqns
 from impl_jax.runner import Runner
+from shared.batching import sentences_transitions
 from shared.explaining import best_of, compare_row, encode_outcome, listing, numbers, row, secs, timer
-from shared.levels import width_classes
+from shared.levels import level_rows
 from shared.params import ModelConfig
 
 VERSION = f"{jax.__version__} (flax {flax.__version__})"
@@ -220,26 +220,23 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
 def explain_levels(batch, variants: dict, options: dict) -> dict:
     """jax-levels on ``batch``, once per model of ``variants`` (key -> (config,
     params)), with its registry ``options``: the schedule as the Runner feeds
-    it (the Reduce width each level runs, padded, and the tracker's rows per
-    level) and the scans of the encode program over the levels."""
+    it (shared.levels.level_rows with levels.py's PADDING: the Reduce width
+    each level runs, padded to its class, and the tracker's rows, padded) and
+    the scans of the encode program over the levels."""
+    from impl_jax.levels import PADDING  # the family's module, as the runner imports it: only here
+
     out: dict = {"framework_version": VERSION}
+    transitions = sentences_transitions(batch)
     with jax.enable_x64(False):
         for key, (config, params) in variants.items():
             runner = Runner(params, config, dtype="float32", device="cpu", **options)
-            levels = runner.program_args("encode", batch)[1].levels  # the level arrays, made on the host by the Runner
-            graph = dict(runner.last_graph)
             stats = jaxpr_stats(runner.trace("encode", batch).jaxpr)
-            if isinstance(levels, dict):  # the tracker: one level per step, Reduce on its width class
-                classes = width_classes(len(levels["roots"]))
-                widths = [classes[int(k)] for k in np.asarray(levels["cls"])]
-                tracker_rows = [int(levels["active"].shape[1])] * len(widths)
-            else:  # runs of 1, 2, 4, ... levels, each run at its widest level's width; the roots last
-                widths = [int(run["left"].shape[1]) for run in levels[:-1] for _ in range(run["left"].shape[0])]
-                tracker_rows = []
+            tracker = config.tracker_dim > 0
+            rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
             out[key] = {
-                "levels_run": len(widths), "levels_scheduled": int(graph["levels"]),
-                "reduce_widths": widths, "tracker_rows": tracker_rows,
-                "padded_pct": float(graph["level_padding_pct"]),
+                "levels_run": len(rows), "levels_scheduled": int(runner.last_graph["levels"]),
+                "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
+                "padded_pct": float(runner.last_graph["level_padding_pct"]),
                 "eqns": stats["eqns"], "scans": stats["scans"], "scan_lengths": stats["scan_lengths"],
                 "scan_body_eqns": stats["scan_body_eqns"],
             }
@@ -247,7 +244,8 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
 
 
 def format_explain_levels(result: dict) -> list[str]:
-    lines = ["jax: jit, lax.scan over the levels (padded widths; the tracker: a switch per level)"]
+    lines = ["jax: jit, one lax.scan over the levels (a wide one as sub-levels of its window; their count rounded up, "
+             "a cond skipping the padding ones), a switch per level picking Reduce's width class"]
     for key, label in (("tracker", "with the tracker"), ("no_tracker", "without the tracker")):
         if key in result:
             r = result[key]

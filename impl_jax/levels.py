@@ -3,7 +3,7 @@
 The batch's gold trees are scheduled on the host into levels
 (shared/levels.py), as TensorFlow Fold, TorchFold and DGL's Tree-LSTM batch
 trees, and each level is one batched Reduce over all the nodes it holds: a
-loop over the levels gathers the rows a level reads from a node table, runs
+loop over the levels reads the rows a level needs from a node table, runs
 the cells on them and writes the level's block into the table. Without the
 tracker a level is a tree height (every node of height h + 1 at level h, so
 a batch takes as many levels as its tallest tree); with it a level is a
@@ -21,33 +21,43 @@ tracker, L levels, R the nodes the levels compute. The state:
                  leaves), row S * N zeros (what an absent stack item or an
                  empty buffer reads), then one block per level, R rows in
                  all, in the order the levels compute them; here
-                 <float>[S * N + 1 + R, 2H], R counting the padding rows
+                 <float>[S * N + 1 + R, 2H], R counting the padding rows (SPINN._start)
     state        <float>[S + 1, D] twice  the tracker's (h, c) (row S: padding's)
-    schedule     with the tracker shared.levels.class_arrays' arrays, without
-                 it shared.levels.doubling_runs' runs (host_schedule)
+    schedule     shared.levels.level_arrays' arrays, padded as PADDING says
+                 (host_schedule; the ``levels`` of ``encode`` and ``parse``)
 
-JAX compiles the loop: a ``lax.scan`` over levels, whose every iteration
-has the same shapes, so the schedule is padded, and its shapes are part of
-the compiled program's (schedule_shape). With the tracker a level is a
-step: T levels, the tracker on A rows (2B rounded up: every sentence steps
-at step 0), and Reduce on the smallest of a few fixed widths that holds the
-step's reducing sentences (shared.levels.class_arrays, a ``nn.switch`` per
-step: only the chosen width runs), the node arrays padded to the most a
-batch can hold, so a program compiles once per (B, N, T, A): once per
-bucket; a cond per level skips the levels past the batch's last real one,
-in inference and in training (SPINN._encode_classes). Without it the
-widest levels come first: runs of 1, 2, 4, 8, ... levels
-(shared.levels.doubling_runs), each of its own width, one scan per run; a
-program compiles once per (B, N, T) and tuple of run widths, whose
-length is log2 of the tallest tree's height (a few per bucket; one uniform
-width would pad most rows). The schedule is an input of the program, so
-the programs take one more input than tokens and transitions:
-``SPINN.encode`` and ``SPINN.parse`` take it as ``levels=``, and
-``LevelClassifier``, classifier.py's SNLIClassifier with this encoder,
-passes it on from its ``__call__``, ``encode`` and ``parse``, which
-train.py's loss, gradient and training step run unchanged (the runner's
-``algorithm="levels"``, the registry's ``jax-levels``); :func:`host_schedule`
-makes it.
+The three levels.py run one algorithm in the same steps under the same
+names: ``_run`` makes the table and the state and runs ``_loop`` over the
+levels, each level a ``_level``: its part of the schedule (``_slices``), one
+``_read`` of the rows it reads, the tracker on the sentences that step,
+Reduce on its nodes (``_compose``), one ``_write`` of its block. What JAX
+forces:
+
+* The loop is compiled: an ``nn.scan`` (``lax.scan`` lifted over Flax's
+  variables) whose every iteration has the same shapes, so the schedule is
+  padded (PADDING ``"static"``, shared.levels' docstring): the tracker on S
+  rows at every level, a level's Reduce on a window of W rows (S rounded up
+  to a class; a wider level without the tracker runs as sub-levels) of
+  which it composes the smallest class that holds its nodes (``_compose``:
+  an ``nn.switch`` per level, only the chosen width runs), the level count
+  rounded up to a class (T at most), the node count padded to the most a
+  batch can hold. A conditional skips the levels past the batch's own, in
+  inference and in training. So a program compiles once per (B, N, T) and
+  level count (shared.levels.static_shape), a few per bucket; the runner's
+  ``program_shape`` says which. Under ``jax.grad`` a switch keeps every
+  branch's residuals at every level, so the classes are few (PER_OCTAVE).
+* The table is the scan's carry: ``_read`` is a ``take``, ``_write`` a
+  ``dynamic_update_slice`` that XLA does in place; the gradient of the
+  takes is one buffer, the carry's cotangent (what impl_pytorch/levels.py
+  writes two autograd Functions for). The reads and the write stay outside
+  the switch, so that the table is no operand of it.
+* The schedule is an input of the programs, so they take one more input
+  than tokens and transitions: ``SPINN.encode`` and ``SPINN.parse`` take it
+  as ``levels=``, and ``LevelClassifier``, classifier.py's SNLIClassifier
+  with this encoder, passes it on from its ``__call__``, ``encode`` and
+  ``parse``, which train.py's loss, gradient and training step run unchanged
+  (the runner's ``algorithm="levels"``, the registry's ``jax-levels``);
+  :func:`host_schedule` makes it.
 """
 
 from __future__ import annotations
@@ -57,14 +67,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shared.batching import sentences_transitions
-from shared.levels import class_arrays, doubling_runs, program_padding, width_classes
+from shared.levels import PER_OCTAVE, batch_schedule, static_shape, width_classes
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
 from .cells import Dtype, Reduce, Tracker
 from .classifier import SNLIClassifier
-from .shift_reduce import DEFAULT_LAYOUT, halves
+from .shift_reduce import DEFAULT_LAYOUT
+
+PADDING = "static"  # what this framework's loop needs of the schedule (shared.levels.PADDINGS)
 
 
 class SPINN(nn.Module):
@@ -73,224 +84,142 @@ class SPINN(nn.Module):
     ``encode`` and ``parse`` take the schedule made on the host (``levels=``)."""
 
     config: ModelConfig
-    # The classifier's encoder fields (classifier.py): the level loop has no stack layout, no unroll factor, and
-    # skips the levels past the batch's last real one in every program (_encode_classes), so skip_tail is not read.
+    # The classifier's encoder fields (classifier.py): the level loop has no stack layout, and skips the levels
+    # past the batch's last real one in every program (_loop), so skip_tail is not read.
     layout: str = DEFAULT_LAYOUT
     dtype: Dtype = jnp.float32  # the parameters'
-    unroll: int = 1
+    unroll: int = 1  # the scan's unroll factor (speed only)
     skip_tail: bool = True
 
     def setup(self):
         c = self.config
-        if c.tracker_dim > 0:
-            self.tracker = Tracker(c.hidden_dim, c.tracker_dim, c.transition_head, self.dtype)
+        self.hidden_dim, self.tracker_dim = c.hidden_dim, c.tracker_dim
+        self.tracker = Tracker(c.hidden_dim, c.tracker_dim, c.transition_head, self.dtype) if c.tracker_dim else None
         self.reduce = Reduce(c.hidden_dim, c.tracker_dim, self.dtype)
 
-    def encode(self, leaves, transitions, *, levels):
+    def encode(self, leaves, transitions, *, levels: dict):
         """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
-        <int32>[S, T], followed -> encodings <float>[S, H], the h of each
-        root. Gold mode, and the transition head is never evaluated here;
+        <int32>[S, T], followed -> encodings <float>[S, H], the h of each root.
+        Gold mode, and the transition head is never evaluated here;
         ``levels`` is the schedule made on the host from the transitions
-        (host_schedule's arrays), which holds all this reads of them."""
+        (host_schedule's arrays), which holds all this reads of them (so they
+        may be None)."""
         return self._run(leaves, levels, head=False)
 
-    def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None, *, levels) -> SentenceParses:
+    def parse(self, leaves, transitions, mode: str = "predicted", uniforms=None, *, levels: dict) -> SentenceParses:
         """Gold mode only (the runner refuses the others, shared.levels.LEVELS_UNSUPPORTED:
         a decided parse cannot be scheduled ahead): the gold parse with the
         head's logits at every step, as masked.py's SPINN.parse returns it
         (logprob and entropy zeros). ``uniforms`` is never read."""
         if mode != "gold":
             raise ValueError(f"the level schedule follows gold transitions only, not {mode!r} ones")
-        transitions = transitions.astype(jnp.int32)
-        S, T = transitions.shape
         encodings, per_level = self._run(leaves, levels, head=True)
-        L = per_level.shape[1]  # levels are steps; L may differ from T either way
-        per_step = per_level[:, :T] if L >= T else jnp.pad(per_level, ((0, 0), (0, T - L), (0, 0)))
-        zeros = jnp.zeros((S,), encodings.dtype)
-        return SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
-                              logprob=zeros, entropy=zeros)
+        T, L = transitions.shape[1], per_level.shape[1]  # levels are steps; L may differ from T either way
+        per_step = jnp.pad(per_level, ((0, 0), (0, max(T - L, 0)), (0, 0)))[:, :T]
+        zeros = jnp.zeros((transitions.shape[0],), encodings.dtype)
+        return SentenceParses(encodings=encodings, transitions=transitions.astype(jnp.int32),
+                              transition_logits=per_step, logprob=zeros, entropy=zeros)
 
-    def _run(self, leaves, levels, head: bool):
+    def _run(self, leaves, levels: dict, head: bool):
         """The loop over levels behind encode and parse: leaves <float>[S, N, 2H];
-        levels: shared.levels.class_arrays' dict (with the tracker: _encode_classes),
-        shared.levels.program_arrays' dict (one uniform run) or
-        shared.levels.doubling_runs' list (runs, then the roots), int32 arrays
-        whose shapes give the table's layout -> encodings <float>[S, H]; with
-        ``head`` (with the tracker, or one uniform run) also the head's logits
-        <float>[S, L, 2] at level (= step) l of the sentences that step, zeros elsewhere."""
-        if isinstance(levels, dict) and "cls" in levels:  # shared.levels.class_arrays
-            return self._encode_classes(leaves, levels, head)
+        levels: shared.levels.level_arrays' arrays -> encodings <float>[S, H];
+        with ``head`` also the head's logits <float>[S, L, 2] at level (= step)
+        l of the sentences that step, zeros elsewhere."""
         S, N = leaves.shape[:2]
-        runs, roots = ([levels], levels["roots"]) if isinstance(levels, dict) else (levels[:-1], levels[-1]["roots"])
-        segments, base = [], S * N + 1
-        for run in runs:
-            L, W = run["left"].shape
-            segments.append(dict(run, base=base, width=W))
-            base += L * W
-        return self._encode_segments(leaves, segments, base, roots, head)
+        H = self.hidden_dim
+        levels = jax.tree.map(jnp.asarray, levels)  # (arrays given as NumPy: the loop indexes them with traced ints)
+        base = S * N + 1  # the table row of the first level's first node
+        table, state = self._start(leaves, base + levels["left"].shape[0])
+        table, _, logits = self._loop(table, state, levels, base, head)
+        encodings = _read(table, levels["roots"])[:, :H]  # h of each root, [S, H]
+        if not head:
+            return encodings
+        return encodings, _head_logits(logits, levels, S)
 
-    def _encode_classes(self, leaves, arrays, head: bool = False):
-        """With the tracker: leaves <float>[S, N, 2H]; arrays:
-        shared.levels.class_arrays' -> encodings <float>[S, H] (and with
-        ``head`` the head's logits <float>[S, L, 2]). One scan over the steps:
-        the tracker on the step's A rows, then Reduce on the step's class
-        width (``nn.switch``: only the chosen branch runs), the block read
-        and written, the widest class's rows, at its offset; rows past the
-        step's own are overwritten by the steps after it before anything
-        reads them."""
-        H, D = self.config.hidden_dim, self.config.tracker_dim
-        S, N = leaves.shape[:2]
-        dtype = leaves.dtype
-        base = S * N + 1
-        classes = width_classes(S)
-        left_all, right_all, reducing_all = arrays["left"], arrays["right"], arrays["reducing"]
-        n_rows = base + left_all.shape[0]
-        table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
-        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype))  # row S: padding's
+    def _start(self, leaves, rows: int):
+        """The loop's state at its start: the node table of ``rows`` rows
+        <float>[rows, 2H], the leaves <float>[S, N, 2H] in its first S * N and
+        zeros after them; the tracker's (h_t, c_t) <float>[S + 1, D] each,
+        zeros (row S: padding's)."""
+        S, N, width = leaves.shape
+        table = jnp.concatenate([leaves.reshape(S * N, width), jnp.zeros((rows - S * N, width), leaves.dtype)])
+        return table, (jnp.zeros((S + 1, self.tracker_dim), leaves.dtype),) * 2
 
-        Wmax = classes[-1]
+    def _loop(self, table, state, levels: dict, base: int, head: bool):
+        """The loop over the levels: (table, state) -> (table, state, the head's
+        logits of every tracker row <float>[Q, 2] with ``head``, else None).
+        An nn.scan: one compiled body, the same shapes at every one of the T
+        levels; a conditional skips those past the batch's ``n_levels`` (only
+        the branch taken runs, in the forward pass and in its gradient)."""
+        A = static_shape(levels)[1]
 
-        def branch(W):  # Reduce on the first W of Wmax gathered rows; the others come back zero
-            def run(module, left, right, tracking):
-                if W == 0:
-                    return jnp.zeros((Wmax, 2 * H), dtype)
-                composed = jnp.concatenate(module.reduce.compose(halves(left[:W], H), halves(right[:W], H),
-                                                                 tracking[:W]), axis=-1)
-                return jnp.concatenate([composed, jnp.zeros((Wmax - W, 2 * H), dtype)], axis=0)
-            return run
+        def body(module, carry, l):  # the scan's body takes (carry, x): x is the level's number
+            def run(module, table, state):
+                table, state, logits = module._level(table, state, levels, l, base, head)
+                return (table, state), logits
 
-        def level(module, carry, x):
-            """Level (= step) l: its slices of the schedule's arrays, the cells on them, its block into the table."""
-            table, state = carry
-            offset, cls, active, top, below, front = x
-            # One gather of every row the level reads (its transpose, in the gradient, is one scatter into
-            # the table's cotangent, not five). The gathers and the write stay outside the switch (the table
-            # is no operand of it): only the arithmetic's width depends on the class.
-            A = active.shape[0]
-            rows = jnp.take(table, jnp.concatenate([front, top, below,
-                                                    jax.lax.dynamic_slice(left_all, (offset,), (Wmax,)),
-                                                    jax.lax.dynamic_slice(right_all, (offset,), (Wmax,))]), axis=0)
-            buffer_h, top_h, below_h = (halves(rows[k * A:(k + 1) * A], H)[0] for k in range(3))
-            left, right = rows[3 * A:3 * A + Wmax], rows[3 * A + Wmax:]
+            def idle(module, table, state):  # a level of padding: nothing changes, its logits are padding's
+                return (table, state), (jnp.zeros((A, 2), table.dtype) if head else None)
+
+            if module.is_initializing():  # init(): the level itself, in which the weights are made
+                return run(module, *carry)
+            return nn.cond(l < levels["n_levels"], run, idle, module, *carry)
+
+        scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False}, unroll=self.unroll)
+        (table, state), logits = scan(self, (table, state), jnp.arange(levels["widths"].shape[0], dtype=jnp.int32))
+        return table, state, logits.reshape(-1, 2) if head else None
+
+    def _level(self, table, state, levels: dict, l, base: int, head: bool):
+        """Level l: read the rows it needs from ``table``, run the cells, write
+        its block into ``table`` -> (table, state, the head's logits of its
+        tracker rows <float>[A, 2] with ``head``, else None)."""
+        H = self.hidden_dim
+        offset, width, parser, children, active, reducing = _slices(levels, l)
+        tracking = logits = None
+        if self.tracker is not None:
             # ---- the tracker on the sentences that step; the others keep their state (PAD changes nothing).
-            # Padding rows all write the spare row S; any of them may win, none is read.
-            h, c = module.tracker.step(buffer_h, top_h, below_h, (state[0][active], state[1][active]))
-            state = (state[0].at[active].set(h), state[1].at[active].set(c))
-            tracking = jnp.take(h, jax.lax.dynamic_slice(reducing_all, (offset,), (Wmax,)), axis=0)  # h_t just written
-            # ---- compose the level's nodes, one batched Reduce on the step's class width.
-            composed = nn.switch(cls, [branch(W) for W in classes], module, left, right, tracking)
-            # ---- write the level's block into the table: rows no level read before (the spill past them is
-            # overwritten before anything reads it).
-            table = jax.lax.dynamic_update_slice(table, composed, (base + offset, jnp.int32(0)))
-            # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
-            return (table, state), (module.tracker.transition_logits(h) if head else None)
+            state, h = self._track(table, state, parser, active)
+            tracking = jnp.take(h, reducing, axis=0)  # the h_t just written
+            if head:
+                # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
+                logits = self.tracker.transition_logits(h)
+        # ---- read the children of the level's nodes and compose them, one batched Reduce on its class of width.
+        left, right = jnp.split(_read(table, children), 2)
+        composed = self._compose((left[:, :H], left[:, H:]), (right[:, :H], right[:, H:]), tracking, width)
+        # ---- write the level's block into the table: rows no level read before (the window's rows past the
+        # level's own are overwritten by the levels after it before anything reads them).
+        return _write(table, base + offset, composed), state, logits
 
-        L, A = arrays["active"].shape
+    def _track(self, table, state, parser, active):
+        """The tracker on the sentences ``active`` <int32>[A] that step, reading
+        their buffer front, stack top and the item below it (table rows
+        ``parser`` <int32>[3A]) -> (the state with their rows updated, their
+        new h_t <float>[A, D]). Padding rows all write the spare row S; any of
+        them may win, none is read."""
+        front, top, below = jnp.split(_read(table, parser)[:, :self.hidden_dim], 3)
+        h, c = self.tracker.step(front, top, below, (state[0][active],
+                                                     state[1][active]))
+        return (state[0].at[active].set(h), state[1].at[active].set(c)), h
 
-        def level_until(module, carry, x):
-            """``level`` while l < ``stop``; after it, nothing: a conditional skips the padding levels' work, as
-            masked.py's _step_until skips the steps past the batch's last real one (only the branch taken runs,
-            in the forward pass and in its gradient). The level count is padded to T (class_arrays), so that the
-            program's shape depends on the bucket alone; the levels past the batch's last real one would run
-            the tracker on padding rows. Every program keeps it: under jax.grad it costs nothing measurable
-            (unlike masked.py's), and so the rows host_schedule counts are those every program computes."""
+    def _compose(self, left, right, tracking, width):
+        """Reduce on the first ``width`` rows of the level's window: left and
+        right (h, c) <float>[W, H] each, tracking <float>[W, D] or None -> their
+        [h; c] <float>[W, 2H], zeros past ``width``. A compiled shape cannot
+        follow the width: one branch per class of shared.levels.width_classes
+        (PER_OCTAVE's ladder), of which nn.switch runs the one ``width`` names."""
+        W = left[0].shape[0]
+        classes = width_classes(W, PER_OCTAVE[self.tracker is not None])
 
-            def run(module, carry):
-                return level(module, carry, x[:-1])
+        def branch(rows: int):  # nn.switch's branches take (module, *operands)
+            def compose(module, left, right, tracking):
+                first = jax.tree.map(lambda x: x[:rows], (left, right, tracking))
+                return jnp.pad(jnp.concatenate(module.reduce.compose(*first), axis=-1), ((0, W - rows), (0, 0)))
+            return compose
 
-            def idle(module, carry):  # what a level of padding returns: it changes no row anything reads
-                return carry, (jnp.zeros((A, 2), dtype) if head else None)
-
-            return nn.cond(x[-1] < stop, run, idle, module, carry)
-
-        names = ("offsets", "cls", "active", "top", "below", "front")
-        xs = tuple(arrays[k] for k in names)
-        skip = not self.is_initializing()  # init(): the plain level, in which the weights are made
-        if skip:
-            # One past the last level where some sentence steps (a padding row steps the spare row S).
-            stop = jnp.max(jnp.where(jnp.any(arrays["active"] < S, axis=1), jnp.arange(1, L + 1, dtype=jnp.int32), 0))
-            xs += (jnp.arange(L, dtype=jnp.int32),)  # the level's number, for the cond
-        # ---- the loop over levels: what each runs was decided on the host.
-        # An nn.scan (lax.scan lifted over Flax variables): one compiled body, the same shapes at every level.
-        scan = nn.scan(level_until if skip else level, variable_broadcast="params", split_rngs={"params": False},
-                       length=L)
-        (table, _), logits = scan(self, (table, state), xs)
-        encodings = halves(table[arrays["roots"]], H)[0]  # h of each root, [S, H]
-        if not head:
-            return encodings
-        active = arrays["active"]
-        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
-        return encodings, jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)[:S]
-
-    def _encode_segments(self, leaves, segments, n_rows: int, roots, head: bool = False):
-        """leaves <float>[S, N, 2H]; segments: shared.levels.segments' runs
-        (or one uniform run), one lax.scan each (_segment); n_rows the table's rows;
-        roots <int32>[S] -> h of the roots <float>[S, H]; with ``head`` also
-        the transition head's logits <float>[S, L, 2] at level (= step) l of
-        the sentences that step, zeros elsewhere (one uniform run only)."""
-        H, D = self.config.hidden_dim, self.config.tracker_dim
-        S, N = leaves.shape[:2]
-        dtype = leaves.dtype
-        table = jnp.concatenate([leaves.reshape(S * N, 2 * H), jnp.zeros((n_rows - S * N, 2 * H), dtype)], axis=0)
-        state = (jnp.zeros((S + 1, D), dtype), jnp.zeros((S + 1, D), dtype)) if D > 0 else ()  # row S: padding's
-        for seg in segments:
-            table, state, logits = self._segment(table, state, seg, head)
-        encodings = halves(table[roots], H)[0]
-        if not head:
-            return encodings
-        active = segments[-1]["active"]  # [L, A]
-        L = active.shape[0]
-        steps = jnp.broadcast_to(jnp.arange(L, dtype=jnp.int32)[:, None], active.shape)
-        per_step = jnp.zeros((S + 1, L, 2), dtype).at[active, steps].set(logits)  # row S: padding's
-        return encodings, per_step[:S]
-
-    def _segment(self, table, state, seg, head: bool = False):
-        """One run of levels of one width (a segment), one lax.scan: (table, state) -> (table, state, the
-        head's logits <float>[L, A, 2] with ``head``, else None)."""
-        H, D = self.config.hidden_dim, self.config.tracker_dim
-        base, W = seg["base"], seg["width"]
-        names = ("left", "right") + (("active", "top", "below", "front", "reducing") if D > 0 else ())
-        xs = tuple(seg[k] for k in names)
-
-        def level(module, carry, x):
-            """Level l of the run: its slices of the schedule's arrays, the cells on them, its block into the table."""
-            table, state, l = carry
-            tracking, logits = None, None
-            if D > 0:
-                left, right, active, top, below, front, reducing = x
-                # ---- the tracker on the sentences that step; the others keep their state (PAD changes nothing).
-                # Padding rows all write the spare row S; any of them may win, none is read.
-                h0, c0 = state[0][active], state[1][active]
-                h, c = module.tracker.step(halves(table[front], H)[0], halves(table[top], H)[0],
-                                           halves(table[below], H)[0], (h0, c0))
-                state = (state[0].at[active].set(h), state[1].at[active].set(c))
-                tracking = jnp.take(h, reducing, axis=0)  # the h_t just written
-                if head:
-                    # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
-                    logits = module.tracker.transition_logits(h)
-            else:
-                left, right = x
-            if W > 0:
-                # ---- compose the level's nodes, one batched Reduce: one gather of both children (its transpose,
-                # in the gradient, is one scatter into the table's cotangent).
-                children = jnp.take(table, jnp.concatenate([left, right]), axis=0)
-                lh, lc = halves(children[:W], H)
-                rh, rc = halves(children[W:], H)
-                composed = jnp.concatenate(module.reduce.compose((lh, lc), (rh, rc), tracking), axis=-1)
-                # ---- write the level's block into the table: rows no level read before and none writes again.
-                table = jax.lax.dynamic_update_slice(table, composed, (base + l * W, jnp.int32(0)))
-            return (table, state, l + 1), logits
-
-        # ---- the loop over levels: what each runs was decided on the host.
-        # An nn.scan (lax.scan lifted over Flax variables): one compiled body, the same shapes at every level.
-        scan = nn.scan(level, variable_broadcast="params", split_rngs={"params": False}, length=xs[0].shape[0])
-        (table, state, _), logits = scan(self, (table, state, jnp.int32(0)), xs)
-        return table, state, logits
-
-    def _encode_scheduled(self, leaves, sched):
-        """leaves <float>[S, N, 2H]; sched: shared.levels.uniform's arrays
-        (jnp arrays; ``base``/``width``/``n_rows`` Python ints) -> h of the roots <float>[S, H]."""
-        return self._encode_segments(leaves, [sched], sched["n_rows"], sched["roots"])
+        if self.is_initializing():  # init(): the widest branch alone, in which the weights are made
+            return branch(W)(self, left, right, tracking)
+        index = jnp.sum(jnp.asarray(classes, jnp.int32) < width)  # the class's: the classes narrower than it
+        return nn.switch(index, [branch(rows) for rows in classes], self, left, right, tracking)
 
 
 class LevelClassifier(SNLIClassifier):
@@ -305,54 +234,62 @@ class LevelClassifier(SNLIClassifier):
                  levels):
         """The batch's arrays and ``levels`` -> (premise, hypothesis, logits), as SNLIClassifier.__call__."""
         B = premise_tokens.shape[0]
-        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
-        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
-        encodings = self.encode(tokens, transitions, levels=levels)
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
+        encodings = self.encode(tokens, None, levels=levels)  # the schedule holds the transitions
         premise, hypothesis = encodings[:B], encodings[B:]
         return premise, hypothesis, self.classify(premise, hypothesis)
 
     def encode(self, tokens, transitions, *, levels):
-        """tokens <int32>[S, N], transitions <int32>[S, T], levels (their
-        schedule) -> encodings <float>[S, H], as SNLIClassifier.encode."""
+        """tokens <int32>[S, N], transitions <int32>[S, T] (or None: SPINN.encode
+        reads the schedule alone), levels (their schedule) -> encodings <float>[S, H],
+        as SNLIClassifier.encode."""
         return self.spinn.encode(self._leaves(tokens), transitions, levels=levels)
 
     def parse(self, premise_tokens, premise_transitions, hypothesis_tokens, hypothesis_transitions,
               mode: str = "predicted", uniforms=None, *, levels) -> tuple[SentenceParses, jnp.ndarray]:
         """Gold mode only (SPINN.parse): SNLIClassifier.parse with the schedule."""
         B = premise_tokens.shape[0]
-        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)
-        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)
+        tokens = jnp.concatenate([premise_tokens, hypothesis_tokens], axis=0)  # [2B, N]
+        transitions = jnp.concatenate([premise_transitions, hypothesis_transitions], axis=0)  # [2B, T]
         parses = self.spinn.parse(self._leaves(tokens), transitions, mode, uniforms, levels=levels)
         return parses, self.classify(parses.encodings[:B], parses.encodings[B:])
 
 
-def host_schedule(batch, tracker: bool) -> tuple[dict | list, dict]:
-    """The level schedule of a batch's premises and hypotheses, as the
-    programs take it (a dict of arrays with the tracker, a list of doubling
-    runs and the root rows without), and what it computes: ``levels``,
-    ``level_padding_pct`` (the percentage of computed Reduce rows that are
-    padding), ``reduce_rows`` and ``tracker_rows`` (the rows each cell
-    computes, padding included; not the padding levels the program skips)."""
-    transitions = sentences_transitions(batch)
-    N = np.shape(batch.premise_tokens)[1]
-    if tracker:  # levels are steps: T of them, each Reduce on its width class
-        S, T = transitions.shape
-        levels, sched = class_arrays(transitions, N, n_levels=T, n_nodes=S * (N - 1))
-        classes = width_classes(S)
-        computed = sum(classes[k] for k in levels["cls"])
-        # The tracker on A rows at each of the batch's own levels: the T - n_levels after them are skipped
-        # (SPINN._encode_classes), so they compute nothing.
-        tracker_rows = levels["active"].shape[1] * sched.n_levels
-    else:  # tree heights: runs of 1, 2, 4, ... levels, each its own width
-        levels, sched = doubling_runs(transitions, N)
-        computed, tracker_rows = sum(run["left"].size for run in levels[:-1]), 0
-    return levels, {"levels": sched.n_levels, "level_padding_pct": 100.0 * program_padding(sched, computed),
-                    "reduce_rows": computed, "tracker_rows": tracker_rows}
+def host_schedule(batch, tracker: bool) -> tuple[dict[str, np.ndarray], dict, dict[str, float]]:
+    """A batch's schedule (BatchArrays.levels) as this module's loop takes it, what the loop computes over it and
+    the host's seconds making it: shared.levels.batch_schedule, padded as PADDING says."""
+    return batch_schedule(batch, tracker, PADDING)
 
 
-def schedule_shape(levels: dict | list) -> tuple[int, ...]:
-    """What a schedule adds to a program's compiled shape: the tracker's A
-    (rows per step), or the doubling runs' widths (their lengths are 1, 2, 4, ...)."""
-    if isinstance(levels, dict):
-        return levels["active"].shape[1:]
-    return tuple(run["left"].shape[1] for run in levels[:-1])
+def _slices(levels: dict, l):
+    """Level l's part of the schedule: (its first node's offset, its Reduce
+    rows (a class), the table rows of its tracker rows' buffer front, stack
+    top and item below <int32>[3A], those of its window's left and right
+    children <int32>[2W], its tracker rows' sentences <int32>[A], its window's
+    tracker rows <int32>[W]). A compiled slice has a static size: the windows
+    A and W of the padding (shared.levels.static_shape)."""
+    _, A, W = static_shape(levels)
+    offset, width, start = levels["offsets"][l], levels["widths"][l], levels["active_offsets"][l]
+    parser = jax.lax.dynamic_slice_in_dim(levels["parser"], 3 * start, 3 * A)
+    children = jnp.concatenate([jax.lax.dynamic_slice_in_dim(levels[k], offset, W) for k in ("left", "right")])
+    return (offset, width, parser, children, jax.lax.dynamic_slice_in_dim(levels["active"], start, A),
+            jax.lax.dynamic_slice_in_dim(levels["reducing"], offset, W))
+
+
+def _head_logits(logits, levels: dict, S: int):
+    """The head's logits of every tracker row <float>[Q, 2] -> <float>[S, L, 2]:
+    at level (= step) l of each sentence that steps, zeros elsewhere."""
+    counts = levels["active_offsets"][1:] - levels["active_offsets"][:-1]
+    steps = jnp.repeat(jnp.arange(counts.shape[0]), counts, total_repeat_length=levels["active"].shape[0])
+    per_level = jnp.zeros((S + 1, counts.shape[0], 2), logits.dtype).at[levels["active"], steps].set(logits)
+    return per_level[:S]  # row S: padding's
+
+
+def _read(table, rows):
+    """The table's rows <int32>[K] -> <float>[K, 2H]."""
+    return jnp.take(table, rows, axis=0)
+
+
+def _write(table, row, block):
+    """``block`` <float>[K, 2H] into the table's rows from ``row`` on -> the table (in place, under XLA)."""
+    return jax.lax.dynamic_update_slice(table, block, (row, jnp.zeros_like(row)))

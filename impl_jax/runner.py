@@ -27,7 +27,8 @@ Options beyond the common interface:
   level schedule made on the host for every batch (levels.py's
   ``host_schedule``), gold transitions only (the rest is refused:
   ``unsupported``). The schedule's index arrays are the batch's ``levels``,
-  an input of every program, and their widths part of the compiled shape.
+  an input of every program, and their shape (shared.levels.static_shape)
+  part of the compiled shape.
   ``last_graph`` holds the last batch's levels, padding and rows (levels.py),
   ``last_phases`` its ``schedule`` (seconds on the host).
 * ``layout="thin" | "padded"``: masked.py's stack layout; ``thin`` is the default (and the only
@@ -278,18 +279,22 @@ class Runner(RunnerBase):
         return self._executable(program, args, self._shape(arrays))(*args), args
 
     def _shape(self, arrays: BatchArrays) -> tuple:
-        """What a program compiles for: (B, N, T), and with the level schedule its (L, W, A)."""
+        """What a program compiles for: (B, N, T), and with the level schedule its (L, A, W)."""
         (B, N), T = arrays.premise_tokens.shape, arrays.premise_transitions.shape[1]
         shape = (B, N, T)
         if self.algorithm == "levels":
-            shape += self._family.schedule_shape(arrays.levels)
+            from shared.levels import static_shape  # only where the levels run (what ran: docs/spec.md §6)
+
+            shape += static_shape(arrays.levels)
         return shape
 
     def program_shape(self, batch) -> tuple:
         """The shape of the program a batch runs (``_shape``), its level schedule made here where it has one."""
         shape = (batch.size, batch.num_tokens, batch.num_steps)
         if self.algorithm == "levels":
-            shape += self._family.schedule_shape(self._family.host_schedule(batch, self.config.tracker_dim > 0)[0])
+            from shared.levels import static_shape
+
+            shape += static_shape(self._family.host_schedule(batch, self.config.tracker_dim > 0)[0])
         return shape
 
     def _put_rows(self, array: np.ndarray, local: bool = False):
@@ -319,9 +324,7 @@ class Runner(RunnerBase):
         arrays = {n: self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names}
         arrays.setdefault("labels", None)
         if self.algorithm == "levels":
-            start = time.perf_counter()
-            levels, self.last_graph = self._family.host_schedule(batch, tracker=self.config.tracker_dim > 0)
-            self.last_phases = {"schedule": time.perf_counter() - start}
+            levels, self.last_graph, self.last_phases = self._family.host_schedule(batch, self.config.tracker_dim > 0)
             device = self._local_device if local and self._local_device is not None else self.device
             arrays["levels"] = jax.tree.map(lambda a: jax.device_put(a, device), levels)
         return BatchArrays(**arrays)

@@ -53,8 +53,7 @@ class SNLIClassifier(nn.Module):
         """tokens <int>[S, N] (NumPy or a tensor), transitions <int>[S, T]
         (NumPy, host) -> encodings <float>[S, H]: the leaves' [h; c] (dropout
         on them in training), then the family's SPINN.encode."""
-        leaves = self.leaf_dropout(self.projection(self.embed(self._ids(tokens))))  # [S, N, 2H]
-        return self.spinn.encode(leaves, transitions)
+        return self.spinn.encode(self._leaves(tokens), transitions)
 
     def classify(self, premise: torch.Tensor, hypothesis: torch.Tensor) -> torch.Tensor:
         """Encodings <float>[B, H] each -> logits <float>[B, 3]."""
@@ -87,11 +86,14 @@ class SNLIClassifier(nn.Module):
         B = len(premise_tokens)
         if uniforms is not None:
             uniforms = _sentences(*uniforms)  # [2B, T]
-        tokens = self._ids(_sentences(premise_tokens, hypothesis_tokens))  # [2B, N]
-        leaves = self.leaf_dropout(self.projection(self.embed(tokens)))  # [2B, N, 2H], as in encode
+        leaves = self._leaves(_sentences(premise_tokens, hypothesis_tokens))  # [2B, N, 2H]
         parses = self.spinn.parse(leaves, _sentences(premise_transitions, hypothesis_transitions), mode, uniforms)
         premise, hypothesis = parses.encodings[:B], parses.encodings[B:]
         return parses, self.classify(premise, hypothesis)
+
+    def _leaves(self, tokens) -> torch.Tensor:
+        """tokens <int>[S, N] (NumPy or a tensor) -> the leaves' [h; c] <float>[S, N, 2H] (dropout in training)."""
+        return self.leaf_dropout(self.projection(self.embed(self._ids(tokens))))
 
     def _ids(self, tokens) -> torch.Tensor:
         """tokens <int>[S, N], NumPy or a tensor -> <int64>[S, N] on the model's device."""

@@ -11,7 +11,7 @@ the graph as Graphviz text (written here by walking ``grad_fn``).
 one per step where some sentence has a choice) and the loop's calls, gold
 against predicted. ``--bad-input``: an exception from a line of the model.
 ``--levels``: pytorch-levels' schedule as its encoder runs it (each level
-exactly as wide as its nodes) and the ops each level of its Python loop
+exactly as wide as its nodes: levels.py's PADDING) and the ops each level of its Python loop
 dispatches, counted inside the ``spinn.level`` range levels.py marks.
 """
 
@@ -31,7 +31,7 @@ from impl_pytorch.runner import Runner
 from shared.batching import sentences_transitions
 from shared.explaining import (best_of, compare_row, encode_outcome, listing, numbers, row, secs, steps_with_work,
                                timer)
-from shared.levels import schedule
+from shared.levels import level_rows
 from shared.params import ModelConfig
 
 MODES = ("gold", "predicted")
@@ -236,9 +236,11 @@ class _LevelOps(TorchDispatchMode):
 def explain_levels(batch, variants: dict, options: dict) -> dict:
     """pytorch-levels on ``batch``, once per model of ``variants`` (key ->
     (config, params)), with its registry ``options``: the schedule as the
-    encoder runs it (shared.levels.schedule with exact widths, the call
-    levels.py makes: each level's Reduce and tracker exactly as wide as its
-    rows) and the ops each level of the Python loop dispatches in encode."""
+    encoder runs it (shared.levels.level_rows with levels.py's PADDING: each
+    level's Reduce and tracker exactly as wide as its rows) and the ops each
+    level of the Python loop dispatches in encode."""
+    from impl_pytorch.levels import PADDING  # the family's module, as the runner imports it: only here
+
     out: dict = {"framework_version": torch.__version__}
     transitions = sentences_transitions(batch)
     for key, (config, params) in variants.items():
@@ -246,12 +248,11 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
         with _LevelOps() as dispatched:
             runner.encode(batch)
         tracker = config.tracker_dim > 0
-        sched = schedule(transitions, batch.num_tokens, tracker, widths=(1,))
+        rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
         level_ops = [sum(counts.values()) for counts in dispatched.levels]
         out[key] = {
             "levels_run": len(level_ops), "levels_scheduled": int(runner.last_graph["levels"]),
-            "reduce_widths": [lv.used for lv in sched.levels],
-            "tracker_rows": [lv.active_used for lv in sched.levels] if tracker else [],
+            "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
             "padded_pct": float(runner.last_graph["level_padding_pct"]),
             "ops": dispatched.ops, "level_ops": level_ops,
             "level_op_types": dict(sum(dispatched.levels, collections.Counter()).most_common(8)),

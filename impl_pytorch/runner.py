@@ -13,10 +13,12 @@ modes are the same code, train.py):
 * ``algorithm="lists" | "masked" | "levels"``: the family module whose
   ``SPINN`` the classifier runs, imported when the runner is built (only that
   one): lists.py's Python lists (the default), masked.py's padded arrays,
-  pointers and masks (``pytorch-masked``), or levels.py's level schedule made
-  on the host for every batch (``pytorch-levels``; gold transitions only, the
-  rest refused: ``unsupported``). With levels, ``last_graph`` holds the last
-  call's levels and rows and ``last_phases`` its ``schedule`` (seconds on the host).
+  pointers and masks (``pytorch-masked``), or levels.py's LevelClassifier,
+  SPINN on a level schedule made on the host for every batch (levels.py's
+  ``host_schedule``, the batch's ``levels``; ``pytorch-levels``; gold
+  transitions only, the rest refused: ``unsupported``). With levels,
+  ``last_graph`` holds the last batch's levels and rows and ``last_phases``
+  its ``schedule`` (seconds on the host).
 * ``compile=True``: torch.compile of the masked step (``pytorch-compiled``,
   compiled.py); ``compile_stats()`` then counts graphs, compile time,
   graph breaks and Inductor's cache per method. A string names another
@@ -36,7 +38,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
-from shared.batching import PairBatch
+from shared.batching import BatchArrays, PairBatch
 from shared.params import ModelConfig
 from shared.parsing import Parsed, split_pairs
 from shared.runner import CompileStats, check_replicas
@@ -77,6 +79,8 @@ class Runner(RunnerBase):
                             "replicas")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
+        if algorithm == "levels" and replicas != 1:
+            raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
         if compile and algorithm != "masked":
             raise ValueError("compile=True needs algorithm='masked': the list-based loop branches in Python "
                              "on every batch's trees, so there is no one graph per shape to compile")
@@ -95,9 +99,10 @@ class Runner(RunnerBase):
                 raise ValueError("replicas and compile exclude each other here")
             from .replicas import replica_devices
             self.device = replica_devices(self.device, self.replicas)
-        family = importlib.import_module(f"{__package__}.{algorithm}")
-        self.model = convert.from_canonical(params, _build(config, family.SPINN, convert.resolve_dtype(dtype),
-                                                           self.device, dropout))
+        self._family = importlib.import_module(f"{__package__}.{algorithm}")
+        classifier = self._family.LevelClassifier if algorithm == "levels" else SNLIClassifier
+        self.model = convert.from_canonical(params, _build(config, classifier, self._family.SPINN,
+                                                           convert.resolve_dtype(dtype), self.device, dropout))
         # compile=True: torch.compile (Inductor) of the masked step, its cost counted per runner
         # method; a string names another torch.compile backend (e.g. "aot_eager": capture and
         # autograd without code generation).
@@ -111,28 +116,35 @@ class Runner(RunnerBase):
         elif compile_mode is not None:
             raise ValueError("compile_mode needs compile=True")
 
+    def _arrays(self, batch: PairBatch) -> BatchArrays:
+        """The batch as the model takes it: its five arrays, NumPy on the host, and with the level schedule its
+        ``levels`` (levels.py's host_schedule, made here, on the host)."""
+        arrays = batch.arrays()
+        if self.algorithm == "levels":
+            levels, self.last_graph, self.last_phases = self._family.host_schedule(batch, self.config.tracker_dim > 0)
+            arrays = arrays._replace(levels=levels)
+        return arrays
+
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self.model.eval()
-        arrays = batch.arrays()
+        arrays = self._arrays(batch)
         with self._counted("encode", batch), torch.inference_mode():  # no graph is recorded at all
-            premise, hypothesis, logits = self.model(arrays.premise_tokens, arrays.premise_transitions,
-                                                     arrays.hypothesis_tokens, arrays.hypothesis_transitions)
+            premise, hypothesis, logits = self.model(*arrays[:4], **({"levels": arrays.levels} if arrays.levels
+                                                                     else {}))
         self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
-        self._read_encoder()
         return tuple(t.cpu().numpy() for t in (premise, hypothesis, logits))
 
     def _loss_and_grads(self, batch: PairBatch) -> tuple[float, dict[str, np.ndarray]]:
         with self._counted("loss_and_grads", batch):
-            loss, grads = train.loss_and_grads(self.model, batch.arrays(), transition_weight=self.transition_weight)
-        self._read_encoder()
+            loss, grads = train.loss_and_grads(self.model, self._arrays(batch),
+                                               transition_weight=self.transition_weight)
         return loss, convert.grads_to_canonical(self.model, grads)
 
     def _parse(self, batch: PairBatch, mode: str, uniforms: tuple[np.ndarray, np.ndarray] | None) -> Parsed:
         with self._counted(f"parse:{mode}", batch):
-            parses, logits = train.parse(self.model, batch.arrays(), mode, uniforms)
+            parses, logits = train.parse(self.model, self._arrays(batch), mode, uniforms)
             parsed = split_pairs(parses, logits, lambda t: t.cpu().numpy() if torch.is_tensor(t) else t)
         self.last_host_syncs = self.model.spinn.last_host_syncs
-        self._read_encoder()
         return parsed
 
     def _reinforce_loss_and_grads(self, batch: PairBatch, uniforms: tuple[np.ndarray, np.ndarray],
@@ -168,9 +180,8 @@ class Runner(RunnerBase):
             self.steps += 1
             return loss
         with self._counted("train_step", batch):
-            loss = train.train_step(self.model, self.optimizer, batch.arrays(), seed=self.seed, step=self.steps,
-                                    transition_weight=self.transition_weight)
-        self._read_encoder()
+            loss = train.train_step(self.model, self.optimizer, self._arrays(batch), seed=self.seed,
+                                    step=self.steps, transition_weight=self.transition_weight)
         self.steps += 1
         return loss
 
@@ -200,19 +211,12 @@ class Runner(RunnerBase):
         B, N = np.shape(batch.premise_tokens)
         return self._compiled.count(program, (B, N, np.shape(batch.premise_transitions)[1]))
 
-    def _read_encoder(self) -> None:
-        """The levels family leaves what its last call scheduled on its encoder:
-        the levels and the rows each cell computed, and the seconds the host
-        spent making the schedule."""
-        if self.algorithm == "levels":
-            self.last_graph = dict(self.model.spinn.last_graph)
-            self.last_phases = dict(self.model.spinn.last_phases)
 
-
-def _build(config: ModelConfig, encoder, dtype: torch.dtype, device: torch.device, dropout: float) -> SNLIClassifier:
-    """An SNLIClassifier with ``encoder`` (a family's SPINN class) on ``device`` in
-    ``dtype``, its parameters allocated and not yet set (convert.from_canonical sets
+def _build(config: ModelConfig, classifier: type, encoder, dtype: torch.dtype, device: torch.device,
+           dropout: float) -> SNLIClassifier:
+    """A ``classifier`` (SNLIClassifier, or the levels family's) with ``encoder`` (a family's SPINN class) on
+    ``device`` in ``dtype``, its parameters allocated and not yet set (convert.from_canonical sets
     them): built on the meta device, so PyTorch's own initialisers never run."""
     with torch.device("meta"):
-        model = SNLIClassifier(config, encoder=encoder, dropout=dropout)
+        model = classifier(config, encoder=encoder, dropout=dropout)
     return model.to_empty(device=device).to(dtype)

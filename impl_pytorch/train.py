@@ -10,8 +10,8 @@ masked.py, levels.py).
 ``batch`` is a ``shared.batching.BatchArrays`` of NumPy arrays (a PairBatch's
 ``arrays()``): the transitions stay on the host, where Python reads them;
 the tokens and labels go to the model's device (the device of its
-parameters). Its ``levels`` is empty: the levels family makes its schedule
-inside its encoder.
+parameters). Its ``levels`` is the level schedule for levels.py's classifier
+(made on the host by the runner), empty for the other families.
 
 The supervised loss of docs/spec.md §7 (``transition_weight`` > 0) adds
 the transition head's cross-entropy against the gold actions, the model
@@ -69,11 +69,11 @@ def batch_loss(model: SNLIClassifier, batch, *, training: bool = False, seed: in
         labels = torch.as_tensor(np.asarray(batch.labels, dtype=np.int64), device=_device(model))
         if not transition_weight:
             _, _, logits = model(batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens,
-                                 batch.hypothesis_transitions)
+                                 batch.hypothesis_transitions, **_schedule(batch))
             return F.cross_entropy(logits, labels)  # mean over the batch
         # Teacher forcing: the gold transitions, with the head scored at every step.
         parses, logits = model.parse(batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens,
-                                     batch.hypothesis_transitions, mode="gold")
+                                     batch.hypothesis_transitions, mode="gold", **_schedule(batch))
         return F.cross_entropy(logits, labels) + transition_weight * transition_loss(parses)
 
 
@@ -220,7 +220,12 @@ def parse(model: SNLIClassifier, batch, mode: str = "predicted",
     model.eval()
     with torch.inference_mode():
         return model.parse(batch.premise_tokens, batch.premise_transitions, batch.hypothesis_tokens,
-                           batch.hypothesis_transitions, mode=mode, uniforms=uniforms)
+                           batch.hypothesis_transitions, mode=mode, uniforms=uniforms, **_schedule(batch))
+
+
+def _schedule(batch) -> dict:
+    """The model's keyword inputs beyond the four arrays: the level schedule, for levels.py's classifier."""
+    return {"levels": batch.levels} if batch.levels else {}
 
 
 def _device(model: SNLIClassifier) -> torch.device:

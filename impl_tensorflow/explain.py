@@ -14,7 +14,7 @@ a mask keeps one of two computed results). ``--bad-input``: the Runner checks
 the batch on the host before its graph runs; the bare traced function, called
 without the check, runs or fails inside the runtime. ``--levels``:
 tensorflow-levels' schedule as its Runner feeds it (each level exactly as
-wide as its nodes) and the ops of the while body over the levels.
+wide as its nodes: levels.py's PADDING) and the ops of the while body over the levels.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ import collections
 import re
 from pathlib import Path
 
-import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 
 from impl_tensorflow.runner import Runner
-from shared.batching import BatchArrays
+from shared.batching import BatchArrays, sentences_transitions
 from shared.explaining import best_of, compare_row, error_text, finite_outcome, listing, numbers, row, secs, timer
-from shared.levels import RAGGED_ARRAYS
+from shared.levels import level_rows
 from shared.params import ModelConfig
 
 MODES = ("gold", "predicted")
@@ -192,19 +191,21 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
 def explain_levels(batch, variants: dict, options: dict) -> dict:
     """tensorflow-levels on ``batch``, once per model of ``variants`` (key ->
     (config, params)), with its registry ``options``: the schedule as the
-    Runner feeds it (ragged: each level's Reduce and tracker exactly as wide
-    as its rows) and the while loop of the encode graph over the levels."""
+    Runner feeds it (shared.levels.level_rows with levels.py's PADDING: each
+    level's Reduce and tracker exactly as wide as its rows) and the while loop
+    of the encode graph over the levels."""
+    from impl_tensorflow.levels import PADDING  # the family's module, as the runner imports it: only here
+
     out: dict = {"framework_version": tf.__version__}
+    transitions = sentences_transitions(batch)
     for key, (config, params) in variants.items():
         runner = Runner(params, config, dtype="float32", device="cpu", **options)
-        inputs = runner.program_args("encode", batch)[0]  # the batch's arrays, with the schedule made on the host
-        levels = dict(zip(RAGGED_ARRAYS, (a.numpy() for a in inputs.levels)))
-        widths = np.diff(levels["offsets"]).tolist()
         stats = _graph_stats(runner.trace("encode", batch).concrete_function())
+        tracker = config.tracker_dim > 0
+        rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
         out[key] = {
-            "levels_run": len(widths), "levels_scheduled": int(runner.last_graph["levels"]),
-            "reduce_widths": [int(w) for w in widths],
-            "tracker_rows": [int(n) for n in np.diff(levels["active_offsets"])] if config.tracker_dim else [],
+            "levels_run": len(rows), "levels_scheduled": int(runner.last_graph["levels"]),
+            "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
             "padded_pct": float(runner.last_graph["level_padding_pct"]),
             "ops": stats["ops"], "while_loops": stats["while_loops"], "while_body_ops": stats["while_body_ops"],
         }

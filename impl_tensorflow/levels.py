@@ -3,7 +3,7 @@
 The batch's gold trees are scheduled on the host into levels
 (shared/levels.py), as TensorFlow Fold, TorchFold and DGL's Tree-LSTM batch
 trees, and each level is one batched Reduce over all the nodes it holds: a
-loop over the levels gathers the rows a level reads from a node table, runs
+loop over the levels reads the rows a level needs from a node table, runs
 the cells on them and writes the level's block into the table. Without the
 tracker a level is a tree height (every node of height h + 1 at level h, so
 a batch takes as many levels as its tallest tree); with it a level is a
@@ -21,32 +21,37 @@ tracker, L levels, R the nodes the levels compute. The state:
                  leaves), row S * N zeros (what an absent stack item or an
                  empty buffer reads), then one block per level, R rows in
                  all, in the order the levels compute them; here
-                 <float>[S * N + 1 + R, 2H], in the layout's container
-    state        <float>[S + 1, D] twice  the tracker's (h, c) (row S: a spare)
-    schedule     the ten index arrays of shared.levels.ragged_arrays
-                 (RAGGED_ARRAYS' order: BatchArrays.levels)
+                 <float>[S * N + 1 + R, 2H], in the layout's container (SPINN._start)
+    state        <float>[S + 1, D] twice  the tracker's (h, c) (row S: padding's)
+    schedule     shared.levels.level_arrays' arrays, padded as PADDING says
+                 (host_schedule; the ``levels`` of ``encode`` and ``parse``)
 
-TensorFlow runs the loop as one ``tf.while_loop`` in a traced graph. A
-while loop lets a level's shapes differ from the last one's, so the schedule
-is ragged: each level exactly as wide as its nodes (and, with the tracker,
-its stepping sentences), the levels' index arrays concatenated with their
-offsets. Nothing is padded; a JAX scan needs one shape per run instead
-(impl_jax/levels.py). The schedule's arrays are inputs of the traced
-functions, every size ``None``: the table's rows follow from them (level l's
-block at ``S * N + 1 + offsets[l]``), so one trace serves every batch. So
-the programs take one more input than tokens and transitions:
-``SPINN.encode`` and ``SPINN.parse`` take the schedule as ``levels=``, and
-``LevelClassifier``, classifier.py's SNLIClassifier with this encoder,
-passes it on from its ``__call__``, ``encode`` and ``parse`` (the runner's
-``algorithm="levels"``, the registry's ``tensorflow-levels``);
-:func:`host_schedule` makes it.
+The three levels.py run one algorithm in the same steps under the same
+names: ``_run`` makes the table and the state and runs ``_loop`` over the
+levels, each level a ``_level``: its part of the schedule (``_slices``), one
+``_read`` of the rows it reads, the tracker on the sentences that step,
+Reduce on its nodes (``_compose``), one ``_write`` of its block. What
+TensorFlow forces, or lets it do:
 
-The table's container is the model's ``layout`` (as masked.py's, chosen by
-the runner): a TensorArray of rows (``"tensor_array"``, the CPU default),
-which a level reads with a gather and writes with a scatter of its own rows,
-or a dense tensor (``"dense"``, under XLA and on a GPU) written with
-``tensor_scatter_nd_update``, which rewrites the whole table each level
-unless the executor updates it in place (twice as slow on a CPU).
+* The loop is one ``tf.while_loop`` in a traced graph, whose body is traced
+  once and whose shapes may change from level to level, so nothing is
+  padded (PADDING ``"exact"``): each level exactly as wide as its nodes and
+  its stepping sentences. The schedule's arrays are inputs of the traced
+  functions, every size ``None`` (LEVELS), so one trace serves every batch:
+  the programs take one more input than tokens and transitions.
+  ``SPINN.encode`` and ``SPINN.parse`` take it as ``levels=``, and
+  ``LevelClassifier``, classifier.py's SNLIClassifier with this encoder,
+  passes it on from its ``__call__``, ``encode`` and ``parse`` (the runner's
+  ``algorithm="levels"``, the registry's ``tensorflow-levels``);
+  :func:`host_schedule` makes it.
+* The table's container is the model's ``layout`` (as masked.py's, chosen by
+  the runner): a TensorArray of rows (``"tensor_array"``, the CPU default),
+  which a level reads with a gather and writes with a scatter of its own
+  rows, its gradient a TensorArray too (one buffer, no table-sized fill per
+  read: what impl_pytorch/levels.py writes two autograd Functions for), or a
+  dense tensor (``"dense"``, under XLA and on a GPU) written with
+  ``tensor_scatter_nd_update``, which rewrites the whole table each level
+  unless the executor updates it in place (twice as slow on a CPU).
 """
 
 from __future__ import annotations
@@ -54,16 +59,17 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from shared.batching import sentences_transitions
-from shared.levels import RAGGED_ARRAYS, ragged_arrays
+from shared.levels import LEVEL_ARRAYS, batch_schedule
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
 from .cells import Reduce, Tracker
 from .classifier import SNLIClassifier
 
+PADDING = "exact"  # what this framework's loop needs of the schedule (shared.levels.PADDINGS)
 LAYOUTS = ("tensor_array", "dense")
-LEVELS = tuple([tf.TensorSpec([None], tf.int32)] * len(RAGGED_ARRAYS))  # BatchArrays.levels of a signature
+# BatchArrays.levels of a signature: every size None, so that one trace serves every batch.
+LEVELS = {name: tf.TensorSpec([] if name == "n_levels" else [None], tf.int32) for name in LEVEL_ARRAYS}
 
 
 class SPINN(tf.Module):
@@ -84,17 +90,17 @@ class SPINN(tf.Module):
                             if config.tracker_dim > 0 else None)
             self.reduce = Reduce(config.hidden_dim, config.tracker_dim, dtype=dtype)
 
-    def encode(self, leaves: tf.Tensor, transitions: tf.Tensor | None, *, levels) -> tf.Tensor:
+    def encode(self, leaves: tf.Tensor, transitions: tf.Tensor | None, *, levels: dict) -> tf.Tensor:
         """leaves <float>[S, N, 2H] ([h; c] of each token slot), transitions
-        <int32>[S, T], followed -> encodings <float>[S, H], the h of each
-        root. Gold mode, and the transition head is never evaluated here;
+        <int32>[S, T], followed -> encodings <float>[S, H], the h of each root.
+        Gold mode, and the transition head is never evaluated here;
         ``levels`` is the schedule made on the host from the transitions
-        (host_schedule: its ten tensors in RAGGED_ARRAYS' order), which holds
-        all this reads of them (so they may be None)."""
+        (host_schedule: its tensors, LEVELS), which holds all this reads of
+        them (so they may be None)."""
         return self._run(leaves, levels, head=False)
 
     def parse(self, leaves: tf.Tensor, transitions: tf.Tensor, mode: str = "predicted", uniforms=None, *,
-              levels) -> SentenceParses:
+              levels: dict) -> SentenceParses:
         """Gold mode only (the runner refuses the others, shared.levels.LEVELS_UNSUPPORTED:
         a decided parse cannot be scheduled ahead): the gold parse with the
         head's logits at every step, as masked.py's SPINN.parse returns it
@@ -108,70 +114,89 @@ class SPINN(tf.Module):
         return SentenceParses(encodings=encodings, transitions=transitions, transition_logits=per_step,
                               logprob=zeros, entropy=zeros)
 
-    def _run(self, leaves: tf.Tensor, levels, head: bool):
+    def _run(self, leaves: tf.Tensor, levels: dict, head: bool):
         """The loop over levels behind encode and parse: leaves <float>[S, N, 2H];
-        levels: the ten schedule tensors (RAGGED_ARRAYS' order) -> encodings
-        <float>[S, H]; with ``head`` also the head's logits <float>[S, L, 2]
-        at level (= step) l of the sentences that step, zeros elsewhere."""
-        H, D = self.hidden_dim, self.tracker_dim
-        left_all, right_all, offsets, active_all, top_all, below_all, front_all, reducing_all, active_offsets, \
-            roots = levels
+        levels: shared.levels.level_arrays' arrays -> encodings <float>[S, H];
+        with ``head`` also the head's logits <float>[S, L, 2] at level (= step)
+        l of the sentences that step, zeros elsewhere."""
         shape = tf.shape(leaves)
         S, N = shape[0], shape[1]
-        dtype = leaves.dtype
-        L, R = tf.shape(offsets)[0] - 1, tf.shape(left_all)[0]
-        base = S * N + 1
-        # The table: the leaves, the zero row, then R rows that the levels write in order.
-        leaf_rows = tf.concat([tf.reshape(leaves, [S * N, 2 * H]), tf.zeros([1, 2 * H], dtype)], axis=0)
-        dense = self.layout == "dense"
-        if dense:
-            table = tf.concat([leaf_rows, tf.zeros([R, 2 * H], dtype)], axis=0)
-        else:
-            table = tf.TensorArray(dtype, size=base + R, element_shape=[2 * H], clear_after_read=False)
-            table = table.scatter(tf.range(base), leaf_rows)
-        state = (tf.zeros([S + 1, D], dtype), tf.zeros([S + 1, D], dtype)) if D > 0 else ()  # (h_t, c_t)
-        logits = tf.TensorArray(dtype, size=L, element_shape=[None, 2], infer_shape=False) if head else ()
-
-        def gather(table, rows):
-            """The table's rows <int32>[K] -> <float>[K, 2H]."""
-            return tf.gather(table, rows) if dense else table.gather(rows)
-
-        def level(l, table, state, logits):
-            """Level l: its slices of the schedule's arrays, the cells on them, its block into the table."""
-            lo, hi = offsets[l], offsets[l + 1]
-            tracking = None
-            if D > 0:
-                # ---- the tracker on the sentences that step; the others keep their state (PAD changes nothing).
-                alo, ahi = active_offsets[l], active_offsets[l + 1]
-                active = active_all[alo:ahi]
-                h, c = self.tracker.step(_halves(gather(table, front_all[alo:ahi]), H)[0],
-                                         _halves(gather(table, top_all[alo:ahi]), H)[0],
-                                         _halves(gather(table, below_all[alo:ahi]), H)[0],
-                                         (tf.gather(state[0], active), tf.gather(state[1], active)))
-                state = (tf.tensor_scatter_nd_update(state[0], active[:, None], h),
-                         tf.tensor_scatter_nd_update(state[1], active[:, None], c))
-                tracking = tf.gather(h, reducing_all[lo:hi])  # the h_t just written
-                if head:
-                    # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
-                    logits = logits.write(l, self.tracker.transition_logits(h))
-            # ---- compose the level's nodes, one batched Reduce.
-            composed = tf.concat(self.reduce.compose(_halves(gather(table, left_all[lo:hi]), H),
-                                                     _halves(gather(table, right_all[lo:hi]), H), tracking), axis=-1)
-            # ---- write the level's block into the table: rows no level read before and none writes again.
-            rows = base + tf.range(lo, hi)
-            table = tf.tensor_scatter_nd_update(table, rows[:, None], composed) if dense else table.scatter(rows,
-                                                                                                          composed)
-            return l + 1, table, state, logits
-
-        # ---- the loop over levels: what each runs was decided on the host.
-        # A tf.while_loop: one copy of `level` in the graph, its shapes free to change from level to level.
-        _, table, _, logits = tf.while_loop(lambda l, *_: l < L, level, (tf.constant(0), table, state, logits))
-        encodings = _halves(gather(table, roots), H)[0]  # h of each root, [S, H]
+        H = self.hidden_dim
+        base = S * N + 1  # the table row of the first level's first node
+        table, state = self._start(leaves, base + tf.shape(levels["left"])[0])
+        table, _, logits = self._loop(table, state, levels, base, head)
+        encodings = _read(table, levels["roots"])[:, :H]  # h of each root, [S, H]
         if not head:
             return encodings
-        steps = tf.repeat(tf.range(L), active_offsets[1:] - active_offsets[:-1])
-        per_level = tf.scatter_nd(tf.stack([active_all, steps], axis=-1), logits.concat(), [S + 1, L, 2])
-        return encodings, per_level[:S]
+        return encodings, _head_logits(logits, levels, S)
+
+    def _start(self, leaves: tf.Tensor, rows):
+        """The loop's state at its start: the node table of ``rows`` rows
+        <float>[rows, 2H], the leaves <float>[S, N, 2H] in its first S * N and
+        zeros after them, in the ``layout``'s container (a TensorArray of rows,
+        or a dense tensor); the tracker's (h_t, c_t) <float>[S + 1, D] each,
+        zeros (row S: padding's)."""
+        shape = tf.shape(leaves)
+        S, N, width = shape[0], shape[1], leaves.shape[-1]
+        leaf_rows = tf.reshape(leaves, [S * N, width])
+        if self.layout == "dense":
+            table = tf.concat([leaf_rows, tf.zeros([rows - S * N, width], leaves.dtype)], axis=0)
+        else:  # the leaves and the zero row; every other row is written before a level reads it
+            table = tf.TensorArray(leaves.dtype, size=rows, element_shape=[width], clear_after_read=False)
+            table = _write(table, 0, tf.concat([leaf_rows, tf.zeros([1, width], leaves.dtype)], axis=0))
+        return table, (tf.zeros([S + 1, self.tracker_dim], leaves.dtype),) * 2
+
+    def _loop(self, table, state, levels: dict, base, head: bool):
+        """The loop over the levels: (table, state) -> (table, state, the head's
+        logits of every tracker row <float>[Q, 2] with ``head``, else None).
+        A tf.while_loop: one copy of ``_level`` in the graph, its shapes free to change from level to level."""
+        logits = (tf.TensorArray(table.dtype, size=levels["n_levels"], element_shape=[None, 2], infer_shape=False)
+                  if head else ())
+
+        def body(l, table, state, logits):  # the while loop's body takes and returns its loop variables
+            table, state, level_logits = self._level(table, state, levels, l, base, head)
+            return l + 1, table, state, logits.write(l, level_logits) if head else logits
+
+        _, table, state, logits = tf.while_loop(lambda l, *_: l < levels["n_levels"], body,
+                                                (tf.constant(0), table, state, logits))
+        return table, state, logits.concat() if head else None
+
+    def _level(self, table, state, levels: dict, l, base, head: bool):
+        """Level l: read the rows it needs from ``table``, run the cells, write
+        its block into ``table`` -> (table, state, the head's logits of its
+        tracker rows <float>[A, 2] with ``head``, else None)."""
+        H = self.hidden_dim
+        offset, width, parser, children, active, reducing = _slices(levels, l)
+        tracking = logits = None
+        if self.tracker is not None:
+            # ---- the tracker on the sentences that step; the others keep their state (PAD changes nothing).
+            state, h = self._track(table, state, parser, active)
+            tracking = tf.gather(h, reducing)  # the h_t just written
+            if head:
+                # ---- the transition head reads the state this step's tracker update just wrote (docs/spec.md §7).
+                logits = self.tracker.transition_logits(h)
+        # ---- read the children of the level's nodes and compose them, one batched Reduce.
+        left, right = tf.split(_read(table, children), [width, width])
+        composed = self._compose((left[:, :H], left[:, H:]), (right[:, :H], right[:, H:]), tracking)
+        # ---- write the level's block into the table: rows no level read before.
+        return _write(table, base + offset, composed), state, logits
+
+    def _track(self, table, state, parser: tf.Tensor, active: tf.Tensor):
+        """The tracker on the sentences ``active`` <int32>[A] that step, reading
+        their buffer front, stack top and the item below it (table rows
+        ``parser`` <int32>[3A]) -> (the state with their rows updated, their
+        new h_t <float>[A, D])."""
+        A = tf.shape(active)[0]
+        front, top, below = tf.split(_read(table, parser)[:, :self.hidden_dim], [A, A, A])
+        h, c = self.tracker.step(front, top, below, (tf.gather(state[0], active),
+                                                     tf.gather(state[1], active)))
+        return (tf.tensor_scatter_nd_update(state[0], active[:, None], h),
+                tf.tensor_scatter_nd_update(state[1], active[:, None], c)), h
+
+    def _compose(self, left, right, tracking):
+        """Reduce on the level's nodes: left and right (h, c) <float>[W, H] each,
+        tracking <float>[W, D] or None -> their [h; c] <float>[W, 2H]."""
+        return tf.concat(self.reduce.compose(left, right, tracking), axis=-1)
 
 
 class LevelClassifier(SNLIClassifier):
@@ -207,23 +232,44 @@ class LevelClassifier(SNLIClassifier):
         return parses, self.classify(parses.encodings[:B], parses.encodings[B:])
 
 
-def host_schedule(batch, tracker: bool) -> tuple[tuple[np.ndarray, ...], dict]:
-    """A batch's ten schedule arrays (BatchArrays.levels: of its premises and
-    hypotheses, ragged: every size ``None`` in the signature, so the loop runs
-    the batch's own levels, each its own width), and what they compute: ``levels``,
-    ``level_padding_pct`` (0: nothing is padded), ``reduce_rows`` and
-    ``tracker_rows`` (the rows each cell computes)."""
-    transitions = sentences_transitions(batch)
-    levels, sched = ragged_arrays(transitions, np.shape(batch.premise_tokens)[1], tracker)
-    return _level_arrays(levels), {"levels": sched.n_levels, "level_padding_pct": 0.0,
-                                   "reduce_rows": len(levels["left"]), "tracker_rows": len(levels["active"])}
+def host_schedule(batch, tracker: bool) -> tuple[dict[str, np.ndarray], dict, dict[str, float]]:
+    """A batch's schedule (BatchArrays.levels) as this module's loop takes it, what the loop computes over it and
+    the host's seconds making it: shared.levels.batch_schedule, padded as PADDING says."""
+    return batch_schedule(batch, tracker, PADDING)
 
 
-def _halves(item, H: int):
-    """Items <float>[K, 2H] -> their h and c, <float>[K, H] each."""
-    return item[:, :H], item[:, H:]
+def _slices(levels: dict, l):
+    """Level l's part of the schedule: (its first node's offset, its Reduce
+    rows W, the table rows of its tracker rows' buffer front, stack top and
+    item below <int32>[3A], those of its nodes' left and right children
+    <int32>[2W], its tracker rows' sentences <int32>[A], its nodes' tracker
+    rows <int32>[W])."""
+    offset, width = levels["offsets"][l], levels["widths"][l]
+    start, stop = levels["active_offsets"][l], levels["active_offsets"][l + 1]
+    parser = levels["parser"][3 * start:3 * stop]
+    children = tf.concat([levels[k][offset:offset + width] for k in ("left", "right")], axis=0)
+    return offset, width, parser, children, levels["active"][start:stop], levels["reducing"][offset:offset + width]
 
 
-def _level_arrays(arrays: dict) -> tuple[np.ndarray, ...]:
-    """shared.levels.ragged_arrays' dict -> its ten arrays in RAGGED_ARRAYS' order."""
-    return tuple(np.asarray(arrays[k], np.int32) for k in RAGGED_ARRAYS)
+def _head_logits(logits: tf.Tensor, levels: dict, S) -> tf.Tensor:
+    """The head's logits of every tracker row <float>[Q, 2] -> <float>[S, L, 2]:
+    at level (= step) l of each sentence that steps, zeros elsewhere."""
+    counts = levels["active_offsets"][1:] - levels["active_offsets"][:-1]
+    steps = tf.repeat(tf.range(tf.shape(counts)[0]), counts)
+    per_level = tf.scatter_nd(tf.stack([levels["active"], steps], axis=-1), logits, [S + 1, tf.shape(counts)[0], 2])
+    return per_level[:S]  # row S: padding's
+
+
+def _read(table, rows: tf.Tensor) -> tf.Tensor:
+    """The table's rows <int32>[K] -> <float>[K, 2H]. A TensorArray's gather
+    sets, not adds, the gradient of a row it reads twice: a read reads each row once."""
+    return table.gather(rows) if isinstance(table, tf.TensorArray) else tf.gather(table, rows)
+
+
+def _write(table, row, block: tf.Tensor):
+    """``block`` <float>[K, 2H] into the table's rows from ``row`` on -> the table."""
+    rows = row + tf.range(tf.shape(block)[0])
+    if isinstance(table, tf.TensorArray):
+        return table.scatter(rows, block)
+    return tf.tensor_scatter_nd_update(table, rows[:, None], block)
+

@@ -46,7 +46,6 @@ replica's forward and backward pass (a ``jit_compile`` function inside
 from __future__ import annotations
 
 import importlib
-import time
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -136,7 +135,7 @@ class Runner(RunnerBase):
             self.strategy = replica_devices(device, self.replicas)
         self.xla = bool(xla)
         self.layout = layout
-        # The programs' batch: the five arrays, and with the level schedule its ten.
+        # The programs' batch: the five arrays, and with the level schedule its arrays (levels.LEVELS).
         self._signature = BATCH._replace(levels=self._family.LEVELS) if algorithm == "levels" else BATCH
         # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).
         self.reads_decisions_on_host = algorithm == "lists"
@@ -180,17 +179,15 @@ class Runner(RunnerBase):
 
     def _batch(self, batch: PairBatch) -> BatchArrays:
         """The batch as the programs take it: its five arrays as tensors on the
-        device, and with the level schedule its ten arrays (levels.py's
+        device, and with the level schedule its arrays (levels.py's
         host_schedule, made on the host)."""
         arrays = batch.arrays()
         if self.algorithm == "levels":
-            start = time.perf_counter()
-            levels, self.last_graph = self._family.host_schedule(batch, tracker=self.config.tracker_dim > 0)
-            self.last_phases = {"schedule": time.perf_counter() - start}
+            levels, self.last_graph, self.last_phases = self._family.host_schedule(batch, self.config.tracker_dim > 0)
             arrays = arrays._replace(levels=levels)
         with tf.device(self.device):
             return BatchArrays(*(tf.constant(a) for a in arrays[:5]),
-                               levels=tuple(tf.constant(a) for a in arrays.levels))
+                               levels=tf.nest.map_structure(tf.constant, arrays.levels))
 
     def _tensors(self, *arrays) -> list[tf.Tensor]:
         with tf.device(self.device):

@@ -2,35 +2,93 @@
 
 The node table holds the leaves first (row ``s * N + i`` is word i of sentence
 s), then a zero row (row ``S * N``: what an absent stack item or an empty
-buffer reads), then one contiguous block per level of computed nodes. A level
-gathers its children's rows, runs one batched Reduce, and appends its block.
-Widths are rounded up to a few sizes so the compiled shapes stay few; padding
-rows read the zero row and are never read back.
+buffer reads), then the nodes the levels compute, one block per level, packed:
+level l's nodes at rows ``S * N + 1 + offsets[l]`` on. A level reads its
+rows from the table (its children, and with the tracker the buffer front,
+stack top and item below the top of each sentence that steps), runs the
+tracker on those sentences, one batched Reduce on its nodes, and writes its
+block.
 
 Without the tracker a level is a tree height (a batch takes as many levels as
 its tallest tree). With the tracker a level is a transition step: the tracker
 runs on the sentences still active, Reduce only on the sentences that reduce.
 
-What the runners feed their programs: :func:`class_arrays` (with the
-tracker: every step packed, its Reduce width one of a few classes chosen
-inside the program: a JAX scan with a switch), :func:`doubling_runs`
-(without the tracker: runs of 1, 2, 4, ... levels, each its own width: a
-JAX scan per run) and :func:`ragged_arrays` (each level exactly its own
-width: a tf.while_loop, whose shapes may change per level).
-:func:`program_arrays`, one width for every level, is the simplest form;
-no runner uses it (at H=300 it padded 77% of the Reduce rows with the
-tracker, 85% without).
+One format for every framework, :func:`level_arrays` (LEVEL_ARRAYS, int32):
+
+    left, right   the table rows of each node's children, level after level
+    reducing      per node, its sentence's position among its level's tracker rows
+    offsets       [L + 1]: level l's nodes are left[offsets[l]:offsets[l + 1]]
+    widths        [L]: the Reduce rows level l computes, from offsets[l] on
+    active        per tracker row, the sentence that steps (row S of the
+                  tracker's state: a spare that padding steps)
+    active_offsets      [L + 1]: level l's tracker rows are active_offsets[l]:active_offsets[l + 1]
+    parser        the table rows the tracker reads, three per tracker row:
+                  level l's are parser[3 * active_offsets[l]:3 * active_offsets[l + 1]],
+                  the buffer front of each of its rows, then the stack top
+                  of each, then the item below the top of each
+    n_levels      [] the levels the batch has: a loop runs levels 0 .. n_levels - 1
+    roots         [S] the table row of each sentence's root
+
+Without the tracker the tracker's arrays are empty, ``active_offsets`` zeros
+and ``reducing`` zeros. What differs between frameworks is the padding
+(PADDINGS), which only changes the values and lengths, never the meaning:
+
+* ``"exact"``: nothing padded: each level exactly as wide as its nodes and
+  its stepping sentences (``widths`` = the offsets' steps). A loop whose
+  shapes may change per level runs it: PyTorch's eager ``for``, TensorFlow's
+  ``tf.while_loop``.
+* ``"static"`` (:func:`_pad_static`): what a compiled loop of fixed shapes
+  needs (JAX's ``lax.scan``): with the tracker every level's tracker rows
+  padded to A = S; a level's nodes read in a window of W rows, the smallest
+  class of its ladder >= S (the most a step can reduce), a wider
+  level (a tree height can hold more) split into sub-levels of W nodes; each
+  level's Reduce width rounded up to a class (PER_OCTAVE; the loop picks the
+  class's branch at run time); the level count rounded up to a class too,
+  T at most; the node count padded to S * (T - 1) // 2, the most a batch
+  can hold, and a tail of W rows after it, so that every window stays inside
+  the arrays. So the shapes are (S, T)'s but for the level count
+  (:func:`static_shape` reads them back). Padding rows read the zero row and
+  step the spare row S; a padded node's rows spill into the next levels'
+  blocks, which those levels write afterwards, or into the tail.
+
+docs/spec.md §6, "Decision: one level schedule", says which framework pads
+what and why. Measured on the benchmark's batches of 128 pairs (the embedded
+sample, H=300, D=64 or no tracker; the FLOPs over the sample's 9 batches,
+bench.benchmark.limit; the times over a batch of N=16 and one of N=32, 5 to 7
+interleaved rounds in one process, medians of the rounds' ratios, on a 2-core
+machine shared with other work, so read them as rough):
+
+* FLOPs computed over the useful ones: exact 1.06 with the tracker and 1.09
+  without; static 1.18 and 1.17 (JAX's padding before this format, width
+  classes doubling and doubling runs of levels: 1.29 and 1.66; with two
+  classes per doubling without the tracker too, 1.13; with four, 1.14 and
+  1.12). At batch 1: exact 1.04 and 1.07, static the same (JAX's before: 4.2
+  and 3.3).
+* PyTorch and TensorFlow consuming the static form instead of the exact one:
+  encode 1.11x and 1.16x the time (PyTorch, with and without the tracker),
+  1.14x and 1.10x (TensorFlow); a training step 1.13x and 1.11x, 1.07x and
+  1.10x. So they take it exact.
+* JAX against its design before: encode 0.86x and 0.82x the time, a training
+  step 1.12x and 1.35x. A finer ladder costs the gradient: four classes per
+  doubling made the tracker's training step 1.64x, two without the tracker
+  1.59x (with the levels padded to T instead of a class, 2.2x; without the
+  split into sub-levels, each level's window as wide as the widest, 7.1x).
+  At batch 1, where a level's fixed costs dominate, the switch makes the
+  Tree-LSTM's training step 3.7x as long as the doubling runs' (bench run
+  --model treelstm on a quiet machine: 0.51x PyTorch's speed, was 1.60x), a
+  cost SPINN's levels paid already (0.41x before, 0.37x after); inference at
+  batch 1 gained (0.65x the time).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from shared.batching import sentences_transitions
 from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
-
-DEFAULT_WIDTHS = (8, 16, 32, 64, 128, 256, 512)
 
 # What a level schedule cannot do, made on the host before the program runs, from gold transitions: the
 # reasons every runner of the levels algorithm gives (shared.runner.Runner sets its ``unsupported``).
@@ -38,35 +96,39 @@ _ON_HOST = "the level schedule is made on the host from gold transitions; a {} p
 LEVELS_UNSUPPORTED = {"predicted parse": _ON_HOST.format("decided"), "sampled parse": _ON_HOST.format("sampled"),
                       "reinforce": "REINFORCE follows sampled parses, which the host cannot schedule ahead"}
 
-
-def round_width(n: int, widths=DEFAULT_WIDTHS) -> int:
-    """The smallest width >= n, or n rounded up to a multiple of the largest."""
-    for w in widths:
-        if n <= w:
-            return int(w)
-    last = int(widths[-1])
-    return -(-n // last) * last
+PADDINGS = ("exact", "static")
+LEVEL_ARRAYS = ("left", "right", "reducing", "offsets", "widths", "active", "active_offsets", "parser", "n_levels",
+                "roots")
+# Reduce's width classes per doubling, with the tracker and without it (docs/spec.md §6, "Decision: one level
+# schedule", says why: a finer ladder pads less, and costs a compiled program more branches, each of whose
+# residuals the gradient keeps at every level). Without the tracker most of a batch's nodes are in levels that
+# fill their window (a wide level runs as full sub-levels), so the coarser ladder pads little.
+PER_OCTAVE = {True: 2, False: 1}
 
 
 @dataclass(frozen=True, eq=False)
 class Level:
-    """One level: Reduce on ``width`` rows whose block starts at ``offset``."""
+    """One level: Reduce on its nodes, whose block starts at table row ``offset``."""
 
     offset: int
-    left: np.ndarray  # <int32>[width] table rows of the left children
-    right: np.ndarray  # <int32>[width]
-    used: int  # rows that are real nodes (the rest is padding)
+    left: np.ndarray  # <int32>[nodes] table rows of the left children
+    right: np.ndarray  # <int32>[nodes]
     # tracker levels only (None without the tracker):
-    active: np.ndarray | None = None  # <int32>[tracker width] sentences that step
-    active_used: int = 0
-    stack_top: np.ndarray | None = None  # <int32>[tracker width] table rows
+    active: np.ndarray | None = None  # <int32>[sentences that step]
+    stack_top: np.ndarray | None = None  # <int32>[sentences that step] table rows
     stack_below: np.ndarray | None = None
     buffer_front: np.ndarray | None = None
-    reducing: np.ndarray | None = None  # <int32>[width] positions in ``active`` that reduce
+    reducing: np.ndarray | None = None  # <int32>[nodes] positions in ``active`` that reduce
 
     @property
-    def width(self) -> int:
+    def used(self) -> int:
+        """Its nodes: the rows its Reduce composes."""
         return int(self.left.shape[0])
+
+    @property
+    def active_used(self) -> int:
+        """Its sentences that step: the rows its tracker runs on (0 without the tracker)."""
+        return 0 if self.active is None else int(self.active.shape[0])
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,17 +139,11 @@ class Schedule:
 
     @property
     def n_rows(self) -> int:
-        return self.n_leaves_rows + 1 + sum(level.width for level in self.levels)
+        return self.n_leaves_rows + 1 + sum(level.used for level in self.levels)
 
     @property
     def n_levels(self) -> int:
         return len(self.levels)
-
-    @property
-    def padded_share(self) -> float:
-        """Share of computed Reduce rows that are padding."""
-        total = sum(level.width for level in self.levels)
-        return 0.0 if total == 0 else 1.0 - sum(level.used for level in self.levels) / total
 
 
 def _simulate(transitions: np.ndarray, N: int):
@@ -117,7 +173,7 @@ def _simulate(transitions: np.ndarray, N: int):
     return out
 
 
-def schedule_by_height(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
+def schedule_by_height(transitions, N: int) -> Schedule:
     """No tracker: every node of height h is computed at level h - 1."""
     transitions = np.asarray(transitions)
     S = transitions.shape[0]
@@ -130,23 +186,20 @@ def schedule_by_height(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
     for reduces, height, _ in sims:
         for _, left, right, node in reduces:
             by_level.setdefault(height[node] - 1, []).append((left, right, node))
-    zero = S * N
-    levels, offset = [], zero + 1
+    levels, offset = [], S * N + 1
     for h in range(len(by_level)):
         nodes = by_level[h]
-        width = round_width(len(nodes), widths)
-        left = np.full(width, zero, np.int32)
-        right = np.full(width, zero, np.int32)
-        for k, (l, r, node) in enumerate(nodes):
-            left[k], right[k] = row[l], row[r]
+        left = np.array([row[l] for l, _, _ in nodes], np.int32)
+        right = np.array([row[r] for _, r, _ in nodes], np.int32)
+        for k, (_, _, node) in enumerate(nodes):
             row[node] = offset + k
-        levels.append(Level(offset, left, right, len(nodes)))
-        offset += width
+        levels.append(Level(offset, left, right))
+        offset += len(nodes)
     roots = np.array([row[root] for _, _, root in sims], np.int32)
     return Schedule(S * N, tuple(levels), roots)
 
 
-def schedule_by_step(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
+def schedule_by_step(transitions, N: int) -> Schedule:
     """With the tracker: level t is transition step t. The tracker reads the
     stack top, the item below it and the buffer front (the zero row when absent) of
     every sentence still active; Reduce runs on those that reduce."""
@@ -160,35 +213,27 @@ def schedule_by_step(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
     levels, offset = [], zero + 1
     for t in range(max(last) + 1):
         active = [s for s in range(S) if transitions[s, t] != PAD]  # a PAD step changes nothing
-        aw = round_width(len(active), widths)
-        act = np.full(aw, S, np.int32)  # padding steps a spare tracker row S
-        top = np.full(aw, zero, np.int32)
-        below = np.full(aw, zero, np.int32)
-        front = np.full(aw, zero, np.int32)
-        reducing = []
+        top, below, front, reducing = [], [], [], []
         for k, s in enumerate(active):
             st = stacks[s]
-            act[k] = s
-            top[k] = st[-1] if st else zero
-            below[k] = st[-2] if len(st) > 1 else zero
-            front[k] = s * N + buffers[s] if buffers[s] < n_words[s] else zero
+            top.append(st[-1] if st else zero)
+            below.append(st[-2] if len(st) > 1 else zero)
+            front.append(s * N + buffers[s] if buffers[s] < n_words[s] else zero)
             if transitions[s, t] == REDUCE:
                 reducing.append(k)
-        width = round_width(len(reducing), widths) if reducing else 0
-        left = np.full(width, zero, np.int32)
-        right = np.full(width, zero, np.int32)
-        red = np.full(width, aw - 1 if len(active) < aw else 0, np.int32)
+        left, right = [], []
         for j, k in enumerate(reducing):
             s = active[k]
-            right[j], left[j] = stacks[s].pop(), stacks[s].pop()
-            red[j] = k
+            right.append(stacks[s].pop())
+            left.append(stacks[s].pop())
             stacks[s].append(offset + j)
         for s in active:
             if transitions[s, t] == SHIFT:
                 stacks[s].append(s * N + buffers[s])
                 buffers[s] += 1
-        levels.append(Level(offset, left, right, len(reducing), act, len(active), top, below, front, red))
-        offset += width
+        levels.append(Level(offset, *(np.array(a, np.int32) for a in (left, right, active, top, below, front,
+                                                                     reducing))))
+        offset += len(reducing)
     for s, st in enumerate(stacks):
         if len(st) != 1:
             raise ValueError(f"sentence {s}: ends with {len(st)} items on the stack, not 1")
@@ -196,253 +241,127 @@ def schedule_by_step(transitions, N: int, widths=DEFAULT_WIDTHS) -> Schedule:
     return Schedule(S * N, tuple(levels), roots)
 
 
-def schedule(transitions, N: int, tracker: bool, widths=DEFAULT_WIDTHS) -> Schedule:
-    return (schedule_by_step if tracker else schedule_by_height)(transitions, N, widths)
+def schedule(transitions, N: int, tracker: bool) -> Schedule:
+    """The batch's levels, every level exactly as wide as its nodes: by step with the tracker, by height without."""
+    return (schedule_by_step if tracker else schedule_by_height)(transitions, N)
 
 
-def uniform(sched: Schedule, widths=DEFAULT_WIDTHS) -> dict:
-    """The schedule with every level padded to one width, stacked for a loop
-    over levels (lax.scan, tf.while_loop): arrays [L, W] (and [L, A] for the
-    tracker), level l's block at rows ``base + l * W``."""
-    W = round_width(max([lv.used for lv in sched.levels] + [1]), widths)
-    L, zero = sched.n_levels, sched.n_leaves_rows
-    out = {"base": zero + 1, "width": W,
-           "left": np.full((L, W), zero, np.int32), "right": np.full((L, W), zero, np.int32)}
-    remap = {}  # old table row -> new
-    for l, lv in enumerate(sched.levels):
-        for k in range(lv.width):
-            remap[lv.offset + k] = zero + 1 + l * W + k if k < W else zero
-
-    def fix(rows):
-        return np.array([remap.get(int(r), int(r)) for r in rows], np.int32)
-
-    for l, lv in enumerate(sched.levels):
-        out["left"][l, :lv.used] = fix(lv.left[:lv.used])
-        out["right"][l, :lv.used] = fix(lv.right[:lv.used])
-    if sched.levels and sched.levels[0].active is not None:
-        A = round_width(max(lv.active_used for lv in sched.levels), widths)
-        S = len(sched.roots)
-        for name, fill in (("active", S), ("top", zero), ("below", zero), ("front", zero)):
-            out[name] = np.full((L, A), fill, np.int32)
-        out["reducing"] = np.full((L, W), A - 1, np.int32)
-        for l, lv in enumerate(sched.levels):
-            n = lv.active_used
-            out["active"][l, :n] = lv.active[:n]
-            out["top"][l, :n] = fix(lv.stack_top[:n])
-            out["below"][l, :n] = fix(lv.stack_below[:n])
-            out["front"][l, :n] = fix(lv.buffer_front[:n])
-            out["reducing"][l, :lv.used] = lv.reducing[:lv.used]
-    out["roots"] = fix(sched.roots)
-    out["n_rows"] = zero + 1 + L * W
-    return out
+def width_classes(n: int, per_octave: int = 2) -> tuple[int, ...]:
+    """The widths a statically padded level may take, up to the first >= n: 0, then ``per_octave`` evenly spaced
+    integer widths in each doubling (1, 2, 3, 4, 6, 8, 12, 16, 24, ... for 2; 1, 2, 4, 8, ... for 1)."""
+    out, low = [0], 1
+    while out[-1] < n:
+        for j in range(per_octave):
+            width = low + j * low // per_octave
+            if width > out[-1]:
+                out.append(width)
+            if out[-1] >= n:
+                break
+        low *= 2
+    return tuple(out)
 
 
-def segments(sched: Schedule) -> list[dict]:
-    """The schedule as runs of consecutive levels of one width (and one
-    tracker width), each stacked for its own loop: a run's level l writes rows
-    ``base + l * width``. Fewer padded rows than :func:`uniform`, at the cost
-    of one loop per run; the table layout is the schedule's own."""
-    runs: list[list[Level]] = []
-    for lv in sched.levels:
-        key = (lv.width, 0 if lv.active is None else len(lv.active))
-        if runs and (runs[-1][0].width, 0 if runs[-1][0].active is None else len(runs[-1][0].active)) == key:
-            runs[-1].append(lv)
-        else:
-            runs.append([lv])
-    out = []
-    for run in runs:
-        seg = {"base": run[0].offset, "width": run[0].width,
-               "left": np.stack([lv.left for lv in run]), "right": np.stack([lv.right for lv in run])}
-        if run[0].active is not None:
-            seg.update(active=np.stack([lv.active for lv in run]), top=np.stack([lv.stack_top for lv in run]),
-                       below=np.stack([lv.stack_below for lv in run]),
-                       front=np.stack([lv.buffer_front for lv in run]),
-                       reducing=np.stack([lv.reducing for lv in run]))
-        out.append(seg)
-    return out
-
-
-LEVEL_MULTIPLE = 4  # a program's level count is the batch's, rounded up to a multiple of this
-PROGRAM_ARRAYS = ("left", "right", "active", "top", "below", "front", "reducing", "roots")
-
-
-def program_arrays(transitions, N: int, tracker: bool, level_multiple: int = LEVEL_MULTIPLE,
-                   widths=DEFAULT_WIDTHS, n_levels: int | None = None) -> tuple[dict[str, np.ndarray], Schedule]:
-    """What a compiled level loop takes for sentences ``transitions`` <int>[S, T]
-    (gold, checked): :func:`uniform`'s int32 arrays alone (no Python ints: the
-    table's layout follows from their shapes, ``base = S * N + 1``, level l's
-    block at ``base + l * W``), the level count padded to ``n_levels`` if
-    given (with the tracker, T: levels are steps), else rounded up to a
-    multiple of ``level_multiple``, so that a batch shape meets few program
-    shapes. Added levels read the zero row, step the spare tracker row S and
-    write rows no root reads. Returns (arrays, the schedule), the schedule
-    for its ``n_levels`` and ``padded_share``.
-
-    Arrays: left, right, reducing <int32>[L, W]; roots <int32>[S]; with the
-    tracker also active, top, below, front <int32>[L, A]."""
-    sched = schedule(transitions, N, tracker, widths)
-    u = uniform(sched, widths)
-    L = sched.n_levels
-    Lp = max(level_multiple, -(-L // level_multiple) * level_multiple) if n_levels is None else n_levels
-    if Lp < L:
-        raise ValueError(f"the schedule has {L} levels, more than n_levels={n_levels}")
-    S, zero = len(sched.roots), sched.n_leaves_rows
-    out = {}
-    for name in PROGRAM_ARRAYS:
-        if name not in u:
-            continue
-        a = u[name]
-        if name != "roots":
-            fill = {"active": S, "reducing": (u["active"].shape[1] - 1) if tracker else 0}.get(name, zero)
-            a = np.concatenate([a, np.full((Lp - L,) + a.shape[1:], fill, np.int32)])
-        out[name] = np.ascontiguousarray(a, np.int32)
-    if not tracker:
-        out.pop("reducing", None)
-    return out, sched
-
-
-def program_padding(sched: Schedule, computed: int) -> float:
-    """Share of the ``computed`` Reduce rows of a program running ``sched`` that are padding."""
-    return 0.0 if computed == 0 else 1.0 - sum(lv.used for lv in sched.levels) / computed
-
-
-def doubling_runs(transitions, N: int, widths=DEFAULT_WIDTHS) -> tuple[list[dict[str, np.ndarray]], Schedule]:
-    """The schedule without the tracker as runs of 1, 2, 4, 8, ... levels, each
-    run padded to the width of its widest level: a tree's levels narrow fast
-    (level 0 holds most nodes), so each run pads little, and since the run
-    lengths are fixed only the widths (from ``widths``) and the number of runs
-    (the tallest tree's height, log2) shape the program. The last run is
-    padded to its full length with levels that read the zero row. Layout: the
-    leaves, the zero row, then run r's level j at ``base_r + j * W_r``, the
-    runs one after another. Returns ([{"left", "right"} <int32>[L_r, W_r] per
-    run, then {"roots"} <int32>[S] as the last entry], the schedule)."""
-    sched = schedule_by_height(transitions, N, widths)
-    zero = sched.n_leaves_rows
-    spans, start, length = [], 0, 1
-    while start < max(sched.n_levels, 1):
-        spans.append((start, length))
-        start, length = start + length, 2 * length
-    remap, base, shapes = {}, zero + 1, []
-    for start, length in spans:
-        run = sched.levels[start:start + length]
-        W = round_width(max([lv.used for lv in run] + [1]), widths)
-        for j, lv in enumerate(run):
-            for k in range(lv.used):
-                remap[lv.offset + k] = base + j * W + k
-        shapes.append((start, length, W))
-        base += length * W
-    runs = []
-    for start, length, W in shapes:
-        run = {"left": np.full((length, W), zero, np.int32), "right": np.full((length, W), zero, np.int32)}
-        for j, lv in enumerate(sched.levels[start:start + length]):
-            run["left"][j, :lv.used] = [remap.get(int(r), int(r)) for r in lv.left[:lv.used]]
-            run["right"][j, :lv.used] = [remap.get(int(r), int(r)) for r in lv.right[:lv.used]]
-        runs.append(run)
-    runs.append({"roots": np.array([remap.get(int(r), int(r)) for r in sched.roots], np.int32)})
-    return runs, sched
-
-
-RAGGED_ARRAYS = ("left", "right", "offsets", "active", "top", "below", "front", "reducing", "active_offsets",
-                 "roots")
-
-
-def ragged_arrays(transitions, N: int, tracker: bool) -> tuple[dict[str, np.ndarray], Schedule]:
-    """The schedule with no padding at all, for a loop whose shapes may change
-    from level to level (a tf.while_loop): every level exactly as wide as
-    its nodes, the levels' index arrays concatenated. Layout: the leaves, the
-    zero row, then level l's block at ``S * N + 1 + offsets[l]``.
-
-    Arrays (int32): left, right, reducing [R] (R nodes; level l's are
-    ``offsets[l]:offsets[l + 1]``), offsets [L + 1], roots [S]; with the
-    tracker active, top, below, front [Q] (level l's sentences
-    ``active_offsets[l]:active_offsets[l + 1]``; ``reducing`` indexes them
-    within the level) and active_offsets [L + 1]; without it those are empty
-    and active_offsets zeros."""
-    sched = schedule(transitions, N, tracker, widths=(1,))
-    levels, base = sched.levels, sched.n_leaves_rows + 1
-
-    def cat(parts):
-        return np.ascontiguousarray(np.concatenate([np.asarray(p, np.int32) for p in parts] or
-                                                   [np.zeros(0, np.int32)]), np.int32)
-
-    def bounds(sizes):
-        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
-
-    out = {"left": cat([lv.left[:lv.used] for lv in levels]), "right": cat([lv.right[:lv.used] for lv in levels]),
-           "offsets": bounds([lv.used for lv in levels]), "roots": np.asarray(sched.roots, np.int32)}
-    assert all(lv.offset - base == o for lv, o in zip(levels, out["offsets"]))  # the schedule is packed already
-    if tracker:
-        out.update(active=cat([lv.active[:lv.active_used] for lv in levels]),
-                   top=cat([lv.stack_top[:lv.active_used] for lv in levels]),
-                   below=cat([lv.stack_below[:lv.active_used] for lv in levels]),
-                   front=cat([lv.buffer_front[:lv.active_used] for lv in levels]),
-                   reducing=cat([lv.reducing[:lv.used] for lv in levels]),
-                   active_offsets=bounds([lv.active_used for lv in levels]))
-    else:
-        empty = np.zeros(0, np.int32)
-        out.update(active=empty, top=empty, below=empty, front=empty, reducing=np.zeros(len(out["left"]), np.int32),
-                   active_offsets=np.zeros(len(levels) + 1, np.int32))
-    return {k: out[k] for k in RAGGED_ARRAYS}, sched
-
-
-CLASS_LADDER = (0, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)  # doubling: at most half a level padding
-
-
-def width_classes(S: int) -> tuple[int, ...]:
-    """The Reduce widths a step of S sentences may take (a step reduces at most
-    one node per sentence): CLASS_LADDER up to the first width >= S."""
-    out = []
-    for w in CLASS_LADDER:
-        out.append(w)
-        if w >= S:
-            return tuple(out)
-    return tuple(out[:-1]) + (round_width(S, CLASS_LADDER[1:]),)
-
-
-def class_arrays(transitions, N: int, n_levels: int | None = None,
-                 n_nodes: int | None = None) -> tuple[dict[str, np.ndarray], Schedule]:
-    """The tracker's schedule (levels are steps) for a loop of fixed shapes
-    whose Reduce width is chosen per level from :func:`width_classes` (a
-    lax.switch): each level's nodes packed exactly (level l's block at
-    ``S * N + 1 + offsets[l]``), its Reduce run on the smallest class width
-    that holds them. A level's rows past its own spill into the next
-    levels' blocks, which those levels write afterwards, or into a tail of
-    max-class rows: the table has ``S * N + 1 + R + max(classes)`` rows.
-    ``n_levels`` (T) pads the level count with empty levels, ``n_nodes``
-    (S * (N - 1), the most a batch can have) the node count R, so that the
-    shapes depend on (S, N, T) and A alone.
-
-    Arrays (int32): left, right, reducing [R + max(classes)] (flat; reducing
-    indexes the level's tracker rows), offsets, cls [L]; active, top, below,
-    front [L, A] (A from DEFAULT_WIDTHS, padding steps the spare row S);
-    roots [S]."""
+def level_arrays(transitions, N: int, tracker: bool, padding: str = "exact") -> tuple[dict[str, np.ndarray], Schedule]:
+    """The schedule of sentences ``transitions`` <int>[S, T] (gold, checked) with N token slots each, as the
+    level loops take it: LEVEL_ARRAYS (the module's docstring), padded as ``padding`` says (PADDINGS). Returns
+    (the arrays, the exact schedule)."""
+    if padding not in PADDINGS:
+        raise ValueError(f"unknown padding {padding!r}; choose from {PADDINGS}")
     transitions = np.asarray(transitions)
-    S = transitions.shape[0]
-    sched = schedule_by_step(transitions, N, widths=(1,))
-    classes = width_classes(S)
-    zero, base = sched.n_leaves_rows, sched.n_leaves_rows + 1
-    L = sched.n_levels if n_levels is None else n_levels
-    if L < sched.n_levels:
-        raise ValueError(f"the schedule has {sched.n_levels} levels, more than n_levels={n_levels}")
-    A = round_width(max(lv.active_used for lv in sched.levels))
-    R = sum(lv.used for lv in sched.levels)
-    if n_nodes is not None:
-        if n_nodes < R:
-            raise ValueError(f"the schedule has {R} nodes, more than n_nodes={n_nodes}")
-        R = n_nodes
-    tail = classes[-1]
-    out = {"left": np.full(R + tail, zero, np.int32), "right": np.full(R + tail, zero, np.int32),
-           "reducing": np.zeros(R + tail, np.int32), "offsets": np.full(L, R, np.int32),
-           "cls": np.zeros(L, np.int32)}
-    for name, fill in (("active", S), ("top", zero), ("below", zero), ("front", zero)):
-        out[name] = np.full((L, A), fill, np.int32)
-    for l, lv in enumerate(sched.levels):
-        o, n, m = lv.offset - base, lv.used, lv.active_used
-        out["left"][o:o + n], out["right"][o:o + n], out["reducing"][o:o + n] = (lv.left[:n], lv.right[:n],
-                                                                                 lv.reducing[:n])
-        out["offsets"][l] = o
-        out["cls"][l] = next(k for k, w in enumerate(classes) if w >= n)
-        out["active"][l, :m], out["top"][l, :m] = lv.active[:m], lv.stack_top[:m]
-        out["below"][l, :m], out["front"][l, :m] = lv.stack_below[:m], lv.buffer_front[:m]
-    out["roots"] = np.asarray(sched.roots, np.int32)
-    return out, sched
+    sched = schedule(transitions, N, tracker)
+    levels = sched.levels
+
+    def cat(parts) -> np.ndarray:
+        return np.concatenate([np.zeros(0, np.int32)] + [np.asarray(p, np.int32) for p in parts])
+
+    def bounds(sizes) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int32)
+
+    used = [lv.used for lv in levels]
+    out = {"left": cat(lv.left for lv in levels), "right": cat(lv.right for lv in levels),
+           "reducing": cat(lv.reducing for lv in levels) if tracker else np.zeros(sum(used), np.int32),
+           "offsets": bounds(used), "widths": np.array(used, np.int32),
+           "active": cat(lv.active for lv in levels if tracker),
+           "parser": cat(part for lv in levels if tracker for part in (lv.buffer_front, lv.stack_top, lv.stack_below)),
+           "active_offsets": bounds([lv.active_used for lv in levels]), "n_levels": np.array(len(levels), np.int32),
+           "roots": np.asarray(sched.roots, np.int32)}
+    if padding == "static":
+        out = _pad_static(out, sched.n_leaves_rows, transitions.shape[1])
+    return {name: out[name] for name in LEVEL_ARRAYS}, sched
+
+
+def _pad_static(arrays: dict[str, np.ndarray], zero: int, T: int) -> dict[str, np.ndarray]:
+    """The exact arrays padded as a compiled loop of fixed shapes needs them (``"static"``, the module's
+    docstring); ``zero`` is the zero row (S * N) and T the transitions' steps."""
+    S, R = len(arrays["roots"]), int(arrays["offsets"][-1])
+    tracker = len(arrays["active"]) > 0
+    per_octave = PER_OCTAVE[tracker]
+    W = width_classes(S, per_octave)[-1]  # the window: a step reduces at most one node per sentence
+    A = S if tracker else 0  # every sentence steps at step 0
+    # A level wider than the window (a tree height may hold more than S nodes) runs as sub-levels of W nodes, in
+    # order: their children are all in earlier levels. A sentence's n - 1 nodes take 2n - 1 <= T steps, so there
+    # are at most S * (T - 1) // 2 nodes, and at most R / W + (T - 1) / 2 < T levels and sub-levels.
+    parts = [(int(start) + k, min(W, int(n) - k)) for start, n in zip(arrays["offsets"], arrays["widths"])
+             for k in range(0, max(int(n), 1), W)]
+    L, nodes = len(parts), S * ((T - 1) // 2)
+    levels = min(T, width_classes(L)[-1])  # the level count rounded up to a class: few shapes, few padding levels
+
+    def pad(a, size: int, fill: int) -> np.ndarray:
+        return np.concatenate([np.asarray(a, np.int32), np.full(size - len(a), fill, np.int32)])
+
+    out = {"left": pad(arrays["left"], nodes + W, zero), "right": pad(arrays["right"], nodes + W, zero),
+           "reducing": pad(arrays["reducing"], nodes + W, 0), "offsets": pad([p for p, _ in parts], levels + 1, R),
+           "widths": pad([width_classes(n, per_octave)[-1] for _, n in parts], levels, 0),
+           "active_offsets": np.arange(levels + 1, dtype=np.int32) * A, "n_levels": np.array(L, np.int32),
+           "roots": arrays["roots"]}
+    # Level l's tracker rows first, padding after them (with the tracker no level is split: its levels are the parts).
+    counts = np.diff(arrays["active_offsets"])
+    active = np.full((levels, A), S, np.int32)
+    active[:len(counts)][np.arange(A) < counts[:, None]] = arrays["active"]
+    parser = np.full((levels, 3, A), zero, np.int32)
+    for l, (start, stop) in enumerate(zip(arrays["active_offsets"][:-1], arrays["active_offsets"][1:])):
+        parser[l, :, :stop - start] = arrays["parser"][3 * start:3 * stop].reshape(3, stop - start)
+    return {**out, "active": active.reshape(-1), "parser": parser.reshape(-1)}
+
+
+def static_shape(arrays: dict) -> tuple[int, int, int]:
+    """(L, A, W) of a statically padded schedule, from its arrays' shapes alone: its levels, the tracker rows of
+    each and the Reduce rows of the window each reads; what it adds to a compiled program's shape (S, N, T)."""
+    L, S = arrays["widths"].shape[0], arrays["roots"].shape[0]
+    A = arrays["active"].shape[0] // max(L, 1)  # S with the tracker, else 0
+    return L, A, width_classes(S, PER_OCTAVE[A > 0])[-1]
+
+
+def _rows(arrays: dict) -> list[tuple[int, int]]:
+    """Per level the loop runs, in order: (the tracker's rows, Reduce's rows), padding included."""
+    n = int(arrays["n_levels"])
+    return list(zip(np.diff(arrays["active_offsets"])[:n].tolist(), arrays["widths"][:n].tolist()))
+
+
+def level_rows(transitions, N: int, tracker: bool, padding: str) -> list[tuple[int, int]]:
+    """The rows each level's products run on, padding included, for sentences ``transitions`` <int>[S, T] with N
+    token slots, the tracker running or not, padded as ``padding`` (a framework's levels.PADDING): per level, in
+    the order the loop runs them, (tracker rows, Reduce rows). A level past the batch's own (static padding's)
+    runs nothing, so it is not listed."""
+    return _rows(level_arrays(transitions, N, tracker, padding)[0])
+
+
+def level_graph(arrays: dict) -> dict[str, float]:
+    """What a level loop over ``arrays`` computes, as a runner's ``last_graph`` says it: ``levels`` (those it
+    runs), ``level_padding_pct`` (the percentage of its Reduce rows that are padding), ``reduce_rows`` and
+    ``tracker_rows`` (the rows each cell computes, padding included)."""
+    rows = _rows(arrays)
+    reduce_rows = sum(r for _, r in rows)
+    nodes = int(arrays["offsets"][int(arrays["n_levels"])])
+    return {"levels": len(rows), "level_padding_pct": 100.0 * (1 - nodes / reduce_rows) if reduce_rows else 0.0,
+            "reduce_rows": reduce_rows, "tracker_rows": sum(t for t, _ in rows)}
+
+
+def batch_schedule(batch, tracker: bool, padding: str) -> tuple[dict[str, np.ndarray], dict, dict[str, float]]:
+    """A pair batch's schedule, of its premises then its hypotheses, as :func:`level_arrays` makes it padded as
+    ``padding`` says; what a loop over it computes (:func:`level_graph`: a runner's ``last_graph``); and the
+    seconds the host took to make them (``{"schedule": seconds}``: a runner's ``last_phases``)."""
+    start = time.perf_counter()
+    levels, _ = level_arrays(sentences_transitions(batch), np.shape(batch.premise_tokens)[1], tracker, padding)
+    graph = level_graph(levels)
+    return levels, graph, {"schedule": time.perf_counter() - start}

@@ -373,7 +373,7 @@ def test_every_family_makes_the_tree_convert_fills(vocab, small_batch, tracker_d
     config = small_config_for(len(vocab), tracker_dim=tracker_dim).replace(transition_head=head)
     arrays = tuple(jnp.asarray(getattr(small_batch, n)) for n in
                    ("premise_tokens", "premise_transitions", "hypothesis_tokens", "hypothesis_transitions"))
-    schedule, _ = levels.host_schedule(small_batch, tracker=False)
+    schedule = levels.host_schedule(small_batch, tracker=tracker_dim > 0)[0]
     key = jax.random.key(0)
 
     def shapes(tree):
@@ -381,8 +381,7 @@ def test_every_family_makes_the_tree_convert_fills(vocab, small_batch, tracker_d
 
     families = [(SNLIClassifier(config, encoder=SPINN, dtype=jnp.float64), {}),
                 (SNLIClassifier(config, encoder=vmap.SPINN), {})]
-    if tracker_dim == 0:  # with the tracker its loop picks Reduce's width by nn.switch, which init cannot run
-        families.append((levels.LevelClassifier(config), {"levels": schedule}))
+    families.append((levels.LevelClassifier(config), {"levels": schedule}))
     for module, extra in families:
         made = jax.eval_shape(functools.partial(module.init, **extra), key, *arrays)["params"]
         if config.transition_head:  # __call__ never reads the head: parse makes it

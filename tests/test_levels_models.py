@@ -2,100 +2,19 @@
 reference, and the registry's levels runners' own bookkeeping (what they refuse, how many programs, the schedule
 in ``last_graph``).
 
-The runners' own paths are in the contract (tests/test_contract.py, jax-levels and tensorflow-levels: values,
-gradients and head logits in gold mode, with and without the tracker). What is left is checked here, in float64,
-values and gradients, against shared/reference.py (never against the framework's own masked model):
-
-* JAX's levels.SPINN over one uniform schedule (shared.levels.uniform, its private ``_encode_scheduled``), and
-  over that schedule cut into its segments (shared.levels.segments, ``_encode_segments``);
-* TensorFlow's level loop with the dense layout, which the runner picks on a GPU and under XLA (on a CPU graph
-  it picks the TensorArray, which the contract runs).
+The runners' own paths are in the contract (tests/test_contract.py, pytorch-levels, jax-levels and
+tensorflow-levels: values, gradients and head logits in gold mode, with and without the tracker). What is left is
+checked here, in float64, values and gradients, against shared/reference.py (never against the framework's own
+masked model): TensorFlow's level loop with the dense layout, which the runner picks on a GPU and under XLA (on a
+CPU graph it picks the TensorArray, which the contract runs).
 """
 
 import numpy as np
 import pytest
 
-from shared.compare import GRAD_REL_TOL_F64, grad_rel_errs, max_abs_err
-from shared.levels import schedule, segments, uniform
 from shared.params import ModelConfig, init_params
-from shared.reference_encoder import as_f64, encode_sentence, encoder_backward
-from shared.transitions import PAD, plain_transitions
 
-from .helpers import (F64_TOL, assert_encodes_like_reference, assert_grads_like_reference, make_runner,
-                      small_config_for)
-
-N = 9
-SHAPES = [("left", 9), ("right", 5), ("balanced", 7), ("left", 1), ("balanced", 9), ("right", 2)]
-
-
-def _transitions():
-    T = 2 * N - 1
-    rows = [plain_transitions(n, s) + [PAD] * (T - 2 * n + 1) for s, n in SHAPES]
-    rows[1][3:3] = [PAD]  # a PAD inside a sequence changes nothing
-    rows[1] = rows[1][:T]
-    return np.array(rows, np.int32)
-
-
-def _reference_encoder(params, config, tokens, transitions):
-    """The reference's encodings [S, H] and the gradient of sum(encodings ** 2) with respect to every weight."""
-    p = as_f64(params)
-    grads = {name: np.zeros_like(value) for name, value in p.items()}
-    roots = []
-    for tok, tr in zip(tokens, transitions):
-        h, tape = encode_sentence(p, config, tok, tr)
-        encoder_backward(p, config, tape, 2.0 * h, grads)
-        roots.append(h)
-    return np.stack(roots), grads
-
-
-def _assert_grads_close(got, want):
-    errs = grad_rel_errs(got, want)  # a missing or extra name is an error
-    assert max(errs.values()) <= GRAD_REL_TOL_F64, errs
-
-
-@pytest.mark.parametrize("tracker_dim", [0, 8])
-def test_jax_uniform_schedule_and_its_segments_match_reference(tracker_dim):
-    import jax
-    import jax.numpy as jnp
-
-    from impl_jax.convert import from_canonical, grads_to_canonical
-    from impl_jax.levels import LevelClassifier
-    from impl_jax.train import Model
-
-    rng = np.random.default_rng(0)
-    tr = _transitions()
-    config = ModelConfig(vocab_size=40, embed_dim=5, hidden_dim=6, tracker_dim=tracker_dim, mlp_dim=4, mlp_layers=1)
-    params = init_params(config, seed=7, dtype=np.float64)
-    tokens = rng.integers(2, config.vocab_size, size=(len(SHAPES), N)).astype(np.int32)
-    want, want_grads = _reference_encoder(params, config, tokens, tr)
-
-    model = LevelClassifier(config, dtype=jnp.float64)
-    blank = Model(model)
-    weights = from_canonical(params, blank).params
-
-    def as_jax(arrays: dict) -> dict:  # a schedule's arrays as JAX arrays, its sizes as they are
-        return {k: (jnp.asarray(v) if hasattr(v, "shape") else v) for k, v in arrays.items()}
-
-    sched = as_jax(uniform(schedule(tr, N, tracker_dim > 0, (4,)), (4,)))
-
-    def encode(w):
-        return model.apply({"params": w}, jnp.asarray(tokens),
-                           method=lambda m, t: m.spinn._encode_scheduled(m._leaves(t), sched))
-
-    assert max_abs_err(np.asarray(jax.jit(encode)(weights)), want) <= F64_TOL
-    grads = jax.jit(jax.grad(lambda w: jnp.sum(encode(w) ** 2)))(weights)
-    _assert_grads_close(grads_to_canonical(blank, grads), want_grads)
-
-    cut = schedule(tr, N, tracker_dim > 0, (2, 4))
-    segs = [as_jax(seg) for seg in segments(cut)]
-    assert len(segs) > 1  # the schedule is really cut
-
-    def by_segments(w):
-        return model.apply({"params": w}, jnp.asarray(tokens),
-                           method=lambda m, t: m.spinn._encode_segments(m._leaves(t), segs, cut.n_rows,
-                                                                        jnp.asarray(cut.roots)))
-
-    assert max_abs_err(np.asarray(jax.jit(by_segments)(weights)), want) <= F64_TOL
+from .helpers import assert_encodes_like_reference, assert_grads_like_reference, make_runner, small_config_for
 
 
 @pytest.mark.parametrize("tracker_dim", [0, 3])
@@ -158,15 +77,17 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
     if name == "tensorflow-levels":
         assert stats.traces == 1
     else:
-        assert stats.traces == len(set(stats.shapes)) <= len(batches)
-        # with the tracker a level is a step, its width a class chosen inside the program: one program per bucket
-        assert stats.shapes == [("encode", 4, 16, 31, 8)] and stats.traces == 1
+        # a program per (B, N, T) and level count (shared.levels.static_shape: the levels rounded up to a class,
+        # S = 2B = 8 tracker rows a level, a window of 8 Reduce rows), as the runner's program_shape says
+        assert stats.traces == len(set(stats.shapes)) < len(batches)
+        assert {shape[1:] for shape in stats.shapes} == {runner.program_shape(b) for b in batches}
+        assert all(shape[1:4] == (4, 16, 31) and shape[5:] == (8, 8) for shape in stats.shapes)
 
 
 def test_the_benchmarks_warm_up_compiles_every_program_of_the_jax_tree_lstm_levels(sample_pairs, vocab):
-    """Without the tracker a JAX levels program compiles per tuple of its runs' widths (impl_jax/levels.py), which
+    """A JAX levels program compiles per level count too (rounded up to a class: impl_jax/levels.py), which
     (B, N, T) does not tell: the runner's ``program_shape`` does, so the warm-up meets every program and the
-    timed calls compile nothing."""
+    timed calls compile nothing (here without the tracker, the Tree-LSTM workload)."""
     from bench import frameworks
     from bench.benchmark.worker import warm_up
     from shared.batching import make_batches

@@ -34,7 +34,8 @@ from impl_pytorch.params import trainable
 from impl_pytorch.runner import Runner
 from shared import reference
 from shared.batching import make_pair_batch, sentences_transitions
-from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, max_abs_err
+from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, LOGITS_TOL_F32, grad_rel_errs,
+                            max_abs_err)
 from shared.levels import LEVELS_UNSUPPORTED, schedule
 from shared.params import init_params
 from shared.runner import CompileStats
@@ -178,7 +179,7 @@ def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, sm
     no_tracker = small_config_for(len(vocab), tracker_dim=0)
     bare = make_runner("pytorch-levels", init_params(no_tracker, seed=3), no_tracker)
     bare.loss_and_grads(small_batch)
-    heights = schedule(transitions, small_batch.num_tokens, tracker=False, widths=(1,))
+    heights = schedule(transitions, small_batch.num_tokens, tracker=False)
     assert bare.last_graph == {"levels": heights.n_levels, "level_padding_pct": 0.0,
                                "reduce_rows": expected["reduce_rows"], "tracker_rows": 0}
     assert heights.n_levels < steps and runner.compile_stats() == bare.compile_stats() == CompileStats()
@@ -186,34 +187,37 @@ def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, sm
 
 @pytest.mark.parametrize("frozen", [(), ("embed.embedding", "projection.kernel", "projection.bias")],
                          ids=["all", "leaves-frozen"])
-def test_levels_table_gradient_is_autograds(frozen, small_config, small_batch):
+def test_levels_table_gradient_is_the_references(frozen, small_config, small_batch):
     """The node table's hand-written gradient (levels.py's _Read and _Write)
-    gives lists.py's gradients in float64, with the leaves trained or not
+    gives the float64 reference's gradients, with the leaves trained or not
     (their write then needs no gradient), and a second backward pass through
     the retained graph adds the same gradient again."""
+    from impl_pytorch import convert
+    from impl_pytorch.levels import host_schedule
+
     params = init_params(small_config, seed=21, dtype=np.float64)
-    grads = {}
-    for algorithm in ("lists", "levels"):
-        model = Runner(params, small_config, dtype="float64", algorithm=algorithm).model
-        with trainable(model, frozen):
-            loss = train.batch_loss(model, small_batch.arrays())
-            loss.backward(retain_graph=True)
-            once = {name: param.grad.clone() for name, param in model.named_parameters() if param.grad is not None}
-            loss.backward()
-        assert len(once) == len(list(model.parameters())) - len(frozen)
-        for name, param in model.named_parameters():
-            if name in once:
-                assert float((param.grad - 2 * once[name]).abs().max()) <= 1e-12, name
-        grads[algorithm] = once
-    assert grads["lists"].keys() == grads["levels"].keys()
-    for name, grad in grads["lists"].items():
-        assert float((grads["levels"][name] - grad).abs().max()) <= 1e-12, name
+    model = Runner(params, small_config, dtype="float64", algorithm="levels").model
+    arrays = small_batch.arrays()._replace(levels=host_schedule(small_batch, small_config.tracker_dim > 0)[0])
+    with trainable(model, frozen):
+        loss = train.batch_loss(model, arrays)
+        loss.backward(retain_graph=True)
+        once = {name: param.grad.clone() for name, param in model.named_parameters() if param.grad is not None}
+        loss.backward()
+    assert len(once) == len(list(model.parameters())) - len(frozen)
+    for name, param in model.named_parameters():
+        if name in once:
+            assert float((param.grad - 2 * once[name]).abs().max()) <= 1e-12, name
+    got = convert.grads_to_canonical(model, {name: once.get(name) for name, _ in model.named_parameters()})
+    _, want = reference.loss_and_grads(params, small_config, small_batch)
+    errors = grad_rel_errs({k: v for k, v in got.items() if k not in frozen},
+                           {k: v for k, v in want.items() if k not in frozen})
+    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
 
 
 def test_explain_levels_shows_the_schedule_the_encoder_runs(vocab, small_batch):
     """explain --levels: each level exactly as wide as the schedule's nodes
     (and, with the tracker, its sentences that step), one loop iteration per
-    level with work, and the ops each iteration dispatches."""
+    level, and the ops each iteration dispatches."""
     from impl_pytorch import explain
 
     with_tracker = small_config_for(len(vocab), tracker_dim=3)
@@ -224,12 +228,10 @@ def test_explain_levels_shows_the_schedule_the_encoder_runs(vocab, small_batch):
     transitions = sentences_transitions(small_batch)
     for key, (config, _) in variants.items():
         r = result[key]
-        sched = schedule(transitions, small_batch.num_tokens, config.tracker_dim > 0, widths=(1,))
+        sched = schedule(transitions, small_batch.num_tokens, config.tracker_dim > 0)
         assert r["reduce_widths"] == [lv.used for lv in sched.levels] and r["padded_pct"] == 0.0
         assert r["tracker_rows"] == ([lv.active_used for lv in sched.levels] if key == "tracker" else [])
-        assert r["levels_scheduled"] == sched.n_levels
-        assert r["levels_run"] == len(r["level_ops"]) == (sum(n > 0 for n in r["tracker_rows"]) if key == "tracker"
-                                                          else sched.n_levels)
+        assert r["levels_scheduled"] == r["levels_run"] == len(r["level_ops"]) == sched.n_levels
         assert all(n > 0 for n in r["level_ops"]) and r["ops"] > sum(r["level_ops"])
         assert r["level_op_types"]["index_select"] >= r["levels_run"]
     text = "\n".join(explain.format_explain_levels(result))

@@ -296,7 +296,7 @@ def implementations() -> dict[str, dict]:
 
 def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
     """The batch's schedule (shared.levels, every level exactly as wide as its nodes)."""
-    sched = schedule(transitions, num_tokens, tracker, widths=(1,))
+    sched = schedule(transitions, num_tokens, tracker)
     return {
         "levels": sched.n_levels,
         "steps": int(transitions.shape[1]),

@@ -194,7 +194,7 @@ def batch_schedule(sentences) -> dict:
     """The batch's transitions padded into one array, and its schedule: every level's nodes, as table rows."""
     N, T = max(len(s.tokens) for s in sentences), max(len(s.transitions) for s in sentences)
     transitions = np.array([list(s.transitions) + [PAD] * (T - len(s.transitions)) for s in sentences], np.int32)
-    sched = schedule_by_height(transitions, N, widths=(1,))
+    sched = schedule_by_height(transitions, N)
     phrase = {k * N + i: word for k, s in enumerate(sentences) for i, word in enumerate(s.tokens)}
     owner = {k * N + i: k for k, s in enumerate(sentences) for i in range(len(s.tokens))}
     levels = []
