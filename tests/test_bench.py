@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import types
 
@@ -167,6 +168,12 @@ def test_quick_run_measures_every_implementation_in_rounds(quick_run):
         if kind in ("loop", "arrays"):  # every sentence's tracker and composition at every step the loop runs
             assert r["computed_flops"] > r["useful_flops"]
     assert {limit.computed_kind(r["implementation"], r["mode"]) for r in records} >= {"useful", "lists", "loop"}
+    # The limit's NumPy ran the kernel its BLAS chooses for this CPU, whatever the environment pins.
+    free = {key: value for key, value in os.environ.items() if key not in driver.KERNEL_PINS}
+    chosen = subprocess.run([sys.executable, "-c", "import numpy, threadpoolctl; print(*(i.get('architecture') for i "
+                             "in threadpoolctl.threadpool_info() if i['user_api'] == 'blas'))"],
+                            env=free, capture_output=True, text=True, check=True).stdout.strip()
+    assert all(f" {chosen}, " in r["limit_kernel"] for r in records if r["limit_matmul"] == "numpy")
 
 
 def test_report_renders_table_ratios_targets_and_plots(quick_run, tmp_path, capsys):

@@ -37,7 +37,8 @@ BATCH = _batch([((5, "left"), (3, "balanced")), ((8, "balanced"), (1, "left")), 
 @pytest.mark.parametrize("mode", ["infer", "train"])
 def test_the_limit_computes_the_useful_flops_exactly(tracker_dim, mode):
     config = ModelConfig(vocab_size=30, embed_dim=6, hidden_dim=5, tracker_dim=tracker_dim, mlp_dim=7, mlp_layers=2)
-    pairs = limit.operands(config, products(config, BATCH), mode, "float32", np.random.default_rng(0))
+    listed = products(config, BATCH)
+    pairs = limit.operands(listed, mode, limit.arrays(config, [listed, products(config, BATCH, "arrays")], "float32"))
     assert sum(2 * a.shape[0] * a.shape[1] * b.shape[1] for a, b in pairs) == batch_flops(config, BATCH, mode)
     assert flops(config, products(config, BATCH), mode) == batch_flops(config, BATCH, mode)
 

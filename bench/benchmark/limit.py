@@ -42,7 +42,7 @@ def batch_flops(config: ModelConfig, batch, mode: str = "infer") -> int:
 
 
 KINDS = ("useful", "lists", "loop", "arrays", "levels")  # the product lists: computed_kind says which is whose
-SAMPLE = 6  # the timed batches a measurement's products are timed on, evenly spaced among them
+SAMPLE = 5  # the timed batches a measurement's products are timed on, evenly spaced among them
 
 
 def computed_kind(implementation: str, mode: str) -> str:
@@ -106,19 +106,22 @@ def flops(config: ModelConfig, listed: list[tuple[str, int]], mode: str) -> int:
     return TRAIN_FACTOR * forward if mode == "train" else forward
 
 
-def operands(config: ModelConfig, listed: list[tuple[str, int]], mode: str, dtype: str,
-             rng) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (left, right) arrays of products (:func:`products`) in ``mode`` (in training each one's two backward
-    products after it), the weights shared between steps as a model's are."""
-    weights = {role: rng.standard_normal(shape).astype(dtype) for role, shape in shapes(config).items()}
-    rows = {}
-    for role, m in listed:
+def arrays(config: ModelConfig, lists: list[list[tuple[str, int]]], dtype: str) -> dict[str, tuple]:
+    """role -> (weight, inputs, output gradients) for every list of products (:func:`products`) timed with them: the
+    weight random, the others as many rows as the longest list's (their values do not change a product's time)."""
+    rng, rows = np.random.default_rng(0), {}
+    for role, m in (product for listed in lists for product in listed):
         rows[role] = max(rows.get(role, 0), m)
-    inputs = {role: rng.standard_normal((m, weights[role].shape[0])).astype(dtype) for role, m in rows.items()}
-    grads = {role: rng.standard_normal((m, weights[role].shape[1])).astype(dtype) for role, m in rows.items()}
+    return {role: (rng.standard_normal((n_in, n_out)).astype(dtype), np.full((rows.get(role, 0), n_in), 0.5, dtype),
+                   np.full((rows.get(role, 0), n_out), 0.5, dtype)) for role, (n_in, n_out) in shapes(config).items()}
+
+
+def operands(listed: list[tuple[str, int]], mode: str, made: dict[str, tuple]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (left, right) arrays of products (:func:`products`) in ``mode`` (in training each one's two backward
+    products after it), from :func:`arrays`: the weights shared between steps as a model's are."""
     out = []
     for role, m in listed:
-        x, w, dy = inputs[role][:m], weights[role], grads[role][:m]
+        w, x, dy = made[role][0], made[role][1][:m], made[role][2][:m]
         out.append((x, w))
         if mode == "train":
             out += [(dy, w.T), (x.T, dy)]  # dX = dY W^T, dW = X^T dY
@@ -133,15 +136,18 @@ def sample(count: int, size: int = SAMPLE) -> list[int]:
 def time_kinds(platform, device: str, config: ModelConfig, batches: list, kinds: list[str], mode: str, dtype: str,
                repeats: int = REPEATS) -> dict[str, list[float]]:
     """kind -> each batch's fastest time of its products back to back on ``platform``'s ``matmuls`` routine
-    (shared.platform.Platform), all of them timed in turn, ``repeats`` times over: noise lands on every kind alike."""
-    rng = np.random.default_rng(0)
-    runs = [[platform.matmuls(operands(config, products(config, batch, kind), mode, dtype, rng), device)
-             for kind in kinds] for batch in batches]
-    best = np.full((len(batches), len(kinds)), np.inf)
-    for _ in range(repeats):
-        for i, calls in enumerate(runs):
-            for j, run in enumerate(calls):
+    (shared.platform.Platform): a batch's kinds timed in turn, ``repeats`` times over, so that noise lands on every
+    kind alike (and one batch's operands at a time on the device)."""
+    lists = [[products(config, batch, kind) for kind in kinds] for batch in batches]
+    made, best = arrays(config, [listed for batch in lists for listed in batch], dtype), {kind: [] for kind in kinds}
+    for batch in lists:
+        runs = [platform.matmuls(operands(listed, mode, made), device) for listed in batch]
+        fastest = [float("inf")] * len(kinds)
+        for _ in range(repeats):
+            for j, run in enumerate(runs):
                 start = time.perf_counter()
                 run()
-                best[i, j] = min(best[i, j], time.perf_counter() - start)
-    return {kind: best[:, j].tolist() for j, kind in enumerate(kinds)}
+                fastest[j] = min(fastest[j], time.perf_counter() - start)
+        for kind, seconds in zip(kinds, fastest):
+            best[kind].append(seconds)
+    return best
