@@ -99,6 +99,7 @@ def headline(results: Results, plt):
         "data": [dict(_ratio_row(row), run=run) for run, rows in by_run.items() for row in rows]}
 
 
+TOP = 250  # the breakdown's axis ends here (a per cent of the step), whatever a bar's height
 PART_LOOKS = {"useful": (1.0, ""), "waste": (0.6, "//"), "slow_blas": (0.45, "xx"), "overhead": (0.22, "")}  # alpha
 
 
@@ -136,11 +137,15 @@ def draw_breakdown(rows: list[dict], plt):
                     bottom += share
             if row["overhead_ms"] < 0:  # the step beat its own products timed back to back: kept, not clamped
                 ax.hlines(100, x - 0.42, x + 0.42, color="black", lw=1.5)
-            ax.text(x, max(bottom, 100), f"{row['step_ms']:,.3g} ms", ha="center", va="bottom", fontsize=6.5)
+            step = f"{row['step_ms']:,.0f}" if row["step_ms"] >= 100 else f"{row['step_ms']:.3g}"
+            ax.text(x, min(max(bottom, 100), TOP), f"{step} ms" + (f"\n(products {bottom:,.0f} %)" if bottom > TOP
+                                                                   else ""), ha="center", va="bottom", fontsize=6.5)
         ax.set_xticks(range(len(mine)), [row["implementation"] for row in mine], rotation=35, ha="right", fontsize=7.5)
         ax.set_title(f"{MODE_TITLES.get(panel[1], panel[1])}, batch {panel[2]} ({panel[0]})", fontsize=9)
         ax.grid(False, axis="x")
     axes[0][0].set_ylabel("share of the step (%); above each bar: the step")
+    axes[0][0].set_ylim(0, min(max(100 * (r["step_ms"] - min(r["overhead_ms"], 0)) / r["step_ms"] for r in rows), TOP)
+                        * 1.12)  # a bar past TOP % (a busy machine's limit) is cut there, its height written
     fig.legend([Patch(facecolor=style.BASELINE_GREY, alpha=alpha, hatch=hatch, edgecolor="white")
                 for alpha, hatch in PART_LOOKS.values()] + [plt.Line2D([], [], color="black", lw=1.5)],
                [*PARTS.values(), "the step, where below its own products"], loc="lower center", ncol=5, fontsize=8,
