@@ -149,7 +149,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from bench.benchmark.limit import batch_flops, masked_flops
+    from bench.benchmark.limit import batch_flops, flops, products
     from shared.batching import make_batches, make_sentence_batches, sentence_order
     from shared.padding import padding_report
     from shared.stats import dataset_stats, format_stats
@@ -181,13 +181,15 @@ def cmd_data(args: argparse.Namespace) -> int:
         pairs_loop = stats["padding"]["loop_waste"]
         report = padding_report(sentences)
         config = ModelConfig(vocab_size=len(vocab), **preset("full"))
-        ratio = sum(masked_flops(config, b) for b in sentences) / sum(batch_flops(config, b) for b in sentences)
+        ratio = (sum(flops(config, products(config, b, "loop"), "infer") for b in sentences)
+                 / sum(batch_flops(config, b) for b in sentences))
         steps_per_batch = report.loop_steps / (2 * args.batch_size * report.num_batches)
         print(f"\nin a loop that stops at each batch's last real step, {pairs_loop:.1%} of the steps above are PAD\n"
               f"sentence batches (the benchmark's): {report.num_batches:,} batches of {2 * args.batch_size} "
               f"sentences sorted by length; {report.waste:.1%} of their slots are PAD, {report.loop_waste:.1%} "
               f"in such a loop, of {steps_per_batch:.1f} steps a batch on average\n"
-              f"the masked algorithm (every sentence runs the tracker and a composition at every step of that loop) "
+              f"the masked algorithm (every sentence runs the tracker and a composition at every step of that loop, "
+              f"every token slot projected) "
               f"computes {ratio:.2f}x the useful FLOPs of the full-size model on them")
         record["sentences"] = {"padding": dataclasses.asdict(report), "loop_steps_per_batch": steps_per_batch,
                                "masked_flops_over_useful": ratio}

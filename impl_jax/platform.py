@@ -110,6 +110,9 @@ class Platform(PlatformBase):
                 out.block_until_ready()
         return run
 
+    def matmul_kernel(self, device: str) -> str:
+        return f"XLA on {self.device_name(device)}"
+
     def enable_compilation_cache(self, path: str) -> None:
         compilation_cache.enable_compilation_cache(path)
 

@@ -104,6 +104,12 @@ class Platform(PlatformBase):
             self.synchronize(device)
         return run
 
+    def matmul_kernel(self, device: str) -> str:
+        import torch
+        if device == "gpu":
+            return f"cuBLAS on {torch.cuda.get_device_name(0)}"
+        return f"MKL ({torch.backends.cpu.get_cpu_capability()}), {torch.get_num_threads()} threads"
+
 
 def _launch(replicas: int, argv: list[str]) -> int:
     """``python -m bench *argv`` as ``replicas`` processes under PyTorch's

@@ -193,6 +193,14 @@ class Platform:
                 call()
         return run
 
+    def matmul_kernel(self, device: str) -> str:
+        """What runs :meth:`matmuls` on ``device``, in a few words: here NumPy's BLAS, its version, the kernel it
+        chose for this CPU (or was pinned to: ``OPENBLAS_CORETYPE``) and its threads, as threadpoolctl reads them."""
+        from threadpoolctl import threadpool_info
+
+        return "; ".join(f"{i['internal_api']} {i['version']} {i.get('architecture') or ''}, {i['num_threads']} threads"
+                         for i in threadpool_info() if i["user_api"] == "blas") or "NumPy's BLAS (not found)"
+
     # -- compilation cache ----------------------------------------------------
 
     def enable_compilation_cache(self, path: str) -> None:

@@ -310,3 +310,45 @@ def test_the_levels_figure_computes_each_phrase_once_at_its_height_from_ready_ro
         assert sorted(p for s, p in seen if s == k) == sorted(phrases)
         assert _bracket(phrase[data["roots"][k]]) == _bracket(tree)
     assert len(data["levels"]) == max(_height(phrase[r]) for r in data["roots"])
+
+
+# ---------------------------------------------------------------------------
+# Where a step's time goes (drawn in every run's report; in the documents once the default run is re-made with it)
+# ---------------------------------------------------------------------------
+
+def test_the_breakdown_figure_is_drawn_and_checked_from_a_run_s_records(tmp_path, monkeypatch):
+    """The figure through the figures machinery on a root of one run: every gold-parse record at the smallest and the
+    largest batch size, its step in parts that sum to it as the records say (a negative overhead kept), and a number
+    that changes in the records is named by the check."""
+    from bench.figures import runs
+
+    (tmp_path / "results" / "cpu").mkdir(parents=True)
+    (tmp_path / "docs" / "figures").mkdir(parents=True)
+    (tmp_path / "results" / "manifest.toml").write_text(
+        '[[folder]]\nname = "cpu"\nabout = "x"\ncommands = ["python -m bench run --out {out}"]\n')
+    records = [{"implementation": impl, "framework": impl, "mode": mode, "batch_size": size, "transitions": "gold",
+                "device": "cpu", "useful_s": 0.001 * size, "computed_s": 0.0015 * size, "step_s": step * size,
+                **({"own_computed_s": 0.003 * size} if impl == "pytorch" else {})}
+               for impl, step in (("pytorch", 0.01), ("jax", 0.0014)) for mode in ("infer", "train")
+               for size in (1, 32, 128)]
+    records.append({**records[0], "transitions": "predicted"})  # not drawn: gold parses only
+    path = tmp_path / "results" / "cpu" / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.setattr(command, "FIGURES", {"breakdown": ("runs", "breakdown")})
+    assert command.figures(Results(tmp_path), write=True) == []
+    entry = json.loads((tmp_path / FIGURES_DIR / command.INDEX).read_text())["breakdown"]
+    assert (tmp_path / FIGURES_DIR / "breakdown.svg").exists() and entry["sources"][0]["file"] == \
+        "results/cpu/results.jsonl"
+    drawn = {(row["implementation"], row["mode"], row["batch_size"]): row for row in entry["data"]}
+    assert set(drawn) == {(impl, mode, size) for impl in ("pytorch", "jax") for mode in ("infer", "train")
+                          for size in (1, 128)}
+    for (impl, _, size), row in drawn.items():
+        parts = [row[f"{part}_ms"] for part in ("useful", "waste", "slow_blas", "overhead")]
+        assert sum(parts) == pytest.approx(row["step_ms"]) and row["useful_ms"] == pytest.approx(size)
+        assert row["slow_blas_ms"] == pytest.approx(1.5 * size if impl == "pytorch" else 0.0)
+    assert drawn["jax", "infer", 128]["overhead_ms"] == pytest.approx(-0.1 * 128)  # below its products: kept
+    assert command.figures(Results(tmp_path), write=False) == []
+    path.write_text(path.read_text().replace('"step_s": 0.01,', '"step_s": 0.02,', 1))
+    (problem,) = command.figures(Results(tmp_path), write=False)
+    assert "breakdown.svg" in problem and "numbers differ" in problem
+    assert runs.breakdown_rows([]) == []

@@ -63,7 +63,8 @@ def test_the_gpu_preset_fits_a_lent_machine_by_the_last_gpu_records(capsys):
 
 def test_the_estimate_counts_what_the_records_cost(tmp_path):
     """Warm-up (the longer of compile and first calls, scaled to the planned shapes), timed rounds (scaled to the
-    planned rounds), the limit, the start-up and the time between measurements as the records' timestamps tell."""
+    planned rounds), the products timed for the limit and the breakdown, the start-up and the time between
+    measurements as the records' timestamps tell."""
     from bench.benchmark.estimate import estimate
     from bench.benchmark.plan import RunPlan
     from bench.benchmark.record import Measurement
@@ -72,7 +73,8 @@ def test_the_estimate_counts_what_the_records_cost(tmp_path):
         return Measurement.from_dict({"implementation": name, "framework": name.split("-")[0], "mode": mode,
                                       "batch_size": 1, "transitions": "gold", "device": "gpu", "run_id":
                                       "20261126T100000", "timestamp": timestamp, "rounds": 2, "batches_per_round": 3,
-                                      "round_step_s": [0.5, 0.5], "warmup_shapes": 2, **extra})
+                                      "round_step_s": [0.5, 0.5], "warmup_shapes": 2, "useful_s": 0.1,
+                                      "computed_s": 0.2, "own_computed_s": 0.3 if name == "jax" else 0.2, **extra})
 
     records = [record("pytorch", "infer", "2026-11-26T10:01:10+0000", compile_s=0.0, first_call_s=1.0),
                record("jax", "infer", "2026-11-26T10:01:10+0000", compile_s=20.0, first_call_s=21.0),
@@ -83,5 +85,7 @@ def test_the_estimate_counts_what_the_records_cost(tmp_path):
     seconds, notes = estimate(plan, records, {("infer", 1): 1, ("train", 1): 2}, measure_cache=False)
     warm = (1 + 21) / 2 + (2 + 20)  # the infer warm-ups for 1 of their 2 shapes
     timed = 4 * 6  # 4 rounds of 3 batches of 0.5 s, each implementation, each measurement
-    limit = 2 * 2 * (4 * 6)  # each measurement: 1 routine per framework on a GPU, 4 passes of the fastest's 6 s
-    assert abs(seconds - (42 + warm + timed + limit + 7 + 7)) < 1e-6, (seconds, notes)
+    # Each measurement: on each framework's own routine (on a GPU, no other), its useful products and its own
+    # kind's, three times over on 5 of the 12 timed batches.
+    products = 2 * 3 * 5 * (0.1 + 0.2 + 0.1 + 0.3)
+    assert abs(seconds - (42 + warm + timed + products + 7 + 7)) < 1e-6, (seconds, notes)

@@ -1,8 +1,10 @@
 """Driving a planned run (bench/benchmark/plan.py): the workers through agreement, peak and interleaved rounds, each
 finished measurement appended to ``OUT/results.jsonl`` at once as a :class:`~bench.benchmark.record.Measurement`, and
 the summary and report at the end. The parent never imports a framework: a :class:`WorkerPool` starts the workers
-(bench/benchmark/worker.py), asks, waits, and ends them; each has a scratch folder for its caches,
-``SCRATCH/<implementation>`` in the output folder, removed when it closes (or when the next run starts one).
+(bench/benchmark/worker.py), and one more for the limit (NumPy's routine, its BLAS free to choose its kernel), asks,
+waits, and ends them; each has a scratch folder for its caches, ``SCRATCH/<implementation>`` in the output folder,
+beside what they share (the float64 reference's outputs), all removed when the pool closes (or the next one
+starts). The run ends saying what its own timing of products cost.
 """
 
 from __future__ import annotations
@@ -20,15 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import provenance
+from bench import frameworks, provenance
+from bench.benchmark import limit
 from bench.benchmark.record import Measurement, load
 from bench.benchmark.worker import WorkerSpec, pairwise_agreement
 from bench.config import worker_env
-from bench.progress import Progress
+from bench.progress import Progress, duration
 from bench.records import append_record, read_records, write_json
+from shared.platform import Platform
 
 
 SCRATCH = ".scratch"
+LIMIT = "limit"  # the limit's process: the reference's platform, NumPy's routine
+# OpenBLAS's kernel pins, which an environment may set (this one's does, to an older CPU's kernels): the limit's
+# process runs without them, so that its BLAS takes the kernel it chooses for the CPU (docs/spec.md §6).
+KERNEL_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
 class WorkerFailed(RuntimeError):
@@ -43,12 +51,11 @@ class WorkerHandle:
         spec_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
         self.scratch = Path(out_dir) / SCRATCH / spec.implementation
-        shutil.rmtree(self.scratch, ignore_errors=True)  # what a killed run left
         self.scratch.mkdir(parents=True)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.benchmark.worker", str(spec_path), str(self.scratch)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-            env={**worker_env(spec.dtype, [spec.framework]), **spec.env})
+            env={k: v for k, v in {**worker_env(spec.dtype, [spec.framework]), **spec.env}.items() if v is not None})
         self.ready: dict | None = None  # the worker's first reply: device, versions, workload
         self.failed: str | None = None  # why this worker is out of the run
 
@@ -86,10 +93,6 @@ class WorkerHandle:
             self.process.kill()
             self.process.wait()
         shutil.rmtree(self.scratch, ignore_errors=True)
-        try:
-            self.scratch.parent.rmdir()  # the last worker's
-        except OSError:
-            pass
 
 
 class WorkerPool:
@@ -97,29 +100,37 @@ class WorkerPool:
 
     def __init__(self, specs: list[WorkerSpec], out_dir: Path, timeout: float):
         self.timeout = timeout
+        self.scratch = Path(out_dir) / SCRATCH  # the workers' scratch folders, and what they share (the reference's)
+        shutil.rmtree(self.scratch, ignore_errors=True)  # what a killed run left
         self.workers = [WorkerHandle(spec, out_dir) for spec in specs]
+        self.limit = WorkerHandle(dataclasses.replace(
+            specs[0], implementation=LIMIT, framework=frameworks.REFERENCE.name, options={}, device="cpu",
+            env=dict.fromkeys(KERNEL_PINS), compilation_cache=None, measure_cache=False), out_dir)
+        self.spent: dict[str, float] = {}  # seconds waited for each kind of request, and for the start-up
 
     def __enter__(self) -> "WorkerPool":
         return self
 
     def __exit__(self, kind, *exc) -> None:
         if kind is KeyboardInterrupt:  # nothing a worker holds is worth waiting for
-            for worker in self.workers:
+            for worker in [*self.workers, self.limit]:
                 if worker.process.poll() is None:
                     worker.process.kill()
                     worker.process.wait()
-        for worker in self.workers:
+        for worker in [*self.workers, self.limit]:
             worker.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def start(self) -> list[str]:
-        """Wait for every worker's first reply; the reasons of those that failed."""
-        errors = []
-        for worker in self.workers:
+        """Wait for every worker's first reply; the reasons of those that failed (the limit's process among them)."""
+        errors, started = [], time.perf_counter()
+        for worker in [*self.workers, self.limit]:
             try:
                 worker.ready = worker.receive(self.timeout)
             except WorkerFailed as err:
                 worker.failed = str(err)
                 errors.append(str(err))
+        self.spent["start-up"] = time.perf_counter() - started
         return errors
 
     def alive(self) -> list[WorkerHandle]:
@@ -127,6 +138,7 @@ class WorkerPool:
 
     def ask(self, worker: WorkerHandle, command: str, **arguments) -> dict | None:
         """One request; a failure takes the worker out of the run (None)."""
+        started = time.perf_counter()
         try:
             worker.send(command, **arguments)
             return worker.receive(self.timeout)
@@ -136,6 +148,8 @@ class WorkerPool:
             if worker.process.poll() is None and "no answer" in str(err):
                 worker.process.kill()
             return None
+        finally:
+            self.spent[command] = self.spent.get(command, 0.0) + time.perf_counter() - started
 
 
 def run(args, plan, specs: list, out_dir: Path) -> int:
@@ -152,22 +166,24 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
     print(f"benchmark: {', '.join(names)}; {len(todo)} measurements, {run['rounds']} interleaved rounds each "
           f"-> {results}", file=sys.stderr)
     failures: dict[str, str] = {}
+    started, spent = time.perf_counter(), {}
     if todo:
         try:
             with WorkerPool(specs, out_dir, args.timeout) as pool:
+                spent = pool.spent
                 failures = _measure(pool, todo, done, run, args, results)
         except KeyboardInterrupt:
             raise KeyboardInterrupt(_interrupted(args, plan, names, results)) from None
     # What reports on the records is imported only now, after the last record: it measured nothing, and a
     # record names the modules its processes had loaded (bench/provenance.py).
-    from bench.benchmark.markdown import (format_host_syncs, format_matrix, format_phases, format_ratios,
+    from bench.benchmark.markdown import (format_breakdown, format_host_syncs, format_matrix, format_ratios,
                                           format_table, load_summary, variants_measured)
     from bench.benchmark.targets import format_targets
 
     records = [r for r in load([results]) if r.implementation in names]
     agreement = pairwise_agreement(out_dir, names)
     write_json(out_dir / "agreement.json", agreement)
-    sections = [format_table(records), format_ratios(records), format_host_syncs(records), format_phases(records),
+    sections = [format_table(records), format_ratios(records), format_breakdown(records), format_host_syncs(records),
                 format_matrix(records) if variants_measured(records) else "", format_targets(records),
                 "Pairwise agreement (max abs difference):\n" + "\n".join(
                     f"  {pair}: encodings {diff['max_abs_diff_encoding']:.1e}, logits {diff['max_abs_diff_logits']:.1e}"
@@ -175,9 +191,25 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
     for text in filter(None, sections):  # each after an empty line
         print("\n" + text)
     _report(args.out)
+    if spent:
+        print(harness_share(spent, time.perf_counter() - started))
     for name, why in failures.items():
         print(f"error: {name} {why}", file=sys.stderr)
     return 1 if failures else 0
+
+
+PHASES = {"start-up": "start-up", "agreement": "agreement", "peak": "peaks", "prepare": "warm-ups", "time": "rounds",
+          "products": "products", "finish": "finishing"}
+
+
+def harness_share(spent: dict[str, float], wall: float) -> str:
+    """One line: what the harness's own timing of products (the limit and the breakdown) took of the run's wall time,
+    and where the rest went (seconds waited on each kind of request)."""
+    products = spent.get("products", 0.0)
+    parts = [f"{PHASES[k]} {duration(spent[k])}" for k in PHASES if k in spent]
+    return (f"harness: the products timed for the limit and the breakdown took {duration(products)} of the run's "
+            f"{duration(wall)} ({100 * products / wall:.1f} %); " + ", ".join(parts)
+            + f", the rest {duration(wall - sum(spent.values()))}")
 
 
 def _interrupted(args, plan, names: list[str], results: Path) -> str:
@@ -304,9 +336,8 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
             numbers["round_load"].append(reply["load_avg_1min"])
             numbers["round_cpu_share"].append(reply["cpu_s"] / reply["wall_s"])
         progress.update(1)
-    limits = _limits(pool, prepared, name, run["rounds"] * per_round, progress, label)
+    _products(pool, prepared, key, name, run["rounds"] * per_round, progress, label)
     for worker in list(prepared):
-        prepared[worker]["limit"] = limits.get(worker.ready["device"])
         reply = pool.ask(worker, "finish", key=name)
         if reply is None:
             del prepared[worker]
@@ -315,35 +346,62 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
     return prepared
 
 
-def _limits(pool: WorkerPool, prepared: dict, name: str, stop: int, progress: Progress, label: str) -> dict:
-    """device -> per timed batch, the fastest limit over one worker per framework there, and whose routine it was."""
-    asked = {}
+def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progress: Progress, label: str) -> None:
+    """Per timed batch, the useful products and those each prepared worker's algorithm computes
+    (bench/benchmark/limit.py), timed on the limit's process (the host's) and on each framework's own routine where
+    it has one (on the host, the kinds of its own implementations; on another device, every kind there): of each kind
+    the fastest, whose routine it was, and the worker's framework's own."""
+    mode, batch_size, _ = key
+    kinds = {worker: limit.computed_kind(worker.name, mode) for worker in prepared}
+    devices: dict[str, list] = {}
     for worker in prepared:
-        asked.setdefault((worker.spec.framework, worker.ready["device"]), worker)
-    limits: dict[str, dict] = {}
-    for (_, device), worker in asked.items():
-        progress.status(f"{label}: {worker.name} times the limit (the batches' useful products alone)")
-        reply = pool.ask(worker, "limit", key=name, stop=stop)
-        if reply is None:
-            continue
-        best = limits.setdefault(device, {"s": list(reply["s_per_batch"]), "by": list(reply["by"])})
-        for k, (seconds, by) in enumerate(zip(reply["s_per_batch"], reply["by"])):
-            if seconds < best["s"][k]:
-                best["s"][k], best["by"][k] = seconds, by
-    return limits
+        devices.setdefault(worker.ready["device"], []).append(worker)
+    asked = [(pool.limit, "numpy", "cpu", [kinds[w] for w in devices["cpu"]])] \
+        if "cpu" in devices and pool.limit.failed is None else []
+    for device, workers in devices.items():
+        own = {w.spec.framework: w for w in reversed(workers)
+               if type(frameworks.platform(w.spec.framework)).matmuls is not Platform.matmuls}  # each one's first
+        asked += [(first, framework, device, [kinds[w] for w in workers if device != "cpu" or w.spec.framework ==
+                                              framework]) for framework, first in own.items()]
+    replies = []
+    for worker, routine, device, wanted in asked:
+        progress.status(f"{label}: the batches' products on {routine}'s routine")
+        reply = pool.ask(worker, "products", key=name, mode=mode, batch_size=batch_size, stop=stop,
+                         kinds=list(dict.fromkeys(["useful", *wanted])))
+        replies += [(routine, device, reply)] if reply else []
+    for worker, n in prepared.items():
+        found = fastest(kinds[worker], worker.spec.framework,
+                        [(routine, reply) for routine, device, reply in replies if device == worker.ready["device"]])
+        if found:
+            n["products"] = found
+
+
+def fastest(kind: str, framework: str, replies: list[tuple[str, dict]]) -> dict | None:
+    """Of the products timed on one device by each routine (its name, the worker's ``products`` reply): the useful
+    ones' fastest time and routine, the ``kind``'s fastest (never below the useful time: what the algorithm computes
+    includes them; noise could say otherwise where the two differ by a few padded token slots) and ``framework``'s
+    own routine's, with the kind's FLOPs and the sample; None where no routine timed ``kind``."""
+    timed = [(routine, reply) for routine, reply in replies if kind in reply]
+    if not timed:
+        return None
+    routine, useful = min(replies, key=lambda found: found[1]["useful"]["s"])
+    own = [reply[kind]["s"] for by, reply in timed if by == framework]
+    fastest_useful = useful["useful"]["s"]
+    return {"useful": fastest_useful, "computed": max(min(r[kind]["s"] for _, r in timed), fastest_useful),
+            "own": own[0] if own else None, "matmul": routine, "kernel": useful["kernel"], "flops": timed[0][1][kind]
+            ["flops"], "sample": {"batches": useful["sampled"], "useful_flops_per_s": useful["useful"]["flops_per_s"]}}
 
 
 def _limit_fields(n: dict, total: float) -> dict:
-    """The record's limit keys (docs/spec.md §6) of the limit's timed batches."""
-    limit = n.get("limit")
-    if not limit:
+    """The record's keys of the limit and of where the time goes (docs/spec.md §6), per timed batch."""
+    p, batches = n.get("products"), len(n["times"])
+    if not p:
         return {}
-    seconds = float(np.sum(limit["s"]))
-    share: dict[str, float] = {}
-    for s, by in zip(limit["s"], limit["by"]):
-        share[by] = share.get(by, 0.0) + s
-    return {"limit_pairs_per_s": n["pairs"] / seconds, "limit_matmul": max(share, key=share.get),
-            "fraction_of_limit": seconds / total}
+    return {"limit_pairs_per_s": n["pairs"] / (p["useful"] * batches), "limit_matmul": p["matmul"],
+            "limit_kernel": p["kernel"], "limit_flops_per_s": n["flops"] / (p["useful"] * batches),
+            "limit_sample": {**p["sample"], "of": batches}, "fraction_of_limit": p["useful"] * batches / total,
+            "useful_s": p["useful"], "computed_s": p["computed"], "own_computed_s": p["own"],
+            "step_s": total / batches, "computed_flops": p["flops"]}
 
 
 def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device_peak, interleaved, args) -> dict:
@@ -373,8 +431,8 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         # this process's, which planned the batches and rounds and computes the figures of the record.
         **provenance.provenance(set(n["sources"]) | set(provenance.loaded())), run_id=run["run_id"],
         timestamp=provenance.timestamp(),
-        **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch")
-           if k in n})
+        **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch",
+                             "dispatches_per_batch") if k in n})
     return record.to_dict()
 
 

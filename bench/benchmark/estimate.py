@@ -2,7 +2,8 @@
 
 A lent GPU machine gives a command 10 minutes; a run that does not fit is cut off before its last measurements. The
 records of an earlier run on such a machine say what each measurement cost there (its warm-up, its timed rounds, the
-limit's timing: :func:`_cost`, :func:`estimate`), so a plan can be checked before it starts. An implementation without
+products timed for the limit and the breakdown: :func:`_cost`, :func:`estimate`), so a plan can be checked before it
+starts. An implementation without
 a record there counts as the costliest of its framework at the same measurement, one whose framework has none is left
 out, each said so; the run's start-up and what it spent between measurements are read from the records where they tell.
 """
@@ -15,6 +16,7 @@ from datetime import datetime
 from bench import frameworks
 from bench.benchmark import limit
 from bench.benchmark.record import Measurement
+from shared.platform import Platform
 
 START_UP_S = 60.0  # where the records cannot tell it: workers started, agreement checked, peaks measured
 BETWEEN_S = 5.0  # where they cannot tell it either: per measurement, beyond the implementations' own costs
@@ -70,8 +72,7 @@ def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool
     keyed = {(r.implementation, r.mode, r.batch_size, r.transitions): r for r in records}
     for key in plan.keys:
         mode, batch_size, transitions = key
-        timed_min = None
-        routines = {}
+        products: dict[tuple, float] = {}  # (routine, kind) -> seconds per timed batch of those products
         for name in plan.names:
             framework = frameworks.resolve(name)[0]
             r = keyed.get((name, *key))
@@ -90,10 +91,17 @@ def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool
             warm, timed = _cost(r, plan.rounds, measure_cache and mode == "train" and transitions == "gold",
                                 shapes.get((mode, batch_size)))
             total += warm + timed
-            timed_min = timed if timed_min is None else min(timed_min, timed)
-            routines[framework] = 1 if r.device == "gpu" else 2  # the framework's own routine, and NumPy's on a CPU
-        if timed_min is not None:
-            total += (limit.REPEATS + 1) * timed_min * sum(routines.values()) + between
+            # Each kind timed once on the limit's process (the host's) and on each framework's own routine.
+            limit_s = r.useful_s or r.useful_flops / max(r.timed_batches, 1) / max(  # older records: at the peak
+                r.device_peak_flops_per_s or r.matmul_peak_flops_per_s, 1.0)
+            own = type(frameworks.platform(framework)).matmuls is not Platform.matmuls
+            for routine in ("numpy",) * (r.device == "cpu") + (framework,) * own:
+                products[routine, "useful"] = limit_s
+                products[routine, limit.computed_kind(name, mode)] = (
+                    r.own_computed_s if routine == framework else r.computed_s) or limit_s
+            batches = r.batches_per_round * plan.rounds
+        if products:
+            total += limit.REPEATS * min(limit.SAMPLE, batches) * sum(products.values()) + between
     # Each worker starts, checks its agreement and times its peak before the first measurement.
     total += start_up * len(counted) / max(len({r.implementation for r in records}), 1)
     return total, notes + [f"{name}: {how}" for name, how in missing.items()]

@@ -1,18 +1,20 @@
-"""Useful work, counted once from the transitions actually present, and the limit of a batch: its useful dense products
-alone, back to back, on the machine's fastest routine.
+"""The products of a batch: its useful ones (counted once from the transitions actually present) and those an
+implementation's algorithm computes, as lists; and their times back to back on a routine: the limit of a batch (its
+useful products alone on the machine's fastest routine) and the computed time beside it (docs/spec.md §6, "Decision:
+the limit" and "Decision: where the time goes").
 
 Only the matrix products of docs/spec.md §3 are counted (2 FLOPs per multiply-add): they are the work a dense matmul
 peak can be compared with. Gate nonlinearities and elementwise products are O(H) per step against O(H^2) for the
 products, so leaving them out changes the count by about 1 % at H=300 and keeps the count a clean lower bound. Padding
-(PAD steps, padded tokens) is never counted: it is work the implementation chose to do, not useful work. Training counts
-3x the forward products: the backward pass of ``x @ W`` needs two products of the same size (``dx = dy @ W.T``, ``dW =
-x.T @ dy``).
+(PAD steps, padded tokens) is never useful: it is work the implementation chose to do. Training counts 3x the forward
+products: the backward pass of ``x @ W`` needs two products of the same size (``dx = dy @ W.T``, ``dW = x.T @ dy``).
 
-Why the limit, and what it times, is docs/spec.md §6, "Decision: the limit". Here: with the tracker, each step's tracker
-product reads the sentences still active (their buffer front, stack top and below it, and their last state, against the
-tracker's input and hidden kernels side by side) and its Reduce product those that reduce (left, right and the tracker's
-h against Reduce's three kernels); the tracker of step t needs step t - 1's compositions, so no two steps can merge.
-Without the tracker every node of a height can be composed once the height below is: one Reduce product per height.
+The useful products: with the tracker, each step's tracker product reads the sentences still active (their buffer
+front, stack top and below it, and their last state, against the tracker's input and hidden kernels side by side) and
+its Reduce product those that reduce (left, right and the tracker's h against Reduce's three kernels); the tracker of
+step t needs step t - 1's compositions, so no two steps can merge. Without the tracker every node of a height can be
+composed once the height below is: one Reduce product per height. What an algorithm computes (:data:`KINDS`) follows
+from the registry (:func:`computed_kind`), never from a framework's name.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import time
 
 import numpy as np
 
+from bench import frameworks
 from shared.batching import sentences_transitions
+from shared.levels import schedule
 from shared.padding import loop_length
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
@@ -30,81 +34,59 @@ TRAIN_FACTOR = 3
 REPEATS = 3  # a batch's products are timed this many times; the fastest counts
 
 
-def sentence_flops(config: ModelConfig, transitions: np.ndarray) -> int:
-    """Forward matmul FLOPs of encoding sentences with these transitions <int>[B, T]."""
-    E, H = config.embed_dim, config.hidden_dim
-    transitions = np.asarray(transitions)
-    shifts = int(np.sum(transitions == SHIFT))
-    reduces = int(np.sum(transitions == REDUCE))
-    steps = shifts + reduces  # non-PAD steps: the tracker runs on each
-    tracker, reduce = _step_flops(config)
-    leaves = shifts * 2 * E * 2 * H  # x @ projection.kernel [E, 2H]
-    return leaves + steps * tracker + reduces * reduce
-
-
-def _step_flops(config: ModelConfig) -> tuple[int, int]:
-    """Matmul FLOPs of one sentence's tracker step and of one composition."""
-    H, D = config.hidden_dim, config.tracker_dim
-    tracker = 2 * (3 * H * 4 * D + D * 4 * D) if D > 0 else 0
-    reduce = 2 * (2 * H * 5 * H + (D * 5 * H if D > 0 else 0))
-    return tracker, reduce
-
-
-def masked_flops(config: ModelConfig, batch) -> int:
-    """Forward matmul FLOPs that the masked algorithm computes for a pair batch: every sentence runs the tracker and a
-    composition at every step up to the batch's last real one (batch_flops counts only the steps that act)."""
-    transitions = sentences_transitions(batch)
-    tracker, reduce = _step_flops(config)
-    real = sentence_flops(config, transitions)
-    real_loop = int(np.sum(transitions != PAD)) * tracker + int(np.sum(transitions == REDUCE)) * reduce
-    every_step = transitions.shape[0] * loop_length(transitions) * (tracker + reduce)
-    return real - real_loop + every_step + classifier_flops(config, batch.size)
-
-
-def classifier_flops(config: ModelConfig, batch_size: int) -> int:
-    """Forward matmul FLOPs of the MLP and output layer for batch_size pairs."""
-    widths = [4 * config.hidden_dim] + [config.mlp_dim] * config.mlp_layers + [3]  # the features, each layer, logits
-    return batch_size * sum(2 * a * b for a, b in zip(widths, widths[1:]))
-
-
-def scheduled_flops(config: ModelConfig, batch, graph: dict, mode: str = "infer") -> int:
-    """Matmul FLOPs that a host-scheduled level program computes for a pair batch, padding included, from the rows its
-    runner's ``last_graph`` says it computed."""
-    E, H = config.embed_dim, config.hidden_dim
-    S, N = 2 * batch.size, np.shape(batch.premise_tokens)[1]
-    tracker, reduce = _step_flops(config)
-    forward = (S * N * 2 * E * 2 * H + int(graph["tracker_rows"]) * tracker + int(graph["reduce_rows"]) * reduce
-               + classifier_flops(config, batch.size))
-    return TRAIN_FACTOR * forward if mode == "train" else forward
-
-
 def batch_flops(config: ModelConfig, batch, mode: str = "infer") -> int:
-    """Useful FLOPs of one pair batch in ``infer`` or ``train`` mode."""
-    forward = (sentence_flops(config, batch.premise_transitions)
-               + sentence_flops(config, batch.hypothesis_transitions)
-               + classifier_flops(config, batch.size))
-    if mode in ("infer", "train"):
-        return TRAIN_FACTOR * forward if mode == "train" else forward
-    raise ValueError(f"unknown mode {mode!r}; expected 'infer' or 'train'")
+    """Useful FLOPs of one pair batch in ``infer`` or ``train`` mode: those of its useful products."""
+    if mode not in ("infer", "train"):
+        raise ValueError(f"unknown mode {mode!r}; expected 'infer' or 'train'")
+    return flops(config, products(config, batch), mode)
 
 
-def products(config: ModelConfig, batch) -> list[tuple[str, int]]:
-    """The useful forward products of a pair batch, in the order they can run: (role, rows), the role naming
-    the weight (bench.benchmark.limit.shapes) and rows the product's left operand's."""
+KINDS = ("useful", "lists", "loop", "arrays", "levels")  # the product lists: computed_kind says which is whose
+SAMPLE = 5  # the timed batches a measurement's products are timed on, evenly spaced among them
+
+
+def computed_kind(implementation: str, mode: str) -> str:
+    """The products ``implementation`` computes in ``mode``, by its registry entry: a loop over a batch's arrays runs
+    every sentence's tracker and composition at every step it runs (``padding``: all T, or up to the last real one);
+    host-scheduled levels compute their levels' rows; a loop over active rows, those rows alike (with every token
+    slot projected); per-sentence code batched at run time, the useful products alone."""
+    impl = frameworks.implementation(implementation)
+    padding = impl.padding_in(mode)
+    if impl.algorithm == frameworks.LEVELS:
+        return "levels"
+    return padding if padding != "none" else "useful" if impl.algorithm == frameworks.AUTOBATCH else "lists"
+
+
+def level_rows(transitions: np.ndarray, N: int, tracker: bool) -> list[tuple[int, int]]:
+    """(tracker rows, Reduce rows) of each level a host-scheduled levels implementation computes for sentences
+    ``transitions`` <int>[S, T] of N token slots, padding included: today, shared.levels' schedule with every level
+    exactly as wide as its nodes (the levels issue's one design replaces this with shared/levels.py's own)."""
+    return [(lv.active_used if tracker else 0, lv.used) for lv in schedule(transitions, N, tracker, widths=(1,)).levels]
+
+
+def products(config: ModelConfig, batch, kind: str = "useful") -> list[tuple[str, int]]:
+    """The forward products of a pair batch that ``kind`` (:data:`KINDS`) computes, in the order they can run:
+    (role, rows), the role naming the weight (:func:`shapes`) and rows the product's left operand's. ``useful``: the
+    leaf projection of the real tokens, each step's (or without the tracker each height's) useful rows and the
+    classifier; every other kind projects every token slot; ``lists`` runs each step on its active rows, ``loop``
+    and ``arrays`` every sentence at every step up to the batch's last real one or at all T, ``levels`` each level."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind of products {kind!r}; choose from {', '.join(KINDS)}")
     transitions = sentences_transitions(batch)
-    out = [("projection", int(np.sum(transitions == SHIFT)))]
-    if config.tracker_dim > 0:
-        acting, reducing = (transitions != PAD).sum(axis=0), (transitions == REDUCE).sum(axis=0)
-        for active, reduces in zip(acting.tolist(), reducing.tolist()):
-            if active:
-                out.append(("tracker", active))
-            if reduces:
-                out.append(("reduce", reduces))
-    else:
-        heights = np.bincount([h for row in transitions.tolist() for h in reduce_heights(row)]).tolist()
-        out += [("reduce", count) for count in heights[1:] if count]
-    out += [(f"mlp.{k}", batch.size) for k in range(config.mlp_layers)] + [("output", batch.size)]
-    return out
+    (S, T), N, tracker = transitions.shape, np.shape(batch.premise_tokens)[1], config.tracker_dim > 0
+    out = [("projection", int(np.sum(transitions == SHIFT)) if kind == "useful" else S * N)]
+    if kind == "levels":
+        rows = level_rows(transitions, N, tracker)
+    elif kind in ("loop", "arrays"):
+        rows = [(S * tracker, S)] * (T if kind == "arrays" else loop_length(transitions))
+    elif tracker or kind == "lists":
+        rows = zip(((transitions != PAD).sum(axis=0) * tracker).tolist(), (transitions == REDUCE).sum(axis=0).tolist())
+    else:  # the useful products without the tracker: one Reduce product per tree height
+        heights = np.array([h for row in transitions.tolist() for h in reduce_heights(row)], dtype=int)
+        rows = [(0, count) for count in np.bincount(heights, minlength=1).tolist()[1:]]
+    for active, reduces in rows:
+        out += [("tracker", active)] * bool(active) + [("reduce", reduces)] * bool(reduces)
+    return out + [(f"mlp.{k}", batch.size) for k in range(config.mlp_layers)] + [("output", batch.size)]
 
 
 def shapes(config: ModelConfig) -> dict[str, tuple[int, int]]:
@@ -117,42 +99,55 @@ def shapes(config: ModelConfig) -> dict[str, tuple[int, int]]:
     return out
 
 
-def operands(config: ModelConfig, batch, mode: str, dtype: str, rng) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The (left, right) arrays of every product of the batch in ``mode`` (in training each one's two backward products
-    after it), the weights shared between steps as a model's are."""
-    weights = {role: rng.standard_normal(shape).astype(dtype) for role, shape in shapes(config).items()}
-    rows = {}
-    for role, m in products(config, batch):
+def flops(config: ModelConfig, listed: list[tuple[str, int]], mode: str) -> int:
+    """The matmul FLOPs of products (:func:`products`) in ``mode``."""
+    weights = shapes(config)
+    forward = sum(2 * rows * weights[role][0] * weights[role][1] for role, rows in listed)
+    return TRAIN_FACTOR * forward if mode == "train" else forward
+
+
+def arrays(config: ModelConfig, lists: list[list[tuple[str, int]]], dtype: str) -> dict[str, tuple]:
+    """role -> (weight, inputs, output gradients) for every list of products (:func:`products`) timed with them: the
+    weight random, the others as many rows as the longest list's (their values do not change a product's time)."""
+    rng, rows = np.random.default_rng(0), {}
+    for role, m in (product for listed in lists for product in listed):
         rows[role] = max(rows.get(role, 0), m)
-    inputs = {role: rng.standard_normal((m, weights[role].shape[0])).astype(dtype) for role, m in rows.items()}
-    grads = {role: rng.standard_normal((m, weights[role].shape[1])).astype(dtype) for role, m in rows.items()}
+    return {role: (rng.standard_normal((n_in, n_out)).astype(dtype), np.full((rows.get(role, 0), n_in), 0.5, dtype),
+                   np.full((rows.get(role, 0), n_out), 0.5, dtype)) for role, (n_in, n_out) in shapes(config).items()}
+
+
+def operands(listed: list[tuple[str, int]], mode: str, made: dict[str, tuple]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The (left, right) arrays of products (:func:`products`) in ``mode`` (in training each one's two backward
+    products after it), from :func:`arrays`: the weights shared between steps as a model's are."""
     out = []
-    for role, m in products(config, batch):
-        x, w, dy = inputs[role][:m], weights[role], grads[role][:m]
+    for role, m in listed:
+        w, x, dy = made[role][0], made[role][1][:m], made[role][2][:m]
         out.append((x, w))
         if mode == "train":
             out += [(dy, w.T), (x.T, dy)]  # dX = dY W^T, dW = X^T dY
     return out
 
 
-def time_batches(platforms: dict, device: str, config: ModelConfig, batches: list, mode: str, dtype: str,
-                 repeats: int = REPEATS) -> tuple[list[float], list[str]]:
-    """For each batch, the fastest time of its products back to back over ``platforms`` (name -> a
-    shared.platform.Platform: each its ``matmuls`` routine) and the name of the routine that took it."""
-    rng = np.random.default_rng(0)
-    best_s, best_by = [], []
-    for batch in batches:
-        pairs = operands(config, batch, mode, dtype, rng)
-        best, by = float("inf"), ""
-        for name, platform in platforms.items():
-            run = platform.matmuls(pairs, device)
-            run()  # warm-up: the device copies, the routine's first call of each shape
-            for _ in range(repeats):
+def sample(count: int, size: int = SAMPLE) -> list[int]:
+    """``size`` positions evenly spaced among ``count`` (all of them where there are no more)."""
+    return list(range(count)) if count <= size else [int((k + 0.5) * count / size) for k in range(size)]
+
+
+def time_kinds(platform, device: str, config: ModelConfig, batches: list, kinds: list[str], mode: str, dtype: str,
+               repeats: int = REPEATS) -> dict[str, list[float]]:
+    """kind -> each batch's fastest time of its products back to back on ``platform``'s ``matmuls`` routine
+    (shared.platform.Platform): a batch's kinds timed in turn, ``repeats`` times over, so that noise lands on every
+    kind alike (and one batch's operands at a time on the device)."""
+    lists = [[products(config, batch, kind) for kind in kinds] for batch in batches]
+    made, best = arrays(config, [listed for batch in lists for listed in batch], dtype), {kind: [] for kind in kinds}
+    for batch in lists:
+        runs = [platform.matmuls(operands(listed, mode, made), device) for listed in batch]
+        fastest = [float("inf")] * len(kinds)
+        for _ in range(repeats):
+            for j, run in enumerate(runs):
                 start = time.perf_counter()
                 run()
-                elapsed = time.perf_counter() - start
-                if elapsed < best:
-                    best, by = elapsed, name
-        best_s.append(best)
-        best_by.append(by)
-    return best_s, best_by
+                fastest[j] = min(fastest[j], time.perf_counter() - start)
+        for kind, seconds in zip(kinds, fastest):
+            best[kind].append(seconds)
+    return best

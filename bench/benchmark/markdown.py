@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from bench import frameworks
-from bench.benchmark.record import (Measurement, busy_count, busy_rounds, device_fraction, load, other_work_limit,
-                                    round_flags, round_ratios, run_share)
+from bench.benchmark.record import (Measurement, breakdown, busy_count, busy_rounds, device_fraction, load,
+                                    other_work_limit, round_flags, round_ratios, run_share)
 from bench.benchmark.targets import format_targets
 from bench.figures import style
 from bench.render import table
@@ -59,14 +59,20 @@ def format_ratios(records: list[Measurement], baseline: str | None = None) -> st
     if not rows:
         return f"Ratios: no {baseline} records to compare with."
     loaded = any(row["busy"] is not None for row in rows)  # older runs recorded no load: their table is as it was
-    lines = [f"Speed over {baseline} (median of per-round ratios; interquartile range; min-max; rounds):", "",
+    peaks = {r.key(): r.matmul_peak_flops_per_s for r in records}
+    lines = [f"Speed over {baseline} (median of per-round ratios; interquartile range; min-max; rounds; the dense "
+             "matmul peak of the implementation's framework and of the baseline's):", "",
              table(["device", "mode", "transitions", "batch", "implementation", "ratio", "IQR", "min-max", "rounds"]
-                   + ["busy rounds"] * loaded, [
+                   + ["busy rounds"] * loaded + ["dense peaks (GFLOP/s)"], [
                  [row["device"], row["mode"], row["transitions"], row["batch_size"], row["implementation"],
                   f"{row['median']:.2f}x", f"{row['q1']:.2f}-{row['q3']:.2f}", f"{row['min']:.2f}-{row['max']:.2f}",
                   row["rounds"] or "not interleaved"]
                  + ["-" if row["busy"] is None else f"**{busy_count(row)} of {len(row['busy'])}**" if busy_count(row)
-                    else "0"] * loaded for row in rows])]
+                    else "0"] * loaded
+                 + [" / ".join(f"{peaks[key] / 1e9:,.0f}" for key in ((row["device"], row["mode"], row["transitions"],
+                                                                      row["batch_size"], name)
+                                                                     for name in (row["implementation"], baseline)))]
+                 for row in rows])]
     if loaded:
         lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average, less the run's own share "
                       "of the cores, was above one core of other work while either side was timed (docs/spec.md §6; "
@@ -163,18 +169,34 @@ def format_host_syncs(records: list[Measurement]) -> str:
             "stays a masked select on the device): " + "; ".join(parts) + ".")
 
 
-def format_phases(records: list[Measurement]) -> str:
-    """Where a batch's time went (for implementations that split it), and what they built per batch."""
-    rows = [r for r in records if r.phase_s_per_batch]
+def format_breakdown(records: list[Measurement]) -> str:
+    """Where each record's step goes (record.breakdown) in shares of it, what the limit ran on, and the phases and
+    graph per batch of the implementations that report them."""
+    rows = [(r, breakdown(r)) for r in sorted(records, key=Measurement.key) if breakdown(r)]
     if not rows:
         return ""
-    return "\n".join(["Where the time of a batch goes (implementations that report it; ms per batch, and per-batch "
-                      "graph counts):", "", table(["mode", "transitions", "batch", "implementation", "step", "phases",
-                                                   "graph"], [
-        [r.mode, r.transitions, r.batch_size, r.implementation, f"{r.step_s_median * 1e3:,.1f}",
-         ", ".join(f"{name} {seconds * 1e3:,.1f}" for name, seconds in r.phase_s_per_batch.items()),
-         ", ".join(f"{name} {count:,.0f}" for name, count in (r.graph_per_batch or {}).items()) or "-"]
-        for r in sorted(rows, key=Measurement.key)])])
+    cells = []
+    for r, parts in rows:
+        share = {name: f"{100 * seconds / r.step_s:.0f} %" for name, seconds in parts.items()}
+        cells.append([r.device, r.mode, r.transitions, r.batch_size, r.implementation, f"{r.step_s * 1e3:,.2f}",
+                      share["useful"], share["waste"], "-" if r.own_computed_s is None else share["slow_blas"],
+                      share["overhead"] if parts["overhead"] >= 0 else f"**{share['overhead']}** (below its products)",
+                      f"{r.computed_flops / r.useful_flops:.2f}x", f"{r.matmul_peak_flops_per_s / 1e9:,.0f}",
+                      "; ".join(", ".join(f"{name} {value * scale:,.1f}" for name, value in found.items())
+                                for found, scale in ((r.phase_s_per_batch or {}, 1e3), (r.graph_per_batch or {}, 1))
+                                if found) or "-"])
+    return "\n".join([
+        "Each step per timed batch as useful (the limit: the useful products alone, back to back on the fastest "
+        "routine), waste (what the implementation's algorithm computes beyond them, timed the same way), slow BLAS "
+        "(the same products on the framework's own routine beyond the fastest, where it has one) and overhead (the "
+        "rest: gate arithmetic, gathers and scatters, control flow, dispatch, Python; negative where a compiled "
+        "program beats its own products timed back to back): docs/spec.md §6. The limit ran on", *dict.fromkeys(
+            f"- {r.device}: {r.limit_matmul} ({r.limit_kernel}), {r.limit_flops_per_s / 1e9:,.0f} GFLOP/s at {r.mode} "
+            f"{r.transitions} batch {r.batch_size}, timed on {r.limit_sample['batches']} of {r.limit_sample['of']} "
+            "timed batches (" + "-".join(f"{x / 1e9:,.0f}" for x in r.limit_sample["useful_flops_per_s"]) +
+            " GFLOP/s)" for r, _ in rows), "", table(
+            ["device", "mode", "transitions", "batch", "implementation", "step (ms)", "useful", "waste", "slow BLAS",
+             "overhead", "computed / useful FLOPs", "dense peak (GFLOP/s)", "phases (ms); graph per batch"], cells)])
 
 
 # ---------------------------------------------------------------------------
@@ -251,6 +273,11 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         fig.tight_layout()
         written.append(style.save(fig, out_dir / "throughput.png"))
         written += _plot_ratios(records, out_dir, plt)
+        from bench.figures.runs import breakdown_rows, draw_breakdown  # the documents' figure of the same records
+
+        rows = breakdown_rows(records)
+        if rows:
+            written.append(style.save(draw_breakdown(rows, plt), out_dir / "breakdown.png"))
 
         compiled = [r for r in records if r.compile_s > 0 or r.first_call_s > 0]
         if compiled:
@@ -352,7 +379,9 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
     lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), ""]
     for baseline in over:
         lines += [format_ratios(records, baseline), ""]
-    lines += [format_host_syncs(records), "", format_phases(records), ""]
+    time_goes = format_breakdown(records)
+    lines += ["## Where the time goes", "", time_goes, ""] if time_goes else []
+    lines += [format_host_syncs(records), ""]
     if table2_measured(records):
         lines += ["## Beside the paper's Table 2", "", TABLE2_INTRO, "", format_table2(records), ""]
     load = format_load(records)

@@ -74,10 +74,23 @@ class Measurement:
     device_peak_implementation: str | None = None
     useful_fraction_of_device_peak: float | None = None
     # The limit (bench/benchmark/limit.py): the same timed batches' useful products alone, on the run's fastest
-    # routine for the device; and this implementation's pairs/s as a share of it.
+    # routine for the device (its name, and the kernel it ran), its FLOP/s, and this implementation's pairs/s as a
+    # share of it; timed on a sample of the timed batches (how many, and their FLOP/s from the slowest to the fastest).
     limit_pairs_per_s: float | None = None
     limit_matmul: str | None = None
+    limit_kernel: str | None = None
+    limit_flops_per_s: float | None = None
+    limit_sample: dict | None = None
     fraction_of_limit: float | None = None
+    # Where the time goes (docs/spec.md §6), seconds per timed batch: the useful products (the limit), the products
+    # this implementation's algorithm computes (same routine, same batches), the same on the framework's own routine
+    # where it has one, and the step; the computed FLOPs of the timed batches (beside useful_flops).
+    useful_s: float | None = None
+    computed_s: float | None = None
+    own_computed_s: float | None = None
+    step_s: float | None = None
+    computed_flops: int | None = None
+    dispatches_per_batch: float | None = None  # operations the framework dispatched per batch (a hook to come)
     peak_mem_bytes: int | None = None
     peak_rss_bytes: int | None = None
     padding_waste: float | None = None  # the PAD share of the slots this implementation computes
@@ -147,7 +160,8 @@ def dotted(value, key: str, default: Any = None) -> Any:
 
 _REQUIRED = ("implementation", "framework", "mode", "batch_size")
 _OPTIONAL = ("cached_compile", "host_syncs_per_batch", "phase_s_per_batch", "graph_per_batch", "limit_pairs_per_s",
-             "limit_matmul", "fraction_of_limit")
+             "limit_matmul", "limit_kernel", "limit_flops_per_s", "limit_sample", "fraction_of_limit", "useful_s",
+             "computed_s", "own_computed_s", "step_s", "computed_flops", "dispatches_per_batch")
 
 
 def load(paths: Iterable[str | os.PathLike]) -> list[Measurement]:
@@ -187,6 +201,21 @@ def round_ratios(records: list[Measurement], baseline: str | None = None) -> lis
                      "round_ratios": ratios.tolist(), "busy": [x or y for x, y in zip(mine, theirs)]
                      if same_run and mine is not None and theirs is not None else None})
     return rows
+
+
+def breakdown(r: Measurement) -> dict[str, float] | None:
+    """A record's step, seconds per timed batch, in parts that sum to it (docs/spec.md §6, "Decision: where the time
+    goes"): ``useful`` (the limit), ``waste`` (what the algorithm computes beyond it), ``slow_blas`` (the same
+    products on the framework's own routine, where it has one, beyond the fastest) and ``overhead`` (the rest;
+    negative where a compiled program beats its own products back to back); None for a record without them."""
+    if r.useful_s is None or r.computed_s is None or not r.step_s:
+        return None
+    blas = max((r.own_computed_s or 0.0) - r.computed_s, 0.0)
+    return {"useful": r.useful_s, "waste": r.computed_s - r.useful_s, "slow_blas": blas,
+            "overhead": r.step_s - r.computed_s - blas}
+
+
+PARTS = {"useful": "useful", "waste": "waste", "slow_blas": "slow BLAS", "overhead": "overhead"}  # in words
 
 
 def device_fraction(r: Measurement) -> float:

@@ -30,9 +30,10 @@ import numpy as np
 
 from bench import config, frameworks, provenance
 from bench.benchmark import limit
-from bench.benchmark.limit import batch_flops, scheduled_flops
+from bench.benchmark.limit import batch_flops
 from bench.config import load_dataset
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
+from shared.files import written_aside
 from shared.padding import padding_report
 from shared.parsing import uniforms_for
 from shared.platform import Platform, cpu_name
@@ -68,33 +69,33 @@ class RssSampler:
         self.peak = max(self.peak, self._process.memory_info().rss)
 
 
-def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str, parse_modes=()) -> dict:
+def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str, parse_modes=(),
+                    shared: Path | None = None) -> dict:
     """``runner`` against the float64 reference on the same weights: encodings and logits, gradients on the cheapest
-    four pairs, and the predicted parses; its outputs kept for the pairwise comparison."""
-    from shared import parse_metrics, reference
+    four pairs, and the predicted parses; its outputs kept for the pairwise comparison. The reference's outputs are
+    computed once per run: read from ``shared`` where an earlier worker wrote them (the same weights and pairs)."""
+    from shared import parse_metrics
     from shared.batching import make_pair_batch, pair_length
     from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs, max_abs_err
 
     batch = make_pair_batch(pairs, vocab)
     premise, hypothesis, logits = runner.encode(batch)
-    ref = reference.forward(params, config, batch)
     grad_batch = batch.select(np.argsort([pair_length(p) for p in pairs])[:4])  # the cheapest four
     _, grads = runner.loss_and_grads(grad_batch)
-    _, ref_grads = reference.loss_and_grads(params, config, grad_batch)
+    predicted = "predicted" in parse_modes  # sampled parses follow the shared uniforms: their agreement is a test's
+    ref = _reference(params, config, batch, grad_batch, predicted, shared)
     result = {
-        "max_abs_err_encoding": max(max_abs_err(premise, ref.premise), max_abs_err(hypothesis, ref.hypothesis)),
-        "max_abs_err_logits": max_abs_err(logits, ref.logits),
-        "max_rel_err_grads": max(grad_rel_errs(grads, ref_grads).values()),
+        "max_abs_err_encoding": max(max_abs_err(premise, ref["premise"]), max_abs_err(hypothesis, ref["hypothesis"])),
+        "max_abs_err_logits": max_abs_err(logits, ref["logits"]),
+        "max_rel_err_grads": max(grad_rel_errs(grads, {k[5:]: v for k, v in ref.items() if k[:5] == "grad."}).values()),
         "agreement_pairs": len(pairs),
     }
-    for mode in parse_modes:
-        if mode != "predicted":
-            continue  # sampled parses follow the shared uniforms; their agreement is a test's business
-        mine, theirs = runner.parse(batch, mode), reference.parse(params, config, batch, mode)
+    if predicted:
+        mine = runner.parse(batch, "predicted")
         result["parse_agreement"] = float(np.mean([
-            parse_metrics.parse_agreement(mine.premise_transitions, theirs.premise_transitions),
-            parse_metrics.parse_agreement(mine.hypothesis_transitions, theirs.hypothesis_transitions)]))
-        result["max_abs_err_logits_predicted"] = max_abs_err(mine.logits, theirs.logits)
+            parse_metrics.parse_agreement(mine.premise_transitions, ref["parse.premise"]),
+            parse_metrics.parse_agreement(mine.hypothesis_transitions, ref["parse.hypothesis"])]))
+        result["max_abs_err_logits_predicted"] = max_abs_err(mine.logits, ref["parse.logits"])
     if dtype == "float32":
         result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= ENCODING_TOL_F32
                                       and result["max_abs_err_logits"] <= LOGITS_TOL_F32
@@ -106,6 +107,27 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
     np.savez(agreement_dir / f"{name}.npz", premise=premise, hypothesis=hypothesis, logits=logits,
              pair_id=np.array(batch.pair_ids))
     return result
+
+
+def _reference(params, config, batch, grad_batch, predicted: bool, shared: Path | None) -> dict[str, np.ndarray]:
+    """The float64 reference's encodings, logits, gradients (``grad.NAME``) and, with ``predicted``, its predicted
+    parses (``parse.*``): read from ``shared`` if a worker of this run wrote them, else computed and written there."""
+    from shared import reference
+
+    if shared is not None and shared.exists():
+        with np.load(shared) as saved:
+            return dict(saved)
+    ref, (_, grads) = reference.forward(params, config, batch), reference.loss_and_grads(params, config, grad_batch)
+    out = {"premise": ref.premise, "hypothesis": ref.hypothesis, "logits": ref.logits,
+           **{f"grad.{k}": v for k, v in grads.items()}}
+    if predicted:
+        parses = reference.parse(params, config, batch, "predicted")
+        out.update({"parse.premise": parses.premise_transitions, "parse.hypothesis": parses.hypothesis_transitions,
+                    "parse.logits": parses.logits})
+    if shared is not None:
+        with written_aside(shared) as tmp, open(tmp, "wb") as file:
+            np.savez(file, **out)
+    return out
 
 
 def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
@@ -242,8 +264,6 @@ class Task:
     host_syncs: list = field(default_factory=list)  # define-by-run code in a model-decided mode: reads per batch
     phases: list = field(default_factory=list)  # the runner's last_phases of every timed batch (where it splits)
     graphs: list = field(default_factory=list)  # the runner's last_graph of every timed batch (where it says)
-    graph_batches: list = field(default_factory=list)  # the plan index of each of those batches
-    mode: str = "infer"
 
 
 class Worker:
@@ -264,6 +284,7 @@ class Worker:
         self.labelled = [p for p in self.dataset.pairs if p.label >= 0]
         spec.buckets = resolve_buckets(spec.buckets, self.dataset.pairs)
         self.tasks: dict[str, Task] = {}
+        self.scratch = scratch
         if spec.measure_cache:  # a private cache, removed with the worker: every compilation is written to it
             self.platform.enable_compilation_cache(str(scratch / "cache"))
         elif spec.compilation_cache:
@@ -295,27 +316,32 @@ class Worker:
         """Encodings, logits, gradients and predicted parses against the float64 reference."""
         return check_agreement(self.new_runner(), self.labelled[:self.spec.agreement_pairs], self.vocab,
                                self.config, self.params, self.spec.dtype, Path(self.spec.out_dir),
-                               self.spec.implementation, parse_modes=[t for t in transitions if t != "gold"])
+                               self.spec.implementation, parse_modes=transitions,
+                               shared=self.scratch.parent / "reference.npz")  # the run's workers' scratch folder
 
     def peak(self) -> dict:
         """The dense matmul peak of this framework, device and dtype."""
         return matmul_peak_flops(self.platform, self.spec.device, self.spec.dtype)
 
-    def prepare(self, key: str, mode: str, batch_size: int, transitions: str) -> dict:
-        """A runner and the batches of one measurement, warmed up on every shape, and one batch timed as an estimate."""
+    def batches(self, mode: str, batch_size: int) -> tuple[list, list, list]:
+        """(the batches of a measurement, its cyclic plan of max_batches of them, the pairs they hold): the same in
+        every worker of the run."""
         pairs = self.labelled if mode == "train" else self.dataset.pairs
         if self.spec.batching == "sentences":
             batches = make_sentence_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,
                                             seed=self.spec.seed)
+            pairs = sentence_pairs(pairs, batch_size, seed=self.spec.seed)  # their rows (a sampled step reads them)
         else:
             batches = make_batches(pairs, self.vocab, batch_size, buckets=self.spec.buckets, shuffle=True,
                                    seed=self.spec.seed, drop_last=True)
+        return batches, [batches[k % len(batches)] for k in range(self.spec.max_batches)] if batches else [], pairs
+
+    def prepare(self, key: str, mode: str, batch_size: int, transitions: str) -> dict:
+        """A runner and the batches of one measurement, warmed up on every shape, and one batch timed as an estimate."""
+        batches, plan, pairs = self.batches(mode, batch_size)
         if not batches:
             return {"skipped": f"fewer pairs than one batch of {batch_size}"}
         padding = padding_report(batches)
-        if self.spec.batching == "sentences":  # the rows the batches hold (a sampled step reads their data rows)
-            pairs = sentence_pairs(pairs, batch_size, seed=self.spec.seed)
-        plan = [batches[k % len(batches)] for k in range(self.spec.max_batches)]
         runner = self.new_runner()
         step, syncs = self._step(runner, mode, transitions, pairs)
         if self.spec.device == "gpu":
@@ -334,7 +360,7 @@ class Worker:
         if self.spec.measure_cache and mode == "train":
             reply["cached_compile"] = self._compile_from_cache(batches, mode, transitions, pairs)
         self.tasks[key] = Task(runner, step, plan, [batch_flops(self.config, b, mode) for b in plan], rss,
-                               runner.compile_stats(), syncs, mode=mode)
+                               runner.compile_stats(), syncs)
         return reply
 
     def time(self, key: str, start: int, count: int) -> dict:
@@ -352,27 +378,33 @@ class Worker:
                 task.phases.append(dict(task.runner.last_phases))
             if task.runner.last_graph:
                 task.graphs.append(dict(task.runner.last_graph))
-                task.graph_batches.append(k % len(task.plan))
             pairs += batch.size
             flops += task.flops[k % len(task.plan)]
         cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
         return {"times": times, "pairs": pairs, "flops": flops, "cpu_s": cpu_s, "wall_s": wall_s,
                 "load_avg_1min": os.getloadavg()[0]}
 
-    def limit(self, key: str, stop: int) -> dict:
-        """The limit of the batches the rounds timed under ``key`` (plan entries 0 .. stop - 1), on the fastest routine
-        of this process (NumPy's, and its framework's own where it has one: bench/benchmark/limit.py)."""
-        task = self.tasks[key]
-        distinct = list({id(batch): batch for batch in (task.plan[k % len(task.plan)] for k in range(stop))}.values())
-        routines = {"numpy": frameworks.platform(frameworks.REFERENCE.name)}
-        if type(self.platform).matmuls is not type(routines["numpy"]).matmuls:
-            routines[self.spec.framework] = self.platform
-        seconds, by = limit.time_batches({name: p for name, p in routines.items()
-                                          if p.matmuls([], self.spec.device) is not None},
-                                         self.spec.device, self.config, distinct, task.mode, self.spec.dtype)
-        index = {id(batch): k for k, batch in enumerate(distinct)}
-        ks = [index[id(task.plan[k % len(task.plan)])] for k in range(stop)]
-        return {"s_per_batch": [seconds[k] for k in ks], "by": [by[k] for k in ks]}
+    def products(self, key: str, mode: str, batch_size: int, stop: int, kinds: list[str]) -> dict:
+        """Each kind's products (bench/benchmark/limit.py) of the batches the rounds timed (plan entries 0 .. stop - 1)
+        on this process's ``matmuls`` routine: seconds per timed batch, from a sample of them (the sample's seconds per
+        FLOP times the timed batches' FLOPs), the timed batches' FLOPs, and the min and max FLOP/s of the sampled
+        batches; {} where the routine does not run on the device."""
+        device = self.spec.device
+        plan = self.tasks[key].plan if key in self.tasks else self.batches(mode, batch_size)[1]  # the limit's process
+        if self.platform.matmuls([], device) is None or not plan:
+            return {}
+        timed = [plan[k % len(plan)] for k in range(stop)]
+        sampled = [timed[k] for k in limit.sample(stop)]
+        seconds = limit.time_kinds(self.platform, device, self.config, sampled, kinds, mode, self.spec.dtype)
+        out = {"kernel": self.platform.matmul_kernel(device), "sampled": len(sampled)}
+        for kind in kinds:
+            counted = {id(batch): limit.flops(self.config, limit.products(self.config, batch, kind), mode)
+                       for batch in plan[:stop]}
+            total, sample_flops = sum(counted[id(b)] for b in timed), [counted[id(b)] for b in sampled]
+            rates = [f / s for f, s in zip(sample_flops, seconds[kind])]
+            out[kind] = {"s": sum(seconds[kind]) / sum(sample_flops) * total / stop, "flops": total,
+                         "flops_per_s": [min(rates), max(rates)]}
+        return out
 
     def finish(self, key: str) -> dict:
         """Retraces while timed, the memory peak, the files that ran; the runner is dropped."""
@@ -391,10 +423,6 @@ class Worker:
         if task.phases:  # seconds per timed batch of each phase the runner reports
             out["phase_s_per_batch"] = _means(task.phases)
         if task.graphs:
-            if "reduce_rows" in task.graphs[0]:  # a level schedule: what it computed over the useful work
-                for graph, i in zip(task.graphs, task.graph_batches):
-                    graph["computed_over_useful"] = (scheduled_flops(self.config, task.plan[i], graph, task.mode)
-                                                     / task.flops[i])
             out["graph_per_batch"] = _means(task.graphs)
         return out
 

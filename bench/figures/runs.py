@@ -1,8 +1,9 @@
-"""Figures of committed runs: speed ratios, padding, compile time and host reads from benchmark records (every
-ratio is the report's, bench/benchmark/record.py round_ratios, so a re-run of a folder redraws a figure with no change
-here), and the graph behind one batch's loss and gradients, recorded for every batch (PyTorch's autograd nodes,
-DyNet's nodes) or traced once (TensorFlow's ops and JAX's equations, each loop body once), read from the documents'
-explain blocks as docs/figures/explain.json keeps them: never re-run here."""
+"""Figures of committed runs: speed ratios, padding, compile time, host reads and where a step's time goes from
+benchmark records (every ratio and part is the report's, bench/benchmark/record.py round_ratios and breakdown, so a
+re-run of a folder redraws a figure with no change here), and the graph behind one batch's loss and gradients,
+recorded for every batch (PyTorch's autograd nodes, DyNet's nodes) or traced once (TensorFlow's ops and JAX's
+equations, each loop body once), read from the documents' explain blocks as docs/figures/explain.json keeps them:
+never re-run here."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from bench import frameworks
-from bench.benchmark.record import round_ratios
+from bench.benchmark.record import PARTS, breakdown as parts_of, round_ratios
 from bench.explain.report import GUIDES
 from bench.figures import style
 from bench.render.sources import QuoteError, Results
@@ -96,6 +97,75 @@ def headline(results: Results, plt):
                                      "round_pairs_per_s", "run_id"],
                             select=f"transitions gold; ratios over {BASELINE} round by round"),
         "data": [dict(_ratio_row(row), run=run) for run, rows in by_run.items() for row in rows]}
+
+
+TOP = 250  # the breakdown's axis ends here (a per cent of the step), whatever a bar's height
+PART_LOOKS = {"useful": (1.0, ""), "waste": (0.6, "//"), "slow_blas": (0.45, "xx"), "overhead": (0.22, "")}  # alpha
+
+
+def breakdown_rows(records) -> list[dict]:
+    """Every gold-parse record that has the breakdown (record.breakdown), at the smallest and the largest batch size
+    among them (1 and 128 in the default run): its parts in ms per batch, by device, mode, batch size and the
+    registry's order."""
+    order = style.registry_order(r.implementation for r in records)
+    found = [r for r in records if r.transitions == "gold" and parts_of(r)]
+    sizes = {min(r.batch_size for r in found), max(r.batch_size for r in found)} if found else set()
+    chosen = sorted((r for r in found if r.batch_size in sizes), key=lambda r: (
+        r.device, r.mode != "infer", r.batch_size, order.index(r.implementation)))
+    return [{"device": r.device, "mode": r.mode, "batch_size": r.batch_size, "implementation": r.implementation,
+             "step_ms": _r(r.step_s * 1e3), **{f"{part}_ms": _r(s * 1e3) for part, s in parts_of(r).items()}}
+            for r in chosen]
+
+
+def draw_breakdown(rows: list[dict], plt):
+    """Stacked bars, an implementation each, a panel per device, mode and batch size: the shares of the step of the
+    useful products, the algorithm's waste, slow BLAS and the framework's overhead, the step's ms above (a negative
+    overhead: the bar passes 100 %, the step's line drawn across it)."""
+    from matplotlib.patches import Patch
+
+    panels = list(dict.fromkeys((row["device"], row["mode"], row["batch_size"]) for row in rows))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 0.6, 4.6), squeeze=False, sharey=True)
+    for ax, panel in zip(axes[0], panels):
+        mine = [row for row in rows if (row["device"], row["mode"], row["batch_size"]) == panel]
+        for x, row in enumerate(mine):
+            bottom = 0.0
+            for part, (alpha, hatch) in PART_LOOKS.items():
+                share = 100 * row[f"{part}_ms"] / row["step_ms"]
+                if share > 0:
+                    ax.bar(x, share, bottom=bottom, width=0.7, color=style.colour(row["implementation"]),
+                           alpha=alpha, hatch=hatch, edgecolor="white", lw=0.5)
+                    bottom += share
+            if row["overhead_ms"] < 0:  # the step beat its own products timed back to back: kept, not clamped
+                ax.hlines(100, x - 0.42, x + 0.42, color="black", lw=1.5)
+            step = f"{row['step_ms']:,.0f}" if row["step_ms"] >= 100 else f"{row['step_ms']:.3g}"
+            ax.text(x, min(max(bottom, 100), TOP), f"{step} ms" + (f"\n(products {bottom:,.0f} %)" if bottom > TOP
+                                                                   else ""), ha="center", va="bottom", fontsize=6.5)
+        ax.set_xticks(range(len(mine)), [row["implementation"] for row in mine], rotation=35, ha="right", fontsize=7.5)
+        ax.set_title(f"{MODE_TITLES.get(panel[1], panel[1])}, batch {panel[2]} ({panel[0]})", fontsize=9)
+        ax.grid(False, axis="x")
+    axes[0][0].set_ylabel("share of the step (%); above each bar: the step")
+    axes[0][0].set_ylim(0, min(max(100 * (r["step_ms"] - min(r["overhead_ms"], 0)) / r["step_ms"] for r in rows), TOP)
+                        * 1.12)  # a bar past TOP % (a busy machine's limit) is cut there, its height written
+    fig.legend([Patch(facecolor=style.BASELINE_GREY, alpha=alpha, hatch=hatch, edgecolor="white")
+                for alpha, hatch in PART_LOOKS.values()] + [plt.Line2D([], [], color="black", lw=1.5)],
+               [*PARTS.values(), "the step, where below its own products"], loc="lower center", ncol=5, fontsize=8,
+               frameon=False)
+    fig.suptitle("Where a step's time goes: the useful products (the limit), what the algorithm computes beyond\n"
+                 "them (waste), the framework's slower BLAS and its overhead (the rest of the step)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+def breakdown(results: Results, plt):
+    """The default CPU run's breakdown of a step, gold parses, batch 1 and 128 (breakdown_rows, draw_breakdown)."""
+    rows = breakdown_rows(results.measurements(HEADLINE_RUNS[0]))
+    if not rows:
+        raise QuoteError(f"results/{HEADLINE_RUNS[0]}: no record has the breakdown (useful_s, computed_s, step_s)")
+    return draw_breakdown(rows, plt), {
+        "title": "Where a step's time goes", "data": rows,
+        "sources": _sources(HEADLINE_RUNS[:1], ["implementation", "mode", "transitions", "batch_size", "useful_s",
+                                                "computed_s", "own_computed_s", "step_s"],
+                            select="gold parses, batch 1 and 128")}
 
 
 def padding_points(results: Results) -> list[dict]:

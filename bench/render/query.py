@@ -67,6 +67,7 @@ AFFIXES = [(("accuracy", "_accuracy_last", "_accuracy_best", "_rate", "_share", 
            (("_s", "_s_median", "seconds", "_per_shape", "_s_p10", "_s_p90"), "seconds")]
 AGGREGATES: dict[str, Callable] = {"max": max, "min": min, "sum": sum, "len": len, "span": lambda v: (min(v), max(v))}
 DERIVED = {"compile_per_shape": lambda r: r.compile_s / max(r.warmup_shapes or 1, 1),
+           "computed_over_useful": lambda r: targets_module.computed_over_useful(r),
            "cached_compile_per_shape": lambda r: r.cached_compile["compile_s"] / max(r.cached_compile["shapes"], 1)}
 
 
