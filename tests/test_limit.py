@@ -13,6 +13,7 @@ from bench.benchmark import limit
 from bench.benchmark.driver import fastest, harness_share
 from bench.benchmark.limit import batch_flops, flops, products
 from shared.batching import make_pair_batch
+from shared.levels import level_rows
 from shared.params import ModelConfig
 from shared.platform import Platform
 from shared.snli import Pair
@@ -106,7 +107,7 @@ def test_what_each_algorithm_computes_is_never_less_than_the_useful_products(tra
     assert flops(config, products(config, longer, "arrays"), "infer") == arrays
     assert flops(config, products(config, longer, "loop"), "infer") == S * N * leaf + T * every_step + classifier
     assert flops(config, products(config, BATCH, "lists"), "infer") == useful + padded_tokens * leaf
-    assert flops(config, products(config, BATCH, "levels"), "infer") == useful + padded_tokens * leaf
+    assert flops(config, products(config, BATCH, "levels-exact"), "infer") == useful + padded_tokens * leaf
     for kind in limit.KINDS:
         assert flops(config, products(config, BATCH, kind), "train") == 3 * flops(config, products(config, BATCH, kind),
                                                                                   "infer")
@@ -123,13 +124,18 @@ def test_a_loop_over_active_rows_computes_the_useful_products_where_no_token_slo
 
 
 def test_a_level_computes_its_rows_as_the_schedule_lays_them_out():
-    """Today's levels: each level exactly as wide as its nodes (limit.level_rows), so a level with the tracker is a
-    step: its active sentences and those that reduce; the pytorch-levels runner reports the same rows."""
+    """The levels kinds are shared.levels.level_rows of the framework's padding: exact, a level with the tracker is a
+    step (its active sentences and those that reduce), and the pytorch-levels runner reports the same rows; static
+    (JAX's), every level at least as wide as exact's, and the products at least the exact ones'."""
     config = _kind_config()
     transitions = np.concatenate([BATCH.premise_transitions, BATCH.hypothesis_transitions])
-    rows = limit.level_rows(transitions, BATCH.premise_tokens.shape[1], tracker=True)
+    rows = level_rows(transitions, BATCH.premise_tokens.shape[1], True, "exact")
     assert [active for active, _ in rows] == (transitions != 0).sum(axis=0).tolist()
     assert [reduces for _, reduces in rows] == (transitions == 2).sum(axis=0).tolist()
+    listed = products(config, BATCH, "levels-exact")
+    assert [r for role, r in listed if role == "reduce"] == [r for _, r in rows if r]
+    static = products(config, BATCH, "levels-static")
+    assert limit.flops(config, static, "infer") >= limit.flops(config, listed, "infer")
     from shared.params import init_params
 
     runner = frameworks.make_runner("pytorch-levels", init_params(config, seed=0), config, dtype="float32")
@@ -144,7 +150,9 @@ def test_the_products_an_implementation_computes_follow_its_registry_entry():
     assert kinds["pytorch", "infer"] == "lists" and kinds["dynet", "train"] == "useful"
     assert kinds["pytorch-masked", "infer"] == "arrays" and kinds["tensorflow", "train"] == "loop"
     assert (kinds["jax", "infer"], kinds["jax", "train"]) == ("loop", "arrays")  # its training step runs all T
-    assert {kinds[name, "infer"] for name in ("pytorch-levels", "tensorflow-levels", "jax-levels")} == {"levels"}
+    # The levels: the padding of the framework's loop (its levels.PADDING, read from the module the runner loads).
+    assert [kinds[name, "infer"] for name in ("pytorch-levels", "tensorflow-levels", "jax-levels")] == [
+        "levels-exact", "levels-exact", "levels-static"]
 
 
 def test_numpy_runs_a_product_of_a_few_rows_in_its_faster_form_with_the_same_values():

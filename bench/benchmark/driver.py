@@ -352,7 +352,7 @@ def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progr
     it has one (on the host, the kinds of its own implementations; on another device, every kind there): of each kind
     the fastest, whose routine it was, and the worker's framework's own."""
     mode, batch_size, _ = key
-    kinds = {worker: limit.computed_kind(worker.name, mode) for worker in prepared}
+    kinds = {worker: n["computed_kind"] for worker, n in prepared.items()}  # asked of each worker: it knows its loop
     devices: dict[str, list] = {}
     for worker in prepared:
         devices.setdefault(worker.ready["device"], []).append(worker)
@@ -401,7 +401,7 @@ def _limit_fields(n: dict, total: float) -> dict:
             "limit_kernel": p["kernel"], "limit_flops_per_s": n["flops"] / (p["useful"] * batches),
             "limit_sample": {**p["sample"], "of": batches}, "fraction_of_limit": p["useful"] * batches / total,
             "useful_s": p["useful"], "computed_s": p["computed"], "own_computed_s": p["own"],
-            "step_s": total / batches, "computed_flops": p["flops"]}
+            "step_s": total / batches, "computed_flops": p["flops"], "computed_kind": n["computed_kind"]}
 
 
 def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device_peak, interleaved, args) -> dict:

@@ -97,7 +97,7 @@ def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool
             own = type(frameworks.platform(framework)).matmuls is not Platform.matmuls
             for routine in ("numpy",) * (r.device == "cpu") + (framework,) * own:
                 products[routine, "useful"] = limit_s
-                products[routine, limit.computed_kind(name, mode)] = (
+                products[routine, r.computed_kind or name] = (  # a record before computed_kind: its own
                     r.own_computed_s if routine == framework else r.computed_s) or limit_s
             batches = r.batches_per_round * plan.rounds
         if products:

@@ -19,13 +19,14 @@ from the registry (:func:`computed_kind`), never from a framework's name.
 
 from __future__ import annotations
 
+import importlib
 import time
 
 import numpy as np
 
 from bench import frameworks
 from shared.batching import sentences_transitions
-from shared.levels import schedule
+from shared.levels import PADDINGS, level_rows
 from shared.padding import loop_length
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
@@ -41,27 +42,23 @@ def batch_flops(config: ModelConfig, batch, mode: str = "infer") -> int:
     return flops(config, products(config, batch), mode)
 
 
-KINDS = ("useful", "lists", "loop", "arrays", "levels")  # the product lists: computed_kind says which is whose
+# The product lists (computed_kind says which is whose): a levels kind names the padding of its framework's loop.
+KINDS = ("useful", "lists", "loop", "arrays") + tuple(f"levels-{padding}" for padding in PADDINGS)
 SAMPLE = 5  # the timed batches a measurement's products are timed on, evenly spaced among them
 
 
 def computed_kind(implementation: str, mode: str) -> str:
     """The products ``implementation`` computes in ``mode``, by its registry entry: a loop over a batch's arrays runs
     every sentence's tracker and composition at every step it runs (``padding``: all T, or up to the last real one);
-    host-scheduled levels compute their levels' rows; a loop over active rows, those rows alike (with every token
+    host-scheduled levels compute their levels' rows, padded as its family module's ``PADDING`` says (that module is
+    imported: ask in the implementation's own process); a loop over active rows, those rows alike (with every token
     slot projected); per-sentence code batched at run time, the useful products alone."""
     impl = frameworks.implementation(implementation)
     padding = impl.padding_in(mode)
     if impl.algorithm == frameworks.LEVELS:
-        return "levels"
+        package = frameworks.framework(impl.framework).package
+        return "levels-" + importlib.import_module(f"{package}.{frameworks.FAMILY_MODULES[impl.algorithm]}").PADDING
     return padding if padding != "none" else "useful" if impl.algorithm == frameworks.AUTOBATCH else "lists"
-
-
-def level_rows(transitions: np.ndarray, N: int, tracker: bool) -> list[tuple[int, int]]:
-    """(tracker rows, Reduce rows) of each level a host-scheduled levels implementation computes for sentences
-    ``transitions`` <int>[S, T] of N token slots, padding included: today, shared.levels' schedule with every level
-    exactly as wide as its nodes (the levels issue's one design replaces this with shared/levels.py's own)."""
-    return [(lv.active_used if tracker else 0, lv.used) for lv in schedule(transitions, N, tracker, widths=(1,)).levels]
 
 
 def products(config: ModelConfig, batch, kind: str = "useful") -> list[tuple[str, int]]:
@@ -69,14 +66,15 @@ def products(config: ModelConfig, batch, kind: str = "useful") -> list[tuple[str
     (role, rows), the role naming the weight (:func:`shapes`) and rows the product's left operand's. ``useful``: the
     leaf projection of the real tokens, each step's (or without the tracker each height's) useful rows and the
     classifier; every other kind projects every token slot; ``lists`` runs each step on its active rows, ``loop``
-    and ``arrays`` every sentence at every step up to the batch's last real one or at all T, ``levels`` each level."""
+    and ``arrays`` every sentence at every step up to the batch's last real one or at all T, ``levels-PADDING`` each
+    level of the schedule padded so (shared.levels.level_rows)."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of products {kind!r}; choose from {', '.join(KINDS)}")
     transitions = sentences_transitions(batch)
     (S, T), N, tracker = transitions.shape, np.shape(batch.premise_tokens)[1], config.tracker_dim > 0
     out = [("projection", int(np.sum(transitions == SHIFT)) if kind == "useful" else S * N)]
-    if kind == "levels":
-        rows = level_rows(transitions, N, tracker)
+    if kind.startswith("levels-"):
+        rows = level_rows(transitions, N, tracker, kind.removeprefix("levels-"))
     elif kind in ("loop", "arrays"):
         rows = [(S * tracker, S)] * (T if kind == "arrays" else loop_length(transitions))
     elif tracker or kind == "lists":

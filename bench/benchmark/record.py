@@ -90,6 +90,7 @@ class Measurement:
     own_computed_s: float | None = None
     step_s: float | None = None
     computed_flops: int | None = None
+    computed_kind: str | None = None  # which products those are (bench/benchmark/limit.py, KINDS)
     dispatches_per_batch: float | None = None  # operations the framework dispatched per batch (a hook to come)
     peak_mem_bytes: int | None = None
     peak_rss_bytes: int | None = None
@@ -161,7 +162,7 @@ def dotted(value, key: str, default: Any = None) -> Any:
 _REQUIRED = ("implementation", "framework", "mode", "batch_size")
 _OPTIONAL = ("cached_compile", "host_syncs_per_batch", "phase_s_per_batch", "graph_per_batch", "limit_pairs_per_s",
              "limit_matmul", "limit_kernel", "limit_flops_per_s", "limit_sample", "fraction_of_limit", "useful_s",
-             "computed_s", "own_computed_s", "step_s", "computed_flops", "dispatches_per_batch")
+             "computed_s", "own_computed_s", "step_s", "computed_flops", "computed_kind", "dispatches_per_batch")
 
 
 def load(paths: Iterable[str | os.PathLike]) -> list[Measurement]:

@@ -356,7 +356,7 @@ class Worker:
         kind = frameworks.implementation(self.spec.implementation).padding_in(mode)
         reply = {**warm, "step_estimate_s": estimate, "padding_waste": computed[kind],
                  "padding_waste_arrays": padding.waste, "padding_waste_loop": padding.loop_waste,
-                 "num_batches": len(batches)}
+                 "num_batches": len(batches), "computed_kind": limit.computed_kind(self.spec.implementation, mode)}
         if self.spec.measure_cache and mode == "train":
             reply["cached_compile"] = self._compile_from_cache(batches, mode, transitions, pairs)
         self.tasks[key] = Task(runner, step, plan, [batch_flops(self.config, b, mode) for b in plan], rss,
