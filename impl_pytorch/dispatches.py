@@ -7,7 +7,7 @@ any other: by Python (eager code: the model, autograd's backward functions, the 
 ``torch.compile`` generated (Inductor's calls of library kernels, such as ``aten::addmm``). What an operation calls
 inside itself (a composite's parts, views) is counted apart, as ``nested``. Inductor's own fused kernels are C++
 functions the compiled code calls directly, not through the dispatcher: the profiler does not see them, and they
-are not counted; each call of a compiled region is (``compiled_calls``).
+are not counted; each call of a compiled region (the forward step) is, apart (``compiled_calls``).
 
 The profiler, unlike a ``TorchDispatchMode``, leaves ``torch.compile`` alone: under a dispatch mode Dynamo runs the
 Python code eagerly instead of the compiled graph.
