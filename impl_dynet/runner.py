@@ -44,8 +44,10 @@ from shared.batching import PairBatch
 from shared.params import ModelConfig
 from shared.parsing import Parsed, split_pairs
 from shared.runner import Runner as RunnerBase
+from shared.runner import run_program
 
 from . import convert, graph, reinforce, train
+from .dispatches import autobatch_groups, census, graph_text
 from .library import dy
 
 
@@ -159,6 +161,23 @@ class Runner(RunnerBase):
         if self.trainer == "native" and self.steps:  # DyNet's own updates moved its copy: read it back (a
             self.model.params = convert.to_canonical(self.model)  # forget bias as (b - 1) + 1: convert.to_canonical)
         return {name: value.copy() for name, value in self.model.params.items()}
+
+    def _dispatches(self, program: str, batch: PairBatch, args: tuple) -> dict:
+        """The nodes of the graph one call built, and the groups autobatching ran its forward pass in, read by a
+        child process with DyNet's profiler on that runs the same call from the same weights (dispatches.py);
+        without autobatching every node runs by itself, so the nodes are the count."""
+        groups = autobatch_groups(self, program, batch, args) if self.model.autobatch else None
+        if groups is not None and "error" in groups:
+            raise RuntimeError(f"dynet: the profiled child process failed: {groups['error']}")
+        run_program(self, program, batch, *args)
+        types = census(graph_text())  # the call's graph is still the current one
+        nodes = sum(types.values())
+        if groups is None:
+            return {"count": nodes, "counts": "graph nodes, each run by itself", "nodes": nodes,
+                    "node_types": dict(types.most_common())}
+        return {"count": groups["groups"], "counts": "groups autobatching ran the forward pass's nodes in",
+                "nodes": nodes, "groups": groups["groups"], "grouped_nodes": groups["nodes"],
+                "by_operation": groups["by_operation"], "node_types": dict(types.most_common())}
 
     def _read_model(self) -> None:
         """What the model kept of the last call: its host reads of decisions and its timings."""

@@ -70,13 +70,14 @@ from shared import reinforce as shared_reinforce
 from shared.batching import BatchArrays
 from shared.params import ModelConfig
 from shared.parsing import MODES, Parsed, split_pairs
-from shared.runner import CompileStats, check_replicas
+from shared.runner import CompileStats, check_replicas, run_program
 from shared.runner import Runner as RunnerBase
 
 from . import reinforce, train
 from .classifier import SNLIClassifier
 from .compilation_cache import cache_counts, enable_compilation_cache
 from .convert import from_canonical, grads_to_canonical, resolve_dtype, to_canonical
+from .dispatches import xla_ops
 from .forward import forward
 from .params import abstract
 from .shift_reduce import DEFAULT_LAYOUT, LAYOUTS
@@ -428,6 +429,13 @@ class Runner(RunnerBase):
         if program is not None:
             return copy.deepcopy(self._stats[program])
         return CompileStats.total([self._stats[p] for p in PROGRAMS], shapes=self._compiled_shapes)
+
+    def _dispatches(self, program: str, batch, args: tuple) -> dict:
+        """The operations of the compiled programs XLA's runtime executed for one call (dispatches.py): fusions,
+        library calls, copies, the loops' and branches' control, each loop's body once per iteration it ran."""
+        found = xla_ops(lambda: run_program(self, program, batch, *args))
+        return {"count": found["ops"], "counts": "operations of XLA's compiled programs executed",
+                "by_op": found["by_op"]}
 
     # -- what jit builds (bench explain) ------------------------------------
 

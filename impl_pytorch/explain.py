@@ -12,7 +12,7 @@ one per step where some sentence has a choice) and the loop's calls, gold
 against predicted. ``--bad-input``: an exception from a line of the model.
 ``--levels``: pytorch-levels' schedule as its encoder runs it (each level
 exactly as wide as its nodes: levels.py's PADDING) and the ops each level of its Python loop
-dispatches, counted inside the ``spinn.level`` range levels.py marks.
+dispatches, counted inside the ``spinn.level`` range levels.py marks (dispatches.py).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Iterator
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from impl_pytorch import train
+from impl_pytorch.dispatches import aten_ops
 from impl_pytorch.params import canonical_parameters
 from impl_pytorch.runner import Runner
 from shared.batching import sentences_transitions
@@ -35,6 +35,7 @@ from shared.levels import level_rows
 from shared.params import ModelConfig
 
 MODES = ("gold", "predicted")
+LEVEL_RANGE = "spinn.level"  # the range levels.py marks each level of its loop with (torch.profiler.record_function)
 
 
 def _autograd_nodes(root) -> list:
@@ -208,31 +209,6 @@ def explain_bad_input(config: ModelConfig, params, bad, where) -> dict:
 # -- explain --levels: the host-scheduled levels (impl_pytorch/levels.py) ------------------
 
 
-class _LevelOps(TorchDispatchMode):
-    """Every op PyTorch dispatches while active, and those of each level: the
-    ops between the enter and the exit of a ``spinn.level`` range (levels.py
-    marks each level of its loop with ``torch.profiler.record_function``)."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = 0
-        self.levels: list[collections.Counter] = []
-        self._inside = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        if name == "_record_function_enter_new" and args and args[0] == "spinn.level":
-            self.levels.append(collections.Counter())
-            self._inside = True
-        elif name == "_record_function_exit" and self._inside:
-            self._inside = False
-        else:
-            self.ops += 1
-            if self._inside:
-                self.levels[-1][name] += 1
-        return func(*args, **(kwargs or {}))
-
-
 def explain_levels(batch, variants: dict, options: dict) -> dict:
     """pytorch-levels on ``batch``, once per model of ``variants`` (key ->
     (config, params)), with its registry ``options``: the schedule as the
@@ -245,17 +221,16 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
     transitions = sentences_transitions(batch)
     for key, (config, params) in variants.items():
         runner = Runner(params, config, dtype="float32", device="cpu", **options)
-        with _LevelOps() as dispatched:
-            runner.encode(batch)
+        dispatched = aten_ops(lambda: runner.encode(batch), region=LEVEL_RANGE)
         tracker = config.tracker_dim > 0
         rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
-        level_ops = [sum(counts.values()) for counts in dispatched.levels]
+        level_ops = dispatched["regions"]
         out[key] = {
             "levels_run": len(level_ops), "levels_scheduled": int(runner.last_graph["levels"]),
             "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
             "padded_pct": float(runner.last_graph["level_padding_pct"]),
-            "ops": dispatched.ops, "level_ops": level_ops,
-            "level_op_types": dict(sum(dispatched.levels, collections.Counter()).most_common(8)),
+            "ops": dispatched["ops"], "level_ops": level_ops,
+            "level_op_types": dict(list(dispatched["region_ops"].items())[:8]),
             "schedule_s": float(runner.last_phases["schedule"]),
         }
     return out

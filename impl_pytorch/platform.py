@@ -23,6 +23,8 @@ class Platform(PlatformBase):
     explain_module = "impl_pytorch.explain"  # what `bench explain` reads from its graphs
     # --replicas K: K processes under PyTorch's elastic launcher, DistributedDataParallel (replicas.py).
     data_parallel = "processes"
+    # The profiler's native notice as it starts and stops (Runner.dispatches counts with it): never an error.
+    native_noise = (b"SyncActivityProfilerHandler.cpp",)
 
     def replica_rank(self) -> int | None:
         # The launcher's (torchrun's) variables, in each process it starts.

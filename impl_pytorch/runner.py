@@ -41,10 +41,11 @@ import torch
 from shared.batching import BatchArrays, PairBatch
 from shared.params import ModelConfig
 from shared.parsing import Parsed, split_pairs
-from shared.runner import CompileStats, check_replicas
+from shared.runner import CompileStats, check_replicas, run_program
 from shared.runner import Runner as RunnerBase
 
 from . import convert, reinforce, train
+from .dispatches import aten_ops
 from .classifier import SNLIClassifier
 
 # The family modules (bench/frameworks.py FAMILY_MODULES): "lists", define-by-run
@@ -203,6 +204,13 @@ class Runner(RunnerBase):
         if self._compiled is None:
             return CompileStats()
         return self._compiled.stats(program)
+
+    def _dispatches(self, program: str, batch: PairBatch, args: tuple) -> dict:
+        """The aten operations one call dispatched, read from PyTorch's profiler (dispatches.py); with
+        compile=True, those the compiled code calls (Inductor's fused kernels are not seen)."""
+        found = aten_ops(lambda: run_program(self, program, batch, *args))
+        return {"count": found["ops"], "counts": "aten operations dispatched",
+                **{key: found[key] for key in ("nested", "by_op", "compiled_calls")}}
 
     def _counted(self, program: str, batch: PairBatch):
         """Count what compiling cost during the block (a no-op when eager)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 import tensorflow as tf
 from google.protobuf import text_format
 
+from impl_tensorflow.dispatches import WHILE_OPS, loops
 from impl_tensorflow.runner import Runner
 from shared.batching import BatchArrays, sentences_transitions
 from shared.explaining import best_of, compare_row, error_text, finite_outcome, listing, numbers, row, secs, timer
@@ -44,17 +45,18 @@ def _shape(dtype, shape) -> str:
 
 
 def _graph_stats(concrete) -> dict:
-    """Ops of a concrete function's graph, and of the body of each while loop in it."""
+    """Ops of a concrete function's graph, and of the body of each while loop in it (dispatches.loops, which the
+    runner's count of the ops a call runs reads too)."""
     graph_def = concrete.graph.as_graph_def()
-    library = {f.signature.name: f for f in graph_def.library.function}
-    whiles = [node for node in graph_def.node if node.op in ("While", "StatelessWhile")]
+    whiles = [node for node in graph_def.node if node.op in WHILE_OPS]
+    found = loops(graph_def)
     stats = {
         "ops": len(graph_def.node),
         "op_types": dict(collections.Counter(node.op for node in graph_def.node).most_common(6)),
-        "while_loops": len(whiles),
-        "while_names": [node.name for node in whiles],
-        "while_body_ops": [len(library[node.attr["body"].func.name].node_def) for node in whiles],
-        "while_cond_ops": [len(library[node.attr["cond"].func.name].node_def) for node in whiles],
+        "while_loops": len(found),
+        "while_names": [loop["name"] for loop in found],
+        "while_body_ops": [loop["body_ops"] for loop in found],
+        "while_cond_ops": [loop["cond_ops"] for loop in found],
     }
     if whiles:
         first = whiles[0]
@@ -125,7 +127,7 @@ def format_explain(implementation: str, r: dict) -> list[str]:
 def _body_stats(concrete) -> dict:
     graph_def = concrete.graph.as_graph_def()
     library = {f.signature.name: f for f in graph_def.library.function}
-    whiles = [node for node in graph_def.node if node.op in ("While", "StatelessWhile")]
+    whiles = [node for node in graph_def.node if node.op in WHILE_OPS]
     body = library[whiles[0].attr["body"].func.name].node_def
     types = collections.Counter(node.op for node in body)
     return {"ops": len(graph_def.node), "while_loops": len(whiles), "body_ops": len(body),

@@ -45,6 +45,7 @@ replica's forward and backward pass (a ``jit_compile`` function inside
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Mapping, Sequence
 
@@ -55,12 +56,13 @@ from shared import optimizers
 from shared import reinforce as shared_reinforce
 from shared.batching import BatchArrays, PairBatch
 from shared.params import ModelConfig, param_shapes
-from shared.runner import CompileStats, check_replicas
+from shared.runner import CompileStats, check_replicas, run_program
 from shared.runner import Runner as RunnerBase
 from shared.parsing import Parsed, check_mode, split_pairs
 
 from . import convert, reinforce, train
 from .classifier import SNLIClassifier
+from .dispatches import eager_ops, graph_ops, xla_ops
 from .traced import Traced, Untraced
 
 # The algorithm families (bench/frameworks.py), by the module that holds each one's SPINN: masked arrays in one
@@ -162,13 +164,15 @@ class Runner(RunnerBase):
 
         self._reinforce_weights = weights
         self._shapes: list[tuple] = []  # (function, B, N, T) as first met, in order
-        self._wrap = wrap
-        self._traced_encode = wrap("encode", encode, [self._signature], self.xla, self._shapes)
-        self._traced_loss_and_grads = wrap("loss_and_grads", loss_and_grads, [self._signature], self.xla,
-                                           self._shapes)
+        self._observers: list = []  # what sees each traced call's arguments while dispatches counts (traced.py)
+        self._wrap = functools.partial(wrap, observers=self._observers)
+        self._traced_encode = self._wrap("encode", encode, [self._signature], self.xla, self._shapes)
+        self._traced_loss_and_grads = self._wrap("loss_and_grads", loss_and_grads, [self._signature], self.xla,
+                                                 self._shapes)
         self._traced_train_step: Traced | None = None
-        self._traced_reinforce_loss_and_grads = wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
-                                                     [BATCH, UNIFORMS, UNIFORMS, BASELINE], self.xla, self._shapes)
+        self._traced_reinforce_loss_and_grads = self._wrap("reinforce_loss_and_grads", reinforce_loss_and_grads,
+                                                           [BATCH, UNIFORMS, UNIFORMS, BASELINE], self.xla,
+                                                           self._shapes)
         self._traced_reinforce_step: Traced | None = None
         self._retired: list[Traced] = []  # train steps of earlier optimizers (still counted)
         self._traced_parse: dict[str, Traced] = {}  # one traced parse per mode, made on first use
@@ -318,6 +322,29 @@ class Runner(RunnerBase):
         if program is None:
             return CompileStats.total([f.stats() for f in self._functions()], shapes=self._shapes)
         return CompileStats.total([f.stats() for f in self._functions() if f.name == program])
+
+    def _dispatches(self, program: str, batch: PairBatch, args: tuple) -> dict:
+        """What one call ran (dispatches.py): eagerly, the ops the eager runtime executed; with XLA, the compiled
+        programs' operations XLA's runtime executed; else the ops of each traced graph the call ran, each loop's
+        body once per iteration (counted on the arguments each function is called with: ``_observers``)."""
+        def call():
+            run_program(self, program, batch, *args)
+
+        if isinstance(self._traced_encode, Untraced):
+            found, counts = eager_ops(call), "ops the eager runtime executed"
+        elif self.xla:
+            found, counts = xla_ops(call), "operations of XLA's compiled programs executed"
+        else:
+            graphs: list[dict] = []
+            self._observers.append(lambda traced, inputs: graphs.append({"function": traced.name,
+                                                                         **graph_ops(traced.function, inputs)}))
+            try:
+                call()
+            finally:
+                self._observers.clear()
+            found = {"ops": sum(graph["ops"] for graph in graphs), "graphs": graphs}
+            counts = "ops of the traced graphs run, each loop's body once per iteration"
+        return {"count": found.pop("ops"), "counts": counts, **found}
 
     # -- what tf.function builds (bench explain) ----------------------------
 

@@ -20,7 +20,7 @@ class Traced:
     Its first argument is the batch, a shared.batching.BatchArrays of tensors."""
 
     def __init__(self, name: str, fn: Callable, input_signature: Sequence, jit_compile: bool,
-                 shape_log: list | None = None, xla_inside: bool = False):
+                 shape_log: list | None = None, xla_inside: bool = False, observers: list | None = None):
         self.name = name
         # Whether XLA compiles the function once per input shape: the whole of
         # it (jit_compile), or a part (xla_inside: the replicas' shard gradients
@@ -31,6 +31,9 @@ class Traced:
         self.compile_calls_s = 0.0  # calls that optimised/compiled first (their run time included)
         self.shapes: list[tuple] = []  # (B, N, T) of the batches seen, in order; with XLA, one compilation each
         self._shape_log = shape_log if shape_log is not None else []  # (name, B, N, T): the runner's, in order
+        # Called with (this function, its arguments) before each call, while the runner's list holds any: what
+        # counts the ops a call runs (Runner.dispatches) sees the arguments the call is given.
+        self._observers = observers if observers is not None else []
 
         @functools.wraps(fn)
         def traced(*args):
@@ -58,6 +61,8 @@ class Traced:
         if shape not in self.shapes:
             self.shapes.append(shape)
             self._shape_log.append((self.name, *shape))
+        for observe in self._observers:
+            observe(self, args)
         start = time.perf_counter()
         out = self.function(*args)  # (not the concrete function: a retrace would show in self.traces)
         if compiles:
@@ -81,7 +86,7 @@ class Untraced:
     """An entry point run eagerly (``algorithm="lists"``): called like Traced,
     it runs the Python function as it is, every call; nothing is traced or compiled."""
 
-    def __init__(self, name: str, fn: Callable, *_):
+    def __init__(self, name: str, fn: Callable, *_, **__):
         self.name = name
         self.function = fn
 

@@ -78,6 +78,28 @@ def check_replicas(replicas) -> int:
     return replicas
 
 
+# The programs a runner runs on a batch, each by its public method (a parse's mode after the colon; sampled mode
+# takes its uniforms after the batch, REINFORCE its uniforms and baseline): Runner.dispatches counts one of them.
+PROGRAMS = ("encode", "loss_and_grads", "train_step", "parse:gold", "parse:predicted", "parse:sampled",
+            "reinforce_loss_and_grads", "reinforce_step")
+
+
+def run_program(runner: "Runner", program: str, batch, *args):
+    """``program`` (a name of PROGRAMS) run once on ``batch`` by ``runner``'s public method, with ``args`` after the
+    batch (sampled mode's uniforms; REINFORCE's uniforms and baseline): its result."""
+    check_program(program)
+    if program.startswith("parse:"):
+        return runner.parse(batch, program.split(":", 1)[1], *args)
+    return getattr(runner, program)(batch, *args)
+
+
+def check_program(program: str) -> str:
+    """``program`` if PROGRAMS names it, else a one-line ValueError."""
+    if program not in PROGRAMS:
+        raise ValueError(f"unknown program {program!r}; choose from {', '.join(PROGRAMS)}")
+    return program
+
+
 # Why define-by-run code has no program to trace apart from running it (Runner.trace, Runner.program_args).
 _EAGER = "define-by-run: the graph is built while the code runs, so there is no program to trace apart from a call"
 
@@ -323,6 +345,20 @@ class Runner(abc.ABC):
         """``encode`` without its host check (shared/contract.py): what the framework itself makes of a batch
         the contract refuses, which ``bench explain --bad-input`` shows. Its outputs are no results."""
         return self._encode(batch)
+
+    # -- what a call dispatches (the benchmark counts it beside its times) ----
+
+    def dispatches(self, program: str, batch, *args) -> dict | None:
+        """Run ``program`` (a name of PROGRAMS: "encode", "train_step", "parse:predicted", ...) once on ``batch``, as
+        its public method does, with ``args`` after the batch, and count the operations the framework dispatched
+        for it: {"count": n, "counts": what n counts, ...the framework's own figures}. Slower than the call (a
+        profiler or a second run may be on): never inside a timed round. A training program takes its step. The
+        base class counts nothing and runs nothing: None (docs/spec.md §6 says what each framework counts)."""
+        return self._dispatches(check_program(program), batch, tuple(args))
+
+    def _dispatches(self, program: str, batch, args: tuple) -> dict | None:
+        """dispatches, the program's name checked: a framework that counts defines it."""
+        return None
 
     def _need_optimizer(self) -> None:
         if self.optimizer is None:

@@ -264,6 +264,7 @@ class Task:
     host_syncs: list = field(default_factory=list)  # define-by-run code in a model-decided mode: reads per batch
     phases: list = field(default_factory=list)  # the runner's last_phases of every timed batch (where it splits)
     graphs: list = field(default_factory=list)  # the runner's last_graph of every timed batch (where it says)
+    count: object = None  # batch -> the runner's dispatches() of the step's program on it (docs/spec.md §6)
 
 
 class Worker:
@@ -343,7 +344,7 @@ class Worker:
             return {"skipped": f"fewer pairs than one batch of {batch_size}"}
         padding = padding_report(batches)
         runner = self.new_runner()
-        step, syncs = self._step(runner, mode, transitions, pairs)
+        step, syncs, count = self._step(runner, mode, transitions, pairs)
         if self.spec.device == "gpu":
             self.platform.reset_device_peak()
         rss = RssSampler().__enter__()
@@ -360,7 +361,7 @@ class Worker:
         if self.spec.measure_cache and mode == "train":
             reply["cached_compile"] = self._compile_from_cache(batches, mode, transitions, pairs)
         self.tasks[key] = Task(runner, step, plan, [batch_flops(self.config, b, mode) for b in plan], rss,
-                               runner.compile_stats(), syncs)
+                               runner.compile_stats(), syncs, count=count)
         return reply
 
     def time(self, key: str, start: int, count: int) -> dict:
@@ -411,6 +412,7 @@ class Worker:
         task = self.tasks.pop(key)
         task.rss.__exit__(None, None, None)
         after = task.runner.compile_stats()
+        counted = task.count(task.plan[0])  # after the timed rounds, on the first batch they timed
         out = {
             "traces_total": after.traces,
             "retraces_while_timed": after.traces - task.compile_after_warmup.traces,
@@ -418,6 +420,8 @@ class Worker:
             "peak_mem_bytes": self.platform.device_peak_bytes() if self.spec.device == "gpu" else task.rss.peak,
             "sources": provenance.loaded(),  # what this process ran, as the measurement ends
         }
+        if counted is not None:
+            out["dispatches_per_batch"] = float(counted["count"])
         if task.host_syncs:
             out["host_syncs_per_batch"] = float(np.mean(task.host_syncs))
         if task.phases:  # seconds per timed batch of each phase the runner reports
@@ -429,35 +433,38 @@ class Worker:
     # -- helpers -----------------------------------------------------------
 
     def _step(self, runner, mode: str, transitions: str, pairs):
-        """The function one timed batch calls, and the list it logs host reads in."""
+        """The function one timed batch calls, the list it logs host reads in, and the function that counts what
+        the framework dispatches for the same program on a batch (Runner.dispatches)."""
         syncs: list[int] = []
         if mode == "infer" and transitions == "gold":
-            return runner.encode, syncs
+            return runner.encode, syncs, lambda batch: runner.dispatches("encode", batch)
         if mode == "infer" and transitions == "predicted":
             def parse(batch):
                 runner.parse(batch, "predicted")
                 if runner.reads_decisions_on_host:
                     syncs.append(runner.last_host_syncs)
-            return parse, syncs
+            return parse, syncs, lambda batch: runner.dispatches("parse:predicted", batch)
         if mode == "train" and transitions == "gold":
             runner.set_optimizer("adam", lr=1e-3)
-            return runner.train_step, syncs
+            return runner.train_step, syncs, lambda batch: runner.dispatches("train_step", batch)
         if mode == "train" and transitions == "sampled":
             runner.require("reinforce")
             runner.set_optimizer("adam", lr=1e-3)
             rows = {p.pair_id: p.row for p in pairs}
 
+            def uniforms(batch):
+                return uniforms_for(batch, rows=[rows[i] for i in batch.pair_ids], seed=self.spec.seed)
+
             def reinforce(batch):
-                uniforms = uniforms_for(batch, rows=[rows[i] for i in batch.pair_ids], seed=self.spec.seed)
-                runner.reinforce_step(batch, uniforms, 0.0)
-            return reinforce, syncs
+                runner.reinforce_step(batch, uniforms(batch), 0.0)
+            return reinforce, syncs, lambda batch: runner.dispatches("reinforce_step", batch, uniforms(batch), 0.0)
         raise ValueError(f"no benchmark step for mode {mode!r} with {transitions!r} transitions")
 
     def _compile_from_cache(self, batches, mode: str, transitions: str, pairs) -> dict:
         """Compile the same programs again in a fresh runner, every executable now from the persistent cache."""
         self.platform.clear_caches()
         runner = self.new_runner()
-        step, _ = self._step(runner, mode, transitions, pairs)
+        step, _, _ = self._step(runner, mode, transitions, pairs)
         warm = warm_up(runner, batches, step)
         return {"compile_s": warm["compile_s"], "shapes": warm["warmup_shapes"],
                 "cache_hits": warm["compile_detail"]["cache_hits"],
