@@ -492,4 +492,4 @@ def check_bad_input(t: dict, k: dict) -> None:
     """An exception from a line of your own code."""
     assert t["outcome"] == "raised" and t["where"].startswith("impl_pytorch/lists.py, in _shift_or_reduce")
     assert "REDUCE with fewer than two items" in t["error"]
-    assert k["outcome"] == "raised" and k["where"].startswith("impl_pytorch/classifier.py, in encode")
+    assert k["outcome"] == "raised" and k["where"].startswith("impl_pytorch/classifier.py, in _leaves")
