@@ -5,7 +5,7 @@ are imported."""
 from __future__ import annotations
 
 import argparse
-import importlib.abc
+import importlib.util
 import logging
 import os
 import sys
@@ -249,49 +249,40 @@ def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None)
         sys.meta_path.insert(0, _QuietImport)
 
 
-class _QuietImport(importlib.abc.MetaPathFinder):
-    """Imports a library of ``notices`` with file descriptor 2 held aside: what its native code wrote there while it
-    loaded is passed on once the import is done, less the lines that hold one of its notices (Platform.native_noise).
-    Nothing else of the process's stderr is touched: before and after the import it is the terminal it was."""
+class _QuietImport:
+    """The first finder of sys.meta_path once a library writes notices no switch silences (Platform.native_noise): that
+    library is imported with file descriptor 2 held aside in a temporary file, and what its native code wrote there is
+    passed on once the import is done, less the lines that hold a notice. Before and after the import stderr is the
+    terminal it was: no thread, no pipe."""
 
     notices: dict[str, tuple[bytes, ...]] = {}
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        if name not in cls.notices:
-            return None
-        for finder in sys.meta_path[sys.meta_path.index(cls) + 1:]:
-            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _QuietLoader(spec.loader, cls.notices.pop(name))
-                return spec
-        return None
+        notices = cls.notices.pop(name, None)  # popped: the search below finds the library the usual way
+        spec = importlib.util.find_spec(name) if notices else None
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
 
-
-class _QuietLoader(importlib.abc.Loader):
-    def __init__(self, loader, notices: tuple[bytes, ...]):
-        self.loader, self.notices = loader, notices
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        module.__loader__ = module.__spec__.loader = self.loader  # the library's own, for whatever asks it later
-        sys.stderr.flush()
-        saved = os.dup(2)
-        with tempfile.TemporaryFile() as held:
+        def quietly(module) -> None:
+            sys.stderr.flush()
+            saved, held = os.dup(2), tempfile.TemporaryFile()
             os.dup2(held.fileno(), 2)
             try:
-                self.loader.exec_module(module)
+                exec_module(module)
             finally:
                 sys.stderr.flush()
                 os.dup2(saved, 2)
                 os.close(saved)
                 held.seek(0)
-                kept = b"".join(line for line in held if not any(notice in line for notice in self.notices))
+                kept = b"".join(line for line in held if not any(notice in line for notice in notices))
+                held.close()
                 while kept:
                     kept = kept[os.write(2, kept):]
+
+        spec.loader.exec_module = quietly  # this import's loader only
+        return spec
 
 
 def worker_env(dtype: str = "float32", names: Sequence[str] | None = None) -> dict[str, str]:
