@@ -26,16 +26,6 @@ class FolderLocked(RuntimeError):
     """Another live process holds the folder's lock."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 def _describe(holder: dict) -> str:
     started = holder.get("started")
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if isinstance(started, (int, float)) else "?"
@@ -68,7 +58,7 @@ class FolderLock:
     def acquire(self) -> "FolderLock":
         from filelock import FileLock, Timeout
 
-        for _ in range(ATTEMPTS):
+        for attempt in range(ATTEMPTS):
             # The folder and those of its parents that do not exist yet, deepest first; kept if a retry finds them made.
             self._created = list(takewhile(lambda path: not path.exists(), (self.folder, *self.folder.parents))) \
                 or self._created
@@ -81,13 +71,12 @@ class FolderLock:
                 lock.acquire()
             except Timeout:
                 holder = _holder(lambda: self.path.read_bytes())
-                if holder:
+                if holder or attempt == ATTEMPTS - 1:
                     raise FolderLocked(f"{self.folder} is in use by {_describe(holder)}: wait for it to finish, "
                                        f"or give another --out") from None
-                continue
-            self._lock = lock
-            return self
-        raise FolderLocked(f"{self.folder} is in use by {_describe({})}: wait for it to finish, or give another --out")
+            else:
+                self._lock = lock
+                return self
 
     def _hold(self, fd: int, before: os.stat_result | None) -> None:
         """Just locked (filelock's on_acquired): whether this command made the file, who held it last, and now us."""
@@ -122,8 +111,11 @@ class FolderLock:
         that died holding it: a command calls it once it is going to run."""
         if self.took_over and not self._announced:
             self._announced = True
+            import psutil
+
             pid = self.took_over.get("pid")
-            state = "still running, but no longer holding it" if isinstance(pid, int) and _pid_alive(pid) else "gone"
+            state = "still running, but no longer holding it" if isinstance(pid, int) and psutil.pid_exists(pid) \
+                else "gone"
             print(f"note: {self.folder} was last locked by {_describe(self.took_over)}, {state}; taking over",
                   file=sys.stderr)
 

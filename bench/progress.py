@@ -47,7 +47,7 @@ class Progress(tqdm):
                  interval: float = 15.0, delay: float | None = None):
         stream = stream or sys.stderr
         self.label, self.interval, self.stage = label, interval, delay is not None
-        self.plain = not (hasattr(stream, "isatty") and stream.isatty())
+        self.plain = not stream.isatty()
         self._first: tuple[float, int] | None = None  # (time, count) at the first update: where rates start
         self._status = ""  # a plain line's: the update's own
         if self.plain:
