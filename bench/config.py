@@ -259,13 +259,20 @@ class _QuietImport:
 
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        notices = cls.notices.pop(name, None)  # popped: the search below finds the library the usual way
-        spec = importlib.util.find_spec(name) if notices else None
-        if spec is None or spec.loader is None:
+        if name not in cls.notices:
+            return None
+        for finder in sys.meta_path[sys.meta_path.index(cls) + 1:]:  # the library, found as it would be without this
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
 
         def quietly(module) -> None:
+            notices = cls.notices.pop(name, ())  # imported once: a spec only looked up (find_spec) leaves them
             sys.stderr.flush()
             saved, held = os.dup(2), tempfile.TemporaryFile()
             os.dup2(held.fileno(), 2)

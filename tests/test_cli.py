@@ -106,6 +106,7 @@ def test_an_import_drops_the_notices_no_switch_silences_and_passes_the_rest_on()
             "platform.native_noise = tuple(n for n in platform.native_noise if n.startswith(b'oneDNN'))\n"
             "before = os.fstat(2).st_ino\n"
             "config.quiet_frameworks('float32', ['tensorflow'])\n"
+            "assert frameworks.installed('tensorflow')  # looked up first (importlib.util.find_spec)\n"
             "import tensorflow\n"
             "print(os.fstat(2).st_ino == before)\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
