@@ -1,7 +1,7 @@
 import sys
 
 try:
-    from bench import config
+    from bench import frameworks  # noqa: F401  (the registry loads the plugins here: one that fails is said below)
     from bench.cli import main
 except ImportError as err:  # a plugin refused (bench.frameworks.PluginError): said in one line
     if type(err).__name__ != "PluginError":
@@ -9,5 +9,4 @@ except ImportError as err:  # a plugin refused (bench.frameworks.PluginError): s
     print(f"error: {err}", file=sys.stderr)
     raise SystemExit(2) from None
 
-config.ENTRY_POINT = True  # the frameworks' native start-up notices off the terminal (bench.config.quiet_frameworks)
 raise SystemExit(main())

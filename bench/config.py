@@ -5,15 +5,15 @@ are imported."""
 from __future__ import annotations
 
 import argparse
-import atexit
+import importlib.util
 import logging
 import os
 import sys
-import threading
+import tempfile
 from dataclasses import dataclass
 from typing import Sequence
 
-from bench import frameworks, progress
+from bench import frameworks
 from bench.progress import stage
 from shared.params import ModelConfig
 from shared.snli import PARSES, SAMPLE_PATH, LoadReport, Pair, labelled_pairs, read_snli, with_parse
@@ -234,7 +234,8 @@ def default_dtype(name: str) -> str:
 
 def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
     """Process-wide settings for the frameworks (or those of ``names``) before any of them is imported: what their
-    platforms ask for, where the environment says nothing, and quiet loggers."""
+    platforms ask for, where the environment says nothing (their own switches for their notices among them), quiet
+    loggers, and the import of a library that writes notices no switch silences made without them."""
     settings = frameworks.configure_process(names, dtype)
     for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
         if key != "PYTHONUNBUFFERED":
@@ -242,59 +243,53 @@ def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None)
     for platform in frameworks.platforms(names):
         for name in platform.loggers:
             logging.getLogger(name).setLevel(logging.ERROR)
-    if ENTRY_POINT:
-        filter_native_noise(names)
+        if platform.native_noise and platform.library not in sys.modules:
+            _QuietImport.notices[platform.library] = platform.native_noise
+    if _QuietImport.notices and _QuietImport not in sys.meta_path:
+        sys.meta_path.insert(0, _QuietImport)
 
 
-# Set by the entry points (``python -m bench``, the benchmark workers): the process's own, so quiet_frameworks
-# may rewire its stderr. A command that runs no framework in its process (``bench run``'s parent) loads none.
-ENTRY_POINT = False
-_noise_filter: threading.Thread | None = None
+class _QuietImport:
+    """The first finder of sys.meta_path once a library writes notices no switch silences (Platform.native_noise): that
+    library is imported with file descriptor 2 held aside in a temporary file, and what its native code wrote there is
+    passed on once the import is done, less the lines that hold a notice. Before and after the import stderr is the
+    terminal it was: no thread, no pipe."""
 
+    notices: dict[str, tuple[bytes, ...]] = {}
 
-def filter_native_noise(names: Sequence[str] | None = None) -> None:
-    """Route file descriptor 2 through a thread that drops the start-up notices of the frameworks' native code and
-    passes the rest on, drained at exit (for the entry points only: ENTRY_POINT)."""
-    global _noise_filter
-    if _noise_filter is not None or os.name != "posix":
-        return
-    noise = tuple(line for platform in frameworks.platforms(names) for line in platform.native_noise)
-    if not noise:
-        return
-    sys.stderr.flush()
-    # The pipe hides the terminal from isatty: bench.progress asks here
-    # whether there is one, to draw its bar rather than plain lines.
-    progress.STDERR_IS_TERMINAL = os.isatty(2)
-    read_end, write_end = os.pipe()
-    real = os.dup(2)
-    os.dup2(write_end, 2)
-    os.close(write_end)
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name not in cls.notices:
+            return None
+        for finder in sys.meta_path[sys.meta_path.index(cls) + 1:]:  # the library, found as it would be without this
+            spec = finder.find_spec(name, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
 
-    def pump() -> None:
-        # Whole lines are checked for the notices; a progress bar's redraw
-        # ("\r" and the bar, no newline) goes on at once, not when a line ends.
-        held = b""
-        with os.fdopen(real, "wb", buffering=0) as target:
-            while chunk := os.read(read_end, 65536):
-                *lines, held = (held + chunk).split(b"\n")
-                passed = b"".join(line + b"\n" for line in lines if not any(notice in line for notice in noise))
-                if b"\r" in held and not any(notice in held for notice in noise):
-                    passed, held = passed + held, b""
-                if passed:
-                    target.write(passed)
-            if held and not any(notice in held for notice in noise):
-                target.write(held)
-        os.close(read_end)
+        def quietly(module) -> None:
+            notices = cls.notices.pop(name, ())  # imported once: a spec only looked up (find_spec) leaves them
+            sys.stderr.flush()
+            saved, held = os.dup(2), tempfile.TemporaryFile()
+            os.dup2(held.fileno(), 2)
+            try:
+                exec_module(module)
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                os.close(saved)
+                held.seek(0)
+                kept = b"".join(line for line in held if not any(notice in line for notice in notices))
+                held.close()
+                while kept:
+                    kept = kept[os.write(2, kept):]
 
-    def drain() -> None:
-        sys.stderr.flush()
-        os.dup2(real_copy, 2)  # closes the pipe's last write end: the pump sees its end
-        _noise_filter.join(timeout=5)
-
-    real_copy = os.dup(real)
-    _noise_filter = threading.Thread(target=pump, name="stderr-filter", daemon=True)
-    _noise_filter.start()
-    atexit.register(drain)
+        spec.loader.exec_module = quietly  # this import's loader only
+        return spec
 
 
 def worker_env(dtype: str = "float32", names: Sequence[str] | None = None) -> dict[str, str]:

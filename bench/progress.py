@@ -1,8 +1,7 @@
-"""Progress on the terminal: a tqdm bar, or plain lines where there is no terminal.
-
-On a terminal (stderr is a TTY) the bar is redrawn in place with a status text after it. Into a file or a pipe (CI logs,
-tests) a bar would be a smear of carriage returns, so the same information goes out as a plain line every ``interval``
-seconds and once at the end. Messages (``write``) go above the bar without breaking it.
+"""Progress on the terminal, drawn by tqdm: its bar where the stream is a terminal, with a status text after it; into a
+file or a pipe (CI logs, tests), where a bar would be a smear of carriage returns, the same counts as a plain line every
+``interval`` seconds (tqdm's ``mininterval``) and once the work is done. Messages (``write``) go above the bar without
+breaking it.
 """
 
 from __future__ import annotations
@@ -13,10 +12,6 @@ import sys
 import time
 
 from tqdm import tqdm
-
-# Whether stderr is a terminal, where ``python -m bench`` has put a pipe in
-# front of it (bench.config.filter_native_noise); None: no pipe, ask stderr.
-STDERR_IS_TERMINAL: bool | None = None
 
 
 def duration(seconds: float) -> str:
@@ -37,140 +32,121 @@ def duration(seconds: float) -> str:
 ETA_MIN_SECONDS = 5.0
 ETA_MIN_FRACTION = 0.01
 
+# The bar tqdm draws by default, with the ETA of ``Progress.eta`` where tqdm puts its own.
+_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{eta}, {rate_fmt}{postfix}]"
 
-class Progress:
+
+class Progress(tqdm):
     """``total`` units of work (steps, pairs, measurements), done a few at a time: ``update(n, status)``. The ETA of the
     plain lines uses the rate since the previous line only, so one slow stretch (a compilation) does not distort it for
-    long; the bar's, the rate since the first update."""
+    long; the bar's, the rate since the first update. ``delay`` (plain lines only): the first line once this many
+    seconds have passed, then every interval, and a last one at the end only if an earlier one went out; work done
+    sooner says nothing."""
 
     def __init__(self, label: str, total: int | None, *, unit: str = "it", stream=None, enabled: bool = True,
                  interval: float = 15.0, delay: float | None = None):
-        self.label = label
-        self.total = total  # None: not known in advance (rows of a file being read)
-        self.unit = unit
-        self.stream = stream or sys.stderr
-        self.enabled = enabled
-        self.done = 0
-        self.tty = enabled and (bool(STDERR_IS_TERMINAL) if self.stream is sys.stderr and STDERR_IS_TERMINAL
-                                is not None else hasattr(self.stream, "isatty") and self.stream.isatty())
-        self.interval = interval
-        # delay (plain lines only): the first line once this many seconds have passed, then every interval, and a last
-        # one at the end only if an earlier one went out; work done sooner says nothing.
-        self.delay = delay
-        self._lines = 0
-        self._start = time.perf_counter()
+        stream = stream or sys.stderr
+        self.label, self.interval, self.stage = label, interval, delay is not None
+        self.plain = not stream.isatty()
         self._first: tuple[float, int] | None = None  # (time, count) at the first update: where rates start
-        self._bar = None
-        if self.tty:
+        self._status = ""  # a plain line's: the update's own
+        if self.plain:
+            drawing = dict(mininterval=interval if delay is None else delay, miniters=0)
+        else:
             # A terminal that reports no size (some pseudo-terminals) would get no bar at all: tqdm asks the
             # terminal itself, not $COLUMNS (which pytest-xdist sets, for one), so this asks it too.
             try:
-                sized = os.get_terminal_size(self.stream.fileno()).columns > 0
+                sized = os.get_terminal_size(stream.fileno()).columns > 0
             except (AttributeError, OSError, ValueError):
                 sized = False
-            self._bar = _Bar(total=total, desc=f"[{label}]", unit=f" {unit}", file=self.stream, leave=False,
-                             smoothing=0.1, dynamic_ncols=sized, ncols=None if sized else 100,
-                             nrows=None if sized else 24, bar_format=None if total is None else _BAR_FORMAT)
-        self._last_line = time.perf_counter()
-        self._last_done = 0
+            drawing = dict(smoothing=0.1, dynamic_ncols=sized, ncols=None if sized else 100,
+                           nrows=None if sized else 24, bar_format=None if total is None else _BAR_FORMAT)
+        super().__init__(total=total, desc=f"[{label}]", unit=f" {unit}", file=stream, disable=not enabled,
+                         leave=False, **drawing)
+        if not self.disable:
+            self._time = time.perf_counter  # monotonic, where tqdm's clock is the time of day
+            self.start_t = self.last_print_t = self._time()
 
     def update(self, n: int = 1, status: str = "") -> None:
-        self.done += n
-        now = time.perf_counter()
+        if self.disable:
+            return
         if self._first is None:
-            self._first = (now, self.done)
-        if self._bar is not None:
-            if status:
-                self._bar.set_postfix_str(status, refresh=False)
-            eta = self.eta(now, since=self._first)
-            self._bar.eta = "" if eta is None else "<" + self._bar.format_interval(eta)
-            self._bar.update(n)
-            return
-        if not self.enabled:
-            return
-        finished = self.total is not None and self.done >= self.total
-        if self.delay is not None and self._lines == 0:
-            due = now - self._start >= self.delay
-        else:
-            due = now - self._last_line >= self.interval or finished
-        if due:
-            self._line(now, status)
+            self._first = (self._time(), self.n + n)
+        if self.plain:
+            self._status = status
+        elif status:
+            self.set_postfix_str(status, refresh=False)
+        if not super().update(n) and self.plain and self.total is not None and self.n >= self.total \
+                and (self.last_print_n or not self.stage):  # done: said at once (a stage once it has said anything)
+            self.refresh()
+            self.last_print_n, self.last_print_t = self.n, self._time()
 
-    def _line(self, now: float, status: str = "", end: bool = False) -> None:
+    def display(self, msg=None, pos=None):
+        if not self.plain:
+            return super().display(msg, pos)
+        if msg is None and self.n != self.last_print_n:  # a plain line where there is something new, never a bar
+            self._line()
+            self.mininterval = self.interval  # a stage's first line came after its delay
+        return False
+
+    def _line(self, end: bool = False) -> None:
         """One plain line: the count, the rate since the previous line (at the end: overall), and the ETA."""
-        since = self._start if end else self._last_line
-        rate = (self.done - (0 if end else self._last_done)) / max(now - since, 1e-9)
-        count = f"{self.done:,}" + (f"/{self.total:,}" if self.total is not None else "")
-        text = f"[{self.label}] {self.unit} {count}" + (f" {status}" if status else "")
-        if self.delay is not None:
-            text += f", {rate:,.0f} {self.unit}/s"
+        now, unit = self._time(), self.unit.strip()
+        since = (self.start_t, 0) if end else (self.last_print_t, self.last_print_n)
+        count = f"{self.n:,}" + (f"/{self.total:,}" if self.total is not None else "")
+        text = f"[{self.label}] {unit} {count}" + (f" {self._status}" if self._status and not end else "")
+        if self.stage:
+            text += f", {(self.n - since[1]) / max(now - since[0], 1e-9):,.0f} {unit}/s"
         if end:
-            text += f", done in {duration(now - self._start)}"
-        else:
-            eta = self.eta(now, since=(self._last_line, self._last_done))
-            if eta is not None:
-                text += f" ETA {duration(eta)}"
-        self.stream.write(text + "\n")
-        self.stream.flush()
-        self._last_line, self._last_done = now, self.done
-        self._lines += 1
+            text += f", done in {duration(now - self.start_t)}"
+        elif (eta := self.eta(now, since)) is not None:
+            text += f" ETA {duration(eta)}"
+        self.fp.write(text + "\n")
+        self.fp.flush()
 
     def eta(self, now: float, since: tuple[float, int]) -> float | None:
         """Seconds left at the rate since ``since`` (time, count), never from before the first update; None where the
         total is unknown, and until the rate rests on enough (ETA_MIN_SECONDS, ETA_MIN_FRACTION)."""
         if self.total is None:
             return None
-        if self.done >= self.total:
+        if self.n >= self.total:
             return 0.0
         if self._first is None:
             return None
         first_time, first_done = self._first
-        if now - first_time < ETA_MIN_SECONDS or self.done - first_done < ETA_MIN_FRACTION * self.total:
+        if now - first_time < ETA_MIN_SECONDS or self.n - first_done < ETA_MIN_FRACTION * self.total:
             return None
         start, start_done = max(since, self._first)
-        if self.done <= start_done or now <= start:
+        if self.n <= start_done or now <= start:
             return None
-        return (self.total - self.done) * (now - start) / (self.done - start_done)
-
-    def status(self, text: str) -> None:
-        """What is happening now (shown on the bar; plain lines wait for the next update)."""
-        if self._bar is not None:
-            self._bar.set_postfix_str(text)
-
-    def write(self, text: str) -> None:
-        """A message line, above the bar."""
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.write(f"[{self.label}] {text}", file=self.stream)
-        else:
-            self.stream.write(f"[{self.label}] {text}\n")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-        elif self.enabled and self.delay is not None and self._lines and self._last_done != self.done:
-            self._line(time.perf_counter(), end=True)  # how it ended, for lines that said how it went
-
-    def __enter__(self) -> "Progress":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-# The bar tqdm draws by default, with the ETA of ``Progress.eta`` where tqdm puts its own.
-_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{eta}, {rate_fmt}{postfix}]"
-
-
-class _Bar(tqdm):
-    eta = ""  # "<02:05" (tqdm's own clock), or nothing until Progress.eta gives one
+        return (self.total - self.n) * (now - start) / (self.n - start_done)
 
     @property
     def format_dict(self):
-        return {**super().format_dict, "eta": self.eta}
+        """tqdm's fields for the bar, its ETA ``Progress.eta``'s."""
+        fields = super().format_dict
+        eta = None if self.disable else self.eta(self._time(), since=self._first or (0.0, 0))
+        return {**fields, "eta": "" if eta is None else "<" + self.format_interval(eta)}
+
+    def status(self, text: str) -> None:
+        """What is happening now (shown on the bar; plain lines wait for the next update)."""
+        if not (self.disable or self.plain):
+            self.set_postfix_str(text)
+
+    def write(self, text: str) -> None:
+        """A message line, above the bar."""
+        if self.disable:
+            return
+        if self.plain:
+            self.fp.write(f"[{self.label}] {text}\n")
+            self.fp.flush()
+        else:
+            tqdm.write(f"[{self.label}] {text}", file=self.fp)
+
+    def close(self) -> None:
+        if self.plain and self.stage and not self.disable and 0 < self.last_print_n != self.n:
+            self._line(end=True)  # how it ended, for lines that said how it went
+        super().close()
 
 
 STAGE_DELAY_S = 2.0  # loading stages quicker than this say nothing (off a terminal)

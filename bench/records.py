@@ -1,4 +1,5 @@
-"""JSON lines: one record a line, appended as soon as it exists (``results.jsonl``, ``metrics.jsonl``).
+"""JSON lines: one record a line, appended as soon as it exists (``results.jsonl``, ``metrics.jsonl``), whole or not at
+all (shared/files.py).
 
 A line cut short by a kill is ignored on reading, so a file stays readable whatever happened to the process writing it.
 A training run's records are of the kinds "run" (its settings, first line), "train" (the mean loss every --log-every
@@ -7,13 +8,12 @@ steps), "eval", "checkpoint", "resume" (a resumed part's first line) and "end" (
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from pathlib import Path
 from typing import Iterable
 
-from shared.files import write_error, written_aside
+from shared.files import append, open_to_append, written_aside
 
 
 def read_records(path: str | os.PathLike) -> list[dict]:
@@ -35,37 +35,10 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
     return read_records(path / "metrics.jsonl" if path.is_dir() else path)
 
 
-def _append(file, data: bytes, path: Path) -> None:
-    """Append ``data`` to an unbuffered binary ``file`` opened for appending; if the write fails (a full disk), cut the
-    file back to where it ended and raise an OSError naming ``path``: a file only ever holds whole records."""
-    start = file.seek(0, os.SEEK_END)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[file.write(view):]
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            file.truncate(start)
-        raise write_error(err, path) from err
-
-
-def _open_to_append(path: Path):
-    """``path`` opened unbuffered for appending bytes, or an OSError naming it."""
-    try:
-        return open(path, "ab", buffering=0)
-    except OSError as err:
-        raise write_error(err, path) from err
-
-
 def append_record(path: str | os.PathLike, record: dict) -> None:
     """Append one record and make it durable (fsync) before returning."""
-    path = Path(path)
-    with _open_to_append(path) as file:
-        _append(file, (json.dumps(record) + "\n").encode(), path)
-        try:
-            os.fsync(file.fileno())
-        except OSError as err:
-            raise write_error(err, path) from err
+    with open_to_append(path) as file:
+        append(file, (json.dumps(record) + "\n").encode(), path, sync=True)
 
 
 class RecordWriter:
@@ -73,10 +46,10 @@ class RecordWriter:
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        self._file = _open_to_append(self.path)
+        self._file = open_to_append(self.path)
 
     def write(self, record: dict) -> None:
-        _append(self._file, (json.dumps(record) + "\n").encode(), self.path)
+        append(self._file, (json.dumps(record) + "\n").encode(), self.path)
 
     def close(self) -> None:
         self._file.close()

@@ -50,20 +50,22 @@ class Platform(PlatformBase):
         return int(_tf_config().get("task", {}).get("index", 0)) if self.job_processes() > 1 else None
     # Python-side warnings (absl's handler among them): only errors reach the terminal.
     loggers = ("tensorflow", "absl")
-    # What the C++ side writes straight to file descriptor 2 at start-up, before
-    # its logging honours TF_CPP_MIN_LOG_LEVEL (seen with 2.21): notices, never errors.
+    # What the C++ side writes to file descriptor 2 while the library loads, before its logging reads
+    # TF_CPP_MIN_LOG_LEVEL (seen with 2.21, once per shared library that logs): absl's line that nothing called
+    # absl::InitializeLog(), and oneDNN's notice that its custom operations are on. No switch silences them but
+    # TF_ENABLE_ONEDNN_OPTS=0, which changes the computation, so the import drops them (bench.config).
     native_noise = (
         b"All log messages before absl::InitializeLog() is called",
         b"oneDNN custom operations are on",
-        b"oneDNN supports DT_INT32 only on platforms with AVX-512",
     )
 
     def default_env(self) -> dict[str, str]:
-        # Keeps the C++ INFO and WARNING lines (the CPU-feature notice, the
-        # oneDNN notice) off the terminal; errors still show. It only hides
-        # messages: TF_ENABLE_ONEDNN_OPTS, which changes numerics, is left as
-        # the environment has it.
-        return {"TF_CPP_MIN_LOG_LEVEL": "2"}
+        # TensorFlow's own switch for its C++ log: 3 keeps INFO, WARNING and ERROR lines off the terminal, among them
+        # the CPU-feature notice and oneDNN's ERROR-level notice that it supports DT_INT32 only with AVX-512 (a
+        # fallback, not a failure). An error that stops the work still reaches Python as an exception with its
+        # message; TF_CPP_MIN_LOG_LEVEL=2 in the environment shows the ERROR lines again. It only hides messages:
+        # TF_ENABLE_ONEDNN_OPTS, which changes numerics, is left as the environment has it.
+        return {"TF_CPP_MIN_LOG_LEVEL": "3"}
 
     def gpu_available(self) -> bool:
         import tensorflow as tf

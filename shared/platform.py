@@ -59,8 +59,10 @@ class Platform:
     library: ClassVar[str] = "numpy"  # the module whose version is recorded
     # Python loggers the framework writes notices to: set to ERROR by the entry points.
     loggers: ClassVar[tuple[str, ...]] = ()
-    # Lines the framework's native code writes to file descriptor 2 at start-up
-    # that are notices, never errors: the entry points drop them.
+    # Lines the framework's native code writes that are notices, never errors, and that no switch of
+    # the framework silences: dropped from what it writes to file descriptor 2 while its library is
+    # imported (bench.config.quiet_frameworks) and from the stdout of a job's processes (bench train
+    # --processes). Prefer a switch (default_env, loggers) wherever one exists.
     native_noise: ClassVar[tuple[bytes, ...]] = ()
     # Whether enable_compilation_cache does anything.
     has_compilation_cache: ClassVar[bool] = False

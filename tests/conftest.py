@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # as impl_tensorflow/platform.py sets it for the commands
 # One intra-op thread: on a small shared machine the tests run faster and with
 # fewer stalls than with every framework's pool competing for the same cores.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HOLDER = """
 import sys, time
 from bench.lock import lock_output
-lock_output(sys.argv[1], "bench run --out X")
+held = lock_output(sys.argv[1], "bench run --out X")
 print("locked", flush=True)
 time.sleep(60)
 """
@@ -67,7 +67,7 @@ def test_released_lock_is_free_and_leaves_no_holder(tmp_path, capsys):
 PARENT_WITH_WORKER = """
 import subprocess, sys, time
 from bench.lock import lock_output
-lock_output(sys.argv[1], "bench run --out X")
+held = lock_output(sys.argv[1], "bench run --out X")
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], close_fds=False)
 print(worker.pid, flush=True)
 time.sleep(60)
@@ -111,28 +111,29 @@ def test_a_folder_that_was_written_keeps_its_files_and_the_lock(tmp_path):
 
 
 def test_the_lock_file_removed_by_its_holder_is_never_held_twice(tmp_path, monkeypatch):
-    """A command that opened the lock file just before its holder removed it
-    locks the file the path names now, which the next command is refused."""
-    import bench.lock as lock_module
-
+    """A command that opened the lock file just before its holder removed it (a refused command leaving the folder as
+    it found it) locks the file the path names now, which the next command is refused."""
     first = FolderLock(tmp_path / "run", "first").acquire()
-    late = FolderLock(tmp_path / "run", "late")
-    stale = lock_module._open_lock_file(late.path)  # opened while the first holds it...
-    first.release()  # ...which removes it (and the folder) as it lets go
-    real_open, calls = lock_module._open_lock_file, []
+    path, real_open, opened = os.fspath(first.path), os.open, []
 
-    def stale_first(path):
-        calls.append(path)
-        return stale if len(calls) == 1 else real_open(path)
+    def open_then_release(name, flags, *args, **kwargs):
+        fd = real_open(name, flags, *args, **kwargs)
+        if os.fspath(name) == path and not opened:
+            opened.append(fd)  # the file the first holds, open here...
+            first.release()  # ...which removes it (and the folder) as it lets go
+        return fd
 
-    monkeypatch.setattr(lock_module, "_open_lock_file", stale_first)
-    late.acquire()
+    monkeypatch.setattr(os, "open", open_then_release)
+    late = FolderLock(tmp_path / "run", "late").acquire()
+    monkeypatch.undo()
     try:
-        assert len(calls) == 2  # the stale file was let go, the path's own file locked
-        with pytest.raises(FolderLocked):
+        assert opened and late.path.is_file()  # the removed file was let go, the path's own file locked
+        with pytest.raises(FolderLocked) as err:
             FolderLock(tmp_path / "run", "next").acquire()
+        assert "`late`" in str(err.value)
     finally:
         late.release()
+    assert not (tmp_path / "run").exists()  # made again by the late command, and removed by it
 
 
 def test_taking_over_is_said_only_when_the_command_says_it_runs(tmp_path, capsys):

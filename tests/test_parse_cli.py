@@ -16,9 +16,9 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS
-from bench.training.trainer import latest_checkpoint, load_checkpoint
+from bench.training.checkpoints import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
-from bench.training.trainer import TrainConfig
+from bench.training.config import TrainConfig
 from bench.training.trainer import Trainer
 from shared import parse_metrics, parsing, reference
 from shared.arithmetic import arithmetic_pairs

@@ -79,10 +79,10 @@ def test_the_bar_on_a_terminal_follows_the_same_rule(clock):
     progress = progress_module.Progress("read", 1000, unit="rows", stream=_Terminal())
     clock.now += 20.0
     progress.update(10)
-    assert "<" not in str(progress._bar)
+    assert "<" not in str(progress)
     clock.now += 6.0
     progress.update(100)  # 100 rows in the 6 s since the first update: 890 left, 53 s
-    assert "<00:53" in str(progress._bar)
+    assert "<00:53" in str(progress)
     progress.close()
 
 

@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 
 from bench.cli import main
-from bench.training.trainer import list_checkpoints
+from bench.training.checkpoints import list_checkpoints
 from bench.records import read_metrics
 from bench.training.scaling import summarize
-from bench.training.trainer import TrainConfig
+from bench.training.config import TrainConfig
 from bench.training.trainer import Trainer
 from shared.compare import rel_err
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params

@@ -17,11 +17,11 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS, runner_class
-from bench.training import trainer as checkpoints
-from bench.training.trainer import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
+from bench.training import checkpoints
+from bench.training.checkpoints import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
 from bench.training.evaluate import confusion_matrix, evaluate_pairs
 from bench.records import read_metrics
-from bench.training.trainer import TrainConfig
+from bench.training.config import TrainConfig
 from bench.training.trainer import Trainer
 from shared import optimizers
 from shared.compare import LOGITS_TOL_F32, TRAIN_LOSS_REL_TOL_ADAM, TRAIN_LOSS_REL_TOL_SGD, max_abs_err

@@ -513,7 +513,6 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     spec = WorkerSpec(**json.loads(Path(argv[0]).read_text()))
-    config.ENTRY_POINT = True  # this process's own stderr: the framework's native notices filtered out
     config.quiet_frameworks(spec.dtype, [spec.framework])  # before the framework is imported
 
     def reply(message: dict) -> None:

@@ -36,8 +36,10 @@ from bench.lock import FolderLock
 from bench.progress import stage
 from bench.records import write_json
 from bench.training import reinforce
+from bench.training.checkpoints import check_folder
+from bench.training.config import TrainConfig
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_confusion, format_parse_evaluation
-from bench.training.trainer import TrainConfig, Trainer, check_folder
+from bench.training.trainer import Trainer
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, load_params

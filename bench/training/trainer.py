@@ -1,29 +1,26 @@
 """The training loop: one :class:`Trainer` drives any implementation through the Runner interface.
 
 The loop is framework-free: it uses the Runner interface only (docs/runner-interface.md), so every framework trains from
-the same batches in the same order (:func:`epoch_plan`), and checkpoints move between them. What a run writes under its
-folder, how a checkpoint is written whole, what ``--resume`` does with one that no longer loads, and why a resumed run
-takes exactly the steps of an uninterrupted one, is docs/training.md's.
+the same batches in the same order (config.py's ``epoch_plan``), and checkpoints (checkpoints.py) move between them.
+What a run writes under its folder, how a checkpoint is written whole, what ``--resume`` does with one that no longer
+loads, and why a resumed run takes exactly the steps of an uninterrupted one, is docs/training.md's.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
-import hashlib
 import json
 import math
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -31,258 +28,14 @@ from bench import frameworks
 from bench.progress import Progress
 from bench.provenance import machine, provenance, timestamp
 from bench.records import RecordWriter, read_records, rewrite_records, write_json
+from bench.training.checkpoints import check_folder, latest_checkpoint, resume_checkpoint, save_checkpoint
+from bench.training.config import TrainConfig, check_resume, data_fingerprint, epoch_plan
 from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_parse_evaluation
 from shared import optimizers
-from shared.batching import DEFAULT_BUCKETS, make_pair_batch, pair_length, plan_batches
-from shared.files import write_error
-from shared.params import ModelConfig, ParamFile, load_params, save_params
-from shared.runner import check_replicas
+from shared.batching import make_pair_batch, pair_length
+from shared.params import ParamFile, save_params
 from shared.snli import NO_LABEL, Pair, labelled_pairs
 from shared.vocab import Vocabulary
-
-EMBEDDING = "embed.embedding"
-
-
-@dataclass
-class TrainConfig:
-    """How to train (the model sizes live in the parameter file's ModelConfig)."""
-
-    framework: str  # a name of bench.frameworks.NAMES: the reference, a framework or a variant
-    optimizer: str = "adam"  # sgd, adam or rmsprop (shared/optimizers.py)
-    lr: float = 1e-3  # learning rate at step 0
-    lr_decay: float = 1.0  # lr(step) = lr * lr_decay ** (step / lr_decay_steps); 1: constant
-    lr_decay_steps: int = 10000
-    hyper: dict = field(default_factory=dict)  # optimizer hyperparameters (momentum, beta1, eps, weight_decay, ...)
-    batch_size: int = 32  # pairs per training step
-    epochs: int = 1  # passes over the training pairs
-    steps: int | None = None  # stop after this many steps in all, even mid-epoch (None: epochs decide)
-    dropout: float = 0.0  # rate on the projected leaves and the classifier inputs
-    seed: int = 0  # batch order and dropout masks (weights: the init seed)
-    freeze_embeddings: bool = False  # leave embed.embedding untouched (the 2016 paper kept GloVe fixed)
-    buckets: tuple = DEFAULT_BUCKETS  # token-count buckets of the batches (one compiled shape each)
-    drop_last: bool = False  # drop the short last batch of each bucket (fewer shapes to compile)
-    dtype: str = "float32"
-    device: str = "cpu"
-    eval_batch_size: int = 128
-    train_eval_pairs: int = 2000  # training pairs whose accuracy is measured each epoch (0: none)
-    log_every: int = 10  # steps per "train" metrics record (mean loss of those steps)
-    keep_checkpoints: int = 2  # newest checkpoints kept on disk
-    # Steps between checkpoints inside an epoch (besides every epoch end and an interrupt); 0: epoch ends only.
-    # At batch 32 an epoch of full SNLI is about 17,000 steps.
-    checkpoint_every: int = 1000
-    transition_weight: float = 0.0  # the supervised transition loss of docs/spec.md §7 (> 0 needs a head)
-    # Data-parallel replicas, each taking batch_size / replicas pairs of every batch, on the framework's own engine
-    # (shared/platform.py). Not a setting of the run: the same steps with any K, so a run may resume with another.
-    replicas: int = 1
-
-    # Settings a resumed run must share with the run it continues (the rest, e.g. epochs or the framework, may change).
-    MUST_MATCH = ("optimizer", "lr", "lr_decay", "lr_decay_steps", "hyper", "batch_size", "dropout", "seed",
-                  "freeze_embeddings", "buckets", "drop_last", "transition_weight")
-
-    def __post_init__(self) -> None:
-        self.buckets = tuple(self.buckets)
-        self.hyper = optimizers.resolve(self.optimizer, self.hyper)  # ValueError naming a bad one
-        for name in ("batch_size", "epochs", "lr_decay_steps", "eval_batch_size", "log_every", "keep_checkpoints",
-                     "steps"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:  # steps: None, the epochs decide
-                raise ValueError(f"{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if not self.lr > 0 or not self.lr_decay > 0:
-            raise ValueError(f"lr and lr-decay must be > 0, got {self.lr} and {self.lr_decay}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not self.transition_weight >= 0:
-            raise ValueError(f"transition-weight must be >= 0, got {self.transition_weight}")
-        for name in ("checkpoint_every", "train_eval_pairs"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
-        check_replicas(self.replicas)
-        if self.batch_size % self.replicas:
-            raise ValueError(f"--batch-size {self.batch_size} does not split into {self.replicas} replicas: "
-                             "give a batch size that is a multiple of --replicas")
-
-    def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-
-    def learning_rate(self, step: int) -> float:
-        return optimizers.learning_rate(self.lr, step, self.lr_decay, self.lr_decay_steps)
-
-    @property
-    def frozen(self) -> tuple[str, ...]:
-        return (EMBEDDING,) if self.freeze_embeddings else ()
-
-
-def check_resume(saved: dict, now: dict) -> None:
-    """A resumed run must have the settings and data of the run it continues (run.json documents)."""
-    old, new = saved.get("train", {}), now["train"]
-    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-    for key in TrainConfig.MUST_MATCH:
-        a, b = (tuple(v) if isinstance(v, list) else v  # a setting newer than the run: its default
-                for v in (old.get(key, defaults[key]), new.get(key)))
-        if a != b:
-            raise ValueError(f"--resume: {key} was {a!r} in the run being resumed, now {b!r}; "
-                             "give the same settings as the first command")
-    if saved.get("train_fingerprint") != now["train_fingerprint"]:
-        raise ValueError(f"--resume: the training data differ from the run being resumed "
-                         f"({saved.get('train_pairs')} pairs then, {now['train_pairs']} now; words, labels or trees): "
-                         "give the same --data and --parse")
-
-
-# --------------------------------------------------------------------------
-# Batches: a pure function of (seed, epoch)
-# --------------------------------------------------------------------------
-
-
-def epoch_plan(lengths: np.ndarray, cfg: TrainConfig, epoch: int) -> list[tuple[int | None, np.ndarray]]:
-    """(N, pair indices) of every batch of epoch ``epoch`` (0-based), in order."""
-    seed = int(np.random.SeedSequence([cfg.seed, epoch]).generate_state(1)[0])
-    return list(plan_batches(lengths, cfg.batch_size, buckets=cfg.buckets, shuffle=True, seed=seed,
-                             drop_last=cfg.drop_last).batches)
-
-
-def data_fingerprint(pairs: Sequence[Pair]) -> str:
-    """A short hash of the pairs (ids, labels, tokens, parses): --resume tells the data changed."""
-    digest = hashlib.sha256()
-    for pair in pairs:
-        trees = "\t".join("".join(map(str, s.transitions)) for s in (pair.premise, pair.hypothesis))
-        digest.update(f"{pair.pair_id}\t{pair.label}\t{' '.join(pair.premise.tokens)}\t"
-                      f"{' '.join(pair.hypothesis.tokens)}\t{trees}\n".encode())
-    return digest.hexdigest()[:16]
-
-
-
-# --------------------------------------------------------------------------
-# Checkpoints
-# --------------------------------------------------------------------------
-
-CHECKPOINT_FILES = ("model.npz", "optimizer.npz", "state.json")
-STATE_POSITION = ("step", "epoch", "batch_in_epoch")  # where in the run a checkpoint was taken
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # not every platform opens folders
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def save_optimizer_state(path: Path, state: Mapping[str, np.ndarray], description: str) -> None:
-    """The optimizer state as an .npz (entries ``step`` and ``{slot}/{param}``
-    plus ``meta.optimizer``, a JSON string); read back without pickle."""
-    arrays = {key: np.asarray(value) for key, value in state.items()}
-    arrays["meta.optimizer"] = np.array(description)
-    with open(path, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_config: ModelConfig,
-                    vocab_words, optimizer_state: Mapping[str, np.ndarray], optimizer_description: str,
-                    state: dict, keep: int = 2) -> Path:
-    """Write ``checkpoints/step-{step:08d}/`` atomically (a temporary folder, then one ``os.rename``: a crash before
-    it leaves the earlier checkpoints as they were); keep the newest ``keep``."""
-    root = Path(out_dir) / "checkpoints"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise write_error(err, root) from err
-    final = root / f"step-{state['step']:08d}"
-    tmp = root / f".tmp-step-{state['step']:08d}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    target = final  # what is being written, for the error message
-    try:
-        tmp.mkdir()
-        target = final / "model.npz"
-        save_params(tmp / "model.npz", params, model_config, vocab_words)
-        target = final / "optimizer.npz"
-        save_optimizer_state(tmp / "optimizer.npz", optimizer_state, optimizer_description)
-        target = final / "state.json"
-        with open(tmp / "state.json", "w") as f:
-            json.dump(state, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        target = final
-        if final.exists():  # the same step saved before (a resumed run that had nothing left to do)
-            shutil.rmtree(final)
-        os.rename(tmp, final)
-        _fsync_dir(root)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        kept = list_checkpoints(out_dir)
-        left = f" (checkpoint not written; the newest kept is {kept[-1].name})" if kept else " (checkpoint not written)"
-        raise write_error(err, target, left) from err
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    for old in list_checkpoints(out_dir)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
-
-
-def list_checkpoints(out_dir: Path) -> list[Path]:
-    """Complete checkpoints, oldest first (temporary folders are never listed)."""
-    return sorted((p for p in (Path(out_dir) / "checkpoints").glob("step-*")
-                   if p.is_dir() and all((p / f).is_file() for f in CHECKPOINT_FILES)), key=lambda p: p.name)
-
-
-def check_folder(out_dir: str | os.PathLike, resume: bool) -> None:
-    """Whether a training run may start in ``out_dir``, judged from the folder alone (before data are read or the folder
-    locked): ``resume`` needs a run.json, a new run a folder without a run."""
-    out_dir = Path(out_dir)
-    if resume:
-        if not (out_dir / "run.json").exists():
-            raise FileNotFoundError(f"--resume: no run to resume in {out_dir} (no run.json)")
-    elif (out_dir / "run.json").exists() or (out_dir / "metrics.jsonl").exists() or list_checkpoints(out_dir):
-        raise ValueError(f"{out_dir} already holds a run: add --resume to continue it, or choose another "
-                         "--out (nothing is overwritten)")
-
-
-def latest_checkpoint(out_dir: Path) -> Path | None:
-    found = list_checkpoints(out_dir)
-    return found[-1] if found else None
-
-
-@dataclass
-class Checkpoint:
-    path: Path
-    model: ParamFile
-    optimizer_state: dict
-    optimizer: dict  # the description: name, lr, frozen, hyperparameters
-    state: dict  # step, epoch, batch_in_epoch, elapsed_s, best_dev_accuracy, ...
-
-
-def load_checkpoint(path: Path) -> Checkpoint:
-    path = Path(path)
-    for name in CHECKPOINT_FILES:
-        if not (path / name).is_file():
-            raise FileNotFoundError(f"checkpoint {path} lacks {name}")
-    with np.load(path / "optimizer.npz", allow_pickle=False) as data:
-        opt_state = {key: data[key] for key in data.files}
-    description = json.loads(str(opt_state.pop("meta.optimizer")))
-    state = json.loads((path / "state.json").read_text())
-    if not isinstance(state, dict) or any(not isinstance(state.get(key), int) for key in STATE_POSITION):
-        raise ValueError(f"{path / 'state.json'}: expected integers {', '.join(STATE_POSITION)}")
-    return Checkpoint(path, load_params(path / "model.npz"), opt_state, description, state)
-
-
-def newest_loadable(out_dir: Path) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
-    """The newest checkpoint that loads, and (path, reason) for each newer one that did not (a truncated model.npz,
-    say), newest first. (None, reasons) when none loads; (None, []) when there is none."""
-    skipped = []
-    for path in reversed(list_checkpoints(out_dir)):
-        try:
-            return load_checkpoint(path), skipped
-        except Exception as err:  # whatever a damaged file raises: BadZipFile, EOFError, ValueError, ...
-            reason = str(err).splitlines()[0] if str(err) else ""
-            skipped.append((path, f"{type(err).__name__}: {reason}" if reason else type(err).__name__))
-    return None, skipped
-
 
 @dataclass
 class TrainResult:
@@ -371,19 +124,11 @@ class Trainer:
             shutil.rmtree(tmp, ignore_errors=True)
         if resume or self.writer:  # a replica that does not write may find the writer's new run already there
             check_folder(self.out_dir, resume)
-        if resume:
-            check_resume(json.loads((self.out_dir / "run.json").read_text()), self.run_info)
-            found, self.skipped = newest_loadable(self.out_dir)
-            for path, reason in self.skipped if self.writer else ():  # shown even with --quiet
-                print(f"warning: --resume: skipping checkpoint {path} ({reason})", file=sys.stderr)
-            if found is None and self.skipped:
-                raise ValueError(f"--resume: no checkpoint in {self.out_dir / 'checkpoints'} loads (the newest, "
-                                 f"{self.skipped[0][0].name}: {self.skipped[0][1]})")
-            if found is None and self.writer:
-                print(f"note: --resume: {self.out_dir} holds no checkpoint yet (the run stopped before its first): "
-                      "starting again from step 0", file=sys.stderr)
-            return found
-        return None
+        if not resume:
+            return None
+        check_resume(json.loads((self.out_dir / "run.json").read_text()), self.run_info)
+        found, self.skipped = resume_checkpoint(self.out_dir, self.writer)
+        return found
 
     def _restore(self, init) -> None:
         """Weights and position: the checkpoint's, or ``init`` at step 0."""
