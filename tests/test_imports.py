@@ -3,7 +3,11 @@
 Every module's imports are read from its source with ``ast`` (imports inside
 functions included, since they hide circles rather than remove them), turned
 into a graph of project modules, and searched for a cycle. Importing
-``a.b.c`` runs ``a`` and ``a.b`` first, so those count as imported too.
+``a.b.c`` runs ``a`` and ``a.b`` first, so those count as imported too: as
+what importing them runs, their ``:top`` nodes (the imports outside their
+functions; a command package's ``__init__`` imports its modules inside its
+command), and not at all from a module of ``a.b`` itself, which runs only once
+``a.b`` has.
 """
 
 from __future__ import annotations
@@ -36,11 +40,20 @@ def _with_parents(name: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The project modules that module ``name`` imports, anywhere in its source."""
+def _statements(tree: ast.AST, top: bool):
+    """Every node of ``tree``; with ``top``, only those its import runs (not the bodies of its functions)."""
+    for node in ast.iter_child_nodes(tree):
+        yield node
+        if not (top and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))):
+            yield from _statements(node, top)
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path], top: bool = False) -> set[str]:
+    """The project modules that module ``name`` imports, anywhere in its source (``top``: outside its functions),
+    each with the ``:top`` node of every package its import runs first (none of ``name``'s own)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in _statements(ast.parse(path.read_text(), filename=str(path)), top):
         targets = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -53,15 +66,19 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             # `from pkg import name`: the submodule pkg.name if there is one, else pkg itself.
             targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source
                        for alias in node.names]
-        for target in targets:
-            found.update(m for m in _with_parents(target) if m in modules)
+        for target in (t for t in targets if t in modules):
+            found.add(target)
+            found.update(f"{m}:top" for m in _with_parents(target)[:-1] if m in modules and m != name
+                         and not name.startswith(m + "."))
     found.discard(name)
     return found
 
 
 def import_graph(root: Path, packages) -> dict[str, set[str]]:
+    """Module -> what it imports, and ``module:top`` -> what importing it runs."""
     modules = project_modules(root, packages)
-    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+    return {**{name: imports_of(name, path, modules) for name, path in modules.items()},
+            **{f"{name}:top": imports_of(name, path, modules, top=True) for name, path in modules.items()}}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -127,10 +144,28 @@ def circular_package(tmp_path):
 
 def test_a_circle_hidden_in_a_function_is_found_and_named(circular_package):
     graph = import_graph(circular_package, ("pkg",))
-    assert graph == {"pkg": set(), "pkg.a": {"pkg", "pkg.b"}, "pkg.b": {"pkg", "pkg.a"}, "pkg.c": {"pkg", "pkg.a"}}
+    assert graph == {"pkg": set(), "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": {"pkg.a"},
+                     "pkg:top": set(), "pkg.a:top": {"pkg.b"}, "pkg.b:top": set(), "pkg.c:top": {"pkg.a"}}
     assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
     del graph["pkg.b"]
     assert find_cycle(graph) is None
+
+
+def test_a_package_s_command_reaches_its_modules_and_a_module_of_it_runs_only_its_top(tmp_path):
+    """A command package whose command (in its ``__init__``) imports a module that uses another module of the
+    package is no circle: importing that module runs the package's top, not its command; the same import at the
+    package's top is one."""
+    for package, files in {"cmd": {"__init__.py": "def run():\n    from cmd import work\n",
+                                   "work.py": "import lib.use\n", "part.py": "X = 1\n"},
+                           "lib": {"__init__.py": "", "use.py": "from cmd import part\n"}}.items():
+        (tmp_path / package).mkdir()
+        for file, text in files.items():
+            (tmp_path / package / file).write_text(text)
+    graph = import_graph(tmp_path, ("cmd", "lib"))
+    assert graph["cmd"] == {"cmd.work"} and graph["lib.use"] == {"cmd.part", "cmd:top"} and graph["cmd:top"] == set()
+    assert find_cycle(graph) is None
+    (tmp_path / "cmd" / "__init__.py").write_text("from cmd import work\n")
+    assert find_cycle(import_graph(tmp_path, ("cmd", "lib"))) == ["cmd.work", "lib.use", "cmd:top", "cmd.work"]
 
 
 # ---------------------------------------------------------------------------
