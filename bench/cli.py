@@ -17,7 +17,7 @@ from bench.lock import FolderLocked
 # Each command, and the module whose ``register(sub)`` adds it (a module may add several), in --help's order.
 COMMANDS = {
     "init": "bench.commands", "encode": "bench.commands", "data": "bench.commands",
-    "run": "bench.benchmark.plan", "report": "bench.benchmark.markdown", "compare": "bench.benchmark.markdown",
+    "run": "bench.run", "report": "bench.report", "compare": "bench.compare",
     "curves": "bench.training.curves", "train": "bench.training.cli", "evaluate": "bench.training.cli",
     "scale": "bench.training.scaling", "explain": "bench.explain.cli", "figures": "bench.render.command",
     "reproduce": "bench.reproduce", "render": "bench.render.command", "check": "bench.render.command",

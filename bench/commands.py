@@ -149,7 +149,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    from bench.benchmark.limit import batch_flops, flops, products
+    from bench.run.limit import batch_flops, flops, products
     from shared.batching import make_batches, make_sentence_batches, sentence_order
     from shared.padding import padding_report
     from shared.stats import dataset_stats, format_stats

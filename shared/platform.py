@@ -182,7 +182,7 @@ class Platform:
     def matmuls(self, pairs: list[tuple[np.ndarray, np.ndarray]], device: str) -> Callable[[], object] | None:
         """A zero-argument function that multiplies every ``a @ b`` of ``pairs`` in order, with the
         framework's eager routine on ``device``, the operands placed there first, and waits for the last (a
-        batch's limit is timed with it: bench/benchmark/limit.py); None where the framework has no eager
+        batch's limit is timed with it: bench/run/limit.py); None where the framework has no eager
         routine worth timing for it (its per-shape compilation would cost more than the products). This
         default is NumPy's, on the host, each product in the faster of two forms (:func:`_gemv_rows`)."""
         if device != "cpu":

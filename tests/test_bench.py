@@ -12,15 +12,15 @@ import types
 import numpy as np
 import pytest
 
-from bench.benchmark.markdown import compare, format_compare
-from bench.benchmark.limit import TRAIN_FACTOR, batch_flops, flops, products
-from bench.benchmark.worker import pairwise_agreement
-from bench.benchmark import driver, limit, plan
-from bench.benchmark.markdown import format_load, format_matrix, format_ratios, render_markdown
-from bench.benchmark.record import Measurement
-from bench.benchmark.markdown import write_report
-from bench.benchmark.record import is_busy, round_ratios
-from bench.benchmark.targets import format_targets, targets
+from bench.compare import compare, format_compare
+from bench.run.limit import TRAIN_FACTOR, batch_flops, flops, products
+from bench.run.worker import pairwise_agreement
+from bench.run import driver, limit, plan
+from bench.report import format_load, format_matrix, format_ratios, render_markdown
+from bench.run.measurement import Measurement
+from bench.report import write_report
+from bench.run.measurement import is_busy, round_ratios
+from bench.run.targets import format_targets, targets
 from bench.cli import build_parser, main
 from bench import frameworks
 from bench.frameworks import IMPLEMENTATIONS, OPT_IN
@@ -406,8 +406,8 @@ def test_one_set_of_goals_each_graded_once():
 def test_the_breakdown_splits_the_step_and_keeps_a_negative_overhead(tmp_path):
     """useful + waste + slow BLAS + overhead = the step; a compiled program faster than its own products timed back
     to back keeps its negative overhead, and the report marks it."""
-    from bench.benchmark.markdown import format_breakdown
-    from bench.benchmark.record import breakdown
+    from bench.report import format_breakdown
+    from bench.run.measurement import breakdown
 
     limit = {"limit_matmul": "numpy", "limit_kernel": "openblas SkylakeX, 2 threads", "limit_flops_per_s": 3e9,
              "limit_sample": {"batches": 6, "of": 21, "useful_flops_per_s": [2e9, 3e9]}, "useful_flops": 10}

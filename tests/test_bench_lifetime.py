@@ -50,7 +50,7 @@ def measuring_worker(parent: subprocess.Popen, out: Path) -> psutil.Process:
     deadline = time.monotonic() + HANG
     while time.monotonic() < deadline:
         workers = [p for p in psutil.Process(parent.pid).children(recursive=True)
-                   if "bench.benchmark.worker" in command_line(p)]
+                   if "bench.run.worker" in command_line(p)]
         if workers and (out / "agreement").is_dir():  # started, and past its agreement check
             return workers[0]
         assert parent.poll() is None, parent.stderr.read()

@@ -50,7 +50,7 @@ def test_the_gpu_preset_runs_one_quick_round_without_tensorflow_and_dynet(tmp_pa
 
 def test_the_gpu_preset_fits_a_lent_machine_by_the_last_gpu_records(capsys):
     """A lent GPU machine gives a command 10 minutes; the preset is planned to take under 8 by the estimate the
-    run makes from the last GPU run's records (bench/benchmark/estimate.py), its levels and limit included."""
+    run makes from the last GPU run's records (bench/run/estimate.py), its levels and limit included."""
     from bench.cli import main
 
     assert main(["run", "--preset", "gpu", "--estimate", "results/gpu-h100", "--out", "unused"]) == 0
@@ -65,9 +65,9 @@ def test_the_estimate_counts_what_the_records_cost(tmp_path):
     """Warm-up (the longer of compile and first calls, scaled to the planned shapes), timed rounds (scaled to the
     planned rounds), the products timed for the limit and the breakdown, the start-up and the time between
     measurements as the records' timestamps tell."""
-    from bench.benchmark.estimate import estimate
-    from bench.benchmark.plan import RunPlan
-    from bench.benchmark.record import Measurement
+    from bench.run.estimate import estimate
+    from bench.run.plan import RunPlan
+    from bench.run.measurement import Measurement
 
     def record(name, mode, timestamp, **extra):
         return Measurement.from_dict({"implementation": name, "framework": name.split("-")[0], "mode": mode,

@@ -89,7 +89,7 @@ def test_the_benchmarks_warm_up_compiles_every_program_of_the_jax_tree_lstm_leve
     (B, N, T) does not tell: the runner's ``program_shape`` does, so the warm-up meets every program and the
     timed calls compile nothing (here without the tracker, the Tree-LSTM workload)."""
     from bench import frameworks
-    from bench.benchmark.worker import warm_up
+    from bench.run.worker import warm_up
     from shared.batching import make_batches
 
     config = ModelConfig(vocab_size=len(vocab), embed_dim=6, hidden_dim=5, tracker_dim=0, mlp_dim=7, mlp_layers=1)

@@ -1,4 +1,4 @@
-"""The products of a batch (bench/benchmark/limit.py): its useful ones, no more and no fewer, in as few dependent
+"""The products of a batch (bench/run/limit.py): its useful ones, no more and no fewer, in as few dependent
 products as its trees allow; those each algorithm computes, never fewer; and their times on the fastest routine."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from bench import frameworks
-from bench.benchmark import limit
-from bench.benchmark.driver import fastest, harness_share
-from bench.benchmark.limit import batch_flops, flops, products
+from bench.run import limit
+from bench.run.driver import fastest, harness_share
+from bench.run.limit import batch_flops, flops, products
 from shared.batching import make_pair_batch
 from shared.levels import level_rows
 from shared.params import ModelConfig

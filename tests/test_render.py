@@ -122,8 +122,8 @@ def test_a_json_file_is_quoted_by_its_keys_and_the_kind_of_their_values(probes):
 
 
 def test_a_folder_is_quoted_through_its_tables(results):
-    """field, ratio and the aggregates read the records as the report does (bench/benchmark/record.py)."""
-    from bench.benchmark import record as stats
+    """field, ratio and the aggregates read the records as the report does (bench/run/measurement.py)."""
+    from bench.run import measurement as stats
 
     records = results.measurements("cpu")
     row = next(r for r in stats.round_ratios(records) if r["implementation"] != "pytorch")
@@ -142,7 +142,7 @@ def test_a_folder_is_quoted_through_its_tables(results):
 
 def test_best_names_the_fastest_static_implementation_and_its_ratio(results):
     from bench import frameworks
-    from bench.benchmark import record as stats
+    from bench.run import measurement as stats
 
     rows = [r for r in stats.round_ratios(results.measurements("cpu")) if (r["mode"], r["transitions"],
             r["batch_size"]) == ("infer", "gold", 1) and r["implementation"] not in frameworks.EAGER]
@@ -227,7 +227,7 @@ def test_a_ratio_s_standing_and_the_best_s_lead_read_the_spread(results):
     """leads, trails, is level: where a ratio's interquartile range lies against 1; the best static implementation
     is the fastest only where no other static one's range reaches its own, else level with those whose ranges do."""
     from bench import frameworks
-    from bench.benchmark import record as stats
+    from bench.run import measurement as stats
 
     for folder in ("cpu", "cpu-levels"):
         rows = stats.round_ratios(results.measurements(folder))

@@ -172,7 +172,7 @@ PRODUCTION = ("bench", "shared", "lessons", *PACKAGES)
 # (The test fails on an entry nothing uses any more, so the list stays as short as the code needs.)
 LIBRARY_NAMES = {
     ("os", "_exit"): "the standard library's exit without cleanup handlers, for a child whose parent died "
-                     "(bench/benchmark/worker.py); the underscore says 'no cleanup', not 'private'",
+                     "(bench/run/worker.py); the underscore says 'no cleanup', not 'private'",
     ("torch", "_dynamo"): "torch.compile's settings (config.recompile_limit, config.capture_scalar_outputs) and "
                           "torch._dynamo.explain and reset, as PyTorch documents them: torch.compiler has no public "
                           "alias for the settings and explain (impl_pytorch/compiled.py, the lessons)",

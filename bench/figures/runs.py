@@ -1,5 +1,5 @@
 """Figures of committed runs: speed ratios, padding, compile time, host reads and where a step's time goes from
-benchmark records (every ratio and part is the report's, bench/benchmark/record.py round_ratios and breakdown, so a
+benchmark records (every ratio and part is the report's, bench/run/measurement.py round_ratios and breakdown, so a
 re-run of a folder redraws a figure with no change here), and the graph behind one batch's loss and gradients,
 recorded for every batch (PyTorch's autograd nodes, DyNet's nodes) or traced once (TensorFlow's ops and JAX's
 equations, each loop body once), read from the documents' explain blocks as docs/figures/explain.json keeps them:
@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 
 from bench import frameworks
-from bench.benchmark.record import PARTS, breakdown as parts_of, round_ratios
+from bench.run.measurement import PARTS, breakdown as parts_of, round_ratios
 from bench.explain.report import GUIDES
 from bench.figures import style
 from bench.render.sources import QuoteError, Results
@@ -104,8 +104,8 @@ PART_LOOKS = {"useful": (1.0, ""), "waste": (0.6, "//"), "slow_blas": (0.45, "xx
 
 
 def breakdown_rows(records) -> list[dict]:
-    """Every gold-parse record that has the breakdown (record.breakdown), at the smallest and the largest batch size
-    among them (1 and 128 in the default run): its parts in ms per batch, by device, mode, batch size and the
+    """Every gold-parse record that has the breakdown (measurement.breakdown), at the smallest and the largest batch
+    size among them (1 and 128 in the default run): its parts in ms per batch, by device, mode, batch size and the
     registry's order."""
     order = style.registry_order(r.implementation for r in records)
     found = [r for r in records if r.transitions == "gold" and parts_of(r)]

@@ -1,6 +1,6 @@
 """The blocks: a table (or a few lines) rendered from one results folder, ``NAME ARG... [KEY=VALUE...]``.
 
-A table reads a run with the reports' own helpers (``bench.benchmark``, ``bench.training``) or with quotes'
+A table reads a run with the reports' own helpers (``bench.run``, ``bench.training``) or with quotes'
 queries (query.py), so a document and a report never read it differently. ``ratios``, ``pairs``, ``report``
 and ``measured-at`` serve many documents; each other block is one chapter's table, its docstring says which.
 """
@@ -10,14 +10,15 @@ from __future__ import annotations
 from typing import Callable
 
 from bench import frameworks, reproduce
-from bench.benchmark import markdown
-from bench.benchmark.record import round_ratios
-from bench.benchmark import targets as targets_module
+from bench.compare import compare
 from bench.config import row_range
 from bench.figures.style import registry_order
 from bench.render import table
 from bench.render.query import evaluate
 from bench.render.sources import QuoteError, Results
+from bench.report import TABLE2_BASELINE, format_matrix, format_table2, table2_measured
+from bench.run import targets as targets_module
+from bench.run.measurement import round_ratios
 from bench.training import curves
 from bench.training import scaling as scaling_runs
 from shared.snli import SAMPLE_PATH, read_snli
@@ -109,10 +110,10 @@ def pairs(results: Results, folder, modes, transitions, batches, impls="*", by="
 def report(results: Results, folder, section, mode=None) -> str:
     """A table of the folder's report (bench report): ``matrix MODE``, ``table2`` or ``targets``."""
     records = results.measurements(folder)
-    if section == "table2" and not markdown.table2_measured(records):
-        raise QuoteError(f"results/{folder}: no Tree-LSTM training of dynet and {markdown.TABLE2_BASELINE}")
-    sections = {"matrix": lambda: markdown.format_matrix([r for r in records if r.mode == mode]),
-                "table2": lambda: markdown.format_table2(records),
+    if section == "table2" and not table2_measured(records):
+        raise QuoteError(f"results/{folder}: no Tree-LSTM training of dynet and {TABLE2_BASELINE}")
+    sections = {"matrix": lambda: format_matrix([r for r in records if r.mode == mode]),
+                "table2": lambda: format_table2(records),
                 "targets": lambda: targets_module.format_targets(records)}
     if section not in sections:
         raise QuoteError(f"report: a section is {', '.join(sections)}, not {section!r}")
@@ -140,7 +141,7 @@ def outside(results: Results, folder, first) -> str:
     docs/results.md under the repeated run."""
     lines = [f"* {mode}, {trans}, batch {batch}, {impl}: {row['second']['median']:.3f}x here, "
              f"{row['first']['min']:.3f}-{row['first']['max']:.3f}x in results/{first}"
-             for row in markdown.compare(results.measurements(first), results.measurements(folder))["rows"]
+             for row in compare(results.measurements(first), results.measurements(folder))["rows"]
              if row["inside"] is False for (_, mode, trans, batch, impl) in [row["key"]]]
     return "\n".join(lines) if lines else f"* none: every median lies inside results/{first}'s range"
 

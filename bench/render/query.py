@@ -28,9 +28,9 @@ import math
 from typing import Callable
 
 from bench import frameworks
-from bench.benchmark import markdown
-from bench.benchmark import targets as targets_module
-from bench.benchmark.record import Measurement, dotted, round_flags, round_ratios
+from bench.compare import compare
+from bench.run import targets as targets_module
+from bench.run.measurement import Measurement, dotted, round_flags, round_ratios
 from bench.progress import duration
 from bench.render.sources import QuoteError, Results
 from bench.training import curves, scaling
@@ -195,8 +195,8 @@ TABLES: dict[str, Callable] = {
     "ratio": ratio, "best": best, "standing-at": standing_at, "loss-diff": loss_diff, "train-diff": train_diff,
     # How many of this run's ratio medians lie inside FIRST's range (bench compare FIRST this): the one sentence
     # that says whether a re-run agrees (used twice); no record holds it.
-    "compare": lambda results, folder, first, key: ([markdown.compare(results.measurements(first),
-                                                                          results.measurements(folder))], key),
+    "compare": lambda results, folder, first, key: ([compare(results.measurements(first),
+                                                             results.measurements(folder))], key),
     "parses": lambda results, folder, run, key: ([curves.parse_summary(results.run_dir(folder, run))], key),
     "rounds": lambda results, folder: ([{"busy": round_flags(results.measurements(folder))}], "busy"),
     "target": lambda results, folder, *words: ([r for r in targets_module.targets(results.measurements(folder))

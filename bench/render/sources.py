@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bench import ROOT, reproduce
-from bench.benchmark.record import Measurement
+from bench.run.measurement import Measurement
 from bench.records import read_records
 
 FIGURES_DIR = Path("docs") / "figures"  # the figures, figures.json and explain.json, under the root

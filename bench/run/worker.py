@@ -1,6 +1,6 @@
 """One implementation's process: it stays alive for the whole run and measures on request.
 
-``python -m bench run`` starts ``python -m bench.benchmark.worker SPEC.json SCRATCH`` once per implementation
+``python -m bench run`` starts ``python -m bench.run.worker SPEC.json SCRATCH`` once per implementation
 (docs/benchmark.md, "The benchmark"). The protocol is JSON lines: one request a line on stdin (a method of
 :class:`Worker` and its arguments, or ``exit``), one reply a line on a private copy of stdout (anything a library
 prints goes to stderr instead, so it cannot corrupt a reply). The worker dies with its parent, however the parent ends
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from bench import config, frameworks, provenance
-from bench.benchmark import limit
-from bench.benchmark.limit import batch_flops
+from bench.run import limit
+from bench.run.limit import batch_flops
 from bench.config import load_dataset
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
 from shared.files import written_aside
@@ -203,7 +203,7 @@ class WorkerSpec:
     framework: str  # its framework's registry name (bench/frameworks.py)
     options: dict  # extra Runner options of the variant
     out_dir: str
-    device: str = "cpu"  # "auto", "cpu", "gpu" or "gpu-host" (bench/benchmark/plan.py, --device)
+    device: str = "cpu"  # "auto", "cpu", "gpu" or "gpu-host" (bench run's --device)
     dtype: str = "float32"
     data: dict = field(default_factory=lambda: {"data": "sample"})  # bench.config.load_dataset arguments
     sizes: dict = field(default_factory=dict)  # ModelConfig sizes
@@ -386,7 +386,7 @@ class Worker:
                 "load_avg_1min": os.getloadavg()[0]}
 
     def products(self, key: str, mode: str, batch_size: int, stop: int, kinds: list[str]) -> dict:
-        """Each kind's products (bench/benchmark/limit.py) of the batches the rounds timed (plan entries 0 .. stop - 1)
+        """Each kind's products (bench/run/limit.py) of the batches the rounds timed (plan entries 0 .. stop - 1)
         on this process's ``matmuls`` routine: seconds per timed batch, from a sample of them (the sample's seconds per
         FLOP times the timed batches' FLOPs), the timed batches' FLOPs, and the min and max FLOP/s of the sampled
         batches; {} where the routine does not run on the device."""
@@ -501,7 +501,7 @@ def serve(spec: WorkerSpec, scratch: Path, requests, reply) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m bench.benchmark.worker SPEC.json SCRATCH", file=sys.stderr)
+        print("usage: python -m bench.run.worker SPEC.json SCRATCH", file=sys.stderr)
         return 2
     die_with_parent()
     # Ctrl-C reaches every process of the terminal's group: the parent keeps what finished and ends this worker,

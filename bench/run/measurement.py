@@ -73,7 +73,7 @@ class Measurement:
     device_peak_flops_per_s: float | None = None
     device_peak_implementation: str | None = None
     useful_fraction_of_device_peak: float | None = None
-    # The limit (bench/benchmark/limit.py): the same timed batches' useful products alone, on the run's fastest
+    # The limit (bench/run/limit.py): the same timed batches' useful products alone, on the run's fastest
     # routine for the device (its name, and the kernel it ran), its FLOP/s, and this implementation's pairs/s as a
     # share of it; timed on a sample of the timed batches (how many, and their FLOP/s from the slowest to the fastest).
     limit_pairs_per_s: float | None = None
@@ -90,7 +90,7 @@ class Measurement:
     own_computed_s: float | None = None
     step_s: float | None = None
     computed_flops: int | None = None
-    computed_kind: str | None = None  # which products those are (bench/benchmark/limit.py, KINDS)
+    computed_kind: str | None = None  # which products those are (bench/run/limit.py, KINDS)
     dispatches_per_batch: float | None = None  # operations the framework dispatched per batch (a hook to come)
     peak_mem_bytes: int | None = None
     peak_rss_bytes: int | None = None

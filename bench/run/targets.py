@@ -2,13 +2,13 @@
 
 One set of goals, written once here (docs/spec.md §6, "Decision: one set of targets", says what they are; the report
 and the documents read them), for the embedded SNLI sample on gold parses on the CPU; each goal is one row, graded PASS
-or MISS once, and a MISS says where the step's time went (record.breakdown).
+or MISS once, and a MISS says where the step's time went (measurement.breakdown).
 """
 
 from __future__ import annotations
 
 from bench import frameworks
-from bench.benchmark.record import PARTS, Measurement, breakdown, busy_count, round_ratios
+from bench.run.measurement import PARTS, Measurement, breakdown, busy_count, round_ratios
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 
 SAMPLE = "snli-dev-sample"  # the workload the goals are set for
@@ -115,7 +115,7 @@ def computed_over_useful(r: Measurement) -> float | None:
 
 
 def _parts(r: Measurement) -> str:
-    """Where a record's step went, in shares of it (record.breakdown)."""
+    """Where a record's step went, in shares of it (measurement.breakdown)."""
     parts = breakdown(r)
     return "" if parts is None else f"{r.implementation}: " + ", ".join(
         f"{PARTS[name]} {100 * seconds / r.step_s:.0f}%" for name, seconds in parts.items()

@@ -1,7 +1,7 @@
-"""Driving a planned run (bench/benchmark/plan.py): the workers through agreement, peak and interleaved rounds, each
-finished measurement appended to ``OUT/results.jsonl`` at once as a :class:`~bench.benchmark.record.Measurement`, and
+"""Driving a planned run (bench/run/plan.py): the workers through agreement, peak and interleaved rounds, each
+finished measurement appended to ``OUT/results.jsonl`` at once as a :class:`~bench.run.measurement.Measurement`, and
 the summary and report at the end. The parent never imports a framework: a :class:`WorkerPool` starts the workers
-(bench/benchmark/worker.py), and one more for the limit (NumPy's routine, its BLAS free to choose its kernel), asks,
+(bench/run/worker.py), and one more for the limit (NumPy's routine, its BLAS free to choose its kernel), asks,
 waits, and ends them; each has a scratch folder for its caches, ``SCRATCH/<implementation>`` in the output folder,
 beside what they share (the float64 reference's outputs), all removed when the pool closes (or the next one
 starts). The run ends saying what its own timing of products cost.
@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from bench import frameworks, provenance
-from bench.benchmark import limit
-from bench.benchmark.record import Measurement, load
-from bench.benchmark.worker import WorkerSpec, pairwise_agreement
+from bench.run import limit
+from bench.run.measurement import Measurement, load
+from bench.run.worker import WorkerSpec, pairwise_agreement
 from bench.config import worker_env
 from bench.progress import Progress, duration
 from bench.records import append_record, read_records, write_json
@@ -53,7 +53,7 @@ class WorkerHandle:
         self.scratch = Path(out_dir) / SCRATCH / spec.implementation
         self.scratch.mkdir(parents=True)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.benchmark.worker", str(spec_path), str(self.scratch)],
+            [sys.executable, "-m", "bench.run.worker", str(spec_path), str(self.scratch)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
             env={k: v for k, v in {**worker_env(spec.dtype, [spec.framework]), **spec.env}.items() if v is not None})
         self.ready: dict | None = None  # the worker's first reply: device, versions, workload
@@ -154,7 +154,7 @@ class WorkerPool:
 
 def run(args, plan, specs: list, out_dir: Path) -> int:
     """Measure what ``plan`` (plan.py's RunPlan) asks for into ``out_dir``, locked by the caller; the exit status."""
-    results = out_dir / "results.jsonl"  # bench/benchmark/plan.py's cmd_run has refused a full one without --resume
+    results = out_dir / "results.jsonl"  # bench run (cmd_run) has refused a full one without --resume
     names = plan.names
     done = {(r["implementation"], r["mode"], r["batch_size"], r.get("transitions", "gold"))
             for r in read_records(results)}
@@ -176,9 +176,9 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
             raise KeyboardInterrupt(_interrupted(args, plan, names, results)) from None
     # What reports on the records is imported only now, after the last record: it measured nothing, and a
     # record names the modules its processes had loaded (bench/provenance.py).
-    from bench.benchmark.markdown import (format_breakdown, format_host_syncs, format_matrix, format_ratios,
+    from bench.report import (format_breakdown, format_host_syncs, format_matrix, format_ratios,
                                           format_table, load_summary, variants_measured)
-    from bench.benchmark.targets import format_targets
+    from bench.run.targets import format_targets
 
     records = [r for r in load([results]) if r.implementation in names]
     agreement = pairwise_agreement(out_dir, names)
@@ -214,7 +214,7 @@ def harness_share(spent: dict[str, float], wall: float) -> str:
 
 def _interrupted(args, plan, names: list[str], results: Path) -> str:
     """After an interrupt: the report of what finished, marked partial, and the words that say how to finish."""
-    from bench.benchmark.markdown import write_report
+    from bench.report import write_report
 
     measured = results.exists() and results.stat().st_size
     records = [r for r in load([results]) if r.implementation in names] if measured else []
@@ -230,7 +230,7 @@ def _interrupted(args, plan, names: list[str], results: Path) -> str:
 
 def _report(out: str) -> None:
     """What ``python -m bench report OUT`` writes (the same code), so a run ends with its report; and where it is."""
-    from bench.benchmark.markdown import write_report
+    from bench.report import write_report
 
     records = load([out])
     if not records:
@@ -348,7 +348,7 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
 
 def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progress: Progress, label: str) -> None:
     """Per timed batch, the useful products and those each prepared worker's algorithm computes
-    (bench/benchmark/limit.py), timed on the limit's process (the host's) and on each framework's own routine where
+    (bench/run/limit.py), timed on the limit's process (the host's) and on each framework's own routine where
     it has one (on the host, the kinds of its own implementations; on another device, every kind there): of each kind
     the fastest, whose routine it was, and the worker's framework's own."""
     mode, batch_size, _ = key

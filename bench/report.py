@@ -1,6 +1,6 @@
-"""``python -m bench report`` and ``compare``: report.md, its plots and the tables of ``bench run``'s summary.
+"""``python -m bench report``: report.md, its plots and the tables of ``bench run``'s summary.
 
-Everything is rendered from the records and their statistics (bench/benchmark/record.py), nothing parsed back out of
+Everything is rendered from the records and their statistics (bench/run/measurement.py), nothing parsed back out of
 log text; ``bench run`` ends by writing the same report with the same code.
 """
 
@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from bench import frameworks
-from bench.benchmark.record import (Measurement, breakdown, busy_count, busy_rounds, device_fraction, load,
-                                    other_work_limit, round_flags, round_ratios, run_share)
-from bench.benchmark.targets import format_targets
 from bench.figures import style
 from bench.render import table
+from bench.run.measurement import (Measurement, breakdown, busy_count, busy_rounds, device_fraction, load,
+                                   other_work_limit, round_flags, round_ratios, run_share)
+from bench.run.targets import format_targets
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 
 
@@ -28,13 +28,6 @@ def register(sub) -> None:
                    help="comma-separated implementations to take ratios over as well, round by round, beside "
                         f"the baseline {frameworks.BASELINE} (a variant over the implementation it varies, say)")
     p.set_defaults(func=cmd_report)
-
-    p = sub.add_parser("compare", help="the speed ratios of two benchmark runs side by side: do they hold?")
-    p.add_argument("first", help="results.jsonl of the first run, or its folder")
-    p.add_argument("second", help="results.jsonl of the second run, or its folder")
-    p.add_argument("--baseline", default=frameworks.BASELINE,
-                   help="the implementation ratios are taken to [%(default)s]")
-    p.set_defaults(func=cmd_compare)
 
 
 def format_table(records: list[Measurement]) -> str:
@@ -124,7 +117,7 @@ def format_table2(records: list[Measurement]) -> str:
 
 
 def load_summary(records: list[Measurement]) -> str:
-    """One line: how many timed rounds ran on a busy machine (the rule of record.is_busy)."""
+    """One line: how many timed rounds ran on a busy machine (the rule of measurement.is_busy)."""
     own, flags = run_share(records), round_flags(records)
     if not flags:
         return ""
@@ -170,7 +163,7 @@ def format_host_syncs(records: list[Measurement]) -> str:
 
 
 def format_breakdown(records: list[Measurement]) -> str:
-    """Where each record's step goes (record.breakdown) in shares of it, what the limit ran on, and the phases and
+    """Where each record's step goes (measurement.breakdown) in shares of it, what the limit ran on, and the phases and
     graph per batch of the implementations that report them."""
     rows = [(r, breakdown(r)) for r in sorted(records, key=Measurement.key) if breakdown(r)]
     if not rows:
@@ -429,38 +422,4 @@ def cmd_report(args) -> int:
     markdown, written = write_report(records, args.results, out_dir, plots=not args.no_plots, over=over)
     print(markdown)
     print("wrote " + ", ".join(map(str, written)), file=sys.stderr)
-    return 0
-
-
-def compare(first: list[Measurement], second: list[Measurement], baseline: str | None = None) -> dict:
-    """Does a ratio hold from run to run? Each measurement's per-round ratios of both runs (a measurement only one run
-    has is listed, never counted), whether the second run's median lies in the first run's min-max, and how many do."""
-    a, b = ({(r["device"], r["mode"], r["transitions"], r["batch_size"], r["implementation"]): r
-             for r in round_ratios(run, baseline)} for run in (first, second))
-    rows = [{"key": key, "first": a.get(key), "second": b.get(key),
-             "inside": a[key]["min"] <= b[key]["median"] <= a[key]["max"] if key in a and key in b else None}
-            for key in sorted(set(a) | set(b))]  # key: (device, mode, transitions, batch size, implementation)
-    held = [row["inside"] for row in rows if row["inside"] is not None]
-    return {"rows": rows, "inside": sum(held), "compared": len(held)}
-
-
-def format_compare(result: dict, baseline: str | None = None) -> str:
-    baseline = baseline or frameworks.BASELINE
-
-    cell = lambda r: "not measured" if r is None else \
-        f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"  # noqa: E731
-    verdict = {True: "yes", False: "**no**", None: "-"}
-    return "\n".join([f"Speed over {baseline}: median of the per-round ratios (min-max, rounds)", "", table(
-        ["device", "mode", "transitions", "batch", "implementation", "first run", "second run", "second inside first"],
-        [[*row["key"], cell(row["first"]), cell(row["second"]), verdict[row["inside"]]] for row in result["rows"]]),
-        "", f"{result['inside']} of {result['compared']} medians of the second run lie inside the first run's "
-            "min-max."])
-
-
-def cmd_compare(args) -> int:
-    first, second = load([args.first]), load([args.second])
-    result = compare(first, second, args.baseline)
-    if not result["compared"]:
-        raise ValueError(f"the two runs have no measurement in common with a {args.baseline} baseline")
-    print(format_compare(result, args.baseline))
     return 0

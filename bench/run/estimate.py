@@ -14,8 +14,8 @@ import statistics
 from datetime import datetime
 
 from bench import frameworks
-from bench.benchmark import limit
-from bench.benchmark.record import Measurement
+from bench.run import limit
+from bench.run.measurement import Measurement
 from shared.platform import Platform
 
 START_UP_S = 60.0  # where the records cannot tell it: workers started, agreement checked, peaks measured
