@@ -18,8 +18,8 @@ from bench.lock import FolderLocked
 COMMANDS = {
     "init": "bench.commands", "encode": "bench.commands", "data": "bench.commands",
     "run": "bench.run", "report": "bench.report", "compare": "bench.compare",
-    "curves": "bench.training.curves", "train": "bench.training.cli", "evaluate": "bench.training.cli",
-    "scale": "bench.training.scaling", "explain": "bench.explain.cli", "figures": "bench.render.command",
+    "curves": "bench.curves", "train": "bench.train", "evaluate": "bench.evaluate",
+    "scale": "bench.scale", "explain": "bench.explain.cli", "figures": "bench.render.command",
     "reproduce": "bench.reproduce", "render": "bench.render.command", "check": "bench.render.command",
     "conform": "bench.conform",
 }

@@ -73,7 +73,7 @@ def test_fixed_shapes_against_the_arithmetic_trees():
 
 def test_parse_summary_shape_f1():
     """Two-number expressions `a op b` have the true tree ( a ( op b ) ): right-branching."""
-    from bench.training.curves import shape_f1
+    from bench.curves import shape_f1
 
     pairs = arithmetic_pairs(50, seed=2, min_len=2, max_len=2)
     assert shape_f1(pairs, "right") == 1.0 == shape_f1(pairs, "gold")

@@ -16,10 +16,10 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS
-from bench.training.checkpoints import latest_checkpoint, load_checkpoint
+from bench.train.checkpoints import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
-from bench.training.config import TrainConfig
-from bench.training.trainer import Trainer
+from bench.train.config import TrainConfig
+from bench.train.trainer import Trainer
 from shared import parse_metrics, parsing, reference
 from shared.arithmetic import arithmetic_pairs
 from shared.batching import make_pair_batch

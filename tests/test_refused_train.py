@@ -96,7 +96,7 @@ def test_an_unlabelled_data_file_leaves_no_folder(tmp_path, capsys):
 
 def test_a_run_whose_runner_is_refused_leaves_no_folder(tmp_path, capsys, monkeypatch):
     """No run.json for a run that never started (a device that is not there, say)."""
-    from bench.training import trainer
+    from bench.train import trainer
 
     def no_device(*args, **kwargs):
         raise ValueError("device 'gpu' asked for, but there is none")

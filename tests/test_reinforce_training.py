@@ -1,4 +1,4 @@
-"""``bench train --transitions reinforce`` (bench/training/reinforce.py) in every framework.
+"""``bench train --transitions reinforce`` (bench/train/reinforce.py) in every framework.
 
 Small model, arithmetic pairs (docs/spec.md §7), one bucket shape, so the
 compiled frameworks compile each program once. Parametrized over frameworks
@@ -14,10 +14,10 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS
-from bench.training.checkpoints import latest_checkpoint, load_checkpoint
+from bench.train.checkpoints import latest_checkpoint, load_checkpoint
 from bench.records import read_metrics
-from bench.training.reinforce import ReinforceSettings, ReinforceTrainer, with_head
-from bench.training.config import TrainConfig
+from bench.train.reinforce import ReinforceSettings, ReinforceTrainer, with_head
+from bench.train.config import TrainConfig
 from shared.arithmetic import arithmetic_pairs
 from shared.params import ModelConfig, ParamFile, init_params
 from shared.vocab import Vocabulary
@@ -77,7 +77,7 @@ def test_resume_continues_baseline_and_samples(framework, tmp_path):
 
 def test_first_baseline_is_the_first_batch_mean_reward(tmp_path):
     """b after step 1 = 0.9 b0 + 0.1 r1, b0 the first batch's mean reward (eval mode, before the step)."""
-    from bench.training.config import epoch_plan
+    from bench.train.config import epoch_plan
     from shared import parsing
     from shared.batching import make_pair_batch, pair_length
     from shared.reference_runner import Runner

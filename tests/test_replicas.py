@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 
 from bench.cli import main
-from bench.training.checkpoints import list_checkpoints
+from bench.train.checkpoints import list_checkpoints
 from bench.records import read_metrics
-from bench.training.scaling import summarize
-from bench.training.config import TrainConfig
-from bench.training.trainer import Trainer
+from bench.scale import summarize
+from bench.train.config import TrainConfig
+from bench.train.trainer import Trainer
 from shared.compare import rel_err
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
 from shared.synthetic import synthetic_pairs
@@ -206,7 +206,7 @@ def _resumes_from_the_last_checkpoint(argv: list[str], framework: str, out: Path
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the process through /proc")
 def test_a_killed_process_ends_the_job_in_one_line_and_the_run_resumes(tmp_path):
-    """bench's launcher of a job's processes (bench/training/cli.py; the same for JAX and TensorFlow, whose
+    """bench's launcher of a job's processes (bench/train/launch.py; the same for JAX and TensorFlow, whose
     processes it starts alike), on TensorFlow's, which start fastest."""
     framework = "tensorflow"
     token = uuid.uuid4().hex

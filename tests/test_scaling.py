@@ -8,7 +8,7 @@ import pytest
 
 from bench.cli import main
 from bench.records import read_records
-from bench.training.scaling import render
+from bench.scale import render
 
 
 def test_scale_runs_and_reports(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Training end to end (bench/training/) in every framework.
+"""Training end to end (bench/train/) in every framework.
 
 Equivalence is measured against the float64 NumPy reference (its SGD, Adam
 and RMSprop live in shared/optimizers.py), and between frameworks, never by
@@ -17,12 +17,12 @@ import pytest
 
 from bench.cli import main
 from bench.frameworks import FRAMEWORKS, runner_class
-from bench.training import checkpoints
-from bench.training.checkpoints import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
-from bench.training.evaluate import confusion_matrix, evaluate_pairs
+from bench.train import checkpoints
+from bench.train.checkpoints import Checkpoint, latest_checkpoint, list_checkpoints, load_checkpoint
+from bench.train.evaluation import confusion_matrix, evaluate_pairs
 from bench.records import read_metrics
-from bench.training.config import TrainConfig
-from bench.training.trainer import Trainer
+from bench.train.config import TrainConfig
+from bench.train.trainer import Trainer
 from shared import optimizers
 from shared.compare import LOGITS_TOL_F32, TRAIN_LOSS_REL_TOL_ADAM, TRAIN_LOSS_REL_TOL_SGD, max_abs_err
 from shared.batching import make_pair_batch

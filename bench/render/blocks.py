@@ -1,6 +1,6 @@
 """The blocks: a table (or a few lines) rendered from one results folder, ``NAME ARG... [KEY=VALUE...]``.
 
-A table reads a run with the reports' own helpers (``bench.run``, ``bench.training``) or with quotes'
+A table reads a run with the reports' own helpers (``bench.report``, ``bench.curves``, ``bench.scale``) or with quotes'
 queries (query.py), so a document and a report never read it differently. ``ratios``, ``pairs``, ``report``
 and ``measured-at`` serve many documents; each other block is one chapter's table, its docstring says which.
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from bench import frameworks, reproduce
+from bench import curves, frameworks, reproduce
+from bench import scale as scaling_runs
 from bench.compare import compare
 from bench.config import row_range
 from bench.figures.style import registry_order
@@ -19,8 +20,6 @@ from bench.render.sources import QuoteError, Results
 from bench.report import TABLE2_BASELINE, format_matrix, format_table2, table2_measured
 from bench.run import targets as targets_module
 from bench.run.measurement import round_ratios
-from bench.training import curves
-from bench.training import scaling as scaling_runs
 from shared.snli import SAMPLE_PATH, read_snli
 
 BLOCKS: dict[str, Callable[..., str]] = {}
@@ -213,7 +212,7 @@ def equivalence(results: Results, folder, *groups) -> str:
 
 @block
 def parses(results: Results, folder, runs) -> str:
-    """bench.training.curves' table of arithmetic runs (docs/learned-parses.md, twice)."""
+    """bench.curves' table of arithmetic runs (docs/learned-parses.md, twice)."""
     return curves.format_parses([curves.parse_summary(results.run_dir(folder, run)) for run in _list(runs)])
 
 

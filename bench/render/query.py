@@ -33,7 +33,7 @@ from bench.run import targets as targets_module
 from bench.run.measurement import Measurement, dotted, round_flags, round_ratios
 from bench.progress import duration
 from bench.render.sources import QuoteError, Results
-from bench.training import curves, scaling
+from bench import curves, scale
 
 SCALE = {"ms": 1e3, "us": 1e6, "percent": 100, "gflops": 1e-9, "mib": 2 ** -20}
 UNITS = {"ratio": "x", "seconds": " s", "ms": " ms", "us": " µs", "percent": " %", "gflops": " GFLOP/s", "mib": " MiB"}
@@ -202,7 +202,7 @@ TABLES: dict[str, Callable] = {
     "target": lambda results, folder, *words: ([r for r in targets_module.targets(results.measurements(folder))
                                                 if " ".join(words[:-1]) in r["target"]], words[-1]),
     "scale": lambda results, folder, framework, replicas, key: ([
-        r for r in scaling.summary(results.records(folder)) if r["framework"] == framework
+        r for r in scale.summary(results.records(folder)) if r["framework"] == framework
         and str(r["replicas"]) == replicas], key),
     "eval": lambda results, folder, run, split, chosen, key: (which([r for r in results.metrics(folder, run)
                                                                      if r.get("kind") == "eval"

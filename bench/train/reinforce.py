@@ -1,7 +1,7 @@
 """``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7, REINFORCE: the loss, the baseline
 b and the uniform numbers each step samples with, restored exactly on resume).
 
-:class:`ReinforceTrainer` is bench/training/trainer.py's loop with a REINFORCE step; its "train" records add the means
+:class:`ReinforceTrainer` is bench/train/trainer.py's loop with a REINFORCE step; its "train" records add the means
 of the step records (the reward, the logprob and entropy per pair, the parse shape), the bracket F1 of the followed
 parses and the baseline, and its evaluations run in predicted mode with the parse metrics against the data's trees.
 """
@@ -16,8 +16,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bench.training.evaluate import Evaluation, ParseEvaluation, evaluate_parses
-from bench.training.trainer import Trainer
+from bench.train.evaluation import Evaluation, ParseEvaluation, evaluate_parses
+from bench.train.trainer import Trainer
 from shared import parse_metrics, parsing
 from shared import reinforce as shared_reinforce
 from shared.params import ParamFile, init_params
@@ -81,7 +81,7 @@ class ParsedEvaluation(Evaluation):
 
 
 class ReinforceTrainer(Trainer):
-    """bench/training/trainer.py's Trainer, each step a REINFORCE step (module docstring)."""
+    """bench/train/trainer.py's Trainer, each step a REINFORCE step (module docstring)."""
 
     def __init__(self, cfg, out_dir, train_pairs: Sequence[Pair], *, settings: ReinforceSettings, **options):
         self.settings = settings

@@ -28,9 +28,9 @@ from bench import frameworks
 from bench.progress import Progress
 from bench.provenance import machine, provenance, timestamp
 from bench.records import RecordWriter, read_records, rewrite_records, write_json
-from bench.training.checkpoints import check_folder, latest_checkpoint, resume_checkpoint, save_checkpoint
-from bench.training.config import TrainConfig, check_resume, data_fingerprint, epoch_plan
-from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_parse_evaluation
+from bench.train.checkpoints import check_folder, latest_checkpoint, resume_checkpoint, save_checkpoint
+from bench.train.config import TrainConfig, check_resume, data_fingerprint, epoch_plan
+from bench.train.evaluation import evaluate_pairs, evaluate_parses, format_parse_evaluation
 from shared import optimizers
 from shared.batching import make_pair_batch, pair_length
 from shared.params import ParamFile, save_params
@@ -267,7 +267,7 @@ class Trainer:
         if self.step % self.cfg.log_every == 0:
             self._log_window()
 
-    # Hooks a variant of the loop overrides (bench/training/reinforce.py).
+    # Hooks a variant of the loop overrides (bench/train/reinforce.py).
 
     def _optimizer_step(self, batch, pairs: Sequence[Pair]) -> float:
         """One step on ``batch`` (made of ``pairs``); the loss before the update."""

@@ -1,12 +1,8 @@
 """``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface.
 
-Flags in, library calls out: the loop is bench/training/trainer.py, the evaluation bench/training/evaluate.py.
-
-``bench train --replicas K --processes P`` on one host runs P processes of one job of JAX or TensorFlow, which have no
-launcher of their own, over the loopback address (:func:`launch_processes`; docs/training.md, "Training past one
-device"). What the processes write to stderr is held back for :data:`HOLD_S` a line: when a process dies, what the
-others then write (the all-reduce that lost its peer, in their words) is dropped, so that the job's end is the one line
-that names it.
+Flags in, library calls out: the loop is trainer.py (a checkpoint's I/O checkpoints.py, the run's settings config.py,
+parses learned by reward reinforce.py), the evaluation evaluation.py (``bench evaluate``, bench/evaluate.py, evaluates
+with it too), and the processes of a job on one host launch.py.
 """
 
 from __future__ import annotations
@@ -16,16 +12,9 @@ import contextlib
 import dataclasses
 import json
 import os
-import queue
-import socket
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Sequence
-
-import numpy as np
 
 from bench import frameworks
 from bench.commands import fresh_params
@@ -34,26 +23,20 @@ from bench.config import (add_data_arguments, add_device_argument, add_dtype_arg
                           row_range, rows_label, shows_progress)
 from bench.lock import FolderLock
 from bench.progress import stage
-from bench.records import write_json
-from bench.training import reinforce
-from bench.training.checkpoints import check_folder
-from bench.training.config import TrainConfig
-from bench.training.evaluate import evaluate_pairs, evaluate_parses, format_confusion, format_parse_evaluation
-from bench.training.trainer import Trainer
+from bench.train import reinforce
+from bench.train.checkpoints import check_folder
+from bench.train.config import TrainConfig
+from bench.train.launch import launch_processes
+from bench.train.trainer import Trainer
 from shared import optimizers
 from shared.batching import DEFAULT_BUCKETS
 from shared.params import ParamFile, load_params
-from shared.platform import how_it_ended
 from shared.snli import SAMPLE_PATH, Pair, read_snli, with_parse
 
 
 HYPER = {"momentum": "sgd: momentum [default: 0]", "beta1": "adam [default: 0.9]", "beta2": "adam [default: 0.999]",
          "rho": "rmsprop: decay of the squared-gradient mean [0.9]", "eps": "adam, rmsprop [default: 1e-8]",
          "weight_decay": "L2 term added to the gradient, g + wd * w [default: 0]"}
-
-POLL_S = 0.05  # how often the launcher looks at its processes
-HOLD_S = 0.5  # how long a line of a process's stderr waits before it is shown
-STOP_S = 5.0  # how long a process asked to stop (SIGTERM) has before it is killed
 
 
 def register(sub) -> None:
@@ -130,17 +113,6 @@ def register(sub) -> None:
                             "docs/training.md: Training past one device [default: 1; PyTorch: K, always]")
     group.add_argument("--quiet", action="store_true", help="no progress on the terminal")
     p.set_defaults(func=cmd_train)
-
-    p = sub.add_parser("evaluate", help="accuracy and confusion matrix of a parameter file on SNLI-format data")
-    add_framework_argument(p)
-    p.add_argument("--params", required=True, help="canonical parameter file (.npz)")
-    add_data_arguments(p)
-    p.set_defaults(split="dev")
-    p.add_argument("--batch-size", type=int, default=128, help="[default: %(default)s]")
-    add_device_argument(p)
-    add_dtype_argument(p)
-    p.add_argument("--out", default=None, help="also write the result as JSON here")
-    p.set_defaults(func=cmd_evaluate)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -281,121 +253,3 @@ def cmd_train(args: argparse.Namespace) -> int:
                **{f"{r['split']}_accuracy": round(r["accuracy"], 4) for r in result.evals}}  # each split's last
     print(f"trained {cfg.framework}: {json.dumps(summary)}; weights in {Path(args.out) / 'model.npz'}")
     return 0
-
-
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    dtype, loaded, vocab = load_model(args)
-    dataset = load_dataset(args, keep_unlabeled=True)
-    runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
-    result = evaluate_pairs(runner, dataset.pairs, vocab, batch_size=args.batch_size)
-    parses = (evaluate_parses(runner, dataset.pairs, vocab, batch_size=args.batch_size)
-              if loaded.config.transition_head else None)
-    name = str(dataset.report.path) if dataset.report is not None else dataset.name  # the file actually read
-    print(f"{args.framework} ({dtype}) on {name}: accuracy {result.accuracy:.2%} "
-          f"({int(np.trace(result.confusion)):,} of {result.pairs:,} pairs; {result.skipped_unlabeled:,} rows "
-          f"without gold label left out), loss {result.loss:.4f}")
-    print(format_confusion(result.confusion))
-    if parses is not None:
-        print(format_parse_evaluation(parses))
-    if args.out:
-        write_json(args.out, {"framework": args.framework, "dtype": dtype, "params": str(args.params), "data": name,
-                              **result.to_dict(), **({"parsing": parses.to_dict()} if parses else {})})
-    return 0
-
-
-# --------------------------------------------------------------------------
-# The processes of one job on one host (--processes P)
-# --------------------------------------------------------------------------
-
-def free_addresses(count: int, host: str = "127.0.0.1") -> list[str]:
-    """``count`` HOST:PORT addresses of ports free on ``host`` now (the OS picks them)."""
-    with contextlib.ExitStack() as held:  # all open at once, so that no two get the same port
-        sockets = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
-        for s in sockets:
-            s.bind((host, 0))
-        return [f"{host}:{s.getsockname()[1]}" for s in sockets]
-
-
-def _stop(processes: list[subprocess.Popen]) -> None:
-    for p in processes:
-        p.terminate()  # SIGTERM; a process that has ended already is left alone (Popen polls first)
-    deadline = time.monotonic() + STOP_S
-    for p in processes:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def _read(rank: int, stream, lines: queue.Queue) -> None:
-    for line in iter(stream.readline, b""):
-        lines.put((time.monotonic(), rank, line))
-    stream.close()
-
-
-def _pass_on(stream, noise: tuple[bytes, ...]) -> None:
-    """A process's stdout to ours, less the notices its engine's native code writes there (Gloo's)."""
-    for line in iter(stream.readline, b""):
-        if not any(notice in line for notice in noise):
-            sys.stdout.buffer.write(line)
-            sys.stdout.flush()
-    stream.close()
-
-
-def launch_processes(platform, processes: int, argv: list[str]) -> int:
-    """Run ``python -m bench *argv`` as ``processes`` processes of one job of ``platform``'s engine on this host; 0 once
-    all end well, else the failed process's exit status (1 if a signal killed it), after one line on stderr."""
-    addresses = free_addresses(processes)
-    # Each process gets its share of the host's cores, as PyTorch's launcher gives its replicas.
-    threads = {} if "OMP_NUM_THREADS" in os.environ else {
-        "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
-    lines: queue.Queue = queue.Queue()
-    started, printers = [], []
-    try:
-        for rank in range(processes):
-            p = subprocess.Popen([sys.executable, "-m", "bench", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 env={**os.environ, **threads, **platform.process_env(rank, addresses)})
-            started.append(p)
-            threading.Thread(target=_read, args=(rank, p.stderr, lines), daemon=True).start()
-            out = threading.Thread(target=_pass_on, args=(p.stdout, platform.native_noise), daemon=True)
-            out.start()
-            printers.append(out)
-        held: list[tuple[float, int, bytes]] = []
-        while True:
-            codes = [p.poll() for p in started]
-            while not lines.empty():
-                held.append(lines.get())
-            if any(code not in (None, 0) for code in codes):
-                time.sleep(HOLD_S)  # the others' first reactions to the loss, then the cause is plain
-                # The one that ended the job: one a signal killed before one that exited with an error (those are
-                # usually the others, failing at an all-reduce whose peer is gone).
-                failed = [(rank, code) for rank, code in enumerate(p.poll() for p in started) if code not in (None, 0)]
-                rank, code = ([(rank, code) for rank, code in failed if code < 0] or failed)[0]
-                _stop(started)
-                _show([line for line in held if line[1] == rank])  # the failed one's own last words
-                print(f"error: process {rank} of {processes} ({platform.name}) {how_it_ended(code)}; the others were "
-                      "stopped. The run folder holds the last checkpoint: the same command with --resume goes on "
-                      "from it", file=sys.stderr)
-                return code if code > 0 else 1
-            now = time.monotonic()
-            _show([line for line in held if now - line[0] >= HOLD_S])
-            held = [line for line in held if now - line[0] < HOLD_S]
-            if all(code == 0 for code in codes):
-                time.sleep(HOLD_S)  # the last lines
-                while not lines.empty():
-                    held.append(lines.get())
-                _show(held)
-                for printer in printers:
-                    printer.join(timeout=STOP_S)
-                return 0
-            time.sleep(POLL_S)
-    except BaseException:  # Ctrl-C or an error here: no process is left behind
-        _stop(started)
-        raise
-
-
-def _show(lines: list[tuple[float, int, bytes]]) -> None:
-    for _, _, line in lines:
-        sys.stderr.buffer.write(line)
-    sys.stderr.flush()
