@@ -98,7 +98,7 @@ def encode_outcome(encode: Callable[[PairBatch], tuple], bad: PairBatch,
                    where: Callable[[BaseException], str | None]) -> dict:
     """What ``encode`` (a Runner's, or the framework's own code behind it) did
     with the bad batch and, for an error, where in the project's code it came
-    from (``where``, see ``shared.platform.Platform.explain_bad_input``)."""
+    from (``where``, see bench/explain/views.py's ``explain_bad_input``)."""
     try:
         premise, _, _ = encode(bad)
     except Exception as err:  # noqa: BLE001 - showing the error is the point

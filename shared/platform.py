@@ -19,7 +19,6 @@ minimal framework (a NumPy one, say) overrides only :meth:`version`.
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform as _platform
 import signal
@@ -219,54 +218,13 @@ class Platform:
 
     # -- explain: what the framework built for one small batch -----------------
     #
-    # ``python -m bench explain`` owns the batch, the model and the text around
-    # a framework's block; these methods (in ``impl_<framework>/explain.py``,
-    # with the helpers of ``shared/explaining.py``) read what the framework
-    # built. ``batches`` holds ``main`` (the batch), ``reshaped`` (shape -> the
-    # same words as other trees), ``padded`` (the batch with more token slots)
-    # and ``other_trees`` (the shape the recompilation check feeds).
-    #
-    # A framework names the module that defines the five functions of these
-    # methods' names (``explain_module``); the methods import it on first use,
+    # ``python -m bench explain`` owns the batch, the model and the text around a framework's block; the module
+    # named here (``impl_<framework>/explain.py``, with the helpers of ``shared/explaining.py``) reads what the
+    # framework built, in the functions docs/surface.md lists (``explain``, ``explain_parse``,
+    # ``explain_bad_input``, ``explain_levels`` and their ``format_*``). bench/explain/views.py imports it when asked,
     # so the platform module itself never imports the framework's library.
 
     explain_module: ClassVar[str] = ""  # e.g. "impl_jax.explain"; "": nothing to explain
-
-    def _explainer(self, what: str):
-        """The framework's explain module, or a one-line NotImplementedError naming ``what``."""
-        if not self.explain_module:
-            raise NotImplementedError(f"{self.name} has no {what}")
-        return importlib.import_module(self.explain_module)
-
-    def explain(self, implementation: str, batches, config, params, out, *, timing: bool) -> dict:
-        """JSON-ready figures of what ``implementation`` (this framework, or a
-        variant the registry marks ``explained``) builds for ``batches.main``
-        and how often its variants retrace; the times only with ``timing``.
-        ``out``: a folder to write the graphs to, or None."""
-        return self._explainer("graph to explain").explain(implementation, batches, config, params, out,
-                                                           timing=timing)
-
-    def format_explain(self, implementation: str, result: dict) -> list[str]:
-        """The lines ``explain`` prints for :meth:`explain`'s result (a blank line first)."""
-        return self._explainer("graph to explain").format_explain(implementation, result)
-
-    def explain_parse(self, batches, config, params) -> dict:
-        """``explain --parse``: what deciding the parse at run time costs, gold
-        against predicted mode, for ``batches.main`` (``config`` has a transition head)."""
-        return self._explainer("parse view").explain_parse(batches, config, params)
-
-    def format_explain_parse(self, result: dict) -> list[str]:
-        """The lines of :meth:`explain_parse`'s result (``shared.explaining.compare_row``)."""
-        return self._explainer("parse view").format_explain_parse(result)
-
-    def explain_bad_input(self, config, params, bad, where: Callable[[BaseException], str | None]) -> dict:
-        """``explain --bad-input``: what the framework does with the invalid
-        batch ``bad``: ``outcome``, and for an error ``error`` and ``where``;
-        optionally ``graph``, the same for the traced program called without
-        the Runner's checks. ``where(err)`` is the innermost frame of the
-        project's own code in the error's traceback (the registry knows which
-        packages are the project's), or None."""
-        return self._explainer("bad-input view").explain_bad_input(config, params, bad, where)
 
 
 GEMV_ROWS = 8  # a product of at most this many rows may also run as one matrix-vector product per row

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.explain.report import explain, parse_args, setup
+from bench.explain.views import explain, parse_args, setup
 from shared.batching import make_pair_batch, sentences_transitions
 from shared.explaining import steps_with_work
 from shared.params import init_params

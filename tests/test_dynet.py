@@ -313,8 +313,8 @@ def test_explain_counts_the_graph_and_the_groups_autobatching_ran(tmp_path):
     """The loss graph's nodes come from DyNet's own Graphviz text; the groups
     from its profiler in a child process: every node is in one group, and
     there are fewer groups than nodes. PAD steps add no node."""
-    from bench.explain.report import parse_args
-    from bench.explain.report import explain
+    from bench.explain.views import parse_args
+    from bench.explain.views import explain
 
     r = explain(parse_args(TINY + ["--out", str(tmp_path)]))["dynet"]
     groups = r["autobatch"]
@@ -331,9 +331,9 @@ def test_explain_parse_and_bad_input():
     """A decided parse evaluates the graph once per step with a choice; an
     invalid sequence raises from the model's own line, a token outside the
     embedding from DyNet when the graph is evaluated."""
-    from bench.explain.report import parse_args
-    from bench.explain.report import explain_bad_input
-    from bench.explain.report import explain_parse
+    from bench.explain.views import parse_args
+    from bench.explain.views import explain_bad_input
+    from bench.explain.views import explain_parse
 
     parsed = explain_parse(parse_args(TINY + ["--parse"]))["dynet"]
     assert parsed["gold"]["host_syncs"] == 0 < parsed["predicted"]["host_syncs"]

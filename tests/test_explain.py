@@ -18,10 +18,10 @@ import pytest
 
 from bench import frameworks
 from bench.cli import main
-from bench.explain.report import parse_args
-from bench.explain.report import ROOT, _own_code, explain_bad_input
-from bench.explain.report import explain_parse
-from bench.explain.report import explain, format_text
+from bench.explain.views import parse_args
+from bench.explain.views import ROOT, _own_code, explain_bad_input
+from bench.explain.views import explain_parse
+from bench.explain.views import explain, format_text
 from bench.frameworks import FRAMEWORKS
 
 TINY = ["--embed-dim", "4", "--hidden-dim", "4", "--tracker-dim", "2", "--mlp-dim", "4", "--mlp-layers", "1"]
@@ -184,8 +184,8 @@ def test_own_code_is_the_registered_packages_less_explain_itself():
 def test_levels_view_shows_the_schedule_each_runner_feeds_and_its_loop_body(capsys):
     """--levels: the batch's schedule (shared.levels, recomputed here), the
     widths each levels Runner runs per level, and positive loop-body counts."""
-    from bench.explain.report import make_batches
-    from bench.explain.report import run as run_view
+    from bench.explain.views import make_batches
+    from bench.explain.views import run as run_view
     from shared.batching import sentences_transitions
     from shared.levels import level_rows, schedule_by_height, schedule_by_step
 

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from bench import frameworks
-from bench.explain.report import parse_args
-from bench.explain.report import explain, format_text
+from bench.explain.views import parse_args
+from bench.explain.views import explain, format_text
 from shared.batching import make_batches
 from shared.params import init_params
 

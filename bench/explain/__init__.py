@@ -1,2 +1,29 @@
-"""``python -m bench explain``: what each framework builds for one small batch, read by its Platform (the "explain"
-methods of ``shared/platform.py``, implemented in ``impl_<framework>/explain.py``); its modules: README.md."""
+"""``python -m bench explain``: what each framework actually built for one small batch.
+
+The teaching companion of ``docs/static-vs-dynamic.md``, whose §3 says what it shows: what each framework of the
+registry built for one batch, read by its explain module (``impl_<framework>/explain.py``, its Platform's
+``explain_module``) from the Runners the benchmark and training use, not from a second copy of the models. Its flags,
+the batch and its views are views.py's. Counts (nodes, ops, equations, traces) are deterministic for a given library
+version; times are single measurements.
+"""
+
+from __future__ import annotations
+
+import json
+
+from bench.config import quiet_frameworks
+from bench.explain.views import add_arguments, format_text, run
+
+
+def register(sub) -> None:
+    p = sub.add_parser("explain", help="what each framework built for one small batch: graph sizes, traces, times",
+                       description=__doc__.splitlines()[0])
+    add_arguments(p)
+    p.set_defaults(func=cmd_explain)
+
+
+def cmd_explain(args) -> int:
+    quiet_frameworks()
+    result = run(args)
+    print(json.dumps(result, indent=2) if args.json else format_text(result))
+    return 0

@@ -13,7 +13,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.run.measurement import PARTS, breakdown as parts_of, round_ratios
-from bench.explain.report import GUIDES
+from bench.explain.views import GUIDES
 from bench.figures import style
 from bench.render.sources import QuoteError, Results
 

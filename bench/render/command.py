@@ -278,7 +278,7 @@ def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool
 
 def _explain_text(command: str, result: dict) -> str:
     """An explain block's body: the command, then what it prints."""
-    from bench.explain.report import format_text
+    from bench.explain.views import format_text
 
     return f"```text\n$ {command}\n{format_text(result)}\n```\n"
 
@@ -307,7 +307,7 @@ def _explained(out: Outcome, fig: str, key: str, written: str) -> str:
 def shown_time(body: str, result: dict, key: str) -> str:
     """The time an explain block's body shows for ``key`` of its result (``3.07 ms``): the key is set to a probe
     value and the one time that changes in the printed text is where the block prints it."""
-    from bench.explain.report import format_text
+    from bench.explain.views import format_text
 
     probe, (*parents, last) = json.loads(json.dumps(result)), key.split(".")
     node = probe

@@ -95,7 +95,7 @@ class Results:
         """The result of ``python -m bench explain ...``, run in this process once per command (and timing)."""
         def run():
             from bench.config import quiet_frameworks
-            from bench.explain.report import COMMAND, parse_args, run as explain
+            from bench.explain.views import COMMAND, parse_args, run as explain
 
             if not command.startswith(COMMAND + " ") and command != COMMAND:
                 raise QuoteError(f"an explain block's query starts with {COMMAND.split()[-1]!r}, not {command!r}")

@@ -1,6 +1,7 @@
 """``python -m bench explain``'s flags, the batch it looks at (with the variants its recompilation check feeds), and its
 views: the whole figure of one batch, ``--parse``, ``--levels`` and ``--bad-input``, each as a JSON-ready dict and as
-the text the command prints (and the guides quote)."""
+the text the command prints (and the guides quote). Each framework's part comes from its explain module, reached one
+way: :func:`explainer`."""
 
 from __future__ import annotations
 
@@ -63,6 +64,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", action="store_true",
                    help="the batch's host-scheduled levels (shared/levels.py), with and without the tracker, as "
                         "each levels implementation's Runner feeds them, and the loop body it runs over them")
+
+
+def explainer(name: str, what: str = "graph to explain"):
+    """The explain module of ``name``'s framework (its Platform's ``explain_module``: the functions of
+    docs/surface.md), or a one-line NotImplementedError saying that it has no ``what``."""
+    platform = frameworks.platform(name)
+    if not platform.explain_module:
+        raise NotImplementedError(f"{platform.name} has no {what}")
+    return importlib.import_module(platform.explain_module)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -194,7 +204,7 @@ def explain(args: argparse.Namespace) -> dict:
         out.mkdir(parents=True, exist_ok=True)
     result = {**result_header(args, batches, config), "timed": not args.no_timing}
     for name in frameworks.FRAMEWORKS if args.framework == "all" else (args.framework,):  # a variant when named
-        result[name] = frameworks.platform(name).explain(name, batches, config, params, out, timing=not args.no_timing)
+        result[name] = explainer(name).explain(name, batches, config, params, out, timing=not args.no_timing)
     if out is not None:
         (out / "explain.json").write_text(json.dumps(result, indent=2) + "\n")
         result["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
@@ -228,7 +238,7 @@ def format_text(result: dict) -> str:
                     f"the batch padded to N={b['padded_num_tokens']}, T={b['padded_num_steps']}")
     for name in frameworks.explained():
         if name in result:
-            lines += frameworks.platform(name).format_explain(name, result[name])
+            lines += explainer(name).format_explain(name, result[name])
     if result.get("files"):
         lines += ["", "wrote: " + ", ".join(result["files"])]
     return "\n".join(lines)
@@ -240,7 +250,7 @@ def format_text(result: dict) -> str:
 
 def explain_parse(args: argparse.Namespace) -> dict:
     """The figures of ``explain --parse``, as a JSON-ready dict: the batch in gold and in predicted mode, and what
-    deciding the parse at run time costs each framework (its Platform's ``explain_parse``)."""
+    deciding the parse at run time costs each framework (its explain module's ``explain_parse``)."""
     batches, config = setup(args)
     if not config.tracker_dim:
         raise ValueError("--parse needs a tracker (the head reads its state): --tracker-dim must be > 0")
@@ -249,7 +259,7 @@ def explain_parse(args: argparse.Namespace) -> dict:
     result = result_header(args, batches, config)
     result["batch"]["choice_steps_gold"] = _choice_steps(sentences_transitions(batches.main))
     for name in chosen(args, "--parse"):
-        result[name] = frameworks.platform(name).explain_parse(batches, config, params)
+        result[name] = explainer(name, "parse view").explain_parse(batches, config, params)
     return result
 
 
@@ -277,7 +287,7 @@ def format_parse(result: dict) -> str:
     lines += ["", f"  {'':<34} {'gold':>8} {'predicted':>10}"]
     for name in frameworks.FRAMEWORKS:
         if name in result:
-            lines += frameworks.platform(name).format_explain_parse(result[name])
+            lines += explainer(name, "parse view").format_explain_parse(result[name])
     return "\n".join(lines)
 
 
@@ -322,8 +332,7 @@ def explain_levels(args: argparse.Namespace) -> dict:
         if not frameworks.installed(name):
             result[name] = {"framework_version": "not installed", "installed": False}
             continue
-        module = importlib.import_module(frameworks.platform(name).explain_module)
-        result[name] = module.explain_levels(batches.main, variants, found[name])
+        result[name] = explainer(name, "levels view").explain_levels(batches.main, variants, found[name])
     return result
 
 
@@ -355,8 +364,7 @@ def format_levels(result: dict) -> str:
         if not result[name].get("installed", True):
             lines.append(f"{name}: not installed")
             continue
-        module = importlib.import_module(frameworks.platform(name).explain_module)
-        lines += module.format_explain_levels(result[name])
+        lines += explainer(name, "levels view").format_explain_levels(result[name])
     return "\n".join(lines)
 
 
@@ -413,14 +421,14 @@ def _own_code(filename: str) -> bool:
 
 def explain_bad_input(args: argparse.Namespace) -> dict:
     """The figures of ``explain --bad-input``: what each framework, driven through its Runner as a user would, does with
-    the broken batch (its Platform's ``explain_bad_input``)."""
+    the broken batch (its explain module's ``explain_bad_input``)."""
     batches, config = setup(args)
     params = init_params(config, seed=args.seed)
     bad = bad_batch(batches.main, args.bad_input, config.vocab_size)
     result = {"bad_input": {"kind": args.bad_input, "what": BAD_INPUTS[args.bad_input],
                             "first_premise": [int(op) for op in bad.premise_transitions[0]]}}
     for name in chosen(args, "--bad-input"):
-        result[name] = frameworks.platform(name).explain_bad_input(config, params, bad, _where)
+        result[name] = explainer(name, "bad-input view").explain_bad_input(config, params, bad, _where)
     return result
 
 
