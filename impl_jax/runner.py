@@ -291,7 +291,7 @@ class Runner(RunnerBase):
 
     def program_shape(self, batch) -> tuple:
         """The shape of the program a batch runs (``_shape``), its level schedule made here where it has one."""
-        shape = (batch.size, batch.num_tokens, batch.num_steps)
+        shape = super().program_shape(batch)
         if self.algorithm == "levels":
             from shared.levels import static_shape
 
