@@ -19,9 +19,8 @@ COMMANDS = {
     "init": "bench.commands", "encode": "bench.commands", "data": "bench.commands",
     "run": "bench.run", "report": "bench.report", "compare": "bench.compare",
     "curves": "bench.curves", "train": "bench.train", "evaluate": "bench.evaluate",
-    "scale": "bench.scale", "explain": "bench.explain", "figures": "bench.render.command",
-    "reproduce": "bench.reproduce", "render": "bench.render.command", "check": "bench.render.command",
-    "conform": "bench.conform",
+    "scale": "bench.scale", "explain": "bench.explain", "render": "bench.render", "check": "bench.check",
+    "figures": "bench.figures", "reproduce": "bench.reproduce", "conform": "bench.conform",
 }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench import frameworks
-from bench.render import table
+from bench.render.table import table
 from bench.run.measurement import Measurement, load, round_ratios
 
 

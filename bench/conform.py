@@ -17,7 +17,7 @@ import numpy as np
 
 from bench import frameworks
 from bench.config import add_device_argument, quiet_frameworks
-from bench.render import table
+from bench.render.table import table
 from shared import parsing, reference
 from shared.batching import make_pair_batch
 from shared.compare import grad_rel_errs, max_abs_err, tolerances

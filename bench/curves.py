@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.figures import style
 from bench.records import read_metrics
-from bench.render import table
+from bench.render.table import table
 from shared.arithmetic import arithmetic_pairs
 from shared.parse_metrics import ParseCounts
 from shared.snli import with_parse

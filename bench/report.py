@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench import frameworks
 from bench.figures import style
-from bench.render import table
+from bench.render.table import table
 from bench.run.measurement import (Measurement, breakdown, busy_count, busy_rounds, device_fraction, load,
                                    other_work_limit, round_flags, round_ratios, run_share)
 from bench.run.targets import format_targets

@@ -159,7 +159,7 @@ def summary(records: list[dict]) -> list[dict]:
 
 def render(records: list[dict]) -> str:
     """report.md: pairs/s, speed-up, efficiency and each replica's time per framework and K."""
-    from bench.render import table  # imported after the runs: no record counts it as measured
+    from bench.render.table import table  # imported after the runs: no record counts it as measured
 
     if not records:
         raise ValueError("no scaling records to report")

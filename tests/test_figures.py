@@ -17,16 +17,15 @@ pytest.importorskip("matplotlib")
 
 from bench import frameworks, reproduce  # noqa: E402  (after the skip: the figures need matplotlib)
 from bench.cli import main  # noqa: E402
-from bench.figures import parsing  # noqa: E402
+from bench.figures import index, parsing  # noqa: E402
 from bench.figures.runs import HEADLINE_RUNS  # noqa: E402
-from bench.render import command  # noqa: E402
 from bench.render.sources import FIGURES_DIR, Results  # noqa: E402
 from shared.transitions import REDUCE, SHIFT, TRANSITION_NAMES, build_tree, parse  # noqa: E402
 
 ROOT = reproduce.ROOT
 RESULTS = ROOT / "results"
 FIGURES = ROOT / FIGURES_DIR
-INDEX = json.loads((FIGURES / command.INDEX).read_text())
+INDEX = json.loads((FIGURES / index.INDEX).read_text())
 CODES = {name: code for code, name in TRANSITION_NAMES.items()}
 
 
@@ -70,7 +69,7 @@ def assert_spread(drawn: dict, expected: dict) -> None:
 # ---------------------------------------------------------------------------
 
 def test_every_figure_is_in_the_index_with_its_sources():
-    assert list(INDEX) == list(command.FIGURES)
+    assert list(INDEX) == list(index.FIGURES)
     for name, entry in INDEX.items():
         assert entry["file"] == f"{name}.svg" and (FIGURES / entry["file"]).exists()
         assert entry["title"] and entry["sources"] and entry["data"], name
@@ -82,25 +81,25 @@ def copy(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "results").symlink_to(RESULTS)
     shutil.copytree(FIGURES, tmp_path / FIGURES_DIR)
-    assert command.figures(Results(tmp_path), write=True) == []
+    assert index.figures(Results(tmp_path), write=True) == []
     return tmp_path
 
 
 def test_a_figure_is_checked_through_its_numbers_not_its_bytes(copy):
-    headline, index = copy / FIGURES_DIR / "headline.svg", copy / FIGURES_DIR / command.INDEX
-    drawn = json.loads(index.read_text())
+    headline, entries_file = copy / FIGURES_DIR / "headline.svg", copy / FIGURES_DIR / index.INDEX
+    drawn = json.loads(entries_file.read_text())
     headline.write_text(headline.read_text().replace("</svg>", "<!-- another matplotlib -->\n</svg>"))
-    assert command.figures(Results(copy), write=False) == []  # a patch release of matplotlib: no failure
-    entries = json.loads(index.read_text())
+    assert index.figures(Results(copy), write=False) == []  # a patch release of matplotlib: no failure
+    entries = json.loads(entries_file.read_text())
     entries["padding"]["data"][0]["median"] += 0.5
-    index.write_text(json.dumps(entries))
+    entries_file.write_text(json.dumps(entries))
     (copy / FIGURES_DIR / "levels.svg").unlink()
-    problems = command.figures(Results(copy), write=False)
+    problems = index.figures(Results(copy), write=False)
     assert len(problems) == 2 and "padding.svg" in problems[0] and "levels.svg" in problems[1], problems
     # Rendering redraws the two and leaves the other files as they were.
-    assert command.figures(Results(copy), write=True) == []
-    assert command.figures(Results(copy), write=False) == [] and "another matplotlib" in headline.read_text()
-    assert json.loads(index.read_text()) == drawn
+    assert index.figures(Results(copy), write=True) == []
+    assert index.figures(Results(copy), write=False) == [] and "another matplotlib" in headline.read_text()
+    assert json.loads(entries_file.read_text()) == drawn
 
 
 def test_the_check_refuses_an_unknown_kind_in_one_line(capsys):
@@ -111,7 +110,7 @@ def test_the_check_refuses_an_unknown_kind_in_one_line(capsys):
 
 def test_every_figure_is_linked_from_the_docs():
     texts = [(ROOT / "README.md").read_text()] + [p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))]
-    unlinked = [name for name in command.FIGURES if not any(f"figures/{name}.svg" in text for text in texts)]
+    unlinked = [name for name in index.FIGURES if not any(f"figures/{name}.svg" in text for text in texts)]
     assert not unlinked, f"figures no document links: {unlinked}"
 
 
@@ -271,7 +270,7 @@ def test_graph_size_counts_each_framework_s_loss_and_gradients_graph():
 
 def test_no_figure_names_an_internal_anchor():
     # A guide's figure-block ids (fig-main, ...) are anchors for the tooling, not words for a reader.
-    for name in command.FIGURES:
+    for name in index.FIGURES:
         svg = (FIGURES / f"{name}.svg").read_text()
         assert "fig-" not in svg, name
 
@@ -334,9 +333,9 @@ def test_the_breakdown_figure_is_drawn_and_checked_from_a_run_s_records(tmp_path
     records.append({**records[0], "transitions": "predicted"})  # not drawn: gold parses only
     path = tmp_path / "results" / "cpu" / "results.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    monkeypatch.setattr(command, "FIGURES", {"breakdown": ("runs", "breakdown")})
-    assert command.figures(Results(tmp_path), write=True) == []
-    entry = json.loads((tmp_path / FIGURES_DIR / command.INDEX).read_text())["breakdown"]
+    monkeypatch.setattr(index, "FIGURES", {"breakdown": ("runs", "breakdown")})
+    assert index.figures(Results(tmp_path), write=True) == []
+    entry = json.loads((tmp_path / FIGURES_DIR / index.INDEX).read_text())["breakdown"]
     assert (tmp_path / FIGURES_DIR / "breakdown.svg").exists() and entry["sources"][0]["file"] == \
         "results/cpu/results.jsonl"
     drawn = {(row["implementation"], row["mode"], row["batch_size"]): row for row in entry["data"]}
@@ -347,8 +346,8 @@ def test_the_breakdown_figure_is_drawn_and_checked_from_a_run_s_records(tmp_path
         assert sum(parts) == pytest.approx(row["step_ms"]) and row["useful_ms"] == pytest.approx(size)
         assert row["slow_blas_ms"] == pytest.approx(1.5 * size if impl == "pytorch" else 0.0)
     assert drawn["jax", "infer", 128]["overhead_ms"] == pytest.approx(-0.1 * 128)  # below its products: kept
-    assert command.figures(Results(tmp_path), write=False) == []
+    assert index.figures(Results(tmp_path), write=False) == []
     path.write_text(path.read_text().replace('"step_s": 0.01,', '"step_s": 0.02,', 1))
-    (problem,) = command.figures(Results(tmp_path), write=False)
+    (problem,) = index.figures(Results(tmp_path), write=False)
     assert "breakdown.svg" in problem and "numbers differ" in problem
     assert runs.breakdown_rows([]) == []

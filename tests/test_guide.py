@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import ROOT, frameworks
+from bench import ROOT, check, frameworks
 from bench.explain.views import GUIDES as GUIDE_NAMES
-from bench.render import command
+from bench.render import markers
 from bench.render.sources import QuoteError, Results
 from tests.helpers import guide_prose
 
@@ -33,10 +33,10 @@ ALL_TEXT = "\n".join(TEXTS.values())  # the first guide first
 DOCS = ROOT / "docs"
 # (repository path, query, body) of every code excerpt; (id, command, body) of every explain block; the counts quoted.
 EXCERPTS = [((DOCS / m["source"]).resolve().relative_to(ROOT).as_posix(), m["query"], m["body"])
-            for m in command.BLOCK_RE.finditer(ALL_TEXT) if m["source"].endswith(".py")]
-FIGURES = [(m["source"][1:], f"python -m bench {m['query']}", m["body"]) for m in command.BLOCK_RE.finditer(ALL_TEXT)
+            for m in markers.BLOCK_RE.finditer(ALL_TEXT) if m["source"].endswith(".py")]
+FIGURES = [(m["source"][1:], f"python -m bench {m['query']}", m["body"]) for m in markers.BLOCK_RE.finditer(ALL_TEXT)
            if m["source"].startswith("#")]
-NUMBERS = [m for m in command.INLINE_RE.finditer(ALL_TEXT) if m["source"].startswith("#")]
+NUMBERS = [m for m in markers.INLINE_RE.finditer(ALL_TEXT) if m["source"].startswith("#")]
 OVERVIEW = DOCS / "overview.md"
 README = ROOT / "README.md"
 # ![alt text](path/to/figure.svg): a drawn figure shown in a guide or the README.
@@ -52,14 +52,14 @@ def test_the_guide_has_excerpts_figures_and_quotes():
     assert len(FIGURES) >= 5 and len({fig for fig, _, _ in FIGURES}) == len(FIGURES)
     assert len(NUMBERS) >= 20
     # Every marker was recognised (a typo would leave it unchecked).
-    assert ALL_TEXT.count("<!-- render ") == len(list(command.BLOCK_RE.finditer(ALL_TEXT)))
+    assert ALL_TEXT.count("<!-- render ") == len(list(markers.BLOCK_RE.finditer(ALL_TEXT)))
     assert len(re.findall(r"\]\(#fig-", ALL_TEXT)) == len(NUMBERS)
 
 
 def excerpt_lines(path: str, spec: str) -> range:
-    """The source lines (1-based) an excerpt names, resolved as command.extract resolves them (QuoteError where
+    """The source lines (1-based) an excerpt names, resolved as markers.extract resolves them (QuoteError where
     it names none)."""
-    command.extract(ROOT, path, spec)
+    markers.extract(ROOT, path, spec)
     source = (ROOT / path).read_text()
     lines = source.splitlines()
     first, dots, last = spec.partition(" .. ")
@@ -114,22 +114,22 @@ def test_check_finds_drift_and_render_repairs_it(tmp_path, results):
                      '<a id="fig-x"></a>\n<!-- render #fig-x "explain --framework pytorch" -->\n```text\n```\n'
                      '<!-- /render -->\n\nIts [1](#fig-x "batch.num_steps") steps took [0.1 s](#fig-x '
                      '"pytorch.forward_s").\n')
-    rendered = command.render(guide, results, write=True)
+    rendered = check.document(guide, results, write=True)
     assert rendered.problems == [] and rendered.counts["excerpts"] == rendered.counts["explain blocks"] == 1
     guide.write_text(rendered.text)
-    assert command.render(guide, results).problems == []
-    body = next(m["body"] for m in command.BLOCK_RE.finditer(rendered.text) if m["source"] == "#fig-x")
+    assert check.document(guide, results).problems == []
+    body = next(m["body"] for m in markers.BLOCK_RE.finditer(rendered.text) if m["source"] == "#fig-x")
     count = re.search(r"autograd nodes of the loss\s+(\d+)", body)[1]
     steps = re.search(r'\[(\d+)\]\(#fig-x "batch.num_steps"\)', rendered.text)[1]
     broken = rendered.text.replace("    write_slot", "    # an edit\n    write_slot", 1).replace(
         body, body.replace(f" {count} ", " 1 ", 1)).replace(f"[{steps}](#fig-x", f"[{int(steps) + 1}](#fig-x")
-    problems = command.render(guide, results, broken).problems
+    problems = check.document(guide, results, broken).problems
     assert len(problems) == 3, problems
     assert "impl_jax/masked.py" in problems[0] and "+    # an edit" not in problems[0] and "-    # an edit" in problems[0]
     assert "#fig-x" in problems[1] and f"quoted '{int(steps) + 1}'" in problems[2]
-    repaired = command.render(guide, results, broken, write=True).text
-    assert command.render(guide, results, repaired).problems == []
-    assert command.mask(repaired) == command.mask(rendered.text)
+    repaired = check.document(guide, results, broken, write=True).text
+    assert check.document(guide, results, repaired).problems == []
+    assert markers.mask(repaired) == markers.mask(rendered.text)
 
 
 GUIDE_WITH_A_TIME = ('<a id="fig-x"></a>\n<!-- render #fig-x "explain --framework pytorch" -->\n```text\n```\n'
@@ -141,7 +141,7 @@ def test_a_quoted_time_is_the_one_its_block_shows(tmp_path, results):
     digits (3.07 ms may be quoted 0.003 s); another fails the check, and rendering writes it as the block shows it."""
     guide = tmp_path / "guide.md"
     guide.write_text(GUIDE_WITH_A_TIME)
-    rendered = command.render(guide, results, write=True).text
+    rendered = check.document(guide, results, write=True).text
     shown = re.search(r"forward \(records\) / backward\s+(\d+(?:\.\d+)? m?s) ", rendered)[1]
     assert f'[{shown}](#fig-x "pytorch.forward_s")' in rendered  # written as the block writes it
     number, unit = shown.split()
@@ -149,15 +149,15 @@ def test_a_quoted_time_is_the_one_its_block_shows(tmp_path, results):
     same, wrong = f"{seconds:.3f} s", f"{seconds + 0.002:.3f} s"
     for quoted in (shown, same, wrong, number):
         text = rendered.replace(f"[{shown}](#fig-x", f"[{quoted}](#fig-x")
-        problems = command.render(guide, results, text).problems
+        problems = check.document(guide, results, text).problems
         assert problems == ([] if quoted in (shown, same) else [problems[0]]), (quoted, problems)
         if quoted not in (shown, same):
             assert f"quoted {quoted!r}, its source says {shown!r}" in problems[0]
-    assert command.render(guide, results, rendered.replace(f"[{shown}]", f"[{wrong}]"), write=True).text == rendered
-    bogus = command.render(guide, results, rendered.replace('"pytorch.forward_s"', '"pytorch.bogus_s"')).problems
+    assert check.document(guide, results, rendered.replace(f"[{shown}]", f"[{wrong}]"), write=True).text == rendered
+    bogus = check.document(guide, results, rendered.replace('"pytorch.forward_s"', '"pytorch.bogus_s"')).problems
     assert len(bogus) == 1 and "no 'pytorch.bogus_s'" in bogus[0]
-    assert command.same_time("0.003 s", "3.07 ms") and command.same_time("3.1 ms", "3.07 ms")
-    assert not command.same_time("0.006 s", "3.07 ms") and not command.same_time("0.003", "3.07 ms")
+    assert markers.same_time("0.003 s", "3.07 ms") and markers.same_time("3.1 ms", "3.07 ms")
+    assert not markers.same_time("0.006 s", "3.07 ms") and not markers.same_time("0.003", "3.07 ms")
 
 
 def test_explain_json_keeps_the_run_its_block_shows(tmp_path, results):
@@ -170,15 +170,15 @@ def test_explain_json_keeps_the_run_its_block_shows(tmp_path, results):
                                                     'bench data --out {out}"]\n')
     (root / "docs" / "figures").mkdir(parents=True)
     mine = Results(root)
-    written = command.render(guide, results, write=True)
-    assert written.explained["fig-x"][2] and command.explain_json(mine, [written], write=True) == []
-    checked = command.render(guide, results, written.text)
-    assert checked.problems == [] and command.explain_json(mine, [checked], write=False) == []
+    written = check.document(guide, results, write=True)
+    assert written.explained["fig-x"][2] and check.explain_json(mine, [written], write=True) == []
+    checked = check.document(guide, results, written.text)
+    assert checked.problems == [] and check.explain_json(mine, [checked], write=False) == []
     path = root / "docs" / "figures" / "explain.json"
     kept = json.loads(path.read_text())
     kept["fig-x"]["result"]["pytorch"]["forward_s"] *= 3
     path.write_text(json.dumps(kept))
-    problems = command.explain_json(Results(root), [checked], write=False)
+    problems = check.explain_json(Results(root), [checked], write=False)
     assert len(problems) == 1 and "fig-x is not the run" in problems[0] and "block shows" in problems[0]
 
 

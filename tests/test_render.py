@@ -13,10 +13,11 @@ import subprocess
 
 import pytest
 
-from bench import reproduce
+from bench import check, reproduce
 from bench.cli import main
-from bench.render import command, query, table
+from bench.render import markers, query
 from bench.render.sources import QuoteError, Results
+from bench.render.table import table
 
 ROOT = reproduce.ROOT
 
@@ -28,12 +29,12 @@ def results():
 
 def _quotes(text: str, folder: str = "") -> list[re.Match]:
     """The quotes of a number from a folder's tables in ``text`` (from ``folder``, ``results/cpu``, if given)."""
-    return [m for m in command.INLINE_RE.finditer(text) if any(c.isdigit() for c in m["text"])
+    return [m for m in markers.INLINE_RE.finditer(text) if any(c.isdigit() for c in m["text"])
             and m["source"].rstrip("/").endswith(folder) and "results/" in m["source"] and ".json" not in m["source"]]
 
 
 def test_the_documents_quote_numbers_and_tables(results):
-    outcomes = [command.render(doc, results, only=("numbers", "blocks")) for doc in command.documents()]
+    outcomes = [check.document(doc, results, only=("numbers", "blocks")) for doc in check.documents()]
     readme = outcomes[0]
     assert readme.counts["quotes"] >= 15 and readme.counts["blocks"] >= 1
     assert sum(o.counts["quotes"] for o in outcomes) >= 150 and sum(o.counts["blocks"] for o in outcomes) >= 20
@@ -47,21 +48,21 @@ def test_an_edited_number_is_named_and_rendering_writes_it_back(results):
     digit = next(k for k, c in enumerate(m["text"]) if c.isdigit())
     edited_number = m["text"][:digit] + str((int(m["text"][digit]) + 1) % 10) + m["text"][digit + 1:]
     edited = text.replace(f"[{m['text']}]", f"[{edited_number}]")
-    assert command.render(ROOT / "README.md", results, text).problems == []
-    problems = command.render(ROOT / "README.md", results, edited).problems
+    assert check.document(ROOT / "README.md", results, text).problems == []
+    problems = check.document(ROOT / "README.md", results, edited).problems
     assert len(problems) == 1 and f"quoted {edited_number!r}, its source says {m['text']!r}" in problems[0]
-    assert command.render(ROOT / "README.md", results, edited, write=True).text == text
+    assert check.document(ROOT / "README.md", results, edited, write=True).text == text
 
 
 def test_an_edited_block_is_named_with_a_diff_and_rendered_back(results):
     readme = (ROOT / "README.md").read_text()
-    m = next(m for m in command.BLOCK_RE.finditer(readme) if "results/" in m["source"])
-    block = command.render(ROOT / "README.md", results, m.group(0), write=True).text
+    m = next(m for m in markers.BLOCK_RE.finditer(readme) if "results/" in m["source"])
+    block = check.document(ROOT / "README.md", results, m.group(0), write=True).text
     marker, body = block.split("\n", 1)
     edited = f"{marker}\n{body.replace(' ', '  ', 1)}"
-    problems = command.render(ROOT / "README.md", results, edited).problems
+    problems = check.document(ROOT / "README.md", results, edited).problems
     assert len(problems) == 1 and "differs from its source" in problems[0] and "\n-" in problems[0]
-    assert command.render(ROOT / "README.md", results, edited, write=True).text == block
+    assert check.document(ROOT / "README.md", results, edited, write=True).text == block
 
 
 def test_a_typed_number_is_found_and_an_allowed_line_is_not():
@@ -72,7 +73,7 @@ def test_a_typed_number_is_found_and_an_allowed_line_is_not():
             "```\n10.0 s in a fence\n```\n"
             "<!-- render results/cpu \"report targets\" -->\n| 1.43x | in a block |\n<!-- /render -->\n"
             "Batch 128, E = 300, step 4, H = 32: no units.\n")
-    assert command.typed_numbers(text) == [(1, "2.5x"), (1, "3.2 s"), (1, "35 %"), (1, "1,204.5 pairs/s"),
+    assert check.typed_numbers(text) == [(1, "2.5x"), (1, "3.2 s"), (1, "35 %"), (1, "1,204.5 pairs/s"),
                                             (1, "3e-7")]
 
 
@@ -156,15 +157,15 @@ def test_a_source_file_is_quoted_by_its_lines_of_code(tmp_path):
     definition's; a quote of a source file in a block is an excerpt, inline it is its size."""
     (tmp_path / "m.py").write_text('"""A module\n\ndocstring."""\n\n# a comment\nimport os\n\n\ndef f(x):\n'
                                    '    """One line."""\n    y = x  # kept\n    return y\n')
-    assert command.code_lines(tmp_path, "m.py", "lines") == 4
-    assert command.code_lines(tmp_path, "m.py", "lines f") == 3
+    assert markers.code_lines(tmp_path, "m.py", "lines") == 4
+    assert markers.code_lines(tmp_path, "m.py", "lines f") == 3
     with pytest.raises(QuoteError, match="lines"):
-        command.code_lines(tmp_path, "m.py", "size")
+        markers.code_lines(tmp_path, "m.py", "size")
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "manifest.toml").write_text('[[folder]]\nname = "x"\nabout = "x"\ncommands = ["python -m bench data --out {out}"]\n')
     doc = tmp_path / "d.md"
     doc.write_text('[9](m.py "lines")\n')
-    assert command.render(doc, Results(tmp_path), write=True).text == '[4](m.py "lines")\n'
+    assert check.document(doc, Results(tmp_path), write=True).text == '[4](m.py "lines")\n'
 
 
 def test_only_manifest_folders_can_be_quoted(results):
@@ -173,7 +174,7 @@ def test_only_manifest_folders_can_be_quoted(results):
     with pytest.raises(QuoteError, match="not in results/manifest.toml"):
         results.folder("mine")
     text = '[1.00x](results/archive/cpu-seam "ratio infer gold 1 jax")\n'
-    problems = command.render(ROOT / "README.md", results, text).problems
+    problems = check.document(ROOT / "README.md", results, text).problems
     assert len(problems) == 1 and "history" in problems[0]
 
 
@@ -194,17 +195,17 @@ def test_a_quote_of_a_stale_folder_fails_the_check(tmp_path):
     doc.write_text(_quotes((ROOT / "README.md").read_text(), "results/cpu")[0].group(0) + "\n")
     with open(root / "shared" / "batching.py", "a") as f:  # the records' measured files differ from the copy's
         f.write("\nCHANGED_AFTER_THE_RUN = True\n")
-    problems, _ = command.run([doc], root=root)
+    problems, _ = check.run([doc], root=root)
     assert any("results/cpu is quoted but stale" in p for p in problems), problems
 
 
 def test_render_writes_the_records_numbers_and_a_link_from_the_document(tmp_path):
     m = _quotes((ROOT / "README.md").read_text())[0]
     doc = tmp_path / "x.md"
-    folder = command._source(m["source"], ROOT / "README.md", Results(), True)[1]
-    link = command._link(str(ROOT / "results" / folder), doc)
+    folder = markers._source(m["source"], ROOT / "README.md", Results(), True)[1]
+    link = markers._link(str(ROOT / "results" / folder), doc)
     doc.write_text(f'Typed [9.99x]({link} "{m["query"]}") here.\n')
-    problems, counts = command.run([doc], write=True, only=("numbers",))
+    problems, counts = check.run([doc], write=True, only=("numbers",))
     assert all("is quoted but stale" in p for p in problems) and counts["quotes"] == 1
     assert doc.read_text() == f'Typed [{m["text"]}]({link} "{m["query"]}") here.\n'
 
@@ -271,9 +272,9 @@ def test_a_rule_over_measured_rows_beside_a_rendered_number_is_found():
             "<!-- render results/cpu \"ratios infer gold 1\" -->\n| a | b |\n<!-- /render -->\n\n"
             "`python -m bench run`\nso TensorFlow is level with JAX at every batch size.\n\n"
             f"| row | JAX, never slower, at any batch | {quote} |\n\n## Next\n\nThe fastest, past the heading.\n")
-    assert command.sweeping_claims(text) == [(1, "fastest"), (1, "narrows"), (2, "every lead"),
+    assert check.sweeping_claims(text) == [(1, "fastest"), (1, "narrows"), (2, "every lead"),
                                              (13, "is level"), (13, "every batch size"), (15, "never"),
                                              (15, "any batch")]
-    problems = command.render(ROOT / "README.md", Results(), f"JAX leads at every batch size: {quote}.\n",
+    problems = check.document(ROOT / "README.md", Results(), f"JAX leads at every batch size: {quote}.\n",
                               only=("numbers",)).problems
     assert len(problems) == 1 and "'every batch size' states a rule over measured results" in problems[0]

@@ -1,1 +1,10 @@
-"""The docs' figures (drawn by ``python -m bench render``, bench/render/command.py) and the suite's plot style."""
+"""``python -m bench figures``: the figures of docs/figures/ (index.py lists them), drawn from committed results and
+the documents' explain blocks by runs.py and parsing.py in the plot style of style.py."""
+
+
+def register(sub) -> None:
+    from bench.check import cmd_check
+
+    p = sub.add_parser("figures", help="redraw docs/figures/ (render --only figures; --check: check --only figures)")
+    p.add_argument("--check", action="store_true", help="the same as python -m bench check --only figures")
+    p.set_defaults(func=cmd_check, write=True, paths=[], only="figures", redraw=True)

@@ -1,5 +1,6 @@
-"""``python -m bench render`` and ``python -m bench check``: every measured number, table, code excerpt and
-explain output of README.md and docs/ comes from its source, and so does every figure of docs/figures/.
+"""``python -m bench render``: every measured number, table, code excerpt and explain output of README.md and docs/
+comes from its source, and so does every figure of docs/figures/ (``python -m bench check`` checks that they do,
+bench/check.py).
 
 A document marks what it quotes with one syntax, a SOURCE and a QUERY, inline or as a block:
 
@@ -31,8 +32,9 @@ through the numbers docs/figures/figures.json keeps of them, never their SVG byt
 """
 
 
-def table(header: list[str], rows: list[list]) -> str:
-    """The suite's one Markdown table: a header, its separator, a line per row (the report's tables and the
-    blocks' are all written here)."""
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                     + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
+def register(sub) -> None:
+    from bench.check import add_arguments
+
+    text = ("write every quoted value, block, excerpt and explain output of README.md and docs/, explain.json and the "
+            "figures from their sources (--check: bench check)")
+    add_arguments(sub.add_parser("render", help=text, description=text), write=True)

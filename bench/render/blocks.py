@@ -14,7 +14,7 @@ from bench import scale as scaling_runs
 from bench.compare import compare
 from bench.config import row_range
 from bench.figures.style import registry_order
-from bench.render import table
+from bench.render.table import table
 from bench.render.query import evaluate
 from bench.render.sources import QuoteError, Results
 from bench.report import TABLE2_BASELINE, format_matrix, format_table2, table2_measured
