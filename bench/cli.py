@@ -16,7 +16,7 @@ from bench.lock import FolderLocked
 
 # Each command, and the module whose ``register(sub)`` adds it (a module may add several), in --help's order.
 COMMANDS = {
-    "init": "bench.commands", "encode": "bench.commands", "data": "bench.commands",
+    "init": "bench.init", "encode": "bench.encode", "data": "bench.data",
     "run": "bench.run", "report": "bench.report", "compare": "bench.compare",
     "curves": "bench.curves", "train": "bench.train", "evaluate": "bench.evaluate",
     "scale": "bench.scale", "explain": "bench.explain", "render": "bench.render", "check": "bench.check",

@@ -17,7 +17,7 @@ Bucketing: a compiled implementation traces (or compiles) once per distinct
 (N, T), while padding to one global N wastes steps on every short
 sentence. :func:`make_batches` rounds each pair's length up to a bucket
 boundary (:data:`DEFAULT_BUCKETS`), which bounds the number of shapes and keeps
-most slots real; :func:`padding_report` measures what was wasted.
+most slots real; bench/run/padding.py measures what was wasted.
 """
 
 from __future__ import annotations

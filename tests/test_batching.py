@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.run.padding import padding_report
 from shared.batching import (
     DEFAULT_BUCKETS,
     PairBatch,
@@ -21,7 +22,6 @@ from shared.batching import (
     sentence_arrays,
     sentence_pairs,
 )
-from shared.padding import padding_report
 from shared.snli import NO_LABEL, Pair
 from shared.transitions import PAD, REDUCE, SHIFT, Sentence, check_transitions, parse, plain_transitions
 from shared.vocab import PAD_ID, UNK_ID, Vocabulary

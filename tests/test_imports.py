@@ -127,7 +127,7 @@ def test_the_walk_sees_function_level_and_relative_imports():
     graph = import_graph(ROOT, PACKAGES)
     assert "impl_jax.convert" in graph["impl_jax.runner"]  # from .convert import ...
     assert "impl_pytorch.train" in graph["impl_pytorch.runner"]  # from . import convert, train
-    assert "shared.glove" in graph["bench.commands"]  # imported inside cmd_init
+    assert "shared.glove" in graph["bench.init"]  # imported inside fresh_params
 
 
 @pytest.fixture

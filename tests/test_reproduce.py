@@ -340,7 +340,7 @@ def test_bench_data_writes_its_figures_with_their_provenance(tmp_path, capsys):
     out = tmp_path / "data" / "batch-32.json"
     assert main(["data", "--batch-size", "32", "--out", str(out)]) == 0
     record = json.loads(out.read_text())
-    assert "shared/stats.py" in record["measured"] and len(record["git_commit"]) == 40
+    assert "bench/data.py" in record["measured"] and len(record["git_commit"]) == 40
     assert record["pairs"]["source"] == "data/snli_1.0_dev_sample.jsonl"  # relative: a record names no machine path
     assert 0 < record["sentences"]["padding"]["loop_waste"] < record["sentences"]["padding"]["waste"] < 1
     assert record["cpu_count"] >= 1 and "load_avg_1min" in record

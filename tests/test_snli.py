@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from bench.data import dataset_stats, format_stats
 from shared.snli import (
     LABELS,
     NO_LABEL,
@@ -17,7 +18,6 @@ from shared.snli import (
     resolve_path,
 )
 from shared.batching import make_batches
-from shared.stats import dataset_stats, format_stats
 from shared.transitions import parse
 from shared.vocab import Vocabulary
 

@@ -27,7 +27,7 @@ import numpy as np
 from bench import frameworks
 from shared.batching import sentences_transitions
 from shared.levels import PADDINGS, level_rows
-from shared.padding import loop_length
+from bench.run.padding import loop_length
 from shared.params import ModelConfig
 from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
 

@@ -34,7 +34,7 @@ from bench.run.limit import batch_flops
 from bench.config import load_dataset
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
 from shared.files import written_aside
-from shared.padding import padding_report
+from bench.run.padding import padding_report
 from shared.parsing import uniforms_for
 from shared.platform import Platform, cpu_name
 from shared.params import ModelConfig, init_params

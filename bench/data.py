@@ -1,4 +1,5 @@
-"""Dataset statistics for ``python -m bench data``: lengths, tree shapes, padding.
+"""``python -m bench data``: statistics of a data set (rows, lengths, tree depth, padding waste) and of the
+benchmark's batches of it.
 
 :func:`dataset_stats` returns plain JSON-ready values (ints, floats, lists,
 dicts), so the command can print them with :func:`format_stats` or write them
@@ -7,15 +8,83 @@ as JSON.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Callable, Sequence
 
+from bench import ROOT
+from bench.config import add_data_arguments, load_dataset, preset
+from bench.progress import stage
+from bench.run.padding import padding_report
 from shared.batching import PairBatch
-from shared.padding import padding_report
+from shared.params import ModelConfig
 from shared.snli import LABELS, NO_LABEL, LoadReport, Pair
 from shared.transitions import build_tree, max_stack_depth, tree_depth
+
+
+def register(sub) -> None:
+    p = sub.add_parser("data", help="statistics of a data set: rows, lengths, tree depth, padding waste")
+    add_data_arguments(p)
+    p.add_argument("--batch-size", type=int, default=128, help="for the padding figures [default: %(default)s]")
+    p.add_argument("--out", default=None, metavar="FILE.json",
+                   help="also write the statistics as one JSON record, with what measured them (docs/spec.md §6)")
+    p.set_defaults(func=cmd_data)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from bench.run.limit import batch_flops, flops, products
+    from shared.batching import make_batches, make_sentence_batches, sentence_order
+    from shared.vocab import Vocabulary
+
+    dataset = load_dataset(args)
+    with stage("vocabulary", len(dataset.pairs), unit="pairs") as progress:
+        vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True, progress=progress.update)
+    with stage("batches", len(dataset.pairs), unit="pairs") as progress:
+        batches = make_batches(dataset.pairs, vocab, args.batch_size, progress=progress.update) \
+            if dataset.pairs else []
+    with stage("statistics", 2 * len(dataset.pairs), unit="sentences") as progress:
+        stats = dataset_stats(dataset.pairs, dataset.report, batches, progress=progress.update)
+    print(f"data: {dataset.name}, vocabulary {len(vocab)} words, batch size {args.batch_size}")
+    print(format_stats(stats))
+    # The benchmark's batches (docs/spec.md §2), and what the masked algorithm computes of them.
+    sentences = []
+    if len(dataset.pairs) >= args.batch_size:
+        with stage("sorting sentences", 2 * len(dataset.pairs), unit="sentences") as progress:
+            order = sentence_order(dataset.pairs, args.batch_size, progress=progress.update)
+        with stage("sentence batches", len(order) // 2, unit="pairs") as progress:
+            sentences = make_sentence_batches(dataset.pairs, vocab, args.batch_size, progress=progress.update,
+                                              order=order)
+    source = stats.get("source")
+    if source and Path(source).resolve().is_relative_to(ROOT):  # a record names the repository's files relatively
+        stats = {**stats, "source": Path(source).resolve().relative_to(ROOT).as_posix()}
+    record = {"data": dataset.name, "vocabulary": len(vocab), "batch_size": args.batch_size, "pairs": stats}
+    if sentences:
+        pairs_loop = stats["padding"]["loop_waste"]
+        report = padding_report(sentences)
+        config = ModelConfig(vocab_size=len(vocab), **preset("full"))
+        ratio = (sum(flops(config, products(config, b, "loop"), "infer") for b in sentences)
+                 / sum(batch_flops(config, b) for b in sentences))
+        steps_per_batch = report.loop_steps / (2 * args.batch_size * report.num_batches)
+        print(f"\nin a loop that stops at each batch's last real step, {pairs_loop:.1%} of the steps above are PAD\n"
+              f"sentence batches (the benchmark's): {report.num_batches:,} batches of {2 * args.batch_size} "
+              f"sentences sorted by length; {report.waste:.1%} of their slots are PAD, {report.loop_waste:.1%} "
+              f"in such a loop, of {steps_per_batch:.1f} steps a batch on average\n"
+              f"the masked algorithm (every sentence runs the tracker and a composition at every step of that loop, "
+              f"every token slot projected) "
+              f"computes {ratio:.2f}x the useful FLOPs of the full-size model on them")
+        record["sentences"] = {"padding": dataclasses.asdict(report), "loop_steps_per_batch": steps_per_batch,
+                               "masked_flops_over_useful": ratio}
+    if args.out:
+        from bench.provenance import machine, provenance, timestamp
+        from bench.records import write_json
+
+        write_json(args.out, {**record, **provenance(), **machine(), "timestamp": timestamp()})
+        print(f"\nwrote {args.out}")
+    return 0
+
 
 # Histogram bin widths to choose from, so bin edges are round numbers.
 _BIN_WIDTHS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
