@@ -1,7 +1,7 @@
 """``python -m bench``: the suite's command line.
 
-Argument parsing and dispatch only: each command is registered and done by its own module (COMMANDS), and only the
-module of the command asked for is imported, so a record names only the source files its command needed
+Argument parsing and dispatch only: each command is registered and done by the module of its name (COMMANDS), and only
+the module of the command asked for is imported, so a record names only the source files its command needed
 (bench/provenance.py).
 """
 
@@ -14,14 +14,9 @@ import sys
 from bench.errors import WorkFailed
 from bench.lock import FolderLocked
 
-# Each command, and the module whose ``register(sub)`` adds it (a module may add several), in --help's order.
-COMMANDS = {
-    "init": "bench.init", "encode": "bench.encode", "data": "bench.data",
-    "run": "bench.run", "report": "bench.report", "compare": "bench.compare",
-    "curves": "bench.curves", "train": "bench.train", "evaluate": "bench.evaluate",
-    "scale": "bench.scale", "explain": "bench.explain", "render": "bench.render", "check": "bench.check",
-    "figures": "bench.figures", "reproduce": "bench.reproduce", "conform": "bench.conform",
-}
+# Each command, in --help's order: the module ``bench.<command>`` (a file, or a package's __init__) registers it.
+COMMANDS = ("init", "encode", "data", "run", "report", "compare", "curves", "train", "evaluate", "scale", "explain",
+            "render", "check", "figures", "reproduce", "conform")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -30,9 +25,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spinn-suite {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     first = next((word for word in argv or () if not word.startswith("-")), None)
-    modules = [COMMANDS[first]] if first in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
-    for module in modules:
-        importlib.import_module(module).register(sub)
+    for name in [first] if first in COMMANDS else COMMANDS:
+        importlib.import_module(f"bench.{name}").register(sub)
     for command in sub.choices.values():  # the modules' docstrings mark code as ``code``: a terminal shows it plain
         command.description = _plain(command.description)
     return parser

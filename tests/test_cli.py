@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from bench import frameworks
-from bench.cli import main
+from bench.cli import COMMANDS, build_parser, main
 from bench.frameworks import FRAMEWORKS, runner_class
 from shared import reference
 from shared.batching import make_pair_batch
@@ -78,6 +78,13 @@ def test_encode_each_framework_matches_reference(framework, small_rows, small_mo
     assert list(got["pair_id"]) == list(ref["pair_id"])
     assert np.abs(got["premise"] - ref["premise"]).max() <= 1e-5
     assert np.abs(got["logits"] - ref["logits"]).max() <= 1e-4
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_is_registered_by_the_module_of_its_name_alone(command):
+    """``bench.<command>`` registers the command and no other: the parser of one command is that module's."""
+    parser = build_parser([command])
+    assert list(parser._subparsers._group_actions[0].choices) == [command]
 
 
 def test_the_process_settings_are_read_without_importing_a_framework():
