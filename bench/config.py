@@ -5,7 +5,6 @@ are imported."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
 import os
 import sys

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import platform as _platform
 import signal
-import time
 from typing import Callable, ClassVar
 
 import numpy as np
@@ -181,26 +180,14 @@ class Platform:
     def matmuls(self, pairs: list[tuple[np.ndarray, np.ndarray]], device: str) -> Callable[[], object] | None:
         """A zero-argument function that multiplies every ``a @ b`` of ``pairs`` in order, with the
         framework's eager routine on ``device``, the operands placed there first, and waits for the last (a
-        batch's limit is timed with it: bench/run/limit.py); None where the framework has no eager
-        routine worth timing for it (its per-shape compilation would cost more than the products). This
-        default is NumPy's, on the host, each product in the faster of two forms (:func:`_gemv_rows`)."""
-        if device != "cpu":
-            return None
-        transposed: dict = {}  # each weight laid out once
-        calls = [_fastest_form(a, b, transposed) for a, b in pairs]
-
-        def run():
-            for call in calls:
-                call()
-        return run
+        batch's limit is timed with it: bench/run/limit.py); None where the framework has no eager routine
+        worth timing for it (its per-shape compilation would cost more than the products). This default: none
+        of its own (the limit's process times NumPy's)."""
+        return None
 
     def matmul_kernel(self, device: str) -> str:
-        """What runs :meth:`matmuls` on ``device``, in a few words: here NumPy's BLAS, its version, the kernel it
-        chose for this CPU (or was pinned to: ``OPENBLAS_CORETYPE``) and its threads, as threadpoolctl reads them."""
-        from threadpoolctl import threadpool_info
-
-        return "; ".join(f"{i['internal_api']} {i['version']} {i.get('architecture') or ''}, {i['num_threads']} threads"
-                         for i in threadpool_info() if i["user_api"] == "blas") or "NumPy's BLAS (not found)"
+        """What runs :meth:`matmuls` on ``device``, in a few words (a framework with its own routine says)."""
+        return self.name
 
     # -- compilation cache ----------------------------------------------------
 
@@ -225,44 +212,3 @@ class Platform:
     # so the platform module itself never imports the framework's library.
 
     explain_module: ClassVar[str] = ""  # e.g. "impl_jax.explain"; "": nothing to explain
-
-
-GEMV_ROWS = 8  # a product of at most this many rows may also run as one matrix-vector product per row
-_FORMS: dict[tuple, bool] = {}  # (a's shape, b's shape and layout) -> whether the rows' form was the faster
-
-
-def _gemv_rows(a: np.ndarray, b: np.ndarray, transposed: dict) -> Callable[[], object]:
-    """``a @ b`` as one matrix-vector product per row of ``a``, against ``b`` transposed and laid out row by row
-    once (kept in ``transposed`` for the next product of the same ``b``), as a model keeps a kernel. For a row or
-    two this beats one matrix product: BLAS's GEMM repacks ``b`` on every call, which costs more than the
-    arithmetic (2 x 664 by 664 x 1500, float32, 2 threads: 149 us as one GEMM, 50 us as two GEMVs), and a compiled
-    program's products take the faster path."""
-    key = (b.ctypes.data, b.shape, b.strides)
-    if key not in transposed:
-        transposed[key] = np.ascontiguousarray(b.T)
-    bt, rows = transposed[key], list(a)
-    return lambda: [bt @ row for row in rows]
-
-
-def _fastest_form(a: np.ndarray, b: np.ndarray, transposed: dict) -> Callable[[], object]:
-    """``a @ b`` in NumPy's faster form for its shape: one GEMM, or for a few rows :func:`_gemv_rows`, each
-    timed on first meeting the shape (the fastest of five calls), the choice kept for the process."""
-    gemm = lambda: a @ b  # noqa: E731
-    if a.shape[0] > GEMV_ROWS:
-        return gemm
-    rows = _gemv_rows(a, b, transposed)
-    key = (a.shape, b.shape, b.flags.c_contiguous)
-    if key not in _FORMS:
-        _FORMS[key] = _best_of(rows) < _best_of(gemm)
-    return rows if _FORMS[key] else gemm
-
-
-def _best_of(call: Callable[[], object], times: int = 5) -> float:
-    """The fastest of ``times`` timings of ``call`` after one untimed call."""
-    call()
-    best = float("inf")
-    for _ in range(times):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best

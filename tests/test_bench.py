@@ -14,7 +14,7 @@ import pytest
 
 from bench.compare import compare, format_compare
 from bench.run.limit import TRAIN_FACTOR, batch_flops, flops, products
-from bench.run.worker import pairwise_agreement
+from bench.run.agreement import pairwise_agreement
 from bench.run import driver, limit, plan
 from bench.report import format_load, format_matrix, format_ratios, render_markdown
 from bench.run.measurement import Measurement

@@ -63,10 +63,11 @@ def test_steps_with_the_tracker_and_heights_without():
 
 def test_every_kind_is_timed_in_turn_on_a_routine_and_the_fastest_routine_is_kept():
     config = ModelConfig(vocab_size=30, embed_dim=6, hidden_dim=5, tracker_dim=4, mlp_dim=7, mlp_layers=1)
-    seconds = limit.time_kinds(Platform(), "cpu", config, [BATCH, BATCH], ["useful", "loop"], "infer", "float32",
+    matmuls, _ = limit.routine(Platform())  # a framework without its own: NumPy's
+    seconds = limit.time_kinds(matmuls, "cpu", config, [BATCH, BATCH], ["useful", "loop"], "infer", "float32",
                                repeats=2)
     assert set(seconds) == {"useful", "loop"} and all(len(s) == 2 and min(s) > 0 for s in seconds.values())
-    assert Platform().matmuls([], "gpu") is None  # NumPy's routine is the host's
+    assert matmuls([], "gpu") is None  # NumPy's routine is the host's
     # Of the routines that timed a measurement's products on its device: the fastest useful time and whose it was,
     # the fastest computed one (never below the useful one), and the framework's own.
     reply = lambda useful, loop, kernel: {"useful": {"s": useful, "flops": 10, "flops_per_s": [1.0, 2.0]},  # noqa
@@ -156,9 +157,9 @@ def test_the_products_an_implementation_computes_follow_its_registry_entry():
 
 
 def test_numpy_runs_a_product_of_a_few_rows_in_its_faster_form_with_the_same_values():
-    """A row or two may run as one matrix-vector product per row (shared/platform.py): the same products, whichever
-    form a shape gets, for a weight laid out either way."""
-    from shared.platform import GEMV_ROWS, _fastest_form, _gemv_rows
+    """A row or two may run as one matrix-vector product per row (NumPy's routine, bench/run/limit.py): the same
+    products, whichever form a shape gets, for a weight laid out either way."""
+    from bench.run.limit import GEMV_ROWS, _fastest_form, _gemv_rows
     rng = np.random.default_rng(1)
     w = rng.standard_normal((6, 4))
     for a, b in [(rng.standard_normal((2, 6)), w), (rng.standard_normal((3, 4)), w.T)]:

@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from bench import frameworks, provenance
-from bench.run import limit
-from bench.run.measurement import Measurement, load
-from bench.run.worker import WorkerSpec, pairwise_agreement
 from bench.config import worker_env
 from bench.progress import Progress, duration
 from bench.records import append_record, read_records, write_json
-from shared.platform import Platform
+from bench.run import limit
+from bench.run.agreement import pairwise_agreement
+from bench.run.measurement import Measurement, load
+from bench.run.worker import WorkerSpec
 
 
 SCRATCH = ".scratch"
@@ -360,7 +360,7 @@ def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progr
         if "cpu" in devices and pool.limit.failed is None else []
     for device, workers in devices.items():
         own = {w.spec.framework: w for w in reversed(workers)
-               if type(frameworks.platform(w.spec.framework)).matmuls is not Platform.matmuls}  # each one's first
+               if limit.own_routine(type(frameworks.platform(w.spec.framework)))}  # each one's first
         asked += [(first, framework, device, [kinds[w] for w in workers if device != "cpu" or w.spec.framework ==
                                               framework]) for framework, first in own.items()]
     replies = []

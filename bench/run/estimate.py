@@ -16,7 +16,6 @@ from datetime import datetime
 from bench import frameworks
 from bench.run import limit
 from bench.run.measurement import Measurement
-from shared.platform import Platform
 
 START_UP_S = 60.0  # where the records cannot tell it: workers started, agreement checked, peaks measured
 BETWEEN_S = 5.0  # where they cannot tell it either: per measurement, beyond the implementations' own costs
@@ -94,7 +93,7 @@ def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool
             # Each kind timed once on the limit's process (the host's) and on each framework's own routine.
             limit_s = r.useful_s or r.useful_flops / max(r.timed_batches, 1) / max(  # older records: at the peak
                 r.device_peak_flops_per_s or r.matmul_peak_flops_per_s, 1.0)
-            own = type(frameworks.platform(framework)).matmuls is not Platform.matmuls
+            own = limit.own_routine(type(frameworks.platform(framework)))
             for routine in ("numpy",) * (r.device == "cpu") + (framework,) * own:
                 products[routine, "useful"] = limit_s
                 products[routine, r.computed_kind or name] = (  # a record before computed_kind: its own

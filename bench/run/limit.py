@@ -1,7 +1,8 @@
 """The products of a batch: its useful ones (counted once from the transitions actually present) and those an
 implementation's algorithm computes, as lists; and their times back to back on a routine: the limit of a batch (its
 useful products alone on the machine's fastest routine) and the computed time beside it (docs/spec.md §6, "Decision:
-the limit" and "Decision: where the time goes").
+the limit" and "Decision: where the time goes"), timed by the one loop (:func:`fastest`) that also times the dense
+matmul peak the limit is checked against, on NumPy's routine (:func:`numpy_matmuls`) or a framework's own.
 
 Only the matrix products of docs/spec.md §3 are counted (2 FLOPs per multiply-add): they are the work a dense matmul
 peak can be compared with. Gate nonlinearities and elementwise products are O(H) per step against O(H^2) for the
@@ -20,15 +21,18 @@ from the registry (:func:`computed_kind`), never from a framework's name.
 from __future__ import annotations
 
 import importlib
+import math
 import time
+from typing import Callable
 
 import numpy as np
 
 from bench import frameworks
+from bench.run.padding import loop_length
 from shared.batching import sentences_transitions
 from shared.levels import PADDINGS, level_rows
-from bench.run.padding import loop_length
 from shared.params import ModelConfig
+from shared.platform import Platform
 from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
 
 TRAIN_FACTOR = 3
@@ -131,21 +135,105 @@ def sample(count: int, size: int = SAMPLE) -> list[int]:
     return list(range(count)) if count <= size else [int((k + 0.5) * count / size) for k in range(size)]
 
 
-def time_kinds(platform, device: str, config: ModelConfig, batches: list, kinds: list[str], mode: str, dtype: str,
+def time_kinds(matmuls, device: str, config: ModelConfig, batches: list, kinds: list[str], mode: str, dtype: str,
                repeats: int = REPEATS) -> dict[str, list[float]]:
-    """kind -> each batch's fastest time of its products back to back on ``platform``'s ``matmuls`` routine
-    (shared.platform.Platform): a batch's kinds timed in turn, ``repeats`` times over, so that noise lands on every
-    kind alike (and one batch's operands at a time on the device)."""
+    """kind -> each batch's fastest time of its products back to back on the routine ``matmuls`` (:func:`routine`):
+    a batch's kinds timed in turn, ``repeats`` times over, so that noise lands on every kind alike (and one batch's
+    operands at a time on the device)."""
     lists = [[products(config, batch, kind) for kind in kinds] for batch in batches]
     made, best = arrays(config, [listed for batch in lists for listed in batch], dtype), {kind: [] for kind in kinds}
     for batch in lists:
-        runs = [platform.matmuls(operands(listed, mode, made), device) for listed in batch]
-        fastest = [float("inf")] * len(kinds)
-        for _ in range(repeats):
-            for j, run in enumerate(runs):
-                start = time.perf_counter()
-                run()
-                fastest[j] = min(fastest[j], time.perf_counter() - start)
-        for kind, seconds in zip(kinds, fastest):
+        runs = [matmuls(operands(listed, mode, made), device) for listed in batch]
+        for kind, seconds in zip(kinds, fastest(runs, repeats)):
             best[kind].append(seconds)
     return best
+
+
+def fastest(calls: list[Callable[[], object]], repeats: int = REPEATS, min_time: float = 0.0,
+            most: int = 200) -> list[float]:
+    """Each call's fastest time, the calls timed in turn ``repeats`` times over and again while less than
+    ``min_time`` seconds have passed (``most`` times at most): the one timing loop of the products, the dense peak
+    and NumPy's choice of form."""
+    best, started, count = [math.inf] * len(calls), time.perf_counter(), 0
+    while count < repeats or (time.perf_counter() - started < min_time and count < most):
+        for k, call in enumerate(calls):
+            start = time.perf_counter()
+            call()
+            best[k] = min(best[k], time.perf_counter() - start)
+        count += 1
+    return best
+
+
+def matmul_peak(platform: Platform, device: str, dtype: str = "float32", min_time: float = 0.5) -> dict:
+    """Best FLOP/s of a square matmul on ``platform``'s framework (after a warm-up), and the size used: the dense peak
+    a run's limit is checked against."""
+    n, rng = 8192 if device == "gpu" else 1024, np.random.default_rng(0)
+    run = platform.matmul(rng.standard_normal((n, n)).astype(dtype), rng.standard_normal((n, n)).astype(dtype), device)
+    run()  # warm-up: allocation, compilation, thread start-up
+    return {"matmul_peak_flops_per_s": 2.0 * n**3 / fastest([run], 3, min_time)[0], "matmul_peak_n": n}
+
+
+def own_routine(platform_class: type) -> bool:
+    """Whether a framework times products on its own eager routine: its Platform has ``matmuls``."""
+    return platform_class.matmuls is not Platform.matmuls
+
+
+def routine(platform: Platform) -> tuple[Callable, Callable[[str], str]]:
+    """The routine the products are timed on in ``platform``'s process and what names it: its framework's own where
+    it has one, else NumPy's (the limit's process's)."""
+    return (platform.matmuls, platform.matmul_kernel) if own_routine(type(platform)) else (numpy_matmuls, numpy_kernel)
+
+
+def numpy_matmuls(pairs: list[tuple[np.ndarray, np.ndarray]], device: str) -> Callable[[], object] | None:
+    """NumPy's routine, on the host only: every ``a @ b`` of ``pairs`` in order, each in the faster of two forms
+    (:func:`_gemv_rows`)."""
+    if device != "cpu":
+        return None
+    transposed: dict = {}  # each weight laid out once
+    calls = [_fastest_form(a, b, transposed) for a, b in pairs]
+
+    def run():
+        for call in calls:
+            call()
+    return run
+
+
+def numpy_kernel(device: str) -> str:
+    """What runs :func:`numpy_matmuls`, in a few words: NumPy's BLAS, its version, the kernel it chose for this CPU
+    (or was pinned to: ``OPENBLAS_CORETYPE``) and its threads, as threadpoolctl reads them."""
+    from threadpoolctl import threadpool_info
+
+    return "; ".join(f"{i['internal_api']} {i['version']} {i.get('architecture') or ''}, {i['num_threads']} threads"
+                     for i in threadpool_info() if i["user_api"] == "blas") or "NumPy's BLAS (not found)"
+
+
+GEMV_ROWS = 8  # a product of at most this many rows may also run as one matrix-vector product per row
+_FORMS: dict[tuple, bool] = {}  # (a's shape, b's shape and layout) -> whether the rows' form was the faster
+
+
+def _gemv_rows(a: np.ndarray, b: np.ndarray, transposed: dict) -> Callable[[], object]:
+    """``a @ b`` as one matrix-vector product per row of ``a``, against ``b`` transposed and laid out row by row
+    once (kept in ``transposed`` for the next product of the same ``b``), as a model keeps a kernel. For a row or
+    two this beats one matrix product: BLAS's GEMM repacks ``b`` on every call, which costs more than the
+    arithmetic (2 x 664 by 664 x 1500, float32, 2 threads: 149 us as one GEMM, 50 us as two GEMVs), and a compiled
+    program's products take the faster path."""
+    key = (b.ctypes.data, b.shape, b.strides)
+    if key not in transposed:
+        transposed[key] = np.ascontiguousarray(b.T)
+    bt, rows = transposed[key], list(a)
+    return lambda: [bt @ row for row in rows]
+
+
+def _fastest_form(a: np.ndarray, b: np.ndarray, transposed: dict) -> Callable[[], object]:
+    """``a @ b`` in NumPy's faster form for its shape: one GEMM, or for a few rows :func:`_gemv_rows`, the two timed
+    on first meeting the shape (the fastest of five calls each, after one), the choice kept for the process."""
+    gemm = lambda: a @ b  # noqa: E731
+    if a.shape[0] > GEMV_ROWS:
+        return gemm
+    rows = _gemv_rows(a, b, transposed)
+    key = (a.shape, b.shape, b.flags.c_contiguous)
+    if key not in _FORMS:
+        rows(), gemm()
+        by_rows, by_gemm = fastest([rows, gemm], 5)
+        _FORMS[key] = by_rows < by_gemm
+    return rows if _FORMS[key] else gemm

@@ -7,7 +7,7 @@ prints goes to stderr instead, so it cannot corrupt a reply). The worker dies wi
 (``PR_SET_PDEATHSIG`` on Linux; everywhere, when its stdin closes), and its caches go in SCRATCH, a folder the parent
 made and removes, so nothing is left behind when it is killed. What it measures (agreement with the reference, warm-up,
 memory, what it runs on) is read through the framework's ``shared.platform.Platform``: nothing here knows which
-framework it measures; ``pairwise_agreement`` serves the parent that collects the results.
+framework it measures. The agreement check is agreement.py's, the products and the dense peak limit.py's.
 """
 
 from __future__ import annotations
@@ -23,21 +23,20 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 
 from bench import config, frameworks, provenance
-from bench.run import limit
-from bench.run.limit import batch_flops
 from bench.config import load_dataset
-from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
-from shared.files import written_aside
+from bench.run import limit
+from bench.run.agreement import check_agreement
+from bench.run.limit import batch_flops
 from bench.run.padding import padding_report
+from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
+from shared.params import ModelConfig, init_params
 from shared.parsing import uniforms_for
 from shared.platform import Platform, cpu_name
-from shared.params import ModelConfig, init_params
 from shared.vocab import Vocabulary
 
 
@@ -67,76 +66,6 @@ class RssSampler:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, self._process.memory_info().rss)
-
-
-def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str, parse_modes=(),
-                    shared: Path | None = None) -> dict:
-    """``runner`` against the float64 reference on the same weights: encodings and logits, gradients on the cheapest
-    four pairs, and the predicted parses; its outputs kept for the pairwise comparison. The reference's outputs are
-    computed once per run: read from ``shared`` where an earlier worker wrote them (the same weights and pairs)."""
-    from shared import parse_metrics
-    from shared.batching import make_pair_batch, pair_length
-    from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs, max_abs_err
-
-    batch = make_pair_batch(pairs, vocab)
-    premise, hypothesis, logits = runner.encode(batch)
-    grad_batch = batch.select(np.argsort([pair_length(p) for p in pairs])[:4])  # the cheapest four
-    _, grads = runner.loss_and_grads(grad_batch)
-    predicted = "predicted" in parse_modes  # sampled parses follow the shared uniforms: their agreement is a test's
-    ref = _reference(params, config, batch, grad_batch, predicted, shared)
-    result = {
-        "max_abs_err_encoding": max(max_abs_err(premise, ref["premise"]), max_abs_err(hypothesis, ref["hypothesis"])),
-        "max_abs_err_logits": max_abs_err(logits, ref["logits"]),
-        "max_rel_err_grads": max(grad_rel_errs(grads, {k[5:]: v for k, v in ref.items() if k[:5] == "grad."}).values()),
-        "agreement_pairs": len(pairs),
-    }
-    if predicted:
-        mine = runner.parse(batch, "predicted")
-        result["parse_agreement"] = float(np.mean([
-            parse_metrics.parse_agreement(mine.premise_transitions, ref["parse.premise"]),
-            parse_metrics.parse_agreement(mine.hypothesis_transitions, ref["parse.hypothesis"])]))
-        result["max_abs_err_logits_predicted"] = max_abs_err(mine.logits, ref["parse.logits"])
-    if dtype == "float32":
-        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= ENCODING_TOL_F32
-                                      and result["max_abs_err_logits"] <= LOGITS_TOL_F32
-                                      and result["max_rel_err_grads"] <= GRAD_REL_TOL_F32)
-    else:
-        result["agreement_ok"] = bool(result["max_abs_err_encoding"] <= 1e-10 and result["max_abs_err_logits"] <= 1e-10)
-    agreement_dir = Path(out_dir) / "agreement"
-    agreement_dir.mkdir(parents=True, exist_ok=True)
-    np.savez(agreement_dir / f"{name}.npz", premise=premise, hypothesis=hypothesis, logits=logits,
-             pair_id=np.array(batch.pair_ids))
-    return result
-
-
-def _reference(params, config, batch, grad_batch, predicted: bool, shared: Path | None) -> dict[str, np.ndarray]:
-    """The float64 reference's encodings, logits, gradients (``grad.NAME``) and, with ``predicted``, its predicted
-    parses (``parse.*``): read from ``shared`` if a worker of this run wrote them, else computed and written there."""
-    from shared import reference
-
-    if shared is not None and shared.exists():
-        with np.load(shared) as saved:
-            return dict(saved)
-    ref, (_, grads) = reference.forward(params, config, batch), reference.loss_and_grads(params, config, grad_batch)
-    out = {"premise": ref.premise, "hypothesis": ref.hypothesis, "logits": ref.logits,
-           **{f"grad.{k}": v for k, v in grads.items()}}
-    if predicted:
-        parses = reference.parse(params, config, batch, "predicted")
-        out.update({"parse.premise": parses.premise_transitions, "parse.hypothesis": parses.hypothesis_transitions,
-                    "parse.logits": parses.logits})
-    if shared is not None:
-        with written_aside(shared) as tmp, open(tmp, "wb") as file:
-            np.savez(file, **out)
-    return out
-
-
-def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:
-    """Max abs differences of encodings and logits between implementations."""
-    paths = {name: Path(out_dir) / "agreement" / f"{name}.npz" for name in names}
-    loaded = {name: np.load(path) for name, path in sorted(paths.items()) if path.exists()}
-    diff = lambda a, b, key: float(np.abs(loaded[a][key] - loaded[b][key]).max())  # noqa: E731
-    return {f"{a} vs {b}": {"max_abs_diff_encoding": max(diff(a, b, "premise"), diff(a, b, "hypothesis")),
-                            "max_abs_diff_logits": diff(a, b, "logits")} for a, b in combinations(loaded, 2)}
 
 
 def warm_up(runner, batches, step) -> dict:
@@ -172,29 +101,6 @@ def environment(platform: Platform, device: str) -> dict:
         "threads": platform.thread_counts(),
         "precision_modes": platform.precision_modes(),
     }
-
-
-def matmul_peak_flops(platform: Platform, device: str, dtype: str = "float32", n: int | None = None,
-                      min_time: float = 0.5) -> dict:
-    """Best FLOP/s of a square matmul (after a warm-up), and the size used."""
-    if n is None:
-        n = 8192 if device == "gpu" else 1024
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n)).astype(dtype)
-    b = rng.standard_normal((n, n)).astype(dtype)
-    run = platform.matmul(a, b, device)
-    run()  # warm-up: allocation, compilation, thread start-up
-    best = float("inf")
-    start = time.perf_counter()
-    count = 0
-    while count < 3 or time.perf_counter() - start < min_time:
-        t0 = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t0)
-        count += 1
-        if count >= 200:
-            break
-    return {"matmul_peak_flops_per_s": 2.0 * n**3 / best, "matmul_peak_n": n}
 
 
 @dataclass
@@ -322,7 +228,7 @@ class Worker:
 
     def peak(self) -> dict:
         """The dense matmul peak of this framework, device and dtype."""
-        return matmul_peak_flops(self.platform, self.spec.device, self.spec.dtype)
+        return limit.matmul_peak(self.platform, self.spec.device, self.spec.dtype)
 
     def batches(self, mode: str, batch_size: int) -> tuple[list, list, list]:
         """(the batches of a measurement, its cyclic plan of max_batches of them, the pairs they hold): the same in
@@ -387,17 +293,17 @@ class Worker:
 
     def products(self, key: str, mode: str, batch_size: int, stop: int, kinds: list[str]) -> dict:
         """Each kind's products (bench/run/limit.py) of the batches the rounds timed (plan entries 0 .. stop - 1)
-        on this process's ``matmuls`` routine: seconds per timed batch, from a sample of them (the sample's seconds per
-        FLOP times the timed batches' FLOPs), the timed batches' FLOPs, and the min and max FLOP/s of the sampled
+        on this process's routine (limit.routine): seconds per timed batch, from a sample of them (the sample's seconds
+        per FLOP times the timed batches' FLOPs), the timed batches' FLOPs, and the min and max FLOP/s of the sampled
         batches; {} where the routine does not run on the device."""
-        device = self.spec.device
+        device, (matmuls, kernel) = self.spec.device, limit.routine(self.platform)
         plan = self.tasks[key].plan if key in self.tasks else self.batches(mode, batch_size)[1]  # the limit's process
-        if self.platform.matmuls([], device) is None or not plan:
+        if matmuls([], device) is None or not plan:
             return {}
         timed = [plan[k % len(plan)] for k in range(stop)]
         sampled = [timed[k] for k in limit.sample(stop)]
-        seconds = limit.time_kinds(self.platform, device, self.config, sampled, kinds, mode, self.spec.dtype)
-        out = {"kernel": self.platform.matmul_kernel(device), "sampled": len(sampled)}
+        seconds = limit.time_kinds(matmuls, device, self.config, sampled, kinds, mode, self.spec.dtype)
+        out = {"kernel": kernel(device), "sampled": len(sampled)}
         for kind in kinds:
             counted = {id(batch): limit.flops(self.config, limit.products(self.config, batch, kind), mode)
                        for batch in plan[:stop]}

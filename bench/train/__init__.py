@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Sequence
 
 from bench import frameworks
-from bench.init import fresh_params
 from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
-                          add_size_arguments, default_dtype, generated, load_dataset, load_model, quiet_frameworks,
-                          row_range, rows_label, shows_progress)
+                          add_size_arguments, default_dtype, generated, load_dataset, quiet_frameworks, row_range,
+                          rows_label, shows_progress)
+from bench.init import fresh_params
 from bench.lock import FolderLock
 from bench.progress import stage
 from bench.train import reinforce
