@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from bench import ROOT
 from bench.config import add_data_arguments, load_dataset, preset
 from bench.progress import stage
-from bench.run.padding import padding_report
+from bench.run.padding import padding_share
 from shared.batching import PairBatch
 from shared.params import ModelConfig
 from shared.snli import LABELS, NO_LABEL, LoadReport, Pair
@@ -63,19 +63,19 @@ def cmd_data(args: argparse.Namespace) -> int:
     record = {"data": dataset.name, "vocabulary": len(vocab), "batch_size": args.batch_size, "pairs": stats}
     if sentences:
         pairs_loop = stats["padding"]["loop_waste"]
-        report = padding_report(sentences)
+        padding = padding_share(sentences)
         config = ModelConfig(vocab_size=len(vocab), **preset("full"))
         ratio = (sum(flops(config, products(config, b, "loop"), "infer") for b in sentences)
                  / sum(batch_flops(config, b) for b in sentences))
-        steps_per_batch = report.loop_steps / (2 * args.batch_size * report.num_batches)
+        steps_per_batch = padding.loop_steps / (2 * args.batch_size * padding.num_batches)
         print(f"\nin a loop that stops at each batch's last real step, {pairs_loop:.1%} of the steps above are PAD\n"
-              f"sentence batches (the benchmark's): {report.num_batches:,} batches of {2 * args.batch_size} "
-              f"sentences sorted by length; {report.waste:.1%} of their slots are PAD, {report.loop_waste:.1%} "
+              f"sentence batches (the benchmark's): {padding.num_batches:,} batches of {2 * args.batch_size} "
+              f"sentences sorted by length; {padding.waste:.1%} of their slots are PAD, {padding.loop_waste:.1%} "
               f"in such a loop, of {steps_per_batch:.1f} steps a batch on average\n"
               f"the masked algorithm (every sentence runs the tracker and a composition at every step of that loop, "
               f"every token slot projected) "
               f"computes {ratio:.2f}x the useful FLOPs of the full-size model on them")
-        record["sentences"] = {"padding": dataclasses.asdict(report), "loop_steps_per_batch": steps_per_batch,
+        record["sentences"] = {"padding": dataclasses.asdict(padding), "loop_steps_per_batch": steps_per_batch,
                                "masked_flops_over_useful": ratio}
     if args.out:
         from bench.provenance import machine, provenance, timestamp
@@ -126,7 +126,7 @@ def dataset_stats(
     ``sentences``, ``length`` and ``tree_depth`` (mean/max/min over premises
     and hypotheses), ``length_histogram`` (see :func:`length_histogram`),
     ``max_stack_depth`` (the most stack items any sentence needs) and
-    ``padding`` (the fields of :func:`padding_report` over ``batches``, or None).
+    ``padding`` (the fields of :func:`padding_share` over ``batches``, or None).
     ``progress`` is called with how many more sentences were measured, every
     1,000 and once at the end (building every tree is the slow part).
     """
@@ -147,7 +147,7 @@ def dataset_stats(
     skipped_malformed = report.skipped_malformed if report is not None else 0
     padding = None
     if batches is not None:
-        padding = dataclasses.asdict(padding_report(batches))
+        padding = dataclasses.asdict(padding_share(batches))
         padding["shapes"] = [list(shape) for shape in padding["shapes"]]  # JSON has no tuples
     return {
         "source": str(report.path) if report is not None else None,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.run.padding import padding_report
+from bench.run.padding import padding_share
 from shared.batching import (
     DEFAULT_BUCKETS,
     PairBatch,
@@ -225,32 +225,31 @@ def test_every_pair_once(lengths, batch_size, shuffle, seed, bucketed):
     assert not set(kept) & {f"id{i}" for i in plan.dropped.tolist()}
 
 
-def test_padding_report_hand_made():
+def test_padding_share_hand_made():
     # Batch 1 (N=3, T=5): premise lengths 3, 1; hypothesis lengths 2, 3.
     # Batch 2 (N=2, T=3): premise length 2; hypothesis length 1.
     batch1 = make_pair_batch(
         [Pair(_sentence(3), _sentence(2), 0, "a"), Pair(_sentence(1), _sentence(3), 1, "b")], VOCAB
     )
     batch2 = make_pair_batch([Pair(_sentence(2), _sentence(1), 2, "c")], VOCAB)
-    report = padding_report([batch1, batch2])
+    share = padding_share([batch1, batch2])
     # Real steps: 2n-1 per sentence: (5 + 1 + 3 + 5) + (3 + 1) = 18.
     # Slots: batch1 2 sentences x 2 rows x 5 + batch2 2 x 1 x 3 = 26.
-    assert report.real_steps == 18
-    assert report.total_steps == 26
-    assert report.padded_steps == 8
-    assert report.waste == pytest.approx(8 / 26)
-    assert report.real_tokens == 3 + 1 + 2 + 3 + 2 + 1
-    assert report.token_slots == 2 * 2 * 3 + 2 * 1 * 2
-    assert report.num_batches == 2
-    assert report.shapes == [(2, 3), (3, 5)]
-    assert "30.8% PAD" in str(report)
+    assert share.real_steps == 18
+    assert share.total_steps == 26
+    assert share.padded_steps == 8
+    assert share.waste == pytest.approx(8 / 26)
+    assert share.real_tokens == 3 + 1 + 2 + 3 + 2 + 1
+    assert share.token_slots == 2 * 2 * 3 + 2 * 1 * 2
+    assert share.num_batches == 2
+    assert share.shapes == [(2, 3), (3, 5)]
     # Both batches are as long as their longest sentence: a loop that stops there runs every slot.
-    assert (report.loop_steps, report.loop_waste) == (26, pytest.approx(8 / 26))
-    empty = padding_report([])
+    assert (share.loop_steps, share.loop_waste) == (26, pytest.approx(8 / 26))
+    empty = padding_share([])
     assert (empty.total_steps, empty.waste, empty.shapes, empty.loop_steps, empty.loop_waste) == (0, 0.0, [], 0, 0.0)
 
 
-def test_padding_report_loop_stops_at_the_last_real_step():
+def test_padding_share_loop_stops_at_the_last_real_step():
     # N=4, T=7; the longest sentence has 3 tokens, 5 steps: a loop that stops
     # there runs 4 rows x 5 steps, of which 5 + 1 + 3 + 5 = 14 are real.
     batch = make_pair_batch(
@@ -260,7 +259,7 @@ def test_padding_report_loop_stops_at_the_last_real_step():
     transitions = batch.hypothesis_transitions.copy()
     transitions[1, :6] = np.r_[transitions[1, :2], PAD, transitions[1, 2:5]]
     batch = PairBatch(**{**batch.to_dict(), "hypothesis_transitions": transitions}, pair_ids=batch.pair_ids)
-    report = padding_report([batch])
+    report = padding_share([batch])
     assert (report.real_steps, report.total_steps) == (14, 28)
     assert (report.loop_steps, report.loop_waste) == (24, pytest.approx(10 / 24))
 
@@ -307,9 +306,9 @@ def test_sentence_batches_are_padded_little(buckets):
         assert any(sorted(lengths) == every[k:k + 8] for k in range(0, len(every), 8))
         real_steps += sum(2 * n - 1 for n in lengths)
         loop_steps += 8 * (2 * max(lengths) - 1)
-    report = padding_report(batches)
+    report = padding_share(batches)
     assert report.loop_steps == loop_steps and report.real_steps == real_steps
-    pair_report = padding_report(make_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1))
+    pair_report = padding_share(make_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1))
     assert report.loop_waste < pair_report.loop_waste / 3
     # The same seed gives the same batches; shuffling only reorders them.
     again = make_sentence_batches(pairs, VOCAB, 4, buckets=buckets, shuffle=True, seed=1)

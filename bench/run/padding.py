@@ -14,7 +14,7 @@ from shared.transitions import PAD, SHIFT
 
 
 @dataclass
-class PaddingReport:
+class PaddingShare:
     """How much of a list of batches is padding (premise and hypothesis together)."""
 
     real_steps: int  # SHIFT/REDUCE slots
@@ -28,15 +28,6 @@ class PaddingReport:
     num_batches: int
     shapes: list[tuple[int, int]]  # sorted distinct (N, T): one trace each when compiled
 
-    def __str__(self) -> str:
-        shapes = " ".join(f"({n},{t})" for n, t in self.shapes)
-        return (
-            f"{self.num_batches:,} batches; transition slots {self.real_steps:,} real of "
-            f"{self.total_steps:,} ({self.waste:.1%} PAD; {self.loop_waste:.1%} in a loop that stops at each "
-            f"batch's last real step); token slots {self.real_tokens:,} real of "
-            f"{self.token_slots:,}; shapes (N,T): {shapes}"
-        )
-
 
 def loop_length(transitions: np.ndarray) -> int:
     """T_real of ``transitions`` <int>[S, T]: one past the last step that is
@@ -46,7 +37,7 @@ def loop_length(transitions: np.ndarray) -> int:
     return int(np.flatnonzero(acting).max(initial=-1)) + 1
 
 
-def padding_report(batches: Sequence[PairBatch]) -> PaddingReport:
+def padding_share(batches: Sequence[PairBatch]) -> PaddingShare:
     """Count real and padded slots over ``batches``."""
     real_steps = total_steps = real_tokens = token_slots = loop_steps = 0
     shapes: set[tuple[int, int]] = set()
@@ -65,7 +56,7 @@ def padding_report(batches: Sequence[PairBatch]) -> PaddingReport:
             token_slots += tokens.size
         shapes.add((batch.num_tokens, batch.num_steps))
     padded_steps = total_steps - real_steps
-    return PaddingReport(
+    return PaddingShare(
         real_steps=real_steps,
         padded_steps=padded_steps,
         total_steps=total_steps,

@@ -32,7 +32,7 @@ from bench.config import load_dataset
 from bench.run import limit
 from bench.run.agreement import check_agreement
 from bench.run.limit import batch_flops
-from bench.run.padding import padding_report
+from bench.run.padding import padding_share
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
 from shared.params import ModelConfig, init_params
 from shared.parsing import uniforms_for
@@ -248,7 +248,7 @@ class Worker:
         batches, plan, pairs = self.batches(mode, batch_size)
         if not batches:
             return {"skipped": f"fewer pairs than one batch of {batch_size}"}
-        padding = padding_report(batches)
+        padding = padding_share(batches)
         runner = self.new_runner()
         step, syncs, count = self._step(runner, mode, transitions, pairs)
         if self.spec.device == "gpu":
