@@ -56,38 +56,52 @@ def _sources(runs, keys: list[str], **more) -> list[dict]:
     return [{"file": f"results/{run}/results.jsonl", "keys": keys, **more} for run in runs]
 
 
+def draw_by_batch(plt, panels: list[list[tuple[str, list[dict]]]], ylabel: str, ratios: bool = True):
+    """Lines against batch size, an implementation each, a row of panels (title, rows) per list: each row of
+    ``implementation``, ``batch_size`` and ``median``, with ``q1`` and ``q3`` drawn as a band where it has them.
+    ``ratios``: speeds over the baseline, on a log axis of ratios around its line at 1x (a row's panels on one
+    scale); else a plain log axis. The documents' headline figure and the report's ratios.png and throughput.png."""
+    columns = max(len(row) for row in panels)
+    fig, axes = plt.subplots(len(panels), columns, figsize=(4.6 * columns, 4.0 * len(panels)), squeeze=False)
+    for row_axes, row_panels in zip(axes, panels):
+        every = [row for _, rows in row_panels for row in rows]
+        sizes = sorted({row["batch_size"] for row in every})
+        for ax, (title, rows) in zip(row_axes, row_panels):
+            for impl in style.registry_order(row["implementation"] for row in rows):
+                line = sorted((r for r in rows if r["implementation"] == impl), key=lambda r: r["batch_size"])
+                xs = [row["batch_size"] for row in line]
+                if "q1" in line[0]:
+                    ax.fill_between(xs, [r["q1"] for r in line], [r["q3"] for r in line], color=style.colour(impl),
+                                    alpha=0.18, lw=0)
+                ax.plot(xs, [r["median"] for r in line], label=impl, **style.look(impl))
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sizes, [str(b) for b in sizes])
+            ax.minorticks_off()
+            ax.set(xlabel="batch size (sentence pairs)", yscale="log")
+            ax.set_title(title, fontsize=9)
+            if ratios:
+                _ratio_axis(ax, min(min(r["q1"] for r in every), 1.0) / 1.15,
+                            max(max(r["q3"] for r in every), 1.0) * 1.15)
+        row_axes[0].set_ylabel(ylabel)
+        last = row_axes[len(row_panels) - 1]
+        if ratios:
+            last.plot([], [], color=style.BASELINE_GREY, ls="--", lw=1, label=f"{BASELINE} (define-by-run) = 1x")
+        if last.get_legend_handles_labels()[0]:  # a run of sampled parses only has no gold line to name
+            last.legend(loc="best", fontsize=8)
+        for ax in row_axes[len(row_panels):]:
+            ax.set_visible(False)
+    return fig
+
+
 def headline(results: Results, plt):
     """Every implementation's speed over the baseline against batch size, gold parses: a row of panels (one per
     mode and device) for each headline run that is committed."""
     by_run = {run: [row for row in round_ratios(results.measurements(run)) if row["transitions"] == "gold"]
               for run in HEADLINE_RUNS if run == HEADLINE_RUNS[0] or run in results.runs()}
-    panels = [[(run, device, mode) for mode in _modes(rows) for device in sorted({r["device"] for r in rows})
-               if any(r["mode"] == mode and r["device"] == device for r in rows)] for run, rows in by_run.items()]
-    columns = max(len(row) for row in panels)
-    fig, axes = plt.subplots(len(panels), columns, figsize=(4.6 * columns, 4.0 * len(panels)), squeeze=False)
-    for row_axes, row_panels in zip(axes, panels):
-        rows = by_run[row_panels[0][0]]
-        sizes = sorted({row["batch_size"] for row in rows})
-        for ax, (run, device, mode) in zip(row_axes, row_panels):
-            mine = [row for row in rows if row["mode"] == mode and row["device"] == device]
-            for impl in style.registry_order(row["implementation"] for row in mine):
-                line = sorted((r for r in mine if r["implementation"] == impl), key=lambda r: r["batch_size"])
-                xs = [row["batch_size"] for row in line]
-                ax.fill_between(xs, [r["q1"] for r in line], [r["q3"] for r in line], color=style.colour(impl),
-                                alpha=0.18, lw=0)
-                ax.plot(xs, [r["median"] for r in line], label=impl, **style.look(impl))
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(sizes, [str(b) for b in sizes])
-            ax.minorticks_off()
-            ax.set_xlabel("batch size (sentence pairs)")
-            ax.set_title(f"{MODE_TITLES.get(mode, mode)}, gold parses ({device}; results/{run})", fontsize=9)
-            _ratio_axis(ax, min(min(r["q1"] for r in rows), 1.0) / 1.15, max(max(r["q3"] for r in rows), 1.0) * 1.15)
-        row_axes[0].set_ylabel(f"pairs/s over {BASELINE}'s (log; {BASELINE} = 1x)")
-        last = row_axes[len(row_panels) - 1]
-        last.plot([], [], color=style.BASELINE_GREY, ls="--", lw=1, label=f"{BASELINE} (define-by-run) = 1x")
-        last.legend(loc="best", fontsize=8)
-        for ax in row_axes[len(row_panels):]:
-            ax.set_visible(False)
+    fig = draw_by_batch(plt, [[(f"{MODE_TITLES.get(mode, mode)}, gold parses ({device}; results/{run})", mine)
+                               for mode in _modes(rows) for device in sorted({r["device"] for r in rows})
+                               if (mine := [r for r in rows if r["mode"] == mode and r["device"] == device])]
+                              for run, rows in by_run.items()], f"pairs/s over {BASELINE}'s (log; {BASELINE} = 1x)")
     fig.suptitle(f"Speed over define-by-run {BASELINE}: median of per-round ratios, band = interquartile range",
                  fontsize=10)
     fig.tight_layout()
