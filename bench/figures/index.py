@@ -13,7 +13,7 @@ from shared.files import written_aside
 
 # name -> (module of bench/figures, builder(results, pyplot) -> (figure, figures.json entry)); NAME.svg is drawn.
 FIGURES = {"headline": ("runs", "headline"), "shift-reduce": ("parsing", "shift_reduce"),
-           "thin-stack": ("parsing", "thin_stack_figure"), "graph-size": ("runs", "graph_size"),
+           "thin-stack": ("parsing", "thin_stack_figure"), "graph-size": ("graphs", "graph_size"),
            "host-reads": ("runs", "host_reads"), "padding": ("runs", "padding"),
            "compile-shapes": ("runs", "compile_shapes"), "levels": ("parsing", "levels_figure")}
 INDEX = "figures.json"
