@@ -19,6 +19,9 @@ from bench.render.sources import EXPLAIN_JSON, FIGURES_DIR, Results
 from shared.files import written_aside
 
 KINDS = MARKERS + ("figures",)  # what bench check checks
+# The guides, whose excerpts, explain blocks and figures the check keeps true with the rest, in reading order.
+GUIDES = ("docs/static-vs-dynamic.md", "docs/algorithm-or-framework.md", "docs/decided-graphs.md",
+          "docs/autobatching.md", "docs/data-parallel.md", "docs/which-approach.md")
 
 
 def add_arguments(p: argparse.ArgumentParser, write: bool) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.explain.views import GUIDES
+from bench.check import GUIDES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -134,7 +134,7 @@ WORDS = [term for head in headwords(GLOSSARY_TEXT) for term in terms(head)]
 
 
 def test_the_reading_order_is_the_guides_order():
-    """bench/explain/views.py lists the chapters bench check keeps true; it lists them in reading order."""
+    """bench/check.py lists the chapters it keeps true; it lists them in reading order."""
     assert tuple(Path(guide).name for guide in GUIDES) == READING_ORDER[1:]
 
 

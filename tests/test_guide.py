@@ -1,4 +1,4 @@
-"""The guides (docs/static-vs-dynamic.md and the chapters after it, bench.explain.views.GUIDES) stay true:
+"""The guides (docs/static-vs-dynamic.md and the chapters after it, bench.check.GUIDES) stay true:
 the check finds an excerpt that is not the code, an explain block that is not what its command prints (times and
 versions aside) and a count the prose quotes that is not the block's, and rendering repairs them. Each stretch of
 code is quoted once. The overview (docs/overview.md) shows every drawn figure, and no figure is shown in more than
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench import ROOT, check, frameworks
-from bench.explain.views import GUIDES as GUIDE_NAMES
+from bench.check import GUIDES as GUIDE_NAMES
 from bench.render import markers
 from bench.render.sources import QuoteError, Results
 from tests.helpers import guide_prose

@@ -28,10 +28,6 @@ from shared.synthetic import random_transitions, shaped_pairs
 from shared.transitions import PAD, REDUCE, SHIFT, TRANSITION_NAMES, Sentence, plain_transitions
 from shared.vocab import Vocabulary
 
-# The guides whose excerpts and figures bench check keeps true, in reading order.
-GUIDES = ("docs/static-vs-dynamic.md", "docs/algorithm-or-framework.md", "docs/decided-graphs.md",
-          "docs/autobatching.md", "docs/data-parallel.md", "docs/which-approach.md")
-
 SHAPES = ("sample", "random", "left", "right", "balanced")
 COMMAND = "python -m bench explain"
 

@@ -4,7 +4,7 @@ blocks as docs/figures/explain.json keeps them: never re-run here."""
 
 from __future__ import annotations
 
-from bench.explain.views import GUIDES
+from bench.check import GUIDES
 from bench.figures import style
 from bench.render.sources import QuoteError, Results
 
