@@ -1,10 +1,6 @@
 """``python -m bench data``: statistics of a data set (rows, lengths, tree depth, padding waste) and of the
-benchmark's batches of it.
-
-:func:`dataset_stats` returns plain JSON-ready values (ints, floats, lists,
-dicts), so the command can print them with :func:`format_stats` or write them
-as JSON.
-"""
+benchmark's batches of it. :func:`dataset_stats` returns plain JSON-ready values, which the command prints
+(:func:`format_stats`) or writes as JSON."""
 
 from __future__ import annotations
 
@@ -93,17 +89,15 @@ _BAR_WIDTH = 40  # characters of the longest histogram bar
 
 
 def length_histogram(lengths: Sequence[int]) -> list[dict]:
-    """Bins ``{"lo", "hi", "count"}`` (inclusive bounds) of equal, round width
-    covering 1..max(lengths), at most about 20 of them."""
+    """Bins ``{"lo", "hi", "count"}`` (inclusive bounds) of equal, round width covering 1..max(lengths), at most about
+    20 of them."""
     if not lengths:
         return []
     longest = max(lengths)
     width = next((w for w in _BIN_WIDTHS if math.ceil(longest / w) <= _MAX_BINS), _BIN_WIDTHS[-1])
     counts = Counter((n - 1) // width for n in lengths)
-    return [
-        {"lo": b * width + 1, "hi": (b + 1) * width, "count": counts.get(b, 0)}
-        for b in range((longest - 1) // width + 1)
-    ]
+    return [{"lo": b * width + 1, "hi": (b + 1) * width, "count": counts.get(b, 0)}
+            for b in range((longest - 1) // width + 1)]
 
 
 def _summary(values: Sequence[int]) -> dict:
@@ -112,84 +106,53 @@ def _summary(values: Sequence[int]) -> dict:
     return {"mean": sum(values) / len(values), "max": max(values), "min": min(values)}
 
 
-def dataset_stats(
-    pairs: Sequence[Pair],
-    report: LoadReport | None = None,
-    batches: list[PairBatch] | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> dict:
+def dataset_stats(pairs: Sequence[Pair], report: LoadReport | None = None, batches: list[PairBatch] | None = None,
+                  progress: Callable[[int], None] | None = None) -> dict:
     """Counts, sentence lengths, tree depths and padding waste of a dataset.
 
-    Keys: ``rows``, ``kept``, ``skipped``, ``skipped_no_label``,
-    ``skipped_malformed`` (from ``report``; without one, rows = kept and
-    nothing skipped), ``labels`` (count per label name, plus ``unlabeled``),
-    ``sentences``, ``length`` and ``tree_depth`` (mean/max/min over premises
-    and hypotheses), ``length_histogram`` (see :func:`length_histogram`),
-    ``max_stack_depth`` (the most stack items any sentence needs) and
-    ``padding`` (the fields of :func:`padding_share` over ``batches``, or None).
-    ``progress`` is called with how many more sentences were measured, every
-    1,000 and once at the end (building every tree is the slow part).
+    Keys: ``rows``, ``kept``, ``skipped``, ``skipped_no_label``, ``skipped_malformed`` (from ``report``; without one,
+    rows = kept and nothing skipped), ``labels`` (count per label name, plus ``unlabeled``), ``sentences``, ``length``
+    and ``tree_depth`` (mean/max/min over premises and hypotheses), ``length_histogram`` (see
+    :func:`length_histogram`), ``max_stack_depth`` (the most stack items any sentence needs) and ``padding`` (the
+    fields of :func:`padding_share` over ``batches``, or None). ``progress`` is called with how many more sentences
+    were measured, every 1,000 and once at the end (building every tree is the slow part).
     """
     sentences = [s for pair in pairs for s in (pair.premise, pair.hypothesis)]
-    lengths = [len(s) for s in sentences]
-    depths = []
+    lengths, depths = [len(s) for s in sentences], []
     for done, s in enumerate(sentences, start=1):
         depths.append(tree_depth(build_tree(s.tokens, s.transitions)))
         if progress is not None and (done % 1000 == 0 or done == len(sentences)):
             progress(done % 1000 or 1000)
-    stack_depths = [max_stack_depth(s.transitions) for s in sentences]
-
-    label_counts = Counter(pair.label for pair in pairs)
-    labels = {name: label_counts.get(i, 0) for i, name in enumerate(LABELS)}
-    labels["unlabeled"] = label_counts.get(NO_LABEL, 0)
-
-    skipped_no_label = report.skipped_no_label if report is not None else 0
-    skipped_malformed = report.skipped_malformed if report is not None else 0
-    padding = None
-    if batches is not None:
-        padding = dataclasses.asdict(padding_share(batches))
+    labels = Counter(pair.label for pair in pairs)
+    skipped = {key: 0 if report is None else getattr(report, key) for key in ("skipped_no_label", "skipped_malformed")}
+    padding = None if batches is None else dataclasses.asdict(padding_share(batches))
+    if padding is not None:
         padding["shapes"] = [list(shape) for shape in padding["shapes"]]  # JSON has no tuples
-    return {
-        "source": str(report.path) if report is not None else None,
-        "rows": report.rows_read if report is not None else len(pairs),
-        "kept": len(pairs),
-        "skipped": skipped_no_label + skipped_malformed,
-        "skipped_no_label": skipped_no_label,
-        "skipped_malformed": skipped_malformed,
-        "labels": labels,
-        "sentences": len(sentences),
-        "length": _summary(lengths),
-        "length_histogram": length_histogram(lengths),
-        "tree_depth": _summary(depths),
-        "max_stack_depth": max(stack_depths, default=0),
-        "padding": padding,
-    }
+    return {"source": None if report is None else str(report.path),
+            "rows": len(pairs) if report is None else report.rows_read, "kept": len(pairs),
+            "skipped": sum(skipped.values()), **skipped, "labels": {
+                **{name: labels.get(i, 0) for i, name in enumerate(LABELS)}, "unlabeled": labels.get(NO_LABEL, 0)},
+            "sentences": len(sentences), "length": _summary(lengths), "length_histogram": length_histogram(lengths),
+            "tree_depth": _summary(depths),
+            "max_stack_depth": max((max_stack_depth(s.transitions) for s in sentences), default=0), "padding": padding}
 
 
 def format_stats(stats: dict) -> str:
     """A human-readable block of :func:`dataset_stats`, with an ASCII histogram."""
     length, depth = stats["length"], stats["tree_depth"]
     labels = ", ".join(f"{name} {count:,}" for name, count in stats["labels"].items())
-    lines = []
-    if stats.get("source"):
-        lines.append(f"source            {stats['source']}")
-    lines += [
-        f"rows read         {stats['rows']:,}",
-        f"pairs kept        {stats['kept']:,} (skipped: {stats['skipped_no_label']:,} without gold label, "
-        f"{stats['skipped_malformed']:,} malformed)",
-        f"labels            {labels}",
-        f"sentence length   mean {length['mean']:.1f}, min {length['min']}, max {length['max']} "
-        f"({stats['sentences']:,} sentences)",
-        f"tree depth        mean {depth['mean']:.1f}, max {depth['max']}",
-        f"max stack depth   {stats['max_stack_depth']}",
-    ]
+    lines = [f"source            {stats['source']}"] if stats.get("source") else []
+    lines += [f"rows read         {stats['rows']:,}",
+              f"pairs kept        {stats['kept']:,} (skipped: {stats['skipped_no_label']:,} without gold label, "
+              f"{stats['skipped_malformed']:,} malformed)", f"labels            {labels}",
+              f"sentence length   mean {length['mean']:.1f}, min {length['min']}, max {length['max']} "
+              f"({stats['sentences']:,} sentences)", f"tree depth        mean {depth['mean']:.1f}, max {depth['max']}",
+              f"max stack depth   {stats['max_stack_depth']}"]
     padding = stats.get("padding")
     if padding is not None:
         shapes = " ".join(f"({n},{t})" for n, t in padding["shapes"])
-        lines.append(
-            f"padding           {padding['waste']:.1%} of {padding['total_steps']:,} transition slots are PAD "
-            f"({padding['num_batches']:,} batches; shapes (N,T): {shapes})"
-        )
+        lines.append(f"padding           {padding['waste']:.1%} of {padding['total_steps']:,} transition slots are "
+                     f"PAD ({padding['num_batches']:,} batches; shapes (N,T): {shapes})")
     histogram = stats["length_histogram"]
     if histogram:
         lines += ["", "sentence length histogram (tokens: sentences)"]

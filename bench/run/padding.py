@@ -30,9 +30,8 @@ class PaddingShare:
 
 
 def loop_length(transitions: np.ndarray) -> int:
-    """T_real of ``transitions`` <int>[S, T]: one past the last step that is
-    not PAD in any row, the steps a loop that stops after the batch's last
-    real step runs (0 when every step is PAD)."""
+    """T_real of ``transitions`` <int>[S, T]: one past the last step that is not PAD in any row, the steps a loop that
+    stops after the batch's last real step runs (0 when every step is PAD)."""
     acting = (np.asarray(transitions) != PAD).any(axis=0)
     return int(np.flatnonzero(acting).max(initial=-1)) + 1
 
@@ -44,27 +43,15 @@ def padding_share(batches: Sequence[PairBatch]) -> PaddingShare:
     for batch in batches:
         # Premise and hypothesis together: an implementation may run both sides as one batch.
         loop_steps += 2 * batch.size * loop_length(sentences_transitions(batch))
-        for transitions, tokens in (
-            (batch.premise_transitions, batch.premise_tokens),
-            (batch.hypothesis_transitions, batch.hypothesis_tokens),
-        ):
+        for transitions, tokens in ((batch.premise_transitions, batch.premise_tokens),
+                                    (batch.hypothesis_transitions, batch.hypothesis_tokens)):
             real_steps += int(np.count_nonzero(transitions != PAD))
             total_steps += transitions.size
-            # Count tokens by SHIFTs, not by non-zero ids: a literal "<pad>"
-            # word in the text would also have id 0.
+            # Count tokens by SHIFTs, not by non-zero ids: a literal "<pad>" word in the text would also have id 0.
             real_tokens += int(np.count_nonzero(transitions == SHIFT))
             token_slots += tokens.size
         shapes.add((batch.num_tokens, batch.num_steps))
     padded_steps = total_steps - real_steps
-    return PaddingShare(
-        real_steps=real_steps,
-        padded_steps=padded_steps,
-        total_steps=total_steps,
-        waste=padded_steps / total_steps if total_steps else 0.0,
-        loop_steps=loop_steps,
-        loop_waste=(loop_steps - real_steps) / loop_steps if loop_steps else 0.0,
-        real_tokens=real_tokens,
-        token_slots=token_slots,
-        num_batches=len(batches),
-        shapes=sorted(shapes),
-    )
+    return PaddingShare(real_steps, padded_steps, total_steps, padded_steps / total_steps if total_steps else 0.0,
+                        loop_steps, (loop_steps - real_steps) / loop_steps if loop_steps else 0.0, real_tokens,
+                        token_slots, len(batches), sorted(shapes))

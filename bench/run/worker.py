@@ -16,7 +16,6 @@ import argparse
 import ctypes
 import json
 import os
-import platform as host
 import signal
 import sys
 import threading
@@ -36,7 +35,6 @@ from bench.run.padding import padding_share
 from shared.batching import length_buckets, make_batches, make_sentence_batches, pair_length, sentence_pairs
 from shared.params import ModelConfig, init_params
 from shared.parsing import uniforms_for
-from shared.platform import Platform, cpu_name
 from shared.vocab import Vocabulary
 
 
@@ -87,20 +85,6 @@ def warm_up(runner, batches, step) -> dict:
     detail = {key: value for key, value in warm.to_dict().items() if key not in ("traces", "compile_s", "shapes")}
     return {"compile_s": warm.compile_s, "traces": warm.traces, "compile_detail": detail,
             "first_call_s": first_call_s, "warmup_shapes": len(seen)}
-
-
-def environment(platform: Platform, device: str) -> dict:
-    """The software and hardware a worker measures on (recorded with every measurement)."""
-    return {
-        "device_name": platform.device_name(device),
-        "framework_version": platform.version(),
-        "python": host.python_version(),
-        "numpy": np.__version__,
-        "platform": host.platform(),
-        "cpu": cpu_name(),
-        "threads": platform.thread_counts(),
-        "precision_modes": platform.precision_modes(),
-    }
 
 
 @dataclass
@@ -208,16 +192,13 @@ class Worker:
     # -- requests ----------------------------------------------------------
 
     def ready(self) -> dict:
-        """The first reply: the device, the workload and the software and hardware measured on."""
-        spec = self.spec
-        return {
-            "device": spec.device,
-            "data": self.dataset.name,
-            "buckets": list(spec.buckets),
-            "num_pairs": len(self.dataset.pairs),
-            "model": json.loads(self.config.to_json()),
-            **environment(self.platform, spec.device),
-        }
+        """The first reply: the device, the workload and the software and hardware measured on (recorded with every
+        measurement: the machine as every record names it, the framework's version, threads and precision modes)."""
+        spec, platform = self.spec, self.platform
+        return {"device": spec.device, "data": self.dataset.name, "buckets": list(spec.buckets),
+                "num_pairs": len(self.dataset.pairs), "model": json.loads(self.config.to_json()), **provenance.machine(),
+                "device_name": platform.device_name(spec.device), "framework_version": platform.version(),
+                "threads": platform.thread_counts(), "precision_modes": platform.precision_modes()}
 
     def agreement(self, transitions: list) -> dict:
         """Encodings, logits, gradients and predicted parses against the float64 reference."""
