@@ -126,15 +126,6 @@ class FolderLock:
         self.release()
 
 
-def lock_output(folder: str | os.PathLike, command: str, *, announce: bool = True) -> FolderLock:
-    """Take the folder's lock, saying so when it takes over from a dead process (``announce=False``: once the caller
-    calls ``announce``, sure to run). The lock is the returned object's: dropped, it is released."""
-    lock = FolderLock(folder, command).acquire()
-    if announce:
-        lock.announce()
-    return lock
-
-
 def _holds_only_the_lock(folder: Path) -> bool:
     try:
         return [entry.name for entry in os.scandir(folder)] == [LOCK_NAME]

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.lock import FolderLock, FolderLocked, lock_output
+from bench.lock import FolderLock, FolderLocked
 from tests.helpers import dead_holder, started
 
 ROOT = Path(__file__).resolve().parents[1]
 
 HOLDER = """
 import sys, time
-from bench.lock import lock_output
-held = lock_output(sys.argv[1], "bench run --out X")
+from bench.lock import FolderLock
+held = FolderLock(sys.argv[1], "bench run --out X").acquire()
 print("locked", flush=True)
 time.sleep(60)
 """
@@ -36,7 +36,7 @@ def holder_of(folder: Path):
 def test_second_command_is_refused_with_the_holders_pid(tmp_path):
     with holder_of(tmp_path) as holder:
         with pytest.raises(FolderLocked) as err:
-            lock_output(tmp_path, "bench train --out X")
+            FolderLock(tmp_path, "bench train --out X").acquire()
     message = str(err.value)
     assert f"process {holder.pid}" in message
     assert "bench run --out X" in message and "started 20" in message
@@ -47,7 +47,8 @@ def test_lock_of_a_killed_process_is_taken_over(tmp_path, capsys):
     with holder_of(tmp_path) as holder:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-    lock = lock_output(tmp_path, "bench run --out X")
+    lock = FolderLock(tmp_path, "bench run --out X").acquire()
+    lock.announce()
     try:
         assert lock.took_over["pid"] == holder.pid
         assert f"process {holder.pid}" in capsys.readouterr().err
@@ -66,8 +67,8 @@ def test_released_lock_is_free_and_leaves_no_holder(tmp_path, capsys):
 
 PARENT_WITH_WORKER = """
 import subprocess, sys, time
-from bench.lock import lock_output
-held = lock_output(sys.argv[1], "bench run --out X")
+from bench.lock import FolderLock
+held = FolderLock(sys.argv[1], "bench run --out X").acquire()
 worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], close_fds=False)
 print(worker.pid, flush=True)
 time.sleep(60)
@@ -140,7 +141,7 @@ def test_taking_over_is_said_only_when_the_command_says_it_runs(tmp_path, capsys
     with holder_of(tmp_path) as holder:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-    lock = lock_output(tmp_path, "bench train --out X", announce=False)
+    lock = FolderLock(tmp_path, "bench train --out X").acquire()
     try:
         assert capsys.readouterr().err == ""
         lock.announce()

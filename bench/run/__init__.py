@@ -113,7 +113,7 @@ def _describe(preset: dict) -> str:
 
 
 def cmd_run(args) -> int:
-    from bench.lock import lock_output
+    from bench.lock import FolderLock
     from bench.run.measurement import load
     from bench.run.plan import busy_note, plan_run, planned_shapes, worker_specs
 
@@ -126,8 +126,7 @@ def cmd_run(args) -> int:
         print(format_estimate(seconds, notes, args.estimate))
         return 0
     out_dir = Path(args.out)
-    lock = lock_output(out_dir, f"bench run --out {args.out}", announce=False)
-    try:
+    with FolderLock(out_dir, f"bench run --out {args.out}") as lock:
         results = out_dir / "results.jsonl"
         if results.exists() and results.stat().st_size and not args.resume:
             raise ValueError(f"{results} already holds results: use --resume to complete it, "
@@ -139,5 +138,3 @@ def cmd_run(args) -> int:
         if note:
             print(note, file=sys.stderr)
         return run(args, plan, worker_specs(args, plan.names, out_dir, plan.defaults), out_dir)
-    finally:
-        lock.release()
