@@ -48,8 +48,8 @@ forces:
   branch's residuals at every level, so the classes are few (PER_OCTAVE).
 * The table is the scan's carry: ``_read`` is a ``take``, ``_write`` a
   ``dynamic_update_slice`` that XLA does in place; the gradient of the
-  takes is one buffer, the carry's cotangent (what impl_pytorch/levels.py
-  writes two autograd Functions for). The reads and the write stay outside
+  takes is one buffer, the carry's cotangent (what impl_pytorch/node_table.py
+  writes for PyTorch). The reads and the write stay outside
   the switch, so that the table is no operand of it.
 * The schedule is an input of the programs, so they take one more input
   than tokens and transitions: ``SPINN.encode`` and ``SPINN.parse`` take it
