@@ -165,6 +165,11 @@ class SPINN(nn.Module):
                 return run(module, *carry)
             return nn.cond(l < levels["n_levels"], run, idle, module, *carry)
 
+        # Under jax.grad, partial evaluation of a cond (the one above, the switch in _compose) makes every operand
+        # its transposed branches read a residual, the weights included, and the scan stacks residuals per level: a
+        # copy of Reduce's (and the tracker's) kernels at every level. Under jax.checkpoint the weights stay
+        # operands, read once; the policy saves every other residual, so nothing is computed twice.
+        body = nn.remat(body, policy=jax.checkpoint_policies.everything_saveable, prevent_cse=False)
         scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False}, unroll=self.unroll)
         (table, state), logits = scan(self, (table, state), jnp.arange(levels["widths"].shape[0], dtype=jnp.int32))
         return table, state, logits.reshape(-1, 2) if head else None
