@@ -67,7 +67,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shared.levels import PER_OCTAVE, batch_schedule, static_shape, width_classes
+from shared.levels import batch_schedule, reduce_classes, static_shape
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
@@ -210,10 +210,10 @@ class SPINN(nn.Module):
         """Reduce on the first ``width`` rows of the level's window: left and
         right (h, c) <float>[W, H] each, tracking <float>[W, D] or None -> their
         [h; c] <float>[W, 2H], zeros past ``width``. A compiled shape cannot
-        follow the width: one branch per class of shared.levels.width_classes
-        (PER_OCTAVE's ladder), of which nn.switch runs the one ``width`` names."""
+        follow the width: one branch per class of shared.levels.reduce_classes,
+        of which nn.switch runs the one ``width`` names."""
         W = left[0].shape[0]
-        classes = width_classes(W, PER_OCTAVE[self.tracker is not None])
+        classes = reduce_classes(W, self.tracker is not None)
 
         def branch(rows: int):  # nn.switch's branches take (module, *operands)
             def compose(module, left, right, tracking):

@@ -104,6 +104,13 @@ LEVEL_ARRAYS = ("left", "right", "reducing", "offsets", "widths", "active", "act
 # residuals the gradient keeps at every level). Without the tracker most of a batch's nodes are in levels that
 # fill their window (a wide level runs as full sub-levels), so the coarser ladder pads little.
 PER_OCTAVE = {True: 2, False: 1}
+# The doublings Reduce's ladder spans below its window, and the fewest rows a class has (a narrower window is
+# one class): a level narrower pads up to the ladder's first class. Each class is a branch that a compiled
+# program traces and compiles, forward and backward, and under jax.grad every branch costs each level its own
+# residuals and its own copy of the weights' gradient; the classes below held few of a batch's nodes, and a
+# Reduce on up to MIN_ROWS rows takes about the time of one on a single row (the module's docstring has the
+# figures).
+OCTAVES, MIN_ROWS = 3, 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,6 +268,14 @@ def width_classes(n: int, per_octave: int = 2) -> tuple[int, ...]:
     return tuple(out)
 
 
+def reduce_classes(W: int, tracker: bool) -> tuple[int, ...]:
+    """The Reduce widths a statically padded level may take in a window of W rows, narrowest first: with the
+    tracker 0 (a step where no sentence reduces; without it every level holds a node), then PER_OCTAVE[tracker]
+    classes per doubling (:func:`width_classes`) from W / 2**OCTAVES, and from MIN_ROWS, up to W."""
+    low = min(W, max(MIN_ROWS, -(-W // 2 ** OCTAVES)))
+    return (0,) * tracker + tuple(c for c in width_classes(W, PER_OCTAVE[tracker]) if c >= low)
+
+
 def level_arrays(transitions, N: int, tracker: bool, padding: str = "exact") -> tuple[dict[str, np.ndarray], Schedule]:
     """The schedule of sentences ``transitions`` <int>[S, T] (gold, checked) with N token slots each, as the
     level loops take it: LEVEL_ARRAYS (the module's docstring), padded as ``padding`` says (PADDINGS). Returns
@@ -295,8 +310,8 @@ def _pad_static(arrays: dict[str, np.ndarray], zero: int, T: int) -> dict[str, n
     docstring); ``zero`` is the zero row (S * N) and T the transitions' steps."""
     S, R = len(arrays["roots"]), int(arrays["offsets"][-1])
     tracker = len(arrays["active"]) > 0
-    per_octave = PER_OCTAVE[tracker]
-    W = width_classes(S, per_octave)[-1]  # the window: a step reduces at most one node per sentence
+    W = width_classes(S, PER_OCTAVE[tracker])[-1]  # the window: a step reduces at most one node per sentence
+    classes = reduce_classes(W, tracker)
     A = S if tracker else 0  # every sentence steps at step 0
     # A level wider than the window (a tree height may hold more than S nodes) runs as sub-levels of W nodes, in
     # order: their children are all in earlier levels. A sentence's n - 1 nodes take 2n - 1 <= T steps, so there
@@ -311,7 +326,7 @@ def _pad_static(arrays: dict[str, np.ndarray], zero: int, T: int) -> dict[str, n
 
     out = {"left": pad(arrays["left"], nodes + W, zero), "right": pad(arrays["right"], nodes + W, zero),
            "reducing": pad(arrays["reducing"], nodes + W, 0), "offsets": pad([p for p, _ in parts], levels + 1, R),
-           "widths": pad([width_classes(n, per_octave)[-1] for _, n in parts], levels, 0),
+           "widths": pad([next(c for c in classes if c >= n) for _, n in parts], levels, 0),
            "active_offsets": np.arange(levels + 1, dtype=np.int32) * A, "n_levels": np.array(L, np.int32),
            "roots": arrays["roots"]}
     # Level l's tracker rows first, padding after them (with the tracker no level is split: its levels are the parts).
