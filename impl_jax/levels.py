@@ -39,13 +39,17 @@ forces:
   rows at every level, a level's Reduce on a window of W rows (S rounded up
   to a class; a wider level without the tracker runs as sub-levels) of
   which it composes the smallest class that holds its nodes (``_compose``:
-  an ``nn.switch`` per level, only the chosen width runs), the level count
+  an ``nn.switch`` per level over shared.levels.reduce_classes, only the
+  chosen width runs; a window of one class needs none), the level count
   rounded up to a class (T at most), the node count padded to the most a
   batch can hold. A conditional skips the levels past the batch's own, in
   inference and in training. So a program compiles once per (B, N, T) and
   level count (shared.levels.static_shape), a few per bucket; the runner's
   ``program_shape`` says which. Under ``jax.grad`` a switch keeps every
-  branch's residuals at every level, so the classes are few (PER_OCTAVE).
+  branch's residuals at every level, and each branch is compiled forward and
+  backward, so the classes are few (shared.levels.reduce_classes); the
+  scan's body runs under ``jax.checkpoint``, every residual saved, so that
+  the conds do not make the weights a residual of every level.
 * The table is the scan's carry: ``_read`` is a ``take``, ``_write`` a
   ``dynamic_update_slice`` that XLA does in place; the gradient of the
   takes is one buffer, the carry's cotangent (what impl_pytorch/node_table.py
