@@ -245,7 +245,8 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
 
 def format_explain_levels(result: dict) -> list[str]:
     lines = ["jax: jit, one lax.scan over the levels (a wide one as sub-levels of its window; their count rounded up, "
-             "a cond skipping the padding ones), a switch per level picking Reduce's width class"]
+             "a cond skipping the padding ones), a switch per level picking Reduce's width class where the window "
+             "has more than one"]
     for key, label in (("tracker", "with the tracker"), ("no_tracker", "without the tracker")):
         if key in result:
             r = result[key]

@@ -39,17 +39,21 @@ forces:
   rows at every level, a level's Reduce on a window of W rows (S rounded up
   to a class; a wider level without the tracker runs as sub-levels) of
   which it composes the smallest class that holds its nodes (``_compose``:
-  an ``nn.switch`` per level, only the chosen width runs), the level count
+  an ``nn.switch`` per level over shared.levels.reduce_classes, only the
+  chosen width runs; a window of one class needs none), the level count
   rounded up to a class (T at most), the node count padded to the most a
   batch can hold. A conditional skips the levels past the batch's own, in
   inference and in training. So a program compiles once per (B, N, T) and
   level count (shared.levels.static_shape), a few per bucket; the runner's
   ``program_shape`` says which. Under ``jax.grad`` a switch keeps every
-  branch's residuals at every level, so the classes are few (PER_OCTAVE).
+  branch's residuals at every level, and each branch is compiled forward and
+  backward, so the classes are few (shared.levels.reduce_classes); the
+  scan's body runs under ``jax.checkpoint``, every residual saved, so that
+  the conds do not make the weights a residual of every level.
 * The table is the scan's carry: ``_read`` is a ``take``, ``_write`` a
   ``dynamic_update_slice`` that XLA does in place; the gradient of the
-  takes is one buffer, the carry's cotangent (what impl_pytorch/levels.py
-  writes two autograd Functions for). The reads and the write stay outside
+  takes is one buffer, the carry's cotangent (what impl_pytorch/node_table.py
+  writes for PyTorch). The reads and the write stay outside
   the switch, so that the table is no operand of it.
 * The schedule is an input of the programs, so they take one more input
   than tokens and transitions: ``SPINN.encode`` and ``SPINN.parse`` take it
@@ -67,7 +71,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from shared.levels import PER_OCTAVE, batch_schedule, static_shape, width_classes
+from shared.levels import batch_schedule, reduce_classes, static_shape
 from shared.params import ModelConfig
 from shared.parsing import SentenceParses
 
@@ -165,6 +169,11 @@ class SPINN(nn.Module):
                 return run(module, *carry)
             return nn.cond(l < levels["n_levels"], run, idle, module, *carry)
 
+        # Under jax.grad, partial evaluation of a cond (the one above, the switch in _compose) makes every operand
+        # its transposed branches read a residual, the weights included, and the scan stacks residuals per level: a
+        # copy of Reduce's (and the tracker's) kernels at every level. Under jax.checkpoint the weights stay
+        # operands, read once; the policy saves every other residual, so nothing is computed twice.
+        body = nn.remat(body, policy=jax.checkpoint_policies.everything_saveable, prevent_cse=False)
         scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False}, unroll=self.unroll)
         (table, state), logits = scan(self, (table, state), jnp.arange(levels["widths"].shape[0], dtype=jnp.int32))
         return table, state, logits.reshape(-1, 2) if head else None
@@ -205,10 +214,10 @@ class SPINN(nn.Module):
         """Reduce on the first ``width`` rows of the level's window: left and
         right (h, c) <float>[W, H] each, tracking <float>[W, D] or None -> their
         [h; c] <float>[W, 2H], zeros past ``width``. A compiled shape cannot
-        follow the width: one branch per class of shared.levels.width_classes
-        (PER_OCTAVE's ladder), of which nn.switch runs the one ``width`` names."""
+        follow the width: one branch per class of shared.levels.reduce_classes,
+        of which nn.switch runs the one ``width`` names."""
         W = left[0].shape[0]
-        classes = width_classes(W, PER_OCTAVE[self.tracker is not None])
+        classes = reduce_classes(W, self.tracker is not None)
 
         def branch(rows: int):  # nn.switch's branches take (module, *operands)
             def compose(module, left, right, tracking):

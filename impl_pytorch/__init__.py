@@ -17,7 +17,8 @@ option ``algorithm``: ``lists.py`` (the above, the default), ``masked.py``
 (impl_jax's algorithm, padded arrays, pointers and masks, with the same cells
 in PyTorch eager; ``compiled.py`` puts its step under ``torch.compile``,
 ``compile=True``) and ``levels.py`` (the batch's gold trees scheduled on the
-host into levels, one batched Reduce per level). ``head.py`` holds the
+host into levels, one batched Reduce per level, reading and writing a
+``node_table.py`` NodeTable). ``head.py`` holds the
 decision rule that lists.py and masked.py apply; ``dropout.py`` and
 ``params.py`` what the training modules share: dropout's randomness and the
 parameters by canonical name.

@@ -21,7 +21,7 @@ tracker, L levels, R the nodes the levels compute. The state:
                  leaves), row S * N zeros (what an absent stack item or an
                  empty buffer reads), then one block per level, R rows in
                  all, in the order the levels compute them; here
-                 <float>[S * N + 1 + R, 2H], outside autograd (SPINN._start)
+                 <float>[S * N + 1 + R, 2H], in a NodeTable (SPINN._start)
     state        <float>[S + 1, D] twice  the tracker's (h, c) (row S: padding's)
     schedule     shared.levels.level_arrays' arrays, padded as PADDING says
                  (host_schedule; the ``levels`` of ``encode`` and ``parse``)
@@ -38,24 +38,12 @@ PyTorch forces, or lets it do:
   once per batch; a level slices its part with Python ints (the offsets stay
   NumPy), so the loop never waits for the device, and a level where no
   sentence reduces skips Reduce.
-* The node table lives outside autograd, with a gradient written here: the
-  gradient of a gather is as large as its source, so a table that autograd
-  tracks costs a table-sized zero fill and sum per level in the backward pass
-  (and a table-sized copy per in-place write of a block). Two
-  ``torch.autograd.Function``s read (:class:`_Read`) and write
-  (:class:`_Write`) it and share one gradient buffer per batch: a read adds
-  its rows' gradient into the buffer, a write hands its block the buffer's
-  rows (rows no write wrote before: the exact schedule's). A token (a 0-d
-  tensor) passed from each write to the next reads and writes orders the
-  backward pass: a block's gradient is read only after every level that
-  read the block has added to it. TensorFlow's TensorArray
-  and JAX's scan carry are such a table already (their levels.py). Measured
-  on the benchmark's batches of 128 pairs (H=300, a batch of N=16 and one of
-  N=32, a training step each, 7 interleaved rounds, one thread, on a 2-core
-  machine shared with other work, medians of the rounds' ratios): a plain
-  autograd table (the leaves and zeros concatenated, each block written in
-  place, each read an index_select) took 1.42x as long as these Functions
-  with the tracker and 1.44x without it, with the same gradients.
+* The table's container is a :class:`~impl_pytorch.node_table.NodeTable`
+  (node_table.py), which a level reads with a gather and writes a block of
+  rows into, its gradient one buffer: the counterpart of TensorFlow's
+  TensorArray and JAX's scan carry. PyTorch has no such library type (a
+  table autograd tracks costs a table-sized fill per read in the backward
+  pass: node_table.py's docstring has the figures), so the suite writes one.
 """
 
 from __future__ import annotations
@@ -71,6 +59,7 @@ from shared.parsing import SentenceParses
 
 from .cells import Reduce, Tracker
 from .classifier import SNLIClassifier
+from .node_table import NodeTable
 
 PADDING = "exact"  # what this framework's loop needs of the schedule (shared.levels.PADDINGS)
 _ON_DEVICE = ("left", "right", "reducing", "active", "parser", "roots")  # the rest: Python ints
@@ -140,15 +129,12 @@ class SPINN(nn.Module):
     def _start(self, leaves: torch.Tensor, rows: int):
         """The loop's state at its start: the node table of ``rows`` rows
         <float>[rows, 2H], the leaves <float>[S, N, 2H] in its first S * N and
-        zeros after them, outside autograd (its rows and their gradient
-        buffer, and the token of the leaves' write); the tracker's (h_t, c_t)
+        zeros after them, in a NodeTable (node_table.py: rows outside
+        autograd, their gradient one buffer); the tracker's (h_t, c_t)
         <float>[S + 1, D] each, zeros (row S: padding's)."""
         S, N, width = leaves.shape
-        nodes = {"rows": leaves.new_zeros((rows, width)), "grad": None}
-        # The first token takes part in autograd's graph whenever one is recorded, so that the leaves'
-        # write is in it, its backward the last of the table's, even where the leaves need no gradient.
-        token = leaves.new_zeros((), requires_grad=torch.is_grad_enabled())
-        table = _write((nodes, token), 0, leaves.reshape(S * N, width))
+        table = NodeTable.zeros(rows, width, dtype=leaves.dtype, device=leaves.device)
+        table = _write(table, 0, leaves.reshape(S * N, width))
         return table, (leaves.new_zeros((S + 1, self.tracker_dim)),) * 2
 
     def _loop(self, table, state, levels: dict, base: int, head: bool):
@@ -265,55 +251,9 @@ def _head_logits(logits: torch.Tensor, levels: dict, S: int) -> torch.Tensor:
 
 def _read(table, rows: torch.Tensor) -> torch.Tensor:
     """The table's rows <int64>[K] -> <float>[K, 2H]."""
-    nodes, token = table
-    return _Read.apply(token, nodes, rows)
+    return table.gather(rows)
 
 
 def _write(table, row: int, block: torch.Tensor):
     """``block`` <float>[K, 2H] into the table's rows from ``row`` on (rows not written before) -> the table."""
-    nodes, token = table
-    return nodes, _Write.apply(block, token, nodes, row)
-
-
-
-class _Write(torch.autograd.Function):
-    """A block <float>[K, 2H] into the table at ``row`` (in place, outside
-    autograd) -> a new token (0-d) that the next reads and writes take."""
-
-    @staticmethod
-    def forward(ctx, block: torch.Tensor, token: torch.Tensor, nodes: dict, row: int) -> torch.Tensor:
-        nodes["rows"][row:row + block.shape[0]] = block
-        ctx.nodes, ctx.rows = nodes, slice(row, row + block.shape[0])
-        return token.new_zeros(())
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_token: torch.Tensor):
-        # Every read of these rows came after this write, so its backward has run (no read at all: no buffer).
-        grad = ctx.nodes["grad"]
-        block = grad[ctx.rows].clone() if grad is not None and ctx.needs_input_grad[0] else None
-        if ctx.rows.start == 0:  # the leaves, written first: the last backward of the table, the buffer is done
-            ctx.nodes["grad"] = None  # (a second backward through a retained graph starts from zeros)
-        return block, grad_token, None, None
-
-
-class _Read(torch.autograd.Function):
-    """token, table rows <int64>[K] -> <float>[K, 2H]; the backward adds their
-    gradient into the table's buffer."""
-
-    @staticmethod
-    def forward(ctx, token: torch.Tensor, nodes: dict, rows: torch.Tensor) -> torch.Tensor:
-        ctx.set_materialize_grads(False)  # an output nothing read has no gradient to add
-        ctx.nodes = nodes
-        ctx.save_for_backward(rows)
-        return nodes["rows"].index_select(0, rows)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: torch.Tensor | None):
-        (rows,) = ctx.saved_tensors
-        if grad is not None:
-            if ctx.nodes["grad"] is None:  # the first backward that needs it makes the buffer
-                ctx.nodes["grad"] = torch.zeros_like(ctx.nodes["rows"])
-            ctx.nodes["grad"].index_add_(0, rows, grad)
-        return ctx.nodes["rows"].new_zeros(()), None, None  # the token's: it orders, it carries nothing
+    return table.write(row, block)

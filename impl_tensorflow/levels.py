@@ -48,7 +48,7 @@ TensorFlow forces, or lets it do:
   the runner): a TensorArray of rows (``"tensor_array"``, the CPU default),
   which a level reads with a gather and writes with a scatter of its own
   rows, its gradient a TensorArray too (one buffer, no table-sized fill per
-  read: what impl_pytorch/levels.py writes two autograd Functions for), or a
+  read: what impl_pytorch/node_table.py writes for PyTorch), or a
   dense tensor (``"dense"``, under XLA and on a GPU) written with
   ``tensor_scatter_nd_update``, which rewrites the whole table each level
   unless the executor updates it in place (twice as slow on a CPU).

@@ -42,8 +42,10 @@ and ``reducing`` zeros. What differs between frameworks is the padding
   padded to A = S; a level's nodes read in a window of W rows, the smallest
   class of its ladder >= S (the most a step can reduce), a wider
   level (a tree height can hold more) split into sub-levels of W nodes; each
-  level's Reduce width rounded up to a class (PER_OCTAVE; the loop picks the
-  class's branch at run time); the level count rounded up to a class too,
+  level's Reduce width rounded up to a class of :func:`reduce_classes`
+  (PER_OCTAVE classes per doubling over the window's last OCTAVES doublings,
+  none under MIN_ROWS rows; the loop picks the class's branch at run time);
+  the level count rounded up to a class too,
   T at most; the node count padded to S * (T - 1) // 2, the most a batch
   can hold, and a tail of W rows after it, so that every window stays inside
   the arrays. So the shapes are (S, T)'s but for the level count
@@ -54,16 +56,18 @@ and ``reducing`` zeros. What differs between frameworks is the padding
 docs/spec.md §6, "Decision: one level schedule", says which framework pads
 what and why. Measured on the benchmark's batches of 128 pairs (the embedded
 sample, H=300, D=64 or no tracker; the FLOPs over the sample's 9 batches,
-bench.benchmark.limit; the times over a batch of N=16 and one of N=32, 5 to 7
+bench.run.limit; the times over a batch of N=16 and one of N=32, 5 to 7
 interleaved rounds in one process, medians of the rounds' ratios, on a 2-core
 machine shared with other work, so read them as rough):
 
 * FLOPs computed over the useful ones: exact 1.06 with the tracker and 1.09
-  without; static 1.18 and 1.17 (JAX's padding before this format, width
-  classes doubling and doubling runs of levels: 1.29 and 1.66; with two
-  classes per doubling without the tracker too, 1.13; with four, 1.14 and
-  1.12). At batch 1: exact 1.04 and 1.07, static the same (JAX's before: 4.2
-  and 3.3).
+  without; static 1.18 and 1.18 (every class of the ladder from 1 up: 1.18
+  and 1.17; JAX's padding before this format, width classes doubling and
+  doubling runs of levels: 1.29 and 1.66; with two classes per doubling
+  without the tracker too, 1.13; with four, 1.14 and 1.12). At batch 1:
+  exact 1.04 and 1.07, static 1.23 and 1.15 (over the sample's batches of one
+  pair), whose window is 2 rows: classes 0 and 2 with the tracker, 2 alone
+  without (every class from 1 up: 1.04 and 1.07; JAX's before: 4.2 and 3.3).
 * PyTorch and TensorFlow consuming the static form instead of the exact one:
   encode 1.11x and 1.16x the time (PyTorch, with and without the tracker),
   1.14x and 1.10x (TensorFlow); a training step 1.13x and 1.11x, 1.07x and
@@ -73,11 +77,20 @@ machine shared with other work, so read them as rough):
   doubling made the tracker's training step 1.64x, two without the tracker
   1.59x (with the levels padded to T instead of a class, 2.2x; without the
   split into sub-levels, each level's window as wide as the widest, 7.1x).
-  At batch 1, where a level's fixed costs dominate, the switch makes the
-  Tree-LSTM's training step 3.7x as long as the doubling runs' (bench run
-  --model treelstm on a quiet machine: 0.51x PyTorch's speed, was 1.60x), a
-  cost SPINN's levels paid already (0.41x before, 0.37x after); inference at
-  batch 1 gained (0.65x the time).
+* What a branch costs under ``jax.grad``. Partial evaluation of a cond in a
+  scan body made the weights a residual of every level (the scan stacked a
+  copy of Reduce's kernels per level), until impl_jax/levels.py put the body
+  under ``jax.checkpoint`` (every residual saved, nothing recomputed): a
+  training step at batch 1 then took 0.45x the time without the tracker and
+  0.34x with it, at batch 128 0.90x and 0.94x. Each branch still adds its
+  own residuals to every level, its own copy of the weights' gradient and
+  about half a second of compile time (SPINN's training step at B=128,
+  N=32: about 3 s with no switch, 5 s with 8 branches, 11 s with 17). The
+  ladder from W/8 and MIN_ROWS (8 classes with the tracker at W=256, was 17;
+  4 without, was 10; at batch 1 one class without the tracker, two with)
+  took at batch 128 0.88x the time of a training step with the tracker and
+  0.94x without, at batch 1 0.82x and 0.79x. A Reduce's forward and
+  backward pass at H=300 took about as long on 1 to 4 rows (1.4x on 8).
 """
 
 from __future__ import annotations
@@ -104,6 +117,13 @@ LEVEL_ARRAYS = ("left", "right", "reducing", "offsets", "widths", "active", "act
 # residuals the gradient keeps at every level). Without the tracker most of a batch's nodes are in levels that
 # fill their window (a wide level runs as full sub-levels), so the coarser ladder pads little.
 PER_OCTAVE = {True: 2, False: 1}
+# The doublings Reduce's ladder spans below its window, and the fewest rows a class has (a narrower window is
+# one class): a level narrower pads up to the ladder's first class. Each class is a branch that a compiled
+# program traces and compiles, forward and backward, and under jax.grad every branch costs each level its own
+# residuals and its own copy of the weights' gradient; the classes below held few of a batch's nodes, and a
+# Reduce on up to MIN_ROWS rows takes about the time of one on a single row (the module's docstring has the
+# figures).
+OCTAVES, MIN_ROWS = 3, 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,6 +281,14 @@ def width_classes(n: int, per_octave: int = 2) -> tuple[int, ...]:
     return tuple(out)
 
 
+def reduce_classes(W: int, tracker: bool) -> tuple[int, ...]:
+    """The Reduce widths a statically padded level may take in a window of W rows, narrowest first: with the
+    tracker 0 (a step where no sentence reduces; without it every level holds a node), then PER_OCTAVE[tracker]
+    classes per doubling (:func:`width_classes`) from W / 2**OCTAVES, and from MIN_ROWS, up to W."""
+    low = min(W, max(MIN_ROWS, -(-W // 2 ** OCTAVES)))
+    return (0,) * tracker + tuple(c for c in width_classes(W, PER_OCTAVE[tracker]) if c >= low)
+
+
 def level_arrays(transitions, N: int, tracker: bool, padding: str = "exact") -> tuple[dict[str, np.ndarray], Schedule]:
     """The schedule of sentences ``transitions`` <int>[S, T] (gold, checked) with N token slots each, as the
     level loops take it: LEVEL_ARRAYS (the module's docstring), padded as ``padding`` says (PADDINGS). Returns
@@ -295,8 +323,8 @@ def _pad_static(arrays: dict[str, np.ndarray], zero: int, T: int) -> dict[str, n
     docstring); ``zero`` is the zero row (S * N) and T the transitions' steps."""
     S, R = len(arrays["roots"]), int(arrays["offsets"][-1])
     tracker = len(arrays["active"]) > 0
-    per_octave = PER_OCTAVE[tracker]
-    W = width_classes(S, per_octave)[-1]  # the window: a step reduces at most one node per sentence
+    W = width_classes(S, PER_OCTAVE[tracker])[-1]  # the window: a step reduces at most one node per sentence
+    classes = reduce_classes(W, tracker)
     A = S if tracker else 0  # every sentence steps at step 0
     # A level wider than the window (a tree height may hold more than S nodes) runs as sub-levels of W nodes, in
     # order: their children are all in earlier levels. A sentence's n - 1 nodes take 2n - 1 <= T steps, so there
@@ -311,7 +339,7 @@ def _pad_static(arrays: dict[str, np.ndarray], zero: int, T: int) -> dict[str, n
 
     out = {"left": pad(arrays["left"], nodes + W, zero), "right": pad(arrays["right"], nodes + W, zero),
            "reducing": pad(arrays["reducing"], nodes + W, 0), "offsets": pad([p for p, _ in parts], levels + 1, R),
-           "widths": pad([width_classes(n, per_octave)[-1] for _, n in parts], levels, 0),
+           "widths": pad([next(c for c in classes if c >= n) for _, n in parts], levels, 0),
            "active_offsets": np.arange(levels + 1, dtype=np.int32) * A, "n_levels": np.array(L, np.int32),
            "roots": arrays["roots"]}
     # Level l's tracker rows first, padding after them (with the tracker no level is split: its levels are the parts).

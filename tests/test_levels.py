@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from shared.levels import (LEVEL_ARRAYS, PADDINGS, PER_OCTAVE, level_arrays, level_graph, level_rows, schedule,
-                           static_shape, width_classes)
+from shared.levels import (LEVEL_ARRAYS, MIN_ROWS, OCTAVES, PADDINGS, PER_OCTAVE, level_arrays, level_graph,
+                           level_rows, reduce_classes, schedule, static_shape, width_classes)
 from shared.transitions import PAD, plain_transitions
 
 
@@ -84,6 +84,25 @@ def test_width_classes_pad_a_level_by_at_most_the_step_of_their_ladder():
             assert all(b <= step * a for a, b in zip(classes[4:], classes[5:]))
 
 
+def test_reduce_classes_span_the_window_s_last_doublings():
+    """A window's ladder: 0 with the tracker (a step may reduce nothing), then its width classes from W / 2**OCTAVES
+    and MIN_ROWS up (a narrower level pads up to the first; a window that narrow is one class)."""
+    assert (OCTAVES, MIN_ROWS) == (3, 4)
+    assert reduce_classes(256, True) == (0, 32, 48, 64, 96, 128, 192, 256)
+    assert reduce_classes(256, False) == (32, 64, 128, 256)
+    assert reduce_classes(16, True) == (0, 4, 6, 8, 12, 16) and reduce_classes(16, False) == (4, 8, 16)
+    assert reduce_classes(2, True) == (0, 2) and reduce_classes(2, False) == (2,)
+    for S in (2, 6, 24, 200, 256, 1024):
+        for tracker in (True, False):
+            W = width_classes(S, PER_OCTAVE[tracker])[-1]  # a window is a class (the padding's)
+            classes = reduce_classes(W, tracker)
+            ladder = [c for c in width_classes(W, PER_OCTAVE[tracker]) if c]
+            first = classes[1] if tracker else classes[0]
+            assert classes[-1] == W and (classes[0] == 0) == tracker and set(classes) - {0} <= set(ladder)
+            assert first == min(c for c in ladder if c * 2 ** OCTAVES >= W and c >= min(MIN_ROWS, W))
+            assert classes[classes.index(first):] == tuple(ladder[ladder.index(first):])  # no class left out above
+
+
 def _sentences():
     rows = [plain_transitions(n, s) for n, s in ((9, "balanced"), (7, "left"), (3, "right"), (1, "left"))]
     rows[1][3:3] = [PAD]  # a PAD inside a sequence changes nothing
@@ -136,8 +155,9 @@ def test_static_padding_fixes_every_shape_but_the_level_count(tracker):
     for l, (lv, k) in enumerate(parts):
         lo, used = arrays["offsets"][l], min(W, lv.used - k)
         assert lo == lv.offset - (S * N + 1) + k and np.array_equal(arrays["left"][lo:lo + used], lv.left[k:k + used])
-        classes = width_classes(used, PER_OCTAVE[tracker])
-        assert arrays["widths"][l] == classes[-1] and (used == 0 or classes[-2] < used)
+        classes = reduce_classes(W, tracker)
+        k = classes.index(arrays["widths"][l])  # the narrowest class that holds the level's nodes
+        assert classes[k] >= used and (k == 0 or classes[k - 1] < used)
         assert arrays["widths"][l] <= W and lo + W <= len(arrays["left"])  # the window holds it, inside the arrays
         rows = slice(arrays["active_offsets"][l], arrays["active_offsets"][l + 1])
         assert rows.stop - rows.start == A

@@ -188,7 +188,7 @@ def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, sm
 @pytest.mark.parametrize("frozen", [(), ("embed.embedding", "projection.kernel", "projection.bias")],
                          ids=["all", "leaves-frozen"])
 def test_levels_table_gradient_is_the_references(frozen, small_config, small_batch):
-    """The node table's hand-written gradient (levels.py's _Read and _Write)
+    """The node table's hand-written gradient (node_table.py's NodeTable)
     gives the float64 reference's gradients, with the leaves trained or not
     (their write then needs no gradient), and a second backward pass through
     the retained graph adds the same gradient again."""
