@@ -196,6 +196,12 @@ def small_batch(sample_pairs, vocab):
         max(len(p.premise), len(p.hypothesis)) for p in chosen)))
 
 
+@pytest.fixture(scope="module")
+def plain(small_config):
+    """Float64 weights of the small model without a head."""
+    return init_params(small_config, seed=3, dtype=np.float64)
+
+
 @pytest.fixture(scope="session")
 def edge_pairs(vocab) -> list[Pair]:
     """One-word sentences, 60-word left- and right-branching trees, mixed."""
