@@ -1,5 +1,6 @@
 """TensorFlow-specific checks: one trace for every shape, the XLA variant,
-the eager variant (tensorflow-eager: the lists family, nothing traced), the canonical .npz round trip, dropout, float64, input checks, the modules a
+the eager variant (tensorflow-eager: the lists family, nothing traced), the
+canonical .npz round trip, dropout, float64, input checks, the modules a
 runner loads (its own family only), and parses decided by the model inside
 the graph (docs/spec.md §7).
 
