@@ -196,8 +196,8 @@ def small_batch(sample_pairs, vocab):
         max(len(p.premise), len(p.hypothesis)) for p in chosen)))
 
 
-@pytest.fixture(scope="module")
-def plain(small_config):
+@pytest.fixture(scope="session")
+def small_params(small_config):
     """Float64 weights of the small model without a head."""
     return init_params(small_config, seed=3, dtype=np.float64)
 

@@ -153,16 +153,16 @@ def test_layouts_agree(device, small_config, small_batch):
 # --------------------------------------------------------------------------
 
 
-def test_eager_is_registered_as_an_opt_in_variant_of_its_family(plain, small_config):
+def test_eager_is_registered_as_an_opt_in_variant_of_its_family(small_params, small_config):
     assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"algorithm": "lists"})
     variants = {"tensorflow-eager"}
     assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
     with pytest.raises(ValueError, match="xla"):
-        frameworks.make_runner("tensorflow-eager", plain, small_config, xla=True)
+        frameworks.make_runner("tensorflow-eager", small_params, small_config, xla=True)
 
 
-def test_tensorflow_eager_traces_nothing(device, plain, small_config, small_batch):
-    runner = frameworks.make_runner("tensorflow-eager", plain, small_config, dtype="float64", device=device)
+def test_tensorflow_eager_traces_nothing(device, small_params, small_config, small_batch):
+    runner = frameworks.make_runner("tensorflow-eager", small_params, small_config, dtype="float64", device=device)
     runner.encode(small_batch)
     runner.loss_and_grads(small_batch)
     stats = runner.compile_stats()

@@ -21,12 +21,12 @@ from shared.batching import make_batches
 from shared.params import init_params
 
 
-def test_registered_as_an_opt_in_variant_of_its_family(plain, small_config):
+def test_registered_as_an_opt_in_variant_of_its_family(small_params, small_config):
     assert frameworks.resolve("jax-vmap") == ("jax", {"algorithm": "vmap"})
     variants = {"jax-vmap"}
     assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
     with pytest.raises(ValueError, match="layout"):
-        frameworks.make_runner("jax-vmap", plain, small_config, dtype="float64", layout="padded")
+        frameworks.make_runner("jax-vmap", small_params, small_config, dtype="float64", layout="padded")
 
 
 def test_jax_vmap_compiles_once_per_program_and_shape(device, small_config, sample_pairs, vocab):
