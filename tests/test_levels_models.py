@@ -1,7 +1,9 @@
 """The level-scheduled encoders: their paths that the runners do not take on a CPU, held to the float64
 reference, and the registry's levels runners' own bookkeeping (what they refuse, how many programs, the schedule
-in ``last_graph``), pytorch-levels' hand-written node-table gradient, and what ``bench explain --levels`` shows of
-each. The schedule alone (shared/levels.py) is tested in test_levels.py.
+in ``last_graph``).
+
+Also here: pytorch-levels' hand-written node-table gradient, and what ``bench explain --levels`` shows of each
+levels runner. The schedule alone (shared/levels.py) is tested in test_levels.py.
 
 The runners' own paths are in the contract (tests/test_contract.py, pytorch-levels, jax-levels and
 tensorflow-levels: values, gradients and head logits in gold mode, with and without the tracker). What is left is
