@@ -28,7 +28,7 @@ os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 # of the MLIR fusion emitters takes about half of what is left (a JAX encode
 # and gradient over six shapes: 16.6 s of CPU time with, 7.3 s without; three
 # TensorFlow + XLA contract tests: 24.5 s, 13.5 s). The benchmark never sets
-# any of them. Two host devices, so the data-parallel tests (test_replicas.py)
+# any of them. Two host devices, so the data-parallel tests (test_train_replicas.py)
 # shard a batch over a JAX mesh in this process; everything else uses the first.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false "
                                    "--xla_force_host_platform_device_count=2")
@@ -194,6 +194,12 @@ def small_batch(sample_pairs, vocab):
         + sorted(sample_pairs, key=lambda p: len(p.hypothesis))[:3]
     return make_pair_batch(chosen, vocab, num_tokens=max(32, max(
         max(len(p.premise), len(p.hypothesis)) for p in chosen)))
+
+
+@pytest.fixture(scope="session")
+def small_params(small_config):
+    """Float64 weights of the small model without a head."""
+    return init_params(small_config, seed=3, dtype=np.float64)
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,10 @@ TEST_OPTIONS = {"pytorch-compiled": {"compile": "aot_eager"},
                 "pytorch-cudagraphs": {"compile": "aot_eager", "compile_mode": None}}
 
 
+# ``bench explain``'s flags for the tiny model its tests run (test_explain.py, test_levels_models.py).
+TINY = ["--embed-dim", "4", "--hidden-dim", "4", "--tracker-dim", "2", "--mlp-dim", "4", "--mlp-layers", "1"]
+
+
 def make_runner(name: str, params, config: ModelConfig, **kwargs):
     """The registry's runner of implementation ``name`` (bench.frameworks),
     its options overridden by TEST_OPTIONS, then ``kwargs``. What only the

@@ -23,8 +23,7 @@ from bench.explain.views import ROOT, _own_code, explain_bad_input
 from bench.explain.views import explain_parse
 from bench.explain.views import explain, format_text
 from bench.frameworks import FRAMEWORKS
-
-TINY = ["--embed-dim", "4", "--hidden-dim", "4", "--tracker-dim", "2", "--mlp-dim", "4", "--mlp-layers", "1"]
+from tests.helpers import TINY
 
 
 def run(*flags: str, timing: bool = False, out=None) -> dict:
@@ -179,56 +178,3 @@ def test_own_code_is_the_registered_packages_less_explain_itself():
     assert _own_code(str(ROOT / "shared" / "contract.py")) and not _own_code(str(ROOT / "shared" / "explaining.py"))
     assert not _own_code(str(ROOT / "bench" / "explain" / "report.py"))
     assert not _own_code(np.__file__)  # a library, even one installed under the project's folder
-
-
-def test_levels_view_shows_the_schedule_each_runner_feeds_and_its_loop_body(capsys):
-    """--levels: the batch's schedule (shared.levels, recomputed here), the
-    widths each levels Runner runs per level, and positive loop-body counts."""
-    from bench.explain.views import make_batches
-    from bench.explain.views import run as run_view
-    from shared.batching import sentences_transitions
-    from shared.levels import level_rows, schedule_by_height, schedule_by_step
-
-    args = parse_args(["--levels", "--batch-size", "3", "--shape", "random", "--length", "6"] + TINY)
-    result = run_view(args)
-    transitions = sentences_transitions(make_batches(args).main)
-    S, T = transitions.shape
-    N = result["batch"]["num_tokens"]
-    by_step, by_height = schedule_by_step(transitions, N), schedule_by_height(transitions, N)
-    nodes = {"tracker": [lv.used for lv in by_step.levels], "no_tracker": [lv.used for lv in by_height.levels]}
-    assert result["schedules"]["tracker"]["levels"] == by_step.n_levels == T  # 6 words each: every step a level
-    assert result["schedules"]["no_tracker"]["levels"] == by_height.n_levels < T
-    for key in nodes:
-        assert result["schedules"][key]["nodes"] == nodes[key] and sum(nodes[key]) == result["batch"]["reduce"]
-    # What each runs: TensorFlow every level exactly its own width; JAX each Reduce width rounded up to its class
-    # and S tracker rows a level (shared.levels' "static" padding), the same levels.
-    checked = []
-    for name in ("tensorflow", "jax"):
-        if not frameworks.installed(name):
-            assert result[name]["installed"] is False
-            continue
-        checked.append(name)
-        for key in nodes:
-            r = result[name][key]
-            padding = importlib.import_module(f"impl_{name}.levels").PADDING
-            assert padding == ("exact" if name == "tensorflow" else "static")
-            rows = level_rows(transitions, N, key == "tracker", padding)
-            assert r["reduce_widths"] == [w for _, w in rows] and r["levels_run"] == r["levels_scheduled"] == len(rows)
-            assert r["tracker_rows"] == ([t for t, _ in rows] if key == "tracker" else [])
-            if name == "tensorflow":
-                assert r["reduce_widths"] == nodes[key] and r["padded_pct"] == 0.0
-                assert r["tracker_rows"] == ([lv.active_used for lv in by_step.levels] if key == "tracker" else [])
-                bodies = r["while_body_ops"]
-            else:
-                padded = 1 - sum(nodes[key]) / sum(r["reduce_widths"])
-                assert r["padded_pct"] == pytest.approx(100 * padded) and padded >= 0
-                bodies = r["scan_body_eqns"]
-                # one scan over the levels, their count rounded up (T at most), the padding ones skipped
-                assert r["scans"] == 1 and len(rows) <= r["scan_lengths"][0] <= T
-            assert bodies and all(isinstance(n, int) and n > 0 for n in bodies)
-    assert checked, "neither levels framework is installed"
-    text = format_text(result)
-    assert f"schedule with the tracker: {T} levels for T={T} steps" in text
-    assert f"schedule without the tracker: {by_height.n_levels} levels" in text
-    assert main(["explain", "--levels", "--json", "--framework", checked[0]] + TINY) == 0
-    assert set(json.loads(capsys.readouterr().out)) >= {"schedules", checked[0]}

@@ -1,5 +1,6 @@
 """TensorFlow-specific checks: one trace for every shape, the XLA variant,
-the canonical .npz round trip, dropout, float64, input checks, the modules a
+the eager variant (tensorflow-eager: the lists family, nothing traced), the
+canonical .npz round trip, dropout, float64, input checks, the modules a
 runner loads (its own family only), and parses decided by the model inside
 the graph (docs/spec.md §7).
 
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench import ROOT
+from bench import ROOT, frameworks
 from impl_tensorflow import convert, masked
 from impl_tensorflow.classifier import SNLIClassifier
 from impl_tensorflow.runner import BATCH, Runner
@@ -145,6 +146,30 @@ def test_layouts_agree(device, small_config, small_batch):
         Runner(params, small_config, xla=True, layout="tensor_array")
     with pytest.raises(TypeError, match="unknown"):
         Runner(params, small_config, unroll=2)
+
+
+# --------------------------------------------------------------------------
+# tensorflow-eager: the define-by-run algorithm (impl_tensorflow/lists.py), nothing traced
+# --------------------------------------------------------------------------
+
+
+def test_eager_is_registered_as_an_opt_in_variant_of_its_family(small_params, small_config):
+    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"algorithm": "lists"})
+    variants = {"tensorflow-eager"}
+    assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
+    with pytest.raises(ValueError, match="xla"):
+        frameworks.make_runner("tensorflow-eager", small_params, small_config, xla=True)
+
+
+def test_tensorflow_eager_traces_nothing(device, small_params, small_config, small_batch):
+    runner = frameworks.make_runner("tensorflow-eager", small_params, small_config, dtype="float64", device=device)
+    runner.encode(small_batch)
+    runner.loss_and_grads(small_batch)
+    stats = runner.compile_stats()
+    assert stats.traces == 0 and stats.compile_s == 0.0 and stats.shapes == []
+    for hook in (lambda: runner.trace("encode"), lambda: runner.program_args("encode", small_batch)):
+        with pytest.raises(NotImplementedError, match="eagerly"):  # explain's hooks: no program to trace
+            hook()
 
 
 # --------------------------------------------------------------------------

@@ -15,8 +15,9 @@ shape. Here: the registry entries, the option errors, the family modules
 each runner loads, that the decision stays inside the captured graph, the
 Inductor build with CUDA graphs on one tiny shape (SPINN_TEST_DEVICE=gpu
 runs it on a GPU, where the graphs are recorded and replayed; on a CPU
-Inductor runs every graph without one), and what the levels runner refuses,
-records and explains, and its hand-written table gradient.
+Inductor runs every graph without one). What the levels runner refuses,
+records and explains, and its hand-written table gradient, are with the
+levels family's other runners in test_levels_models.py.
 """
 
 from __future__ import annotations
@@ -29,17 +30,11 @@ import numpy as np
 import pytest
 
 from bench import frameworks
-from impl_pytorch import train
-from impl_pytorch.params import trainable
 from impl_pytorch.runner import Runner
 from shared import reference
-from shared.batching import make_pair_batch, sentences_transitions
-from shared.compare import (ENCODING_TOL_F32, GRAD_REL_TOL_F32, GRAD_REL_TOL_F64, LOGITS_TOL_F32, grad_rel_errs,
-                            max_abs_err)
-from shared.levels import LEVELS_UNSUPPORTED, schedule
+from shared.batching import make_pair_batch
+from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, max_abs_err
 from shared.params import init_params
-from shared.runner import CompileStats
-from shared.transitions import PAD, REDUCE
 from tests.helpers import head_config, head_params, make_runner, small_config_for, uniforms
 
 
@@ -142,97 +137,3 @@ def test_cudagraphs_variant_agrees_and_says_where_it_ran_without_graphs(device, 
         assert stats.cudagraph_skips == 0
     else:
         assert stats.cudagraph_skips >= stats.traces
-
-
-# --------------------------------------------------------------------------
-# pytorch-levels: the level schedule made on the host (impl_pytorch/levels.py)
-# --------------------------------------------------------------------------
-
-
-def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, small_batch):
-    """Decided parses and REINFORCE are refused (shared.levels' reasons, as the
-    JAX and TensorFlow levels runners give them), gold mode runs; after each
-    call ``last_graph`` holds the schedule's levels and the rows each cell
-    computed (exact widths: nothing padded) and ``last_phases`` the host's
-    seconds making it. Eager: nothing compiles."""
-    config = head_config(len(vocab))
-    params = head_params(config, seed=3)
-    runner = make_runner("pytorch-levels", params, config, dtype="float64")
-    assert {key: runner.unsupported[key] for key in LEVELS_UNSUPPORTED} == LEVELS_UNSUPPORTED
-    assert type(runner).supports("sampled parse") and not runner.supports("sampled parse")
-    with pytest.raises(NotImplementedError, match="no predicted parse: .*gold"):
-        runner.parse(small_batch, "predicted")
-    with pytest.raises(NotImplementedError, match="no reinforce: "):
-        runner.reinforce_loss_and_grads(small_batch, uniforms(small_batch), 0.0)
-    transitions = sentences_transitions(small_batch)
-    steps = int(np.max(np.nonzero(transitions != PAD)[1])) + 1
-    expected = {"levels": steps, "level_padding_pct": 0.0, "reduce_rows": int((transitions == REDUCE).sum()),
-                "tracker_rows": int((transitions != PAD).sum())}
-    runner.encode(small_batch)
-    assert runner.last_graph == expected and runner.last_phases["schedule"] > 0
-    runner.last_graph, runner.last_phases = {}, {}
-    parsed = runner.parse(small_batch, "gold")
-    assert runner.last_graph == expected and runner.last_phases["schedule"] > 0 and runner.last_host_syncs == 0
-    ref = reference.parse(params, config, small_batch, mode="gold")
-    assert np.array_equal(parsed.premise_transitions, small_batch.premise_transitions)
-    assert max_abs_err(parsed.hypothesis_transition_logits, ref.hypothesis_transition_logits) <= 1e-12
-    no_tracker = small_config_for(len(vocab), tracker_dim=0)
-    bare = make_runner("pytorch-levels", init_params(no_tracker, seed=3), no_tracker)
-    bare.loss_and_grads(small_batch)
-    heights = schedule(transitions, small_batch.num_tokens, tracker=False)
-    assert bare.last_graph == {"levels": heights.n_levels, "level_padding_pct": 0.0,
-                               "reduce_rows": expected["reduce_rows"], "tracker_rows": 0}
-    assert heights.n_levels < steps and runner.compile_stats() == bare.compile_stats() == CompileStats()
-
-
-@pytest.mark.parametrize("frozen", [(), ("embed.embedding", "projection.kernel", "projection.bias")],
-                         ids=["all", "leaves-frozen"])
-def test_levels_table_gradient_is_the_references(frozen, small_config, small_batch):
-    """The node table's hand-written gradient (node_table.py's NodeTable)
-    gives the float64 reference's gradients, with the leaves trained or not
-    (their write then needs no gradient), and a second backward pass through
-    the retained graph adds the same gradient again."""
-    from impl_pytorch import convert
-    from impl_pytorch.levels import host_schedule
-
-    params = init_params(small_config, seed=21, dtype=np.float64)
-    model = Runner(params, small_config, dtype="float64", algorithm="levels").model
-    arrays = small_batch.arrays()._replace(levels=host_schedule(small_batch, small_config.tracker_dim > 0)[0])
-    with trainable(model, frozen):
-        loss = train.batch_loss(model, arrays)
-        loss.backward(retain_graph=True)
-        once = {name: param.grad.clone() for name, param in model.named_parameters() if param.grad is not None}
-        loss.backward()
-    assert len(once) == len(list(model.parameters())) - len(frozen)
-    for name, param in model.named_parameters():
-        if name in once:
-            assert float((param.grad - 2 * once[name]).abs().max()) <= 1e-12, name
-    got = convert.grads_to_canonical(model, {name: once.get(name) for name, _ in model.named_parameters()})
-    _, want = reference.loss_and_grads(params, small_config, small_batch)
-    errors = grad_rel_errs({k: v for k, v in got.items() if k not in frozen},
-                           {k: v for k, v in want.items() if k not in frozen})
-    assert max(errors.values()) <= GRAD_REL_TOL_F64, errors
-
-
-def test_explain_levels_shows_the_schedule_the_encoder_runs(vocab, small_batch):
-    """explain --levels: each level exactly as wide as the schedule's nodes
-    (and, with the tracker, its sentences that step), one loop iteration per
-    level, and the ops each iteration dispatches."""
-    from impl_pytorch import explain
-
-    with_tracker = small_config_for(len(vocab), tracker_dim=3)
-    without = small_config_for(len(vocab), tracker_dim=0)
-    variants = {"tracker": (with_tracker, init_params(with_tracker, seed=4)),
-                "no_tracker": (without, init_params(without, seed=4))}
-    result = explain.explain_levels(small_batch, variants, {"algorithm": "levels"})
-    transitions = sentences_transitions(small_batch)
-    for key, (config, _) in variants.items():
-        r = result[key]
-        sched = schedule(transitions, small_batch.num_tokens, config.tracker_dim > 0)
-        assert r["reduce_widths"] == [lv.used for lv in sched.levels] and r["padded_pct"] == 0.0
-        assert r["tracker_rows"] == ([lv.active_used for lv in sched.levels] if key == "tracker" else [])
-        assert r["levels_scheduled"] == r["levels_run"] == len(r["level_ops"]) == sched.n_levels
-        assert all(n > 0 for n in r["level_ops"]) and r["ops"] > sum(r["level_ops"])
-        assert r["level_op_types"]["index_select"] >= r["levels_run"]
-    text = "\n".join(explain.format_explain_levels(result))
-    assert "with the tracker: loop iterations" in text and "without the tracker: loop iterations" in text

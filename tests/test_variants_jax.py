@@ -1,11 +1,10 @@
-"""The algorithm apart from the framework: tensorflow-eager and jax-vmap, beyond the contract.
+"""jax-vmap, beyond the contract: SPINN written for one sentence and batched by ``jax.vmap`` (impl_jax/vmap.py).
 
-``tensorflow-eager`` runs the define-by-run algorithm (impl_tensorflow/lists.py),
-``jax-vmap`` SPINN written for one sentence and batched by ``jax.vmap``
-(impl_jax/vmap.py). Their agreement with the float64 reference (numbers,
-decisions, gradients, training steps, host reads) is in test_contract.py;
-here: their registry entries, what each compiles (nothing; once per
-program and shape), and what ``explain`` shows of the vmap program.
+Its agreement with the float64 reference (numbers, decisions, gradients,
+training steps, host reads) is in test_contract.py; here: its registry
+entry, that it compiles once per program and shape, and what ``explain``
+shows of the vmap program beside the hand-batched one. (tensorflow-eager,
+once tested beside it here, is in test_tensorflow.py.)
 """
 
 from __future__ import annotations
@@ -22,21 +21,12 @@ from shared.batching import make_batches
 from shared.params import init_params
 
 
-@pytest.fixture(scope="module")
-def plain(small_config):
-    """Float64 weights of the small model without a head."""
-    return init_params(small_config, seed=3, dtype=np.float64)
-
-
-def test_registered_as_opt_in_variants_of_their_family(plain, small_config):
-    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"algorithm": "lists"})
+def test_registered_as_an_opt_in_variant_of_its_family(small_params, small_config):
     assert frameworks.resolve("jax-vmap") == ("jax", {"algorithm": "vmap"})
-    variants = {"tensorflow-eager", "jax-vmap"}
+    variants = {"jax-vmap"}
     assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
-    with pytest.raises(ValueError, match="xla"):
-        frameworks.make_runner("tensorflow-eager", plain, small_config, xla=True)
     with pytest.raises(ValueError, match="layout"):
-        frameworks.make_runner("jax-vmap", plain, small_config, dtype="float64", layout="padded")
+        frameworks.make_runner("jax-vmap", small_params, small_config, dtype="float64", layout="padded")
 
 
 def test_jax_vmap_compiles_once_per_program_and_shape(device, small_config, sample_pairs, vocab):
@@ -57,17 +47,6 @@ def test_jax_vmap_compiles_once_per_program_and_shape(device, small_config, samp
     everything = runner.compile_stats()
     assert max(collections.Counter(everything.shapes).values()) == 1  # never twice for one program and shape
     assert everything.compile_s > 0 and everything.trace_s > 0
-
-
-def test_tensorflow_eager_traces_nothing(device, plain, small_config, small_batch):
-    runner = frameworks.make_runner("tensorflow-eager", plain, small_config, dtype="float64", device=device)
-    runner.encode(small_batch)
-    runner.loss_and_grads(small_batch)
-    stats = runner.compile_stats()
-    assert stats.traces == 0 and stats.compile_s == 0.0 and stats.shapes == []
-    for hook in (lambda: runner.trace("encode"), lambda: runner.program_args("encode", small_batch)):
-        with pytest.raises(NotImplementedError, match="eagerly"):  # explain's hooks: no program to trace
-            hook()
 
 
 # --------------------------------------------------------------------------

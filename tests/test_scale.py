@@ -13,7 +13,7 @@ from bench.scale import render
 
 def test_scale_runs_and_reports(tmp_path, capsys):
     """The command end to end with one replica (the two-replica summary of a
-    real run is checked in test_replicas.py, on its PyTorch job's metrics)."""
+    real run is checked in test_train_replicas.py, on its PyTorch job's metrics)."""
     out = tmp_path / "scale"
     argv = ["scale", "--out", str(out), "--frameworks", "pytorch", "--replicas", "1", "--rounds", "1",
             "--steps", "3", "--warmup", "1", "--batch-size", "8", "--size", "small"]
