@@ -61,10 +61,7 @@ def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> 
     return ModelConfig(vocab_size=vocab_size, lowercase=lowercase, transition_head=head, **sizes)
 
 
-# --------------------------------------------------------------------------
 # --data
-# --------------------------------------------------------------------------
-
 SHAPES = ("random", "left", "right", "balanced")
 
 
@@ -175,10 +172,8 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
     return Dataset(name + rows_label(rows), pairs, report)
 
 
-# --------------------------------------------------------------------------
 # Process settings of the frameworks (entry points and benchmark workers): what each platform (shared/platform.py)
 # needs before its library is imported, gathered from the registry for every framework or for the named ones
-# --------------------------------------------------------------------------
 
 # Set for every measured process beside the platforms' forced settings, whatever the caller's environment says.
 FORCED_ENV = {

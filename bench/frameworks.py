@@ -105,10 +105,7 @@ def unregister(name: str) -> None:
     _refresh()
 
 
-# ---------------------------------------------------------------------------
 # Views of the registry (recomputed whenever it changes)
-# ---------------------------------------------------------------------------
-
 FRAMEWORKS: tuple[str, ...] = ()  # the registered frameworks, in registration order
 ALL: tuple[str, ...] = ()  # "reference" and the frameworks
 NAMES: tuple[str, ...] = ()  # every name a command takes
@@ -132,10 +129,7 @@ def _refresh() -> None:
 _refresh()
 
 
-# ---------------------------------------------------------------------------
 # The entries: one per framework (what each variant is: docs/benchmark.md, "The benchmark")
-# ---------------------------------------------------------------------------
-
 register(Framework(
     name="pytorch", package="impl_pytorch", library="torch", extra="pytorch",
     implementations=(
@@ -204,10 +198,7 @@ register(Framework(
 ))
 
 
-# ---------------------------------------------------------------------------
 # The benchmark's presets: which implementations a kind of run measures
-# ---------------------------------------------------------------------------
-
 # What a run on a kind of machine should measure, as defaults of bench run's flags (a flag given wins).
 PRESETS = {
     # One call on a lent GPU machine (10 minutes a call, about 15 in all, start-up included), planned at under 8
@@ -328,10 +319,7 @@ def configure_process(names=None, dtype: str = "float32") -> dict[str, dict[str,
             "forced": {key: value for p in chosen for key, value in p.forced_env(dtype).items()}}
 
 
-# ---------------------------------------------------------------------------
 # Frameworks from other packages
-# ---------------------------------------------------------------------------
-
 ENTRY_POINTS = "spinn_suite.frameworks"  # the entry-point group a package declares its framework's module in
 
 
