@@ -1,9 +1,5 @@
-"""What a record measured: the source files that ran, and whether they are still today's.
-
-Why a record names the files that ran, which ones count and how they are compared is docs/spec.md §6, "Decision:
-provenance": ``measured`` (the files of :func:`loaded` and the pins), ``measured_digest`` (a SHA-256 over their
-:func:`normalized` forms), ``git_commit`` and ``measured_clean``. ``bench reproduce --check`` recomputes the digest of
-today's files of the same list, and names the files that changed since the record's commit.
+"""What a record measured: the source files that ran, and whether they are still today's (docs/spec.md §6, "Decision:
+provenance": ``measured``, ``measured_digest``, ``git_commit``, ``measured_clean``).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""JSON lines: one record a line, appended as soon as it exists (``results.jsonl``, ``metrics.jsonl``), whole or not at
-all (shared/files.py).
-
-A line cut short by a kill is ignored on reading, so a file stays readable whatever happened to the process writing it.
-A training run's records are of the kinds "run" (its settings, first line), "train" (the mean loss every --log-every
+"""JSON lines: one record a line, appended as soon as it exists, whole or not at all (shared/files.py); a line cut short
+by a kill is ignored on reading. A training run's kinds: "run" (its settings), "train" (mean loss every --log-every
 steps), "eval", "checkpoint", "resume" (a resumed part's first line) and "end" (what the run or part ran).
 """
 

@@ -1,10 +1,7 @@
-"""``python -m bench run``: the cross-framework benchmark (the suite's main job).
+"""``python -m bench run``: the cross-framework benchmark (how it measures: docs/benchmark.md, "The benchmark").
 
-How a run measures is docs/benchmark.md's "The benchmark": a worker process per implementation, warm-ups one at a time,
-interleaved rounds, each record appended to ``OUT/results.jsonl`` as its measurement completes, the folder locked, the
-report written at the end. The package: plan.py plans a run, driver.py drives it, worker.py is an implementation's
-process, limit.py counts and times a batch's products, measurement.py is the record and its reading, targets.py the
-report's goals, estimate.py ``--estimate``.
+plan.py plans a run, driver.py drives it, worker.py is an implementation's process, limit.py counts and times a batch's
+products, measurement.py is the record and its reading, targets.py the report's goals, estimate.py ``--estimate``.
 """
 
 from __future__ import annotations

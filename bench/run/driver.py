@@ -1,10 +1,6 @@
-"""Driving a planned run (bench/run/plan.py): the workers through agreement, peak and interleaved rounds, each
-finished measurement appended to ``OUT/results.jsonl`` at once as a :class:`~bench.run.measurement.Measurement`, and
-the summary and report at the end. The parent never imports a framework: a :class:`WorkerPool` starts the workers
-(bench/run/worker.py), and one more for the limit (NumPy's routine, its BLAS free to choose its kernel), asks,
-waits, and ends them; each has a scratch folder for its caches, ``SCRATCH/<implementation>`` in the output folder,
-beside what they share (the float64 reference's outputs), all removed when the pool closes (or the next one
-starts). The run ends saying what its own timing of products cost.
+"""Driving a planned run (plan.py): the workers (worker.py, and one more for the limit) through agreement, peak and
+interleaved rounds, each measurement appended to ``OUT/results.jsonl`` at once, the summary and report at the end. The
+parent never imports a framework; the workers' scratch folders (``OUT/.scratch``) go when the pool closes.
 """
 
 from __future__ import annotations

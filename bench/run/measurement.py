@@ -1,9 +1,6 @@
 """One benchmark measurement: the record type of ``results.jsonl`` (docs/spec.md §6), and what a run's records say
-when read together (speed ratios round by round, and which rounds were busy).
-
-Every reader (the report, ``bench compare``, the figures, the renderer) reads records with :func:`load` and these
-statistics, so every key a reader uses is a field here and all of them read a run alike. Records of older runs lack
-some fields: they read as the defaults below (None, or empty), never as an error.
+when read together. Every reader reads records with :func:`load` and these statistics; an older record's missing
+fields read as the defaults below, never as an error.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """One implementation's process: it stays alive for the whole run and measures on request.
 
-``python -m bench run`` starts ``python -m bench.run.worker SPEC.json SCRATCH`` once per implementation
-(docs/benchmark.md, "The benchmark"). The protocol is JSON lines: one request a line on stdin (a method of
-:class:`Worker` and its arguments, or ``exit``), one reply a line on a private copy of stdout (anything a library
-prints goes to stderr instead, so it cannot corrupt a reply). The worker dies with its parent, however the parent ends
-(``PR_SET_PDEATHSIG`` on Linux; everywhere, when its stdin closes), and its caches go in SCRATCH, a folder the parent
-made and removes, so nothing is left behind when it is killed. What it measures (agreement with the reference, warm-up,
-memory, what it runs on) is read through the framework's ``shared.platform.Platform``: nothing here knows which
-framework it measures. The agreement check is agreement.py's, the products and the dense peak limit.py's.
+``python -m bench run`` starts ``python -m bench.run.worker SPEC.json SCRATCH`` once per implementation: JSON lines,
+a request (a :class:`Worker` method, or ``exit``) on stdin, a reply on a private copy of stdout (library prints go to
+stderr). It dies with its parent (``PR_SET_PDEATHSIG``, or its stdin closing) and keeps its caches in SCRATCH, which the
+parent removes. It reads its framework only through ``shared.platform.Platform`` (docs/benchmark.md, "The benchmark").
 """
 
 from __future__ import annotations
@@ -67,8 +63,7 @@ class RssSampler:
 
 
 def warm_up(runner, batches, step) -> dict:
-    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each (the tracing and compiling
-    counted by the runner's statistics, all the time in ``first_call_s``)."""
+    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each, timing it all."""
     before = runner.compile_stats()
     seen, first_call_s = set(), 0.0
     for batch in batches:
@@ -128,14 +123,10 @@ def resolve_buckets(buckets: list | str, pairs) -> list[int]:
 
 def die_with_parent() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return
     parent = os.getppid()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError, TypeError):  # not Linux
         return
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
@@ -189,11 +180,8 @@ class Worker:
         return self.runner_cls(self.params, self.config, dtype=self.spec.dtype, device=self.spec.device,
                                **self.spec.options)
 
-    # -- requests ----------------------------------------------------------
-
     def ready(self) -> dict:
-        """The first reply: the device, the workload and the software and hardware measured on (recorded with every
-        measurement: the machine as every record names it, the framework's version, threads and precision modes)."""
+        """The first reply: the device, the workload, the software and hardware (recorded with every measurement)."""
         spec, platform = self.spec, self.platform
         return {"device": spec.device, "data": self.dataset.name, "buckets": list(spec.buckets),
                 "num_pairs": len(self.dataset.pairs), "model": json.loads(self.config.to_json()), **provenance.machine(),
@@ -273,10 +261,8 @@ class Worker:
                 "load_avg_1min": os.getloadavg()[0]}
 
     def products(self, key: str, mode: str, batch_size: int, stop: int, kinds: list[str]) -> dict:
-        """Each kind's products (bench/run/limit.py) of the batches the rounds timed (plan entries 0 .. stop - 1)
-        on this process's routine (limit.routine): seconds per timed batch, from a sample of them (the sample's seconds
-        per FLOP times the timed batches' FLOPs), the timed batches' FLOPs, and the min and max FLOP/s of the sampled
-        batches; {} where the routine does not run on the device."""
+        """Each kind's products of the timed batches (plan entries 0 .. stop - 1) on this process's routine: seconds per
+        timed batch from a sample, their FLOPs and the sample's FLOP/s range; {} where the routine cannot run here."""
         device, (matmuls, kernel) = self.spec.device, limit.routine(self.platform)
         plan = self.tasks[key].plan if key in self.tasks else self.batches(mode, batch_size)[1]  # the limit's process
         if matmuls([], device) is None or not plan:
@@ -316,8 +302,6 @@ class Worker:
         if task.graphs:
             out["graph_per_batch"] = _means(task.graphs)
         return out
-
-    # -- helpers -----------------------------------------------------------
 
     def _step(self, runner, mode: str, transitions: str, pairs):
         """The function one timed batch calls, the list it logs host reads in, and the function that counts what
@@ -359,7 +343,6 @@ class Worker:
 
 
 def _means(rows: list[dict]) -> dict[str, float]:
-    """The mean of every key over ``rows`` (dicts of numbers)."""
     return {key: float(np.mean([row[key] for row in rows if key in row])) for key in rows[0]}
 
 
@@ -391,11 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m bench.run.worker SPEC.json SCRATCH", file=sys.stderr)
         return 2
     die_with_parent()
-    # Ctrl-C reaches every process of the terminal's group: the parent keeps what finished and ends this worker,
-    # so a worker has nothing to say about it (no traceback from each of them).
+    # Ctrl-C reaches the terminal's whole group: the parent keeps what finished and ends the workers silently.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Replies go to a private copy of stdout; fd 1 becomes stderr, so whatever
-    # a framework prints can never be mistaken for a reply.
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
