@@ -1,6 +1,5 @@
-"""Settings every command shares: the model-size presets (defined here only), ``--data`` (one resolver for every
-command: its help, and docs/benchmark.md, say what it takes) and the process settings the frameworks need before they
-are imported."""
+"""Settings every command shares: the model-size presets, ``--data`` and the process settings the frameworks need
+before they are imported."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The registry: every framework and implementation, and everything the harness knows of them.
-
-A framework is one package (``runner.py``, ``platform.py``) and one :class:`Framework` entry below, which lists its
-implementations (the framework's Runner with options); nothing else in ``bench/`` or ``shared/`` names a framework
-(docs/runner-interface.md, "Adding a framework", says what each part holds, and how a plugin of another package
-registers one). Frameworks are imported lazily, only when asked for, so a user with one framework installed can use it.
+"""The registry: every framework and implementation, and everything the harness knows of them; nothing else in bench/
+or shared/ names a framework (docs/runner-interface.md, "Adding a framework"). Frameworks are imported lazily, when
+asked for, so a user with one framework installed can use it.
 """
 
 from __future__ import annotations
