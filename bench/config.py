@@ -105,15 +105,6 @@ def rows_label(rows: tuple[int, int | None] | None) -> str:
     return f"-rows{rows[0]}-{'end' if rows[1] is None else rows[1]}" if rows else ""
 
 
-def number_range(args: argparse.Namespace) -> tuple[int, int]:
-    """``--numbers MIN:MAX`` as two ints."""
-    try:
-        low, high = (int(part) for part in getattr(args, "numbers", "4:8").split(":"))
-    except ValueError:
-        raise ValueError(f"--numbers: expected MIN:MAX, e.g. 4:8, got {args.numbers!r}") from None
-    return low, high
-
-
 @dataclass
 class Dataset:
     name: str
@@ -136,14 +127,17 @@ def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False, split: 
 def generated(data: str, n: int, seed: int, args: argparse.Namespace) -> Dataset:
     """``n`` pairs of --data synthetic or arithmetic (``--numbers``), of ``seed``: the training data, and bench train's
     dev pairs (of the next seed)."""
-    # Each generator is imported where its data is asked for: a record names the modules that ran.
+    # Each generator imported where asked for: a record names the modules that ran.
     if data == "synthetic":
         from shared.synthetic import synthetic_pairs
 
         return Dataset(f"synthetic-{n}", synthetic_pairs(n, seed=seed), None)
     from shared.arithmetic import arithmetic_pairs
 
-    low, high = number_range(args)
+    try:
+        low, high = (int(part) for part in getattr(args, "numbers", "4:8").split(":"))
+    except ValueError:
+        raise ValueError(f"--numbers: expected MIN:MAX, e.g. 4:8, got {args.numbers!r}") from None
     return Dataset(f"arithmetic-{n}-seed{seed}-numbers{low}to{high}",
                    arithmetic_pairs(n, seed=seed, min_len=low, max_len=high), None)
 
@@ -171,8 +165,7 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
     return Dataset(name + rows_label(rows), pairs, report)
 
 
-# Process settings of the frameworks (entry points and benchmark workers): what each platform (shared/platform.py)
-# needs before its library is imported, gathered from the registry for every framework or for the named ones
+# Process settings of the frameworks: what each platform needs before its library is imported
 
 # Set for every measured process beside the platforms' forced settings, whatever the caller's environment says.
 FORCED_ENV = {
@@ -180,10 +173,7 @@ FORCED_ENV = {
     "NVIDIA_TF32_OVERRIDE": "0",  # real float32 matmuls on NVIDIA GPUs, in any library that honours it
 }
 
-# OMP_WAIT_POLICY is left as the environment has it, and recorded with the thread counts. OpenMP threads spin at
-# barriers by default: the fastest on a quiet machine, but on a busy one a spinning thread waits out a descheduled
-# partner's time slice at every small op. On a shared machine, run with OMP_WAIT_POLICY=PASSIVE (each record's "threads"
-# says which was in force).
+# OMP_WAIT_POLICY is left as the environment has it (recorded in "threads"): PASSIVE suits a shared machine.
 
 
 DTYPES = ("float32", "float64")
@@ -210,7 +200,7 @@ def add_framework_argument(parser) -> None:
 
 def load_model(args: argparse.Namespace):
     """(dtype, the parameter file of ``--params``, its vocabulary) of a command that runs ``--framework``, the
-    process settings applied first (before the framework is imported: float64 may need a switch)."""
+    process settings applied first."""
     from shared.params import load_params
     from shared.vocab import Vocabulary
 
@@ -226,9 +216,8 @@ def default_dtype(name: str) -> str:
 
 
 def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
-    """Process-wide settings for the frameworks (or those of ``names``) before any of them is imported: what their
-    platforms ask for, where the environment says nothing (their own switches for their notices among them), quiet
-    loggers, and the import of a library that writes notices no switch silences made without them."""
+    """Process-wide settings for the frameworks (or those of ``names``) before any is imported: their platforms'
+    environment where it says nothing, quiet loggers, and :class:`_QuietImport` for notices no switch silences."""
     settings = frameworks.configure_process(names, dtype)
     for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
         if key != "PYTHONUNBUFFERED":
@@ -243,10 +232,8 @@ def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None)
 
 
 class _QuietImport:
-    """The first finder of sys.meta_path once a library writes notices no switch silences (Platform.native_noise): that
-    library is imported with file descriptor 2 held aside in a temporary file, and what its native code wrote there is
-    passed on once the import is done, less the lines that hold a notice. Before and after the import stderr is the
-    terminal it was: no thread, no pipe."""
+    """A finder that imports a library whose native code writes notices no switch silences (Platform.native_noise)
+    with file descriptor 2 held in a temporary file, passed on afterwards less those notices: no thread, no pipe."""
 
     notices: dict[str, tuple[bytes, ...]] = {}
 
