@@ -100,9 +100,8 @@ def entry(name: str, root: Path = ROOT) -> Entry:
 
 # The records of a folder, and whether they are current
 def folder_records(folder: Path) -> dict[Path, list[dict]]:
-    """Every record of a folder that must say what it measured: each benchmark or scaling record
-    (results.jsonl), the "end" record of each training run and of each resumed part of one (metrics.jsonl, at
-    any depth), and each JSON file written with provenance (``bench data --out``)."""
+    """Every record of a folder that must say what it measured: results.jsonl's, metrics.jsonl's "end" records (at
+    any depth), and each JSON file written with provenance."""
     found: dict[Path, list[dict]] = {}
     for path in sorted(folder.rglob("*.jsonl")):
         if path.name == "results.jsonl":
@@ -160,9 +159,8 @@ def check(root: Path = ROOT) -> dict[str, list[str]]:
 
 
 def attest(e: Entry, commit: str, root: Path = ROOT) -> int:
-    """Name ``commit`` in every record of the folder whose machine could not tie it to a commit and whose
-    ``measured_digest`` equals that of ``commit``'s measured files (each keeps what its machine said under
-    ``attested``); a ValueError, and nothing written, where a record measured other files. The number attested."""
+    """Name ``commit`` in every record whose machine could not, where its digest equals ``commit``'s (what the machine
+    said kept under ``attested``); a ValueError, nothing written, where one measured other files. How many."""
     full = provenance.resolve_commit(commit, root)
     digests: dict[tuple, str] = {}
     rewritten = {path: rows for path, rows in folder_records(e.folder(root)).items() if path.name == "results.jsonl"}
@@ -226,17 +224,14 @@ def _readme(e: Entry, stamp: dict, root: Path) -> None:
         tmp.write_text(text)
 
 
-def last_wall(e: Entry, root: Path = ROOT) -> float | None:
-    """How long the folder took when it was last made (its stamp's wall time), or None if never."""
-    try:
-        return float(json.loads((e.folder(root) / STAMP).read_text())["wall_s"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 def plan(chosen: list[Entry], root: Path = ROOT) -> str:
     """What a reproduction is about to do: each folder with how long it took last time, and the sum."""
-    walls = [last_wall(e, root) for e in chosen]
+    walls = []
+    for e in chosen:  # the stamp's wall time, or None if never made
+        try:
+            walls.append(float(json.loads((e.folder(root) / STAMP).read_text())["wall_s"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            walls.append(None)
     lines = [f"reproduce: {len(chosen)} folder{'s' if len(chosen) != 1 else ''}, in this order (last time each took):"]
     lines += [f"  results/{e.name}: {duration(w) if w is not None else 'never made'}" for e, w in zip(chosen, walls)]
     known = [w for w in walls if w is not None]
