@@ -192,8 +192,7 @@ register(Framework(
 ))
 
 
-# The benchmark's presets: which implementations a kind of run measures
-# What a run on a kind of machine should measure, as defaults of bench run's flags (a flag given wins).
+# The benchmark's presets: what a kind of run measures, as defaults of bench run's flags (a flag given wins).
 PRESETS = {
     # One 10-minute call on a lent GPU machine (check: bench run --preset gpu --estimate results/gpu-h100): batch 1
     # (launch-bound) and 1024, two length buckets. DyNet's wheel has no CUDA: measured here only when named.

@@ -154,14 +154,9 @@ def _output(argv: list[str], cwd: Path | None = None) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def _head(root: Path) -> str | None:
-    out = _output(["git", "rev-parse", "HEAD"], root)
-    return out.strip() if out else None
-
-
 def git_commit(root: Path = ROOT) -> str:
     """HEAD's full hash, or "unknown" outside a git checkout."""
-    return _head(root) or "unknown"
+    return (_output(["git", "rev-parse", "HEAD"], root) or "unknown").strip()
 
 
 def changed_files(root: Path = ROOT) -> set[str] | None:
@@ -174,8 +169,8 @@ def changed_files(root: Path = ROOT) -> set[str] | None:
 
 def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
     """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout)."""
-    changed, head = changed_files(root), _head(root)
-    if changed is None or head is None:
+    changed, head = changed_files(root), git_commit(root)
+    if changed is None or head == "unknown":
         return None
     edited = [rel for rel in files if rel in changed]
     if not edited:

@@ -15,14 +15,12 @@ from shared.files import append, open_to_append, written_aside
 
 def read_records(path: str | os.PathLike) -> list[dict]:
     """Records of a JSON-lines file; a line cut short by an interruption is ignored."""
-    path = Path(path)
     records = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for line in Path(path).read_text().splitlines() if Path(path).exists() else ():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
     return records
 
 

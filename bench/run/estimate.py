@@ -102,6 +102,5 @@ def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool
 
 
 def format_estimate(seconds: float, notes: list[str], folder: str) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    lines = [f"estimate: about {minutes} min {secs} s, by the records of {folder}"]
-    return "\n".join(lines + [f"  {note}" for note in notes])
+    m, s = divmod(int(round(seconds)), 60)
+    return "\n".join([f"estimate: about {m} min {s} s, by the records of {folder}", *(f"  {n}" for n in notes)])

@@ -26,15 +26,13 @@ FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "decided_batch_sizes": [
 FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted"], "device": "auto",
                  "model": "spinn"}
 
-# Which transitions each mode can follow (docs/spec.md §7): inference reads the data's parse or predicts its own;
-# training follows the data's parse (supervised) or samples one (REINFORCE).
+# Which transitions each mode can follow (docs/spec.md §7).
 TRANSITIONS = {"infer": ("gold", "predicted"), "train": ("gold", "sampled")}
 
 
 def apply_preset(args) -> None:
     """Fill the flags not given from ``--preset`` (if any), then from the flags' own defaults."""
-    # Not with --frameworks, the preset's implementations (its frameworks' default ones instead); not with --quick, the
-    # preset's model, batches and rounds (quick's own: its 64 pairs hold no batch of 1024).
+    # --frameworks overrides the preset's implementations; --quick its batches, rounds and size (64 pairs hold no 1024).
     chosen = frameworks.PRESETS[args.preset] if getattr(args, "preset", None) else {}
     preset = {key: value for key, value in chosen.items()
               if not (key == "implementations" and getattr(args, "frameworks", None))

@@ -40,10 +40,7 @@ class RssSampler:
     def __init__(self, interval: float = 0.005):
         import psutil
 
-        self._process = psutil.Process()
-        self._interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
+        self._process, self._interval, self.peak, self._stop = psutil.Process(), interval, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
