@@ -90,7 +90,11 @@ class FolderLock:
         if self._lock is None:
             return
         os.ftruncate(self._fd, 0)  # nobody holds it now
-        if self._created_file and _holds_only_the_lock(self.folder):
+        try:
+            alone = [entry.name for entry in os.scandir(self.folder)] == [LOCK_NAME]
+        except OSError:
+            alone = False
+        if self._created_file and alone:
             self.path.unlink(missing_ok=True)  # still held: nobody can lock this file meanwhile
             for folder in self._created:  # deepest first; one that holds anything stays
                 try:
@@ -117,10 +121,3 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-def _holds_only_the_lock(folder: Path) -> bool:
-    try:
-        return [entry.name for entry in os.scandir(folder)] == [LOCK_NAME]
-    except OSError:
-        return False

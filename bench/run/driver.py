@@ -235,13 +235,11 @@ def _measure(pool: WorkerPool, keys, done, run: dict, args, results: Path) -> di
     """Start-up, agreement, peaks, then every key in interleaved rounds."""
     failures = {}
     errors = pool.start()
-    if errors:
-        for error in errors:
-            print(f"error: {error}", file=sys.stderr)
-        if args.device in ("gpu", "gpu-host"):  # asked for a GPU that some framework lacks or cannot see
-            raise ValueError(f"--device {args.device}: {len(errors)} of {len(pool.workers)} implementations "
-                             "cannot run")
-        failures.update({w.name: "failed to start" for w in pool.workers if w.failed})
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    if errors and args.device in ("gpu", "gpu-host"):  # asked for a GPU that some framework lacks or cannot see
+        raise ValueError(f"--device {args.device}: {len(errors)} of {len(pool.workers)} implementations cannot run")
+    failures.update({w.name: "failed to start" for w in pool.workers if w.failed})
     progress = Progress("bench run", len(keys) * (1 + run["rounds"]), unit="steps", interval=20.0)
     agreement, peaks = {}, {}
     for worker in pool.alive():

@@ -100,33 +100,11 @@ class WorkerSpec:
     measure_cache: bool = False  # compile the train step again from a private persistent cache (timed)
 
 
-def build_workload(spec: WorkerSpec):
-    """Pairs, vocabulary, config and initial weights: identical in every worker."""
-    args = argparse.Namespace(split="train", num_pairs=None, shape="random", length=20, data_seed=0)
-    vars(args).update(spec.data)
-    dataset = load_dataset(args)
-    vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True)
-    config = ModelConfig(vocab_size=len(vocab), transition_head=spec.transition_head, **spec.sizes)
-    params = init_params(config, seed=spec.seed)
-    return dataset, vocab, config, params
-
-
 def resolve_buckets(buckets: list | str, pairs) -> list[int]:
     """Token-count bucket boundaries: as given, or for "auto:K" the K quantiles of the pairs' lengths."""
     if isinstance(buckets, str):
         return list(length_buckets([pair_length(p) for p in pairs], int(buckets.partition(":")[2])))
     return list(buckets)
-
-
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere)."""
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError, TypeError):  # not Linux
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
 
 
 @dataclass
@@ -159,7 +137,12 @@ class Worker:
         for capability in ("gpu", "float64"):  # refused in one line, before anything is built
             if capability in (spec.device, spec.dtype):
                 self.runner_cls.require(capability)
-        self.dataset, self.vocab, self.config, self.params = build_workload(spec)
+        # The workload, identical in every worker: pairs, vocabulary, config and initial weights.
+        self.dataset = load_dataset(argparse.Namespace(**{"split": "train", "num_pairs": None, "shape": "random",
+                                                          "length": 20, "data_seed": 0, **spec.data}))
+        self.vocab = Vocabulary.from_pairs(self.dataset.pairs, lowercase=True)
+        self.config = ModelConfig(vocab_size=len(self.vocab), transition_head=spec.transition_head, **spec.sizes)
+        self.params = init_params(self.config, seed=spec.seed)
         self.labelled = [p for p in self.dataset.pairs if p.label >= 0]
         spec.buckets = resolve_buckets(spec.buckets, self.dataset.pairs)
         self.tasks: dict[str, Task] = {}
@@ -370,7 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2:
         print("usage: python -m bench.run.worker SPEC.json SCRATCH", file=sys.stderr)
         return 2
-    die_with_parent()
+    parent = os.getppid()  # Linux SIGKILLs this process when its parent dies (PR_SET_PDEATHSIG, 1); elsewhere a no-op
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+    except (OSError, AttributeError, TypeError):  # not Linux
+        pass
     # Ctrl-C reaches the terminal's whole group: the parent keeps what finished and ends the workers silently.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     channel = os.fdopen(os.dup(1), "w", buffering=1)
