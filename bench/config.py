@@ -35,7 +35,6 @@ def preset(name: str) -> dict[str, int]:
 
 
 def size_help() -> str:
-    """What --size offers, every command alike."""
     return "model size: " + "; ".join(f"{name}: E={e}, H={h}, D={d}, M={m}, L={layers}"
                                       for name, (e, h, d, m, layers) in SIZES.items())
 
@@ -113,7 +112,6 @@ class Dataset:
 
 
 def shows_progress(args: argparse.Namespace) -> bool:
-    """Whether a command shows the progress of its loading stages (not with ``--quiet``)."""
     return not getattr(args, "quiet", False)
 
 
@@ -186,14 +184,12 @@ def add_device_argument(parser, choices: Sequence[str] = ("cpu", "gpu"), default
 
 
 def add_dtype_argument(parser, default: str | None = None) -> None:
-    """--dtype, as every command declares it."""
     parser.add_argument("--dtype", default=default, choices=DTYPES,
                         help="compute precision " + ("[default: %(default)s]" if default else
                                                      "[default: float64 for the reference, else float32]"))
 
 
 def add_framework_argument(parser) -> None:
-    """--framework, as every command that runs one implementation declares it."""
     parser.add_argument("--framework", required=True, choices=frameworks.NAMES, metavar="FRAMEWORK",
                         help=f"the reference, a framework or one of its variants: {', '.join(frameworks.NAMES)}")
 

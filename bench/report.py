@@ -324,8 +324,7 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
 
 def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool = True,
                  over: tuple[str, ...] = (), note: str = "") -> tuple[str, list[Path]]:
-    """Write report.md and its plots into ``out_dir`` (without matplotlib: report.md alone, said in one line); the
-    Markdown and the files written."""
+    """Write report.md and its plots (without matplotlib, report.md alone) into ``out_dir``: the Markdown, the files."""
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(records, sources, over)
     if note:  # a line under the title (a run's partial report says so there)

@@ -176,7 +176,6 @@ class Worker:
                                shared=self.scratch.parent / "reference.npz")  # the run's workers' scratch folder
 
     def peak(self) -> dict:
-        """The dense matmul peak of this framework, device and dtype."""
         return limit.matmul_peak(self.platform, self.spec.device, self.spec.dtype)
 
     def batches(self, mode: str, batch_size: int) -> tuple[list, list, list]:
