@@ -23,8 +23,7 @@ SIZES = {
     "full": (300, 300, 64, 1024, 2),  # the 2016 paper's SPINN-PI model
     "small": (32, 32, 8, 64, 1),  # quick experiments and smoke tests
     "quick": (16, 16, 4, 32, 1),  # bench run --quick: the harness end to end in seconds
-    # bench run --preset dynet-table2: E = H = 256 as neulab/dynet-benchmark's Tree-LSTM at its smallest size,
-    # the classifier a single softmax layer on the pair's features, as that benchmark's on the root
+    # --preset dynet-table2: neulab/dynet-benchmark's smallest Tree-LSTM (E = H = 256), one softmax layer classifying
     "table2": (256, 256, 64, 256, 0),
 }
 
@@ -59,7 +58,6 @@ def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> 
     return ModelConfig(vocab_size=vocab_size, lowercase=lowercase, transition_head=head, **sizes)
 
 
-# --data
 SHAPES = ("random", "left", "right", "balanced")
 
 

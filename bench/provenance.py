@@ -21,7 +21,6 @@ KEYS = ("git_commit", "measured_clean", "measured", "measured_digest")
 _SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 
-# What ran
 def loaded(root: Path = ROOT) -> list[str]:
     """The repository's source files among this interpreter's imported modules (relative, sorted), this one aside."""
     files = {_in_repository(getattr(module, "__file__", None), root) for module in list(sys.modules.values())}
@@ -40,7 +39,6 @@ def _in_repository(path: str | None, root: Path) -> str | None:
     return rel.as_posix()
 
 
-# The normalized form, and digests
 def normalized(data: bytes, rel: str) -> str:
     """What of a file counts (docs/spec.md §6, "How it is compared"): for Python its syntax tree without docstrings."""
     if rel.endswith(".py"):
@@ -135,7 +133,6 @@ def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]
     return blobs
 
 
-# git
 def resolve_commit(commit: str, root: Path = ROOT) -> str:
     """A commit's full hash; a ValueError in one line where git does not know it."""
     out = _output(["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], root)
@@ -179,7 +176,6 @@ def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
     return all(at_head[rel] is not None and at_head[rel] == file_digest(rel, root) for rel in edited)
 
 
-# A record's keys, and whether it is current
 def provenance(files: Iterable[str] | None = None, root: Path = ROOT) -> dict:
     """The provenance keys of a record whose processes ran ``files`` (this process's :func:`loaded` without)."""
     measured = sorted(set(loaded(root) if files is None else files) | ({PINS} if (root / PINS).exists() else set()))
@@ -215,7 +211,6 @@ def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -
     return f"measured files changed since commit {commit[:12]}: {', '.join(changed) or 'the list itself'}"
 
 
-# The machine
 def timestamp() -> str:
     """The local time of a record, as every record gives it."""
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")

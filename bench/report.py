@@ -235,7 +235,6 @@ def _one_matrix(records: list[Measurement], title: str) -> str:
                              + [cell(matrix[algorithm, f]) for f in columns] for algorithm in frameworks.ALGORITHMS])])
 
 
-# The plots
 def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
     """Throughput and the per-round ratios against batch size, where the time goes, compile time, and agreement, as
     PNG files (the first three drawn as the documents' figures are: bench/figures/runs.py)."""
@@ -296,7 +295,6 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         return written
 
 
-# report.md
 def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] = ()) -> str:
     envs = {r.implementation: r for r in reversed(records)}  # each implementation's first record
     flags = f" --over {','.join(over)}" if over else ""

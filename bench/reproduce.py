@@ -98,7 +98,6 @@ def entry(name: str, root: Path = ROOT) -> Entry:
     raise ValueError(f"{name!r} is not in {MANIFEST}; it lists: {', '.join(e.name for e in entries)}")
 
 
-# The records of a folder, and whether they are current
 def folder_records(folder: Path) -> dict[Path, list[dict]]:
     """Every record of a folder that must say what it measured: results.jsonl's, metrics.jsonl's "end" records (at
     any depth), and each JSON file written with provenance."""
@@ -204,7 +203,6 @@ def check_here(root: Path = ROOT) -> tuple[dict[str, list[str]], dict[str, list[
     return here, {n: r for n, r in stale.items() if n not in here}
 
 
-# Reproducing
 def _readme(e: Entry, stamp: dict, root: Path) -> None:
     """The folder's README.md: what it holds, and the commands and commit that made it."""
     commands = "\n".join(f"    {c.replace('{out}', e.out())}" for c in e.commands)
@@ -307,7 +305,6 @@ def reproduce(e: Entry, root: Path = ROOT, runner=subprocess.run) -> Path:
     return folder
 
 
-# The command
 def register(sub) -> None:
     p = sub.add_parser("reproduce", help="re-run a committed results folder from results/manifest.toml, or "
                                          "--check which ones measured code that has changed",

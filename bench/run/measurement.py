@@ -213,7 +213,6 @@ def device_fraction(r: Measurement) -> float:
     return r.useful_flops_per_s / (r.device_peak_flops_per_s or r.matmul_peak_flops_per_s)
 
 
-# Busy rounds (docs/spec.md §6, "Decision: load in every round")
 def other_work_limit(cores: int) -> float:
     """How many cores' worth of other work makes a machine busy: one core, or a quarter of them on a larger machine."""
     return max(1.0, cores / 4)

@@ -151,8 +151,7 @@ class Worker:
             self.platform.enable_compilation_cache(str(scratch / "cache"))
         elif spec.compilation_cache:
             self.platform.enable_compilation_cache(spec.compilation_cache)
-        # Caches a framework keeps on disk unasked (torch.compile's) start empty in every run: its warm-up
-        # then compiles cold, as JAX's does without --compilation-cache, and runs compare alike.
+        # Caches a framework keeps on disk unasked (torch.compile's) start empty: every run's warm-up compiles cold.
         (scratch / "private").mkdir()
         self.platform.use_private_caches(str(scratch / "private"))
 
