@@ -7,7 +7,6 @@ products, measurement.py is the record and its reading, targets.py the report's 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from bench import frameworks
@@ -131,7 +130,5 @@ def cmd_run(args) -> int:
         lock.announce()  # going to run: a refused run says only why
         from bench.run.driver import run  # imported when a run starts: planning needs none of it
 
-        note = busy_note()
-        if note:
-            print(note, file=sys.stderr)
+        busy_note()
         return run(args, plan, worker_specs(args, plan.names, out_dir, plan.defaults), out_dir)

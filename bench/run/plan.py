@@ -165,14 +165,13 @@ def _data(args, defaults: dict) -> dict:
             "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
 
 
-def busy_note() -> str:
-    """A line for the start of a run when other work already keeps the machine busy; empty when it does not."""
+def busy_note() -> None:
+    """Say at the start of a run when other work already keeps the machine busy."""
     load_now, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if not is_busy(load_now, cores):
-        return ""
-    return (f"note: the machine is busy: 1-minute load average {load_now:.2f} on {cores} cores before the run "
-            f"starts (more than {other_work_limit(cores):g} of other work); the report marks the rounds timed while "
-            "it stays so")
+    if is_busy(load_now, cores):
+        print(f"note: the machine is busy: 1-minute load average {load_now:.2f} on {cores} cores before the run "
+              f"starts (more than {other_work_limit(cores):g} of other work); the report marks the rounds timed while "
+              "it stays so", file=sys.stderr)
 
 
 def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[WorkerSpec]:
