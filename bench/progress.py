@@ -98,17 +98,13 @@ class Progress(tqdm):
 
     def eta(self, now: float, since: tuple[float, int]) -> float | None:
         """Seconds left at the rate since ``since`` and the first update; None until it rests on enough."""
-        if self.total is None:
-            return None
-        if self.n >= self.total:
+        if self.total is not None and self.n >= self.total:
             return 0.0
-        if self._first is None:
+        if self.total is None or self._first is None:
             return None
-        first_time, first_done = self._first
-        if now - first_time < ETA_MIN_SECONDS or self.n - first_done < ETA_MIN_FRACTION * self.total:
-            return None
-        start, start_done = max(since, self._first)
-        if self.n <= start_done or now <= start:
+        (first_time, first_done), (start, start_done) = self._first, max(since, self._first)
+        if now - first_time < ETA_MIN_SECONDS or self.n - first_done < ETA_MIN_FRACTION * self.total \
+                or self.n <= start_done or now <= start:
             return None
         return (self.total - self.n) * (now - start) / (self.n - start_done)
 

@@ -40,8 +40,7 @@ class WorkerFailed(RuntimeError):
 
 class WorkerHandle:
     def __init__(self, spec: WorkerSpec, out_dir: Path):
-        self.name = spec.implementation
-        self.spec = spec
+        self.name, self.spec = spec.implementation, spec
         spec_path = Path(out_dir) / "specs" / f"{spec.implementation}.json"
         spec_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
