@@ -30,7 +30,6 @@ def compare(first: list[Measurement], second: list[Measurement], baseline: str |
 
 def format_compare(result: dict, baseline: str | None = None) -> str:
     baseline = baseline or frameworks.BASELINE
-
     cell = lambda r: "not measured" if r is None else \
         f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"  # noqa: E731
     verdict = {True: "yes", False: "**no**", None: "-"}

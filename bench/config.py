@@ -1,6 +1,5 @@
-"""Settings every command shares: the model-size presets (defined here only), ``--data`` (one resolver for every
-command: its help, and docs/benchmark.md, say what it takes) and the process settings the frameworks need before they
-are imported."""
+"""Settings every command shares: the model-size presets, ``--data`` and the process settings the frameworks need
+before they are imported."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ SIZES = {
     "full": (300, 300, 64, 1024, 2),  # the 2016 paper's SPINN-PI model
     "small": (32, 32, 8, 64, 1),  # quick experiments and smoke tests
     "quick": (16, 16, 4, 32, 1),  # bench run --quick: the harness end to end in seconds
-    # bench run --preset dynet-table2: E = H = 256 as neulab/dynet-benchmark's Tree-LSTM at its smallest size,
-    # the classifier a single softmax layer on the pair's features, as that benchmark's on the root
+    # --preset dynet-table2: neulab/dynet-benchmark's smallest Tree-LSTM (E = H = 256), one softmax layer classifying
     "table2": (256, 256, 64, 256, 0),
 }
 
@@ -36,7 +34,6 @@ def preset(name: str) -> dict[str, int]:
 
 
 def size_help() -> str:
-    """What --size offers, every command alike."""
     return "model size: " + "; ".join(f"{name}: E={e}, H={h}, D={d}, M={m}, L={layers}"
                                       for name, (e, h, d, m, layers) in SIZES.items())
 
@@ -60,10 +57,6 @@ def model_config(args: argparse.Namespace, vocab_size: int, lowercase: bool) -> 
         raise ValueError("--transition-head needs a tracker: --tracker-dim must be > 0")
     return ModelConfig(vocab_size=vocab_size, lowercase=lowercase, transition_head=head, **sizes)
 
-
-# --------------------------------------------------------------------------
-# --data
-# --------------------------------------------------------------------------
 
 SHAPES = ("random", "left", "right", "balanced")
 
@@ -109,15 +102,6 @@ def rows_label(rows: tuple[int, int | None] | None) -> str:
     return f"-rows{rows[0]}-{'end' if rows[1] is None else rows[1]}" if rows else ""
 
 
-def number_range(args: argparse.Namespace) -> tuple[int, int]:
-    """``--numbers MIN:MAX`` as two ints."""
-    try:
-        low, high = (int(part) for part in getattr(args, "numbers", "4:8").split(":"))
-    except ValueError:
-        raise ValueError(f"--numbers: expected MIN:MAX, e.g. 4:8, got {args.numbers!r}") from None
-    return low, high
-
-
 @dataclass
 class Dataset:
     name: str
@@ -126,7 +110,6 @@ class Dataset:
 
 
 def shows_progress(args: argparse.Namespace) -> bool:
-    """Whether a command shows the progress of its loading stages (not with ``--quiet``)."""
     return not getattr(args, "quiet", False)
 
 
@@ -140,14 +123,17 @@ def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False, split: 
 def generated(data: str, n: int, seed: int, args: argparse.Namespace) -> Dataset:
     """``n`` pairs of --data synthetic or arithmetic (``--numbers``), of ``seed``: the training data, and bench train's
     dev pairs (of the next seed)."""
-    # Each generator is imported where its data is asked for: a record names the modules that ran.
+    # Each generator imported where asked for: a record names the modules that ran.
     if data == "synthetic":
         from shared.synthetic import synthetic_pairs
 
         return Dataset(f"synthetic-{n}", synthetic_pairs(n, seed=seed), None)
     from shared.arithmetic import arithmetic_pairs
 
-    low, high = number_range(args)
+    try:
+        low, high = (int(part) for part in getattr(args, "numbers", "4:8").split(":"))
+    except ValueError:
+        raise ValueError(f"--numbers: expected MIN:MAX, e.g. 4:8, got {args.numbers!r}") from None
     return Dataset(f"arithmetic-{n}-seed{seed}-numbers{low}to{high}",
                    arithmetic_pairs(n, seed=seed, min_len=low, max_len=high), None)
 
@@ -175,10 +161,7 @@ def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> 
     return Dataset(name + rows_label(rows), pairs, report)
 
 
-# --------------------------------------------------------------------------
-# Process settings of the frameworks (entry points and benchmark workers): what each platform (shared/platform.py)
-# needs before its library is imported, gathered from the registry for every framework or for the named ones
-# --------------------------------------------------------------------------
+# Process settings of the frameworks: what each platform needs before its library is imported
 
 # Set for every measured process beside the platforms' forced settings, whatever the caller's environment says.
 FORCED_ENV = {
@@ -186,10 +169,7 @@ FORCED_ENV = {
     "NVIDIA_TF32_OVERRIDE": "0",  # real float32 matmuls on NVIDIA GPUs, in any library that honours it
 }
 
-# OMP_WAIT_POLICY is left as the environment has it, and recorded with the thread counts. OpenMP threads spin at
-# barriers by default: the fastest on a quiet machine, but on a busy one a spinning thread waits out a descheduled
-# partner's time slice at every small op. On a shared machine, run with OMP_WAIT_POLICY=PASSIVE (each record's "threads"
-# says which was in force).
+# OMP_WAIT_POLICY is left as the environment has it (recorded in "threads"): PASSIVE suits a shared machine.
 
 
 DTYPES = ("float32", "float64")
@@ -202,21 +182,19 @@ def add_device_argument(parser, choices: Sequence[str] = ("cpu", "gpu"), default
 
 
 def add_dtype_argument(parser, default: str | None = None) -> None:
-    """--dtype, as every command declares it."""
     parser.add_argument("--dtype", default=default, choices=DTYPES,
                         help="compute precision " + ("[default: %(default)s]" if default else
                                                      "[default: float64 for the reference, else float32]"))
 
 
 def add_framework_argument(parser) -> None:
-    """--framework, as every command that runs one implementation declares it."""
     parser.add_argument("--framework", required=True, choices=frameworks.NAMES, metavar="FRAMEWORK",
                         help=f"the reference, a framework or one of its variants: {', '.join(frameworks.NAMES)}")
 
 
 def load_model(args: argparse.Namespace):
     """(dtype, the parameter file of ``--params``, its vocabulary) of a command that runs ``--framework``, the
-    process settings applied first (before the framework is imported: float64 may need a switch)."""
+    process settings applied first."""
     from shared.params import load_params
     from shared.vocab import Vocabulary
 
@@ -232,9 +210,8 @@ def default_dtype(name: str) -> str:
 
 
 def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
-    """Process-wide settings for the frameworks (or those of ``names``) before any of them is imported: what their
-    platforms ask for, where the environment says nothing (their own switches for their notices among them), quiet
-    loggers, and the import of a library that writes notices no switch silences made without them."""
+    """Process-wide settings for the frameworks (or those of ``names``) before any is imported: their platforms'
+    environment where it says nothing, quiet loggers, and :class:`_QuietImport` for notices no switch silences."""
     settings = frameworks.configure_process(names, dtype)
     for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
         if key != "PYTHONUNBUFFERED":
@@ -249,10 +226,8 @@ def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None)
 
 
 class _QuietImport:
-    """The first finder of sys.meta_path once a library writes notices no switch silences (Platform.native_noise): that
-    library is imported with file descriptor 2 held aside in a temporary file, and what its native code wrote there is
-    passed on once the import is done, less the lines that hold a notice. Before and after the import stderr is the
-    terminal it was: no thread, no pipe."""
+    """A finder that imports a library whose native code writes notices no switch silences (Platform.native_noise)
+    with file descriptor 2 held in a temporary file, passed on afterwards less those notices: no thread, no pipe."""
 
     notices: dict[str, tuple[bytes, ...]] = {}
 

@@ -1,9 +1,6 @@
-"""The registry: every framework and implementation, and everything the harness knows of them.
-
-A framework is one package (``runner.py``, ``platform.py``) and one :class:`Framework` entry below, which lists its
-implementations (the framework's Runner with options); nothing else in ``bench/`` or ``shared/`` names a framework
-(docs/runner-interface.md, "Adding a framework", says what each part holds, and how a plugin of another package
-registers one). Frameworks are imported lazily, only when asked for, so a user with one framework installed can use it.
+"""The registry: every framework and implementation, and everything the harness knows of them; nothing else in bench/
+or shared/ names a framework (docs/runner-interface.md, "Adding a framework"). Frameworks are imported lazily, when
+asked for, so a user with one framework installed can use it.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ class Implementation:
     name: str  # "tensorflow-xla": a framework's name, or the name with a suffix (a variant)
     algorithm: str  # one of ALGORITHMS
     options: dict = field(default_factory=dict)  # Runner keyword options, wherever it runs
-    # Options the benchmark's timed step adds (read only by the benchmark's plan): how the framework's own users
-    # run it, where that differs from the shared rules every other command keeps (DyNet's trainers, in C++).
+    # Options only the benchmark's timed step adds: how the framework's users run it (DyNet's trainers, in C++).
     timed_options: dict = field(default_factory=dict)
     eager: bool = False  # builds no graph ahead of time: never a candidate for "best static"
     opt_in: bool = False  # measured only when named with --implementations
@@ -105,10 +101,7 @@ def unregister(name: str) -> None:
     _refresh()
 
 
-# ---------------------------------------------------------------------------
 # Views of the registry (recomputed whenever it changes)
-# ---------------------------------------------------------------------------
-
 FRAMEWORKS: tuple[str, ...] = ()  # the registered frameworks, in registration order
 ALL: tuple[str, ...] = ()  # "reference" and the frameworks
 NAMES: tuple[str, ...] = ()  # every name a command takes
@@ -132,10 +125,7 @@ def _refresh() -> None:
 _refresh()
 
 
-# ---------------------------------------------------------------------------
 # The entries: one per framework (what each variant is: docs/benchmark.md, "The benchmark")
-# ---------------------------------------------------------------------------
-
 register(Framework(
     name="pytorch", package="impl_pytorch", library="torch", extra="pytorch",
     implementations=(
@@ -171,8 +161,7 @@ register(Framework(
 register(Framework(
     name="jax", package="impl_jax", library="jax", extra="jax",
     implementations=(
-        # The scan has T iterations; in inference those past the batch's last real step skip their work (a
-        # cond); the training step runs them all (impl_jax/masked.py, SPINN.skip_tail).
+        # Inference skips the scan's iterations past the last real step (a cond); training runs all T (skip_tail).
         Implementation("jax", MASKED, padding="loop", train_padding="arrays"),
         Implementation("jax-tail-cond", MASKED, {"train_skip_tail": True}, opt_in=True, padding="loop"),
         Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True, padding="loop",
@@ -188,8 +177,7 @@ register(Framework(
 register(Framework(
     name="dynet", package="impl_dynet", library="dynet", extra="dynet",
     implementations=(
-        # A batch is a Python loop into one graph, which DyNet batches as it evaluates it. Timed as DyNet's users train:
-        # its own trainer, in C++ (impl_dynet/train.py, NativeTrainer); bench train keeps the shared rules.
+        # A Python loop into one graph, batched by DyNet as it evaluates it; timed with DyNet's own C++ trainer.
         Implementation("dynet", AUTOBATCH, {"autobatch": True}, {"trainer": "native"}, eager=True, padding="none"),
         Implementation("dynet-unbatched", AUTOBATCH, {"autobatch": False}, {"trainer": "native"}, eager=True,
                        opt_in=True, padding="none"),
@@ -204,39 +192,30 @@ register(Framework(
 ))
 
 
-# ---------------------------------------------------------------------------
-# The benchmark's presets: which implementations a kind of run measures
-# ---------------------------------------------------------------------------
-
-# What a run on a kind of machine should measure, as defaults of bench run's flags (a flag given wins).
+# The benchmark's presets: what a kind of run measures, as defaults of bench run's flags (a flag given wins).
 PRESETS = {
-    # One call on a lent GPU machine (10 minutes a call, about 15 in all, start-up included), planned at under 8
-    # minutes on an H100 (bench run --preset gpu --estimate results/gpu-h100): batch 1 (launch-bound) and 1024 (where
-    # a GPU earns its keep), two length buckets (four would double the compiled programs' warm-up at batch 1). DyNet's
-    # wheel has no CUDA: its automatic batching is measured in the CPU runs, and here when named.
+    # One 10-minute call on a lent GPU machine (check: bench run --preset gpu --estimate results/gpu-h100): batch 1
+    # (launch-bound) and 1024, two length buckets. DyNet's wheel has no CUDA: measured here only when named.
     "gpu": {
         "implementations": ["pytorch", "pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "pytorch-levels",
                             "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax", "jax-levels"],
         "device": "gpu-host", "batch_sizes": [1, 1024], "buckets": [16, 64], "modes": ["infer", "train"],
         "transitions": ["gold"], "rounds": 5,
     },
-    # The protocol of Table 2 of Neubig, Goldberg and Dyer (2017), "On-the-fly Operation Batching in Dynamic
-    # Computation Graphs" (docs/autobatching.md §6; results/cpu-table2).
+    # The protocol of Table 2 of Neubig, Goldberg and Dyer (2017) (docs/autobatching.md §6; results/cpu-table2).
     "dynet-table2": {
         "implementations": ["dynet-unbatched", "dynet", "dynet-depth", "pytorch", "pytorch-masked", "tensorflow",
                             "tensorflow-xla", "jax"],
         "model": "treelstm", "size": "table2", "batch_sizes": [64], "modes": ["train"], "transitions": ["gold"],
     },
-    # Host-scheduled levels (TensorFlow Fold's dynamic batching) against the baseline, the masked static graphs and
-    # DyNet's autobatching, at the batch sizes its targets name (docs/algorithm-or-framework.md §4).
+    # Host-scheduled levels against the baseline, static graphs and autobatching (docs/algorithm-or-framework.md §4).
     "levels": {
         "implementations": ["pytorch", "pytorch-levels", "tensorflow", "tensorflow-xla", "tensorflow-levels", "jax",
                             "jax-levels", "dynet", "dynet-depth"],
         "batch_sizes": [1, 128], "modes": ["infer", "train"], "transitions": ["gold"],
     },
 }
-# Table 2 of Neubig, Goldberg and Dyer (2017) compares DyNet without automatic batching and with its default
-# heuristic (by agenda): the implementations that stand for them in the dynet-table2 run's report.
+# The implementations that stand for Table 2's DyNet without autobatching and with it (by agenda, its default).
 TABLE2 = {"unbatched": "dynet-unbatched", "autobatched": "dynet"}
 
 
@@ -322,16 +301,13 @@ def platforms(names=None) -> list:
 
 def configure_process(names=None, dtype: str = "float32") -> dict[str, dict[str, str]]:
     """The environment the frameworks of ``names`` (every one without) ask for before their libraries are imported:
-    "defaults" the caller's environment may override, and "forced" settings it may not (shared.platform.Platform)."""
+    "defaults" the caller's environment may override, "forced" it may not."""
     chosen = platforms(names)
     return {"defaults": {key: value for p in chosen for key, value in p.default_env().items()},
             "forced": {key: value for p in chosen for key, value in p.forced_env(dtype).items()}}
 
 
-# ---------------------------------------------------------------------------
 # Frameworks from other packages
-# ---------------------------------------------------------------------------
-
 ENTRY_POINTS = "spinn_suite.frameworks"  # the entry-point group a package declares its framework's module in
 
 
@@ -340,8 +316,7 @@ class PluginError(ImportError):
 
 
 def _load_plugins() -> None:
-    """Import every plugin module, each of which calls :func:`register`: those ``SPINN_PLUGINS`` names, then those the
-    installed packages declare in the ``spinn_suite.frameworks`` entry-point group."""
+    """Import every plugin module (each calls :func:`register`): ``SPINN_PLUGINS``'s, then the ENTRY_POINTS group's."""
     from importlib import metadata
 
     named = [(f"SPINN_PLUGINS module {m!r}", m) for m in os.environ.get("SPINN_PLUGINS", "").split(",") if m.strip()]

@@ -1,12 +1,8 @@
-"""One command at a time per output folder: two commands appending to the same ``--out`` folder would interleave their
-records, and a report would read them as one run.
-
-The lock is filelock's on ``OUT/.lock`` (``fcntl.flock`` underneath): the kernel releases it when the holding process
-exits, however it exits (SIGKILL included), so a lock left by a dead process never blocks: the next command simply takes
-it. The file also records who holds it, for the one-line refusal and for the note that a dead holder's lock was taken
-over. A command refused after taking the lock leaves the folder as it found it: ``release`` removes the lock file and
-the folders ``acquire`` made, once nothing else is in them, while it still holds the lock (filelock does not count a
-flock on a file removed meanwhile as held, and ``acquire`` then tries the file the path names now).
+"""One command at a time per output folder (two appending to one ``--out`` would interleave their records): filelock's
+lock on ``OUT/.lock``, a ``flock`` the kernel releases however its holder exits, so a dead holder never blocks. The file
+names its holder, for the one-line refusal and the note on taking over. A command refused after taking the lock removes
+the lock file and the folders it made, once nothing else is in them, while still holding it (filelock then treats the
+removed file as not held, and ``acquire`` locks the file the path names now).
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from itertools import takewhile
 from pathlib import Path
 
 LOCK_NAME = ".lock"
-ATTEMPTS = 3  # tries at a lock whose file names no holder: its holder was removing it, or had not written it yet
+ATTEMPTS = 3  # tries at a held lock whose file names no holder (being removed, or not written yet)
 
 
 class FolderLocked(RuntimeError):
@@ -84,9 +80,7 @@ class FolderLock:
         self._created_file = before is None or (before.st_dev, before.st_ino) != (held.st_dev, held.st_ino)
         previous = _holder(lambda: os.pread(fd, 4096, 0))
         if previous.get("pid") and previous.get("pid") != os.getpid():
-            # The lock was free, so its last holder has exited; the file only
-            # still names it because nobody cleans up after a killed process.
-            self.took_over = previous
+            self.took_over = previous  # the lock was free: its last holder has exited
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": self.command, "started": time.time()}).encode()
                   + b"\n", 0)
@@ -96,7 +90,11 @@ class FolderLock:
         if self._lock is None:
             return
         os.ftruncate(self._fd, 0)  # nobody holds it now
-        if self._created_file and _holds_only_the_lock(self.folder):
+        try:
+            alone = [entry.name for entry in os.scandir(self.folder)] == [LOCK_NAME]
+        except OSError:
+            alone = False
+        if self._created_file and alone:
             self.path.unlink(missing_ok=True)  # still held: nobody can lock this file meanwhile
             for folder in self._created:  # deepest first; one that holds anything stays
                 try:
@@ -107,8 +105,7 @@ class FolderLock:
         self._lock = self._fd = None
 
     def announce(self) -> None:
-        """Say on stderr (once) that this lock was taken over from a process
-        that died holding it: a command calls it once it is going to run."""
+        """Say on stderr (once, when the command is going to run) that the lock was taken over from a dead holder."""
         if self.took_over and not self._announced:
             self._announced = True
             import psutil
@@ -124,10 +121,3 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
-
-
-def _holds_only_the_lock(folder: Path) -> bool:
-    try:
-        return [entry.name for entry in os.scandir(folder)] == [LOCK_NAME]
-    except OSError:
-        return False

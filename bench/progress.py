@@ -1,7 +1,5 @@
-"""Progress on the terminal, drawn by tqdm: its bar where the stream is a terminal, with a status text after it; into a
-file or a pipe (CI logs, tests), where a bar would be a smear of carriage returns, the same counts as a plain line every
-``interval`` seconds (tqdm's ``mininterval``) and once the work is done. Messages (``write``) go above the bar without
-breaking it.
+"""Progress drawn by tqdm: its bar on a terminal; into a file or a pipe, the same counts as a plain line every
+``interval`` seconds (tqdm's ``mininterval``) and once done. ``write`` puts messages above the bar.
 """
 
 from __future__ import annotations
@@ -15,8 +13,7 @@ from tqdm import tqdm
 
 
 def duration(seconds: float) -> str:
-    """The suite's one way to write a duration: 3 s, 2 min 5 s, 1 h 2 min (progress, bench reproduce's stamps and
-    the documents' quotes of them)."""
+    """The suite's one way to write a duration: 3 s, 2 min 5 s, 1 h 2 min."""
     if not math.isfinite(seconds):
         return "?"
     seconds = int(round(seconds))
@@ -25,23 +22,19 @@ def duration(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
 
 
-# An ETA extrapolates a rate to the rest of the work, so none is shown until that rate rests on enough: ETA_MIN_SECONDS
-# of work timed from the first update on (what came before it, such as opening a file, sorting or a compilation, counted
-# nothing) and ETA_MIN_FRACTION of the total done since. A first line timed over one update and a setup of 20 s would
-# otherwise promise hours for a stage of seconds. Once the work is done, its ETA (0s) is no extrapolation and is shown.
+# No ETA until its rate rests on ETA_MIN_SECONDS of work timed from the first update on (setup counts nothing) and
+# ETA_MIN_FRACTION of the total done since: a rate over one update would promise hours for a stage of seconds.
 ETA_MIN_SECONDS = 5.0
 ETA_MIN_FRACTION = 0.01
 
-# The bar tqdm draws by default, with the ETA of ``Progress.eta`` where tqdm puts its own.
+# tqdm's default bar, with ``Progress.eta`` for its ETA.
 _BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{eta}, {rate_fmt}{postfix}]"
 
 
 class Progress(tqdm):
-    """``total`` units of work (steps, pairs, measurements), done a few at a time: ``update(n, status)``. The ETA of the
-    plain lines uses the rate since the previous line only, so one slow stretch (a compilation) does not distort it for
-    long; the bar's, the rate since the first update. ``delay`` (plain lines only): the first line once this many
-    seconds have passed, then every interval, and a last one at the end only if an earlier one went out; work done
-    sooner says nothing."""
+    """``total`` units of work, done a few at a time: ``update(n, status)``. Plain lines' ETA uses the rate since the
+    previous line (the bar's, since the first update). ``delay`` (plain lines): the first line after it, and a last one
+    at the end only if an earlier one went out."""
 
     def __init__(self, label: str, total: int | None, *, unit: str = "it", stream=None, enabled: bool = True,
                  interval: float = 15.0, delay: float | None = None):
@@ -53,8 +46,7 @@ class Progress(tqdm):
         if self.plain:
             drawing = dict(mininterval=interval if delay is None else delay, miniters=0)
         else:
-            # A terminal that reports no size (some pseudo-terminals) would get no bar at all: tqdm asks the
-            # terminal itself, not $COLUMNS (which pytest-xdist sets, for one), so this asks it too.
+            # A terminal that reports no size would get no bar from tqdm (which asks it, not $COLUMNS): a fixed one.
             try:
                 sized = os.get_terminal_size(stream.fileno()).columns > 0
             except (AttributeError, OSError, ValueError):
@@ -105,19 +97,14 @@ class Progress(tqdm):
         self.fp.flush()
 
     def eta(self, now: float, since: tuple[float, int]) -> float | None:
-        """Seconds left at the rate since ``since`` (time, count), never from before the first update; None where the
-        total is unknown, and until the rate rests on enough (ETA_MIN_SECONDS, ETA_MIN_FRACTION)."""
-        if self.total is None:
-            return None
-        if self.n >= self.total:
+        """Seconds left at the rate since ``since`` and the first update; None until it rests on enough."""
+        if self.total is not None and self.n >= self.total:
             return 0.0
-        if self._first is None:
+        if self.total is None or self._first is None:
             return None
-        first_time, first_done = self._first
-        if now - first_time < ETA_MIN_SECONDS or self.n - first_done < ETA_MIN_FRACTION * self.total:
-            return None
-        start, start_done = max(since, self._first)
-        if self.n <= start_done or now <= start:
+        (first_time, first_done), (start, start_done) = self._first, max(since, self._first)
+        if now - first_time < ETA_MIN_SECONDS or self.n - first_done < ETA_MIN_FRACTION * self.total \
+                or self.n <= start_done or now <= start:
             return None
         return (self.total - self.n) * (now - start) / (self.n - start_done)
 
@@ -154,7 +141,6 @@ STAGE_INTERVAL_S = 5.0
 
 
 def stage(label: str, total: int | None = None, *, unit: str = "rows", enabled: bool = True, stream=None) -> Progress:
-    """Progress of one loading stage (reading rows, the vocabulary, GloVe, batching, statistics): a bar on a terminal;
-    elsewhere plain lines, the first after STAGE_DELAY_S, then every STAGE_INTERVAL_S, so a small file says nothing."""
+    """One loading stage: off a terminal, the first line after STAGE_DELAY_S, then every STAGE_INTERVAL_S."""
     return Progress(label, total, unit=unit, stream=stream, enabled=enabled, interval=STAGE_INTERVAL_S,
                     delay=STAGE_DELAY_S)

@@ -1,9 +1,5 @@
-"""What a record measured: the source files that ran, and whether they are still today's.
-
-Why a record names the files that ran, which ones count and how they are compared is docs/spec.md §6, "Decision:
-provenance": ``measured`` (the files of :func:`loaded` and the pins), ``measured_digest`` (a SHA-256 over their
-:func:`normalized` forms), ``git_commit`` and ``measured_clean``. ``bench reproduce --check`` recomputes the digest of
-today's files of the same list, and names the files that changed since the record's commit.
+"""What a record measured: the source files that ran, and whether they are still today's (docs/spec.md §6, "Decision:
+provenance": ``measured``, ``measured_digest``, ``git_commit``, ``measured_clean``).
 """
 
 from __future__ import annotations
@@ -25,10 +21,6 @@ KEYS = ("git_commit", "measured_clean", "measured", "measured_digest")
 _SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 
-# ---------------------------------------------------------------------------
-# What ran
-# ---------------------------------------------------------------------------
-
 def loaded(root: Path = ROOT) -> list[str]:
     """The repository's source files among this interpreter's imported modules (relative, sorted), this one aside."""
     files = {_in_repository(getattr(module, "__file__", None), root) for module in list(sys.modules.values())}
@@ -46,10 +38,6 @@ def _in_repository(path: str | None, root: Path) -> str | None:
         return None
     return rel.as_posix()
 
-
-# ---------------------------------------------------------------------------
-# The normalized form, and digests
-# ---------------------------------------------------------------------------
 
 def normalized(data: bytes, rel: str) -> str:
     """What of a file counts (docs/spec.md §6, "How it is compared"): for Python its syntax tree without docstrings."""
@@ -145,10 +133,6 @@ def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]
     return blobs
 
 
-# ---------------------------------------------------------------------------
-# git
-# ---------------------------------------------------------------------------
-
 def resolve_commit(commit: str, root: Path = ROOT) -> str:
     """A commit's full hash; a ValueError in one line where git does not know it."""
     out = _output(["git", "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}"], root)
@@ -167,14 +151,9 @@ def _output(argv: list[str], cwd: Path | None = None) -> str | None:
 
 
 @lru_cache(maxsize=None)
-def _head(root: Path) -> str | None:
-    out = _output(["git", "rev-parse", "HEAD"], root)
-    return out.strip() if out else None
-
-
 def git_commit(root: Path = ROOT) -> str:
     """HEAD's full hash, or "unknown" outside a git checkout."""
-    return _head(root) or "unknown"
+    return (_output(["git", "rev-parse", "HEAD"], root) or "unknown").strip()
 
 
 def changed_files(root: Path = ROOT) -> set[str] | None:
@@ -187,8 +166,8 @@ def changed_files(root: Path = ROOT) -> set[str] | None:
 
 def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
     """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout)."""
-    changed, head = changed_files(root), _head(root)
-    if changed is None or head is None:
+    changed, head = changed_files(root), git_commit(root)
+    if changed is None or head == "unknown":
         return None
     edited = [rel for rel in files if rel in changed]
     if not edited:
@@ -196,10 +175,6 @@ def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
     at_head = digests_at(edited, head, root)
     return all(at_head[rel] is not None and at_head[rel] == file_digest(rel, root) for rel in edited)
 
-
-# ---------------------------------------------------------------------------
-# A record's keys, and whether it is current
-# ---------------------------------------------------------------------------
 
 def provenance(files: Iterable[str] | None = None, root: Path = ROOT) -> dict:
     """The provenance keys of a record whose processes ran ``files`` (this process's :func:`loaded` without)."""
@@ -235,10 +210,6 @@ def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -
     changed = [rel for rel in files if then[rel] != file_digest(rel, root)]
     return f"measured files changed since commit {commit[:12]}: {', '.join(changed) or 'the list itself'}"
 
-
-# ---------------------------------------------------------------------------
-# The machine
-# ---------------------------------------------------------------------------
 
 def timestamp() -> str:
     """The local time of a record, as every record gives it."""

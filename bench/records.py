@@ -1,8 +1,5 @@
-"""JSON lines: one record a line, appended as soon as it exists (``results.jsonl``, ``metrics.jsonl``), whole or not at
-all (shared/files.py).
-
-A line cut short by a kill is ignored on reading, so a file stays readable whatever happened to the process writing it.
-A training run's records are of the kinds "run" (its settings, first line), "train" (the mean loss every --log-every
+"""JSON lines: one record a line, appended as soon as it exists, whole or not at all (shared/files.py); a line cut short
+by a kill is ignored on reading. A training run's kinds: "run" (its settings), "train" (mean loss every --log-every
 steps), "eval", "checkpoint", "resume" (a resumed part's first line) and "end" (what the run or part ran).
 """
 
@@ -18,14 +15,12 @@ from shared.files import append, open_to_append, written_aside
 
 def read_records(path: str | os.PathLike) -> list[dict]:
     """Records of a JSON-lines file; a line cut short by an interruption is ignored."""
-    path = Path(path)
     records = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for line in Path(path).read_text().splitlines() if Path(path).exists() else ():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
     return records
 
 

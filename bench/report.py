@@ -235,10 +235,6 @@ def _one_matrix(records: list[Measurement], title: str) -> str:
                              + [cell(matrix[algorithm, f]) for f in columns] for algorithm in frameworks.ALGORITHMS])])
 
 
-# ---------------------------------------------------------------------------
-# The plots
-# ---------------------------------------------------------------------------
-
 def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
     """Throughput and the per-round ratios against batch size, where the time goes, compile time, and agreement, as
     PNG files (the first three drawn as the documents' figures are: bench/figures/runs.py)."""
@@ -299,10 +295,6 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         return written
 
 
-# ---------------------------------------------------------------------------
-# report.md
-# ---------------------------------------------------------------------------
-
 def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] = ()) -> str:
     envs = {r.implementation: r for r in reversed(records)}  # each implementation's first record
     flags = f" --over {','.join(over)}" if over else ""
@@ -330,8 +322,7 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
 
 def write_report(records: list[Measurement], sources, out_dir: Path, plots: bool = True,
                  over: tuple[str, ...] = (), note: str = "") -> tuple[str, list[Path]]:
-    """Write report.md and its plots into ``out_dir`` (without matplotlib: report.md alone, said in one line); the
-    Markdown and the files written."""
+    """Write report.md and its plots (without matplotlib, report.md alone) into ``out_dir``: the Markdown, the files."""
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = render_markdown(records, sources, over)
     if note:  # a line under the title (a run's partial report says so there)

@@ -1,16 +1,12 @@
-"""``python -m bench run``: the cross-framework benchmark (the suite's main job).
+"""``python -m bench run``: the cross-framework benchmark (how it measures: docs/benchmark.md, "The benchmark").
 
-How a run measures is docs/benchmark.md's "The benchmark": a worker process per implementation, warm-ups one at a time,
-interleaved rounds, each record appended to ``OUT/results.jsonl`` as its measurement completes, the folder locked, the
-report written at the end. The package: plan.py plans a run, driver.py drives it, worker.py is an implementation's
-process, limit.py counts and times a batch's products, measurement.py is the record and its reading, targets.py the
-report's goals, estimate.py ``--estimate``.
+plan.py plans a run, driver.py drives it, worker.py is an implementation's process, limit.py counts and times a batch's
+products, measurement.py is the record and its reading, targets.py the report's goals, estimate.py ``--estimate``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from bench import frameworks
@@ -134,7 +130,5 @@ def cmd_run(args) -> int:
         lock.announce()  # going to run: a refused run says only why
         from bench.run.driver import run  # imported when a run starts: planning needs none of it
 
-        note = busy_note()
-        if note:
-            print(note, file=sys.stderr)
+        busy_note()
         return run(args, plan, worker_specs(args, plan.names, out_dir, plan.defaults), out_dir)

@@ -1,10 +1,6 @@
-"""Driving a planned run (bench/run/plan.py): the workers through agreement, peak and interleaved rounds, each
-finished measurement appended to ``OUT/results.jsonl`` at once as a :class:`~bench.run.measurement.Measurement`, and
-the summary and report at the end. The parent never imports a framework: a :class:`WorkerPool` starts the workers
-(bench/run/worker.py), and one more for the limit (NumPy's routine, its BLAS free to choose its kernel), asks,
-waits, and ends them; each has a scratch folder for its caches, ``SCRATCH/<implementation>`` in the output folder,
-beside what they share (the float64 reference's outputs), all removed when the pool closes (or the next one
-starts). The run ends saying what its own timing of products cost.
+"""Driving a planned run (plan.py): the workers (worker.py, and one more for the limit) through agreement, peak and
+interleaved rounds, each measurement appended to ``OUT/results.jsonl`` at once, the summary and report at the end. The
+parent never imports a framework; the workers' scratch folders (``OUT/.scratch``) go when the pool closes.
 """
 
 from __future__ import annotations
@@ -34,8 +30,7 @@ from bench.run.worker import WorkerSpec
 
 SCRATCH = ".scratch"
 LIMIT = "limit"  # the limit's process: the reference's platform, NumPy's routine
-# OpenBLAS's kernel pins, which an environment may set (this one's does, to an older CPU's kernels): the limit's
-# process runs without them, so that its BLAS takes the kernel it chooses for the CPU (docs/spec.md §6).
+# OpenBLAS's kernel pins, which the limit's process runs without (docs/spec.md §6, "The machine's fastest routine").
 KERNEL_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
@@ -45,8 +40,7 @@ class WorkerFailed(RuntimeError):
 
 class WorkerHandle:
     def __init__(self, spec: WorkerSpec, out_dir: Path):
-        self.name = spec.implementation
-        self.spec = spec
+        self.name, self.spec = spec.implementation, spec
         spec_path = Path(out_dir) / "specs" / f"{spec.implementation}.json"
         spec_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(dataclasses.asdict(spec), indent=1))
@@ -112,12 +106,10 @@ class WorkerPool:
         return self
 
     def __exit__(self, kind, *exc) -> None:
-        if kind is KeyboardInterrupt:  # nothing a worker holds is worth waiting for
-            for worker in [*self.workers, self.limit]:
-                if worker.process.poll() is None:
-                    worker.process.kill()
-                    worker.process.wait()
         for worker in [*self.workers, self.limit]:
+            if kind is KeyboardInterrupt and worker.process.poll() is None:  # nothing it holds is worth waiting for
+                worker.process.kill()
+                worker.process.wait()
             worker.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -174,8 +166,7 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
                 failures = _measure(pool, todo, done, run, args, results)
         except KeyboardInterrupt:
             raise KeyboardInterrupt(_interrupted(args, plan, names, results)) from None
-    # What reports on the records is imported only now, after the last record: it measured nothing, and a
-    # record names the modules its processes had loaded (bench/provenance.py).
+    # Imported after the last record, which names the modules its processes had loaded (bench/provenance.py).
     from bench.report import (format_breakdown, format_host_syncs, format_matrix, format_ratios,
                                           format_table, load_summary, variants_measured)
     from bench.run.targets import format_targets
@@ -203,8 +194,7 @@ PHASES = {"start-up": "start-up", "agreement": "agreement", "peak": "peaks", "pr
 
 
 def harness_share(spent: dict[str, float], wall: float) -> str:
-    """One line: what the harness's own timing of products (the limit and the breakdown) took of the run's wall time,
-    and where the rest went (seconds waited on each kind of request)."""
+    """One line: what the harness's own timing of products took of the run's wall time, and where the rest went."""
     products = spent.get("products", 0.0)
     parts = [f"{PHASES[k]} {duration(spent[k])}" for k in PHASES if k in spent]
     return (f"harness: the products timed for the limit and the breakdown took {duration(products)} of the run's "
@@ -244,13 +234,11 @@ def _measure(pool: WorkerPool, keys, done, run: dict, args, results: Path) -> di
     """Start-up, agreement, peaks, then every key in interleaved rounds."""
     failures = {}
     errors = pool.start()
-    if errors:
-        for error in errors:
-            print(f"error: {error}", file=sys.stderr)
-        if args.device in ("gpu", "gpu-host"):  # asked for a GPU that some framework lacks or cannot see
-            raise ValueError(f"--device {args.device}: {len(errors)} of {len(pool.workers)} implementations "
-                             "cannot run")
-        failures.update({w.name: "failed to start" for w in pool.workers if w.failed})
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    if errors and args.device in ("gpu", "gpu-host"):  # asked for a GPU that some framework lacks or cannot see
+        raise ValueError(f"--device {args.device}: {len(errors)} of {len(pool.workers)} implementations cannot run")
+    failures.update({w.name: "failed to start" for w in pool.workers if w.failed})
     progress = Progress("bench run", len(keys) * (1 + run["rounds"]), unit="steps", interval=20.0)
     agreement, peaks = {}, {}
     for worker in pool.alive():
@@ -347,10 +335,8 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
 
 
 def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progress: Progress, label: str) -> None:
-    """Per timed batch, the useful products and those each prepared worker's algorithm computes
-    (bench/run/limit.py), timed on the limit's process (the host's) and on each framework's own routine where
-    it has one (on the host, the kinds of its own implementations; on another device, every kind there): of each kind
-    the fastest, whose routine it was, and the worker's framework's own."""
+    """Per timed batch, the useful products and each prepared worker's computed kind, timed on the limit's process
+    and on each framework's own routine where it has one: of each kind the fastest, its routine, and the own one's."""
     mode, batch_size, _ = key
     kinds = {worker: n["computed_kind"] for worker, n in prepared.items()}  # asked of each worker: it knows its loop
     devices: dict[str, list] = {}
@@ -377,10 +363,8 @@ def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progr
 
 
 def fastest(kind: str, framework: str, replies: list[tuple[str, dict]]) -> dict | None:
-    """Of the products timed on one device by each routine (its name, the worker's ``products`` reply): the useful
-    ones' fastest time and routine, the ``kind``'s fastest (never below the useful time: what the algorithm computes
-    includes them; noise could say otherwise where the two differ by a few padded token slots) and ``framework``'s
-    own routine's, with the kind's FLOPs and the sample; None where no routine timed ``kind``."""
+    """Of the ``(routine, products reply)`` timed on one device: the useful products' fastest time and routine, the
+    ``kind``'s fastest (never below the useful: it includes them) and ``framework``'s own; None where none timed it."""
     timed = [(routine, reply) for routine, reply in replies if kind in reply]
     if not timed:
         return None
@@ -427,8 +411,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
                              "padding_waste_arrays", "padding_waste_loop")},
         **{k: ready[k] for k in ("framework_version", "device", "device_name", "buckets", "data", "model", "python",
                                  "numpy", "platform", "cpu", "threads", "precision_modes")},
-        # The source files that ran (bench/provenance.py): the worker's, as it finished this measurement, and
-        # this process's, which planned the batches and rounds and computes the figures of the record.
+        # The source files that ran: the worker's, and this process's (it planned the batches and computes the record).
         **provenance.provenance(set(n["sources"]) | set(provenance.loaded())), run_id=run["run_id"],
         timestamp=provenance.timestamp(),
         **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch",

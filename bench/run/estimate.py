@@ -1,11 +1,6 @@
-"""How long a planned run will take, estimated from an earlier run's records (``bench run --estimate DIR``).
-
-A lent GPU machine gives a command 10 minutes; a run that does not fit is cut off before its last measurements. The
-records of an earlier run on such a machine say what each measurement cost there (its warm-up, its timed rounds, the
-products timed for the limit and the breakdown: :func:`_cost`, :func:`estimate`), so a plan can be checked before it
-starts. An implementation without
-a record there counts as the costliest of its framework at the same measurement, one whose framework has none is left
-out, each said so; the run's start-up and what it spent between measurements are read from the records where they tell.
+"""How long a planned run will take, from an earlier run's records (``bench run --estimate DIR``), so a plan can be
+checked against a lent GPU machine's 10 minutes a command before it starts. An implementation without a record counts
+as its framework's costliest at the same measurement; one whose framework has none is left out, each said so.
 """
 
 from __future__ import annotations
@@ -107,6 +102,5 @@ def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool
 
 
 def format_estimate(seconds: float, notes: list[str], folder: str) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
-    lines = [f"estimate: about {minutes} min {secs} s, by the records of {folder}"]
-    return "\n".join(lines + [f"  {note}" for note in notes])
+    m, s = divmod(int(round(seconds)), 60)
+    return "\n".join([f"estimate: about {m} min {s} s, by the records of {folder}", *(f"  {n}" for n in notes)])

@@ -4,18 +4,9 @@ useful products alone on the machine's fastest routine) and the computed time be
 the limit" and "Decision: where the time goes"), timed by the one loop (:func:`fastest`) that also times the dense
 matmul peak the limit is checked against, on NumPy's routine (:func:`numpy_matmuls`) or a framework's own.
 
-Only the matrix products of docs/spec.md §3 are counted (2 FLOPs per multiply-add): they are the work a dense matmul
-peak can be compared with. Gate nonlinearities and elementwise products are O(H) per step against O(H^2) for the
-products, so leaving them out changes the count by about 1 % at H=300 and keeps the count a clean lower bound. Padding
-(PAD steps, padded tokens) is never useful: it is work the implementation chose to do. Training counts 3x the forward
-products: the backward pass of ``x @ W`` needs two products of the same size (``dx = dy @ W.T``, ``dW = x.T @ dy``).
-
-The useful products: with the tracker, each step's tracker product reads the sentences still active (their buffer
-front, stack top and below it, and their last state, against the tracker's input and hidden kernels side by side) and
-its Reduce product those that reduce (left, right and the tracker's h against Reduce's three kernels); the tracker of
-step t needs step t - 1's compositions, so no two steps can merge. Without the tracker every node of a height can be
-composed once the height below is: one Reduce product per height. What an algorithm computes (:data:`KINDS`) follows
-from the registry (:func:`computed_kind`), never from a framework's name.
+Only the matrix products of docs/spec.md §3 count (2 FLOPs per multiply-add; training 3x: each product's two backward
+products); which are useful, and which each kind computes, is docs/spec.md §6's; a kind follows from the registry
+(:func:`computed_kind`), never from a framework's name.
 """
 
 from __future__ import annotations
@@ -52,11 +43,8 @@ SAMPLE = 5  # the timed batches a measurement's products are timed on, evenly sp
 
 
 def computed_kind(implementation: str, mode: str) -> str:
-    """The products ``implementation`` computes in ``mode``, by its registry entry: a loop over a batch's arrays runs
-    every sentence's tracker and composition at every step it runs (``padding``: all T, or up to the last real one);
-    host-scheduled levels compute their levels' rows, padded as its family module's ``PADDING`` says (that module is
-    imported: ask in the implementation's own process); a loop over active rows, those rows alike (with every token
-    slot projected); per-sentence code batched at run time, the useful products alone."""
+    """The kind of products (:data:`KINDS`) ``implementation`` computes in ``mode``, by its registry entry (a levels
+    family's module is imported for its ``PADDING``: ask in the implementation's own process)."""
     impl = frameworks.implementation(implementation)
     padding = impl.padding_in(mode)
     if impl.algorithm == frameworks.LEVELS:
@@ -66,12 +54,8 @@ def computed_kind(implementation: str, mode: str) -> str:
 
 
 def products(config: ModelConfig, batch, kind: str = "useful") -> list[tuple[str, int]]:
-    """The forward products of a pair batch that ``kind`` (:data:`KINDS`) computes, in the order they can run:
-    (role, rows), the role naming the weight (:func:`shapes`) and rows the product's left operand's. ``useful``: the
-    leaf projection of the real tokens, each step's (or without the tracker each height's) useful rows and the
-    classifier; every other kind projects every token slot; ``lists`` runs each step on its active rows, ``loop``
-    and ``arrays`` every sentence at every step up to the batch's last real one or at all T, ``levels-PADDING`` each
-    level of the schedule padded so (shared.levels.level_rows)."""
+    """The forward products of a pair batch that ``kind`` (:data:`KINDS`) computes, in the order they can run, as
+    (role, rows): the weight (:func:`shapes`) and the left operand's rows."""
     if kind not in KINDS:
         raise ValueError(f"unknown kind of products {kind!r}; choose from {', '.join(KINDS)}")
     transitions = sentences_transitions(batch)
@@ -137,9 +121,8 @@ def sample(count: int, size: int = SAMPLE) -> list[int]:
 
 def time_kinds(matmuls, device: str, config: ModelConfig, batches: list, kinds: list[str], mode: str, dtype: str,
                repeats: int = REPEATS) -> dict[str, list[float]]:
-    """kind -> each batch's fastest time of its products back to back on the routine ``matmuls`` (:func:`routine`):
-    a batch's kinds timed in turn, ``repeats`` times over, so that noise lands on every kind alike (and one batch's
-    operands at a time on the device)."""
+    """kind -> each batch's fastest time of its products back to back on ``matmuls`` (:func:`routine`), a batch's
+    kinds timed in turn so that noise lands on every kind alike."""
     lists = [[products(config, batch, kind) for kind in kinds] for batch in batches]
     made, best = arrays(config, [listed for batch in lists for listed in batch], dtype), {kind: [] for kind in kinds}
     for batch in lists:
@@ -185,8 +168,7 @@ def routine(platform: Platform) -> tuple[Callable, Callable[[str], str]]:
 
 
 def numpy_matmuls(pairs: list[tuple[np.ndarray, np.ndarray]], device: str) -> Callable[[], object] | None:
-    """NumPy's routine, on the host only: every ``a @ b`` of ``pairs`` in order, each in the faster of two forms
-    (:func:`_gemv_rows`)."""
+    """NumPy's routine, on the host only: every ``a @ b`` of ``pairs`` in order, each in its faster form."""
     if device != "cpu":
         return None
     transposed: dict = {}  # each weight laid out once
@@ -199,8 +181,7 @@ def numpy_matmuls(pairs: list[tuple[np.ndarray, np.ndarray]], device: str) -> Ca
 
 
 def numpy_kernel(device: str) -> str:
-    """What runs :func:`numpy_matmuls`, in a few words: NumPy's BLAS, its version, the kernel it chose for this CPU
-    (or was pinned to: ``OPENBLAS_CORETYPE``) and its threads, as threadpoolctl reads them."""
+    """NumPy's BLAS, its version, kernel and threads, as threadpoolctl reads them."""
     from threadpoolctl import threadpool_info
 
     return "; ".join(f"{i['internal_api']} {i['version']} {i.get('architecture') or ''}, {i['num_threads']} threads"
@@ -212,11 +193,8 @@ _FORMS: dict[tuple, bool] = {}  # (a's shape, b's shape and layout) -> whether t
 
 
 def _gemv_rows(a: np.ndarray, b: np.ndarray, transposed: dict) -> Callable[[], object]:
-    """``a @ b`` as one matrix-vector product per row of ``a``, against ``b`` transposed and laid out row by row
-    once (kept in ``transposed`` for the next product of the same ``b``), as a model keeps a kernel. For a row or
-    two this beats one matrix product: BLAS's GEMM repacks ``b`` on every call, which costs more than the
-    arithmetic (2 x 664 by 664 x 1500, float32, 2 threads: 149 us as one GEMM, 50 us as two GEMVs), and a compiled
-    program's products take the faster path."""
+    """``a @ b`` as one matrix-vector product per row of ``a`` against ``b`` transposed once (kept in ``transposed``),
+    faster than a GEMM, which repacks ``b`` on every call, for a row or two (docs/spec.md §6, "the limit")."""
     key = (b.ctypes.data, b.shape, b.strides)
     if key not in transposed:
         transposed[key] = np.ascontiguousarray(b.T)
@@ -225,8 +203,7 @@ def _gemv_rows(a: np.ndarray, b: np.ndarray, transposed: dict) -> Callable[[], o
 
 
 def _fastest_form(a: np.ndarray, b: np.ndarray, transposed: dict) -> Callable[[], object]:
-    """``a @ b`` in NumPy's faster form for its shape: one GEMM, or for a few rows :func:`_gemv_rows`, the two timed
-    on first meeting the shape (the fastest of five calls each, after one), the choice kept for the process."""
+    """``a @ b`` in NumPy's faster form for its shape (GEMM or :func:`_gemv_rows`), timed once per shape a process."""
     gemm = lambda: a @ b  # noqa: E731
     if a.shape[0] > GEMV_ROWS:
         return gemm

@@ -1,9 +1,6 @@
 """One benchmark measurement: the record type of ``results.jsonl`` (docs/spec.md §6), and what a run's records say
-when read together (speed ratios round by round, and which rounds were busy).
-
-Every reader (the report, ``bench compare``, the figures, the renderer) reads records with :func:`load` and these
-statistics, so every key a reader uses is a field here and all of them read a run alike. Records of older runs lack
-some fields: they read as the defaults below (None, or empty), never as an error.
+when read together. Every reader reads records with :func:`load` and these statistics; an older record's missing
+fields read as the defaults below, never as an error.
 """
 
 from __future__ import annotations
@@ -73,18 +70,13 @@ class Measurement:
     device_peak_flops_per_s: float | None = None
     device_peak_implementation: str | None = None
     useful_fraction_of_device_peak: float | None = None
-    # The limit (bench/run/limit.py): the same timed batches' useful products alone, on the run's fastest
-    # routine for the device (its name, and the kernel it ran), its FLOP/s, and this implementation's pairs/s as a
-    # share of it; timed on a sample of the timed batches (how many, and their FLOP/s from the slowest to the fastest).
+    # The limit and where the time goes (docs/spec.md §6; bench/run/limit.py), seconds per timed batch
     limit_pairs_per_s: float | None = None
     limit_matmul: str | None = None
     limit_kernel: str | None = None
     limit_flops_per_s: float | None = None
     limit_sample: dict | None = None
     fraction_of_limit: float | None = None
-    # Where the time goes (docs/spec.md §6), seconds per timed batch: the useful products (the limit), the products
-    # this implementation's algorithm computes (same routine, same batches), the same on the framework's own routine
-    # where it has one, and the step; the computed FLOPs of the timed batches (beside useful_flops).
     useful_s: float | None = None
     computed_s: float | None = None
     own_computed_s: float | None = None
@@ -177,9 +169,8 @@ def load(paths: Iterable[str | os.PathLike]) -> list[Measurement]:
 
 
 def round_ratios(records: list[Measurement], baseline: str | None = None) -> list[dict]:
-    """Each implementation's speed over the baseline's (the registry's unless named): in every round where both records
-    are of one run's interleaved rounds, summarised by median, quartiles and range; else the ratio of the two overall
-    figures (``rounds`` 0)."""
+    """Each implementation's speed over the baseline's, round by round where both are of one run's interleaved rounds
+    (median, quartiles, range), else of the overall figures (``rounds`` 0)."""
     baseline = baseline or frameworks.BASELINE
     base = {r.key()[:-1]: r for r in records if r.implementation == baseline}
     own = run_share(records)
@@ -205,10 +196,8 @@ def round_ratios(records: list[Measurement], baseline: str | None = None) -> lis
 
 
 def breakdown(r: Measurement) -> dict[str, float] | None:
-    """A record's step, seconds per timed batch, in parts that sum to it (docs/spec.md §6, "Decision: where the time
-    goes"): ``useful`` (the limit), ``waste`` (what the algorithm computes beyond it), ``slow_blas`` (the same
-    products on the framework's own routine, where it has one, beyond the fastest) and ``overhead`` (the rest;
-    negative where a compiled program beats its own products back to back); None for a record without them."""
+    """A record's step per timed batch in parts that sum to it (docs/spec.md §6, "Decision: where the time goes");
+    None for a record without them."""
     if r.useful_s is None or r.computed_s is None or not r.step_s:
         return None
     blas = max((r.own_computed_s or 0.0) - r.computed_s, 0.0)
@@ -223,10 +212,6 @@ def device_fraction(r: Measurement) -> float:
     """Useful FLOP/s over the best matmul of the device in the run (in older records, its own framework's)."""
     return r.useful_flops_per_s / (r.device_peak_flops_per_s or r.matmul_peak_flops_per_s)
 
-
-# ---------------------------------------------------------------------------
-# Busy rounds (docs/spec.md §6, "Decision: load in every round")
-# ---------------------------------------------------------------------------
 
 def other_work_limit(cores: int) -> float:
     """How many cores' worth of other work makes a machine busy: one core, or a quarter of them on a larger machine."""

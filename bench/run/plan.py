@@ -26,15 +26,13 @@ FULL = {"num_pairs": None, "batch_sizes": [1, 32, 128], "decided_batch_sizes": [
 FLAG_DEFAULTS = {"modes": ["infer", "train"], "transitions": ["gold", "predicted"], "device": "auto",
                  "model": "spinn"}
 
-# Which transitions each mode can follow (docs/spec.md §7): inference reads the data's parse or predicts its own;
-# training follows the data's parse (supervised) or samples one (REINFORCE).
+# Which transitions each mode can follow (docs/spec.md §7).
 TRANSITIONS = {"infer": ("gold", "predicted"), "train": ("gold", "sampled")}
 
 
 def apply_preset(args) -> None:
     """Fill the flags not given from ``--preset`` (if any), then from the flags' own defaults."""
-    # Not with --frameworks, the preset's implementations (its frameworks' default ones instead); not with --quick, the
-    # preset's model, batches and rounds (quick's own: its 64 pairs hold no batch of 1024).
+    # --frameworks overrides the preset's implementations; --quick its batches, rounds and size (64 pairs hold no 1024).
     chosen = frameworks.PRESETS[args.preset] if getattr(args, "preset", None) else {}
     preset = {key: value for key, value in chosen.items()
               if not (key == "implementations" and getattr(args, "frameworks", None))
@@ -167,14 +165,13 @@ def _data(args, defaults: dict) -> dict:
             "shape": args.shape, "length": args.length, "data_seed": args.data_seed}
 
 
-def busy_note() -> str:
-    """A line for the start of a run when other work already keeps the machine busy; empty when it does not."""
+def busy_note() -> None:
+    """Say at the start of a run when other work already keeps the machine busy."""
     load_now, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if not is_busy(load_now, cores):
-        return ""
-    return (f"note: the machine is busy: 1-minute load average {load_now:.2f} on {cores} cores before the run "
-            f"starts (more than {other_work_limit(cores):g} of other work); the report marks the rounds timed while "
-            "it stays so")
+    if is_busy(load_now, cores):
+        print(f"note: the machine is busy: 1-minute load average {load_now:.2f} on {cores} cores before the run "
+              f"starts (more than {other_work_limit(cores):g} of other work); the report marks the rounds timed while "
+              "it stays so", file=sys.stderr)
 
 
 def worker_specs(args, names: list[str], out_dir: Path, defaults: dict) -> list[WorkerSpec]:

@@ -1,8 +1,5 @@
-"""The benchmark's goals, each checked once against the run's own records (the report's "Targets").
-
-One set of goals, written once here (docs/spec.md §6, "Decision: one set of targets", says what they are; the report
-and the documents read them), for the embedded SNLI sample on gold parses on the CPU; each goal is one row, graded PASS
-or MISS once, and a MISS says where the step's time went (measurement.breakdown).
+"""The benchmark's goals (docs/spec.md §6, "Decision: one set of targets"), each one row graded PASS or MISS once
+against the run's own records; a MISS says where the step's time went (measurement.breakdown).
 """
 
 from __future__ import annotations

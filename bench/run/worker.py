@@ -1,13 +1,9 @@
 """One implementation's process: it stays alive for the whole run and measures on request.
 
-``python -m bench run`` starts ``python -m bench.run.worker SPEC.json SCRATCH`` once per implementation
-(docs/benchmark.md, "The benchmark"). The protocol is JSON lines: one request a line on stdin (a method of
-:class:`Worker` and its arguments, or ``exit``), one reply a line on a private copy of stdout (anything a library
-prints goes to stderr instead, so it cannot corrupt a reply). The worker dies with its parent, however the parent ends
-(``PR_SET_PDEATHSIG`` on Linux; everywhere, when its stdin closes), and its caches go in SCRATCH, a folder the parent
-made and removes, so nothing is left behind when it is killed. What it measures (agreement with the reference, warm-up,
-memory, what it runs on) is read through the framework's ``shared.platform.Platform``: nothing here knows which
-framework it measures. The agreement check is agreement.py's, the products and the dense peak limit.py's.
+``python -m bench run`` starts ``python -m bench.run.worker SPEC.json SCRATCH`` once per implementation: JSON lines,
+a request (a :class:`Worker` method, or ``exit``) on stdin, a reply on a private copy of stdout (library prints go to
+stderr). It dies with its parent (``PR_SET_PDEATHSIG``, or its stdin closing) and keeps its caches in SCRATCH, which the
+parent removes. It reads its framework only through ``shared.platform.Platform`` (docs/benchmark.md, "The benchmark").
 """
 
 from __future__ import annotations
@@ -44,10 +40,7 @@ class RssSampler:
     def __init__(self, interval: float = 0.005):
         import psutil
 
-        self._process = psutil.Process()
-        self._interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
+        self._process, self._interval, self.peak, self._stop = psutil.Process(), interval, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -67,8 +60,7 @@ class RssSampler:
 
 
 def warm_up(runner, batches, step) -> dict:
-    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each (the tracing and compiling
-    counted by the runner's statistics, all the time in ``first_call_s``)."""
+    """Run ``step`` on every shape among ``batches``, ``runner.warmup_calls`` times each, timing it all."""
     before = runner.compile_stats()
     seen, first_call_s = set(), 0.0
     for batch in batches:
@@ -108,37 +100,11 @@ class WorkerSpec:
     measure_cache: bool = False  # compile the train step again from a private persistent cache (timed)
 
 
-def build_workload(spec: WorkerSpec):
-    """Pairs, vocabulary, config and initial weights: identical in every worker."""
-    args = argparse.Namespace(split="train", num_pairs=None, shape="random", length=20, data_seed=0)
-    vars(args).update(spec.data)
-    dataset = load_dataset(args)
-    vocab = Vocabulary.from_pairs(dataset.pairs, lowercase=True)
-    config = ModelConfig(vocab_size=len(vocab), transition_head=spec.transition_head, **spec.sizes)
-    params = init_params(config, seed=spec.seed)
-    return dataset, vocab, config, params
-
-
 def resolve_buckets(buckets: list | str, pairs) -> list[int]:
     """Token-count bucket boundaries: as given, or for "auto:K" the K quantiles of the pairs' lengths."""
     if isinstance(buckets, str):
         return list(length_buckets([pair_length(p) for p in pairs], int(buckets.partition(":")[2])))
     return list(buckets)
-
-
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (a no-op elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
 
 
 @dataclass
@@ -171,7 +137,12 @@ class Worker:
         for capability in ("gpu", "float64"):  # refused in one line, before anything is built
             if capability in (spec.device, spec.dtype):
                 self.runner_cls.require(capability)
-        self.dataset, self.vocab, self.config, self.params = build_workload(spec)
+        # The workload, identical in every worker: pairs, vocabulary, config and initial weights.
+        self.dataset = load_dataset(argparse.Namespace(**{"split": "train", "num_pairs": None, "shape": "random",
+                                                          "length": 20, "data_seed": 0, **spec.data}))
+        self.vocab = Vocabulary.from_pairs(self.dataset.pairs, lowercase=True)
+        self.config = ModelConfig(vocab_size=len(self.vocab), transition_head=spec.transition_head, **spec.sizes)
+        self.params = init_params(self.config, seed=spec.seed)
         self.labelled = [p for p in self.dataset.pairs if p.label >= 0]
         spec.buckets = resolve_buckets(spec.buckets, self.dataset.pairs)
         self.tasks: dict[str, Task] = {}
@@ -180,8 +151,7 @@ class Worker:
             self.platform.enable_compilation_cache(str(scratch / "cache"))
         elif spec.compilation_cache:
             self.platform.enable_compilation_cache(spec.compilation_cache)
-        # Caches a framework keeps on disk unasked (torch.compile's) start empty in every run: its warm-up
-        # then compiles cold, as JAX's does without --compilation-cache, and runs compare alike.
+        # Caches a framework keeps on disk unasked (torch.compile's) start empty: every run's warm-up compiles cold.
         (scratch / "private").mkdir()
         self.platform.use_private_caches(str(scratch / "private"))
 
@@ -189,11 +159,8 @@ class Worker:
         return self.runner_cls(self.params, self.config, dtype=self.spec.dtype, device=self.spec.device,
                                **self.spec.options)
 
-    # -- requests ----------------------------------------------------------
-
     def ready(self) -> dict:
-        """The first reply: the device, the workload and the software and hardware measured on (recorded with every
-        measurement: the machine as every record names it, the framework's version, threads and precision modes)."""
+        """The first reply: the device, the workload, the software and hardware (recorded with every measurement)."""
         spec, platform = self.spec, self.platform
         return {"device": spec.device, "data": self.dataset.name, "buckets": list(spec.buckets),
                 "num_pairs": len(self.dataset.pairs), "model": json.loads(self.config.to_json()), **provenance.machine(),
@@ -208,7 +175,6 @@ class Worker:
                                shared=self.scratch.parent / "reference.npz")  # the run's workers' scratch folder
 
     def peak(self) -> dict:
-        """The dense matmul peak of this framework, device and dtype."""
         return limit.matmul_peak(self.platform, self.spec.device, self.spec.dtype)
 
     def batches(self, mode: str, batch_size: int) -> tuple[list, list, list]:
@@ -273,10 +239,8 @@ class Worker:
                 "load_avg_1min": os.getloadavg()[0]}
 
     def products(self, key: str, mode: str, batch_size: int, stop: int, kinds: list[str]) -> dict:
-        """Each kind's products (bench/run/limit.py) of the batches the rounds timed (plan entries 0 .. stop - 1)
-        on this process's routine (limit.routine): seconds per timed batch, from a sample of them (the sample's seconds
-        per FLOP times the timed batches' FLOPs), the timed batches' FLOPs, and the min and max FLOP/s of the sampled
-        batches; {} where the routine does not run on the device."""
+        """Each kind's products of the timed batches (plan entries 0 .. stop - 1) on this process's routine: seconds per
+        timed batch from a sample, their FLOPs and the sample's FLOP/s range; {} where the routine cannot run here."""
         device, (matmuls, kernel) = self.spec.device, limit.routine(self.platform)
         plan = self.tasks[key].plan if key in self.tasks else self.batches(mode, batch_size)[1]  # the limit's process
         if matmuls([], device) is None or not plan:
@@ -316,8 +280,6 @@ class Worker:
         if task.graphs:
             out["graph_per_batch"] = _means(task.graphs)
         return out
-
-    # -- helpers -----------------------------------------------------------
 
     def _step(self, runner, mode: str, transitions: str, pairs):
         """The function one timed batch calls, the list it logs host reads in, and the function that counts what
@@ -359,7 +321,6 @@ class Worker:
 
 
 def _means(rows: list[dict]) -> dict[str, float]:
-    """The mean of every key over ``rows`` (dicts of numbers)."""
     return {key: float(np.mean([row[key] for row in rows if key in row])) for key in rows[0]}
 
 
@@ -390,12 +351,15 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 2:
         print("usage: python -m bench.run.worker SPEC.json SCRATCH", file=sys.stderr)
         return 2
-    die_with_parent()
-    # Ctrl-C reaches every process of the terminal's group: the parent keeps what finished and ends this worker,
-    # so a worker has nothing to say about it (no traceback from each of them).
+    parent = os.getppid()  # Linux SIGKILLs this process when its parent dies (PR_SET_PDEATHSIG, 1); elsewhere a no-op
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the request took effect
+            os._exit(1)
+    except (OSError, AttributeError, TypeError):  # not Linux
+        pass
+    # Ctrl-C reaches the terminal's whole group: the parent keeps what finished and ends the workers silently.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Replies go to a private copy of stdout; fd 1 becomes stderr, so whatever
-    # a framework prints can never be mistaken for a reply.
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
