@@ -42,7 +42,7 @@ VERSION = f"{jax.__version__} (flax {flax.__version__})"
 PROGRAMS = ("encode", "loss_and_grads")
 MODES = ("gold", "predicted")
 # The Runner options of the two implementations jax-vmap's view compares (their registry entries').
-OPTIONS = {"jax-vmap": {"algorithm": "vmap"}, "jax": {}}
+OPTIONS = {"jax-vmap": {"family": "vmap"}, "jax": {}}
 COMPARED = {"vmap": "jax-vmap", "batched": "jax"}
 
 

@@ -47,7 +47,7 @@ What this package shows about its framework:
 
 Files: ``cells.py`` (Tracker and Reduce, fused kernels), one module per
 algorithm family, each with its ``SPINN`` (bench/frameworks.py's
-FAMILY_MODULES, the runner's ``algorithm``): ``masked.py`` (the while loop,
+FAMILIES, the runner's ``family``): ``masked.py`` (the while loop,
 its thin stack and its parse: ``tensorflow``, ``tensorflow-xla``),
 ``lists.py`` (the same cells run define-by-run in eager mode, as PyTorch runs
 them: ``tensorflow-eager``) and ``levels.py`` (a level schedule made on the

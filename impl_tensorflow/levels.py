@@ -42,7 +42,7 @@ TensorFlow forces, or lets it do:
   ``SPINN.encode`` and ``SPINN.parse`` take it as ``levels=``, and
   ``LevelClassifier``, classifier.py's SNLIClassifier with this encoder,
   passes it on from its ``__call__``, ``encode`` and ``parse`` (the runner's
-  ``algorithm="levels"``, the registry's ``tensorflow-levels``);
+  ``family="levels"``, the registry's ``tensorflow-levels``);
   :func:`host_schedule` makes it.
 * The table's container is the model's ``layout`` (as masked.py's, chosen by
   the runner): a TensorArray of rows (``"tensor_array"``, the CPU default),

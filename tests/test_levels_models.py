@@ -35,8 +35,8 @@ def test_tensorflow_levels_with_the_dense_layout_match_reference(tracker_dim, de
 def test_registered_as_opt_in_levels_variants():
     from bench import frameworks
 
-    assert frameworks.resolve("jax-levels") == ("jax", {"algorithm": "levels"})
-    assert frameworks.resolve("tensorflow-levels") == ("tensorflow", {"algorithm": "levels"})
+    assert frameworks.resolve("jax-levels") == ("jax", {"family": "levels"})
+    assert frameworks.resolve("tensorflow-levels") == ("tensorflow", {"family": "levels"})
     assert {"jax-levels", "tensorflow-levels"} <= frameworks.OPT_IN
     assert frameworks.matrix()[frameworks.LEVELS, "jax"] == ["jax-levels"]
     assert frameworks.matrix()[frameworks.LEVELS, "tensorflow"] == ["tensorflow-levels"]

@@ -163,11 +163,11 @@ def optional():
 import impl_tensorflow.runner
 loaded = {"import": optional()}
 config = ModelConfig(vocab_size=20, embed_dim=4, hidden_dim=4, tracker_dim=2, mlp_dim=4, mlp_layers=1)
-for algorithm in sys.argv[1:]:
-    replicas = 2 if algorithm == "replicas" else 1
+for case in sys.argv[1:]:  # a family, or "replicas"
+    replicas = 2 if case == "replicas" else 1
     impl_tensorflow.runner.Runner(init_params(config, seed=0), config, replicas=replicas,
-                                  algorithm="masked" if replicas > 1 else algorithm)
-    loaded[algorithm] = optional()
+                                  family="masked" if replicas > 1 else case)
+    loaded[case] = optional()
 print(json.dumps(loaded))
 """
 

@@ -44,11 +44,11 @@ from tests.helpers import head_config, head_params, make_runner, small_config_fo
 
 
 def test_registered_as_opt_in_variants():
-    assert frameworks.IMPLEMENTATIONS["pytorch-masked"] == ("pytorch", {"algorithm": "masked"})
-    assert frameworks.IMPLEMENTATIONS["pytorch-compiled"] == ("pytorch", {"algorithm": "masked", "compile": True})
+    assert frameworks.IMPLEMENTATIONS["pytorch-masked"] == ("pytorch", {"family": "masked"})
+    assert frameworks.IMPLEMENTATIONS["pytorch-compiled"] == ("pytorch", {"family": "masked", "compile": True})
     assert frameworks.IMPLEMENTATIONS["pytorch-cudagraphs"] == (
-        "pytorch", {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"})
-    assert frameworks.IMPLEMENTATIONS["pytorch-levels"] == ("pytorch", {"algorithm": "levels"})
+        "pytorch", {"family": "masked", "compile": True, "compile_mode": "reduce-overhead"})
+    assert frameworks.IMPLEMENTATIONS["pytorch-levels"] == ("pytorch", {"family": "levels"})
     assert {"pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "pytorch-levels"} <= frameworks.OPT_IN
     assert frameworks.matrix()[frameworks.LEVELS, "pytorch"] == ["pytorch-levels"]
 
@@ -64,9 +64,9 @@ print(json.dumps([loaded, sorted(m.split(".")[1] for m in sys.modules if m.start
 """
 
 
-@pytest.mark.parametrize("options,family", [({}, "lists"), ({"algorithm": "masked"}, "masked"),
-                                            ({"algorithm": "levels"}, "levels"),
-                                            ({"algorithm": "masked", "compile": "aot_eager"}, "masked")])
+@pytest.mark.parametrize("options,family", [({}, "lists"), ({"family": "masked"}, "masked"),
+                                            ({"family": "levels"}, "levels"),
+                                            ({"family": "masked", "compile": "aot_eager"}, "masked")])
 def test_the_runner_loads_only_the_family_it_runs(options, family):
     """Importing runner.py loads no family module, nor compiled.py or
     replicas.py; building a runner loads its own family alone, and
@@ -81,15 +81,15 @@ def test_the_runner_loads_only_the_family_it_runs(options, family):
 
 def test_option_errors_are_clear(small_config):
     params = init_params(small_config, seed=0)
-    with pytest.raises(ValueError, match="compile=True needs algorithm='masked'"):
+    with pytest.raises(ValueError, match="compile=True needs family='masked'"):
         Runner(params, small_config, compile=True)
     with pytest.raises(ValueError, match="compile_mode needs compile=True"):
-        Runner(params, small_config, algorithm="masked", compile_mode="reduce-overhead")
+        Runner(params, small_config, family="masked", compile_mode="reduce-overhead")
     with pytest.raises(ValueError, match="needs the inductor backend"):
-        Runner(params, small_config, algorithm="masked", compile="aot_eager", compile_mode="reduce-overhead")
-    with pytest.raises(ValueError, match="unknown algorithm 'stacks'"):
-        Runner(params, small_config, algorithm="stacks")
-    with pytest.raises(TypeError, match="known: algorithm, compile"):
+        Runner(params, small_config, family="masked", compile="aot_eager", compile_mode="reduce-overhead")
+    with pytest.raises(ValueError, match="unknown family 'stacks'"):
+        Runner(params, small_config, family="stacks")
+    with pytest.raises(TypeError, match="known: family, compile"):
         Runner(params, small_config, layout="thin")
 
 
@@ -196,7 +196,7 @@ def test_levels_table_gradient_is_the_references(frozen, small_config, small_bat
     from impl_pytorch.levels import host_schedule
 
     params = init_params(small_config, seed=21, dtype=np.float64)
-    model = Runner(params, small_config, dtype="float64", algorithm="levels").model
+    model = Runner(params, small_config, dtype="float64", family="levels").model
     arrays = small_batch.arrays()._replace(levels=host_schedule(small_batch, small_config.tracker_dim > 0)[0])
     with trainable(model, frozen):
         loss = train.batch_loss(model, arrays)
@@ -224,7 +224,7 @@ def test_explain_levels_shows_the_schedule_the_encoder_runs(vocab, small_batch):
     without = small_config_for(len(vocab), tracker_dim=0)
     variants = {"tracker": (with_tracker, init_params(with_tracker, seed=4)),
                 "no_tracker": (without, init_params(without, seed=4))}
-    result = explain.explain_levels(small_batch, variants, {"algorithm": "levels"})
+    result = explain.explain_levels(small_batch, variants, {"family": "levels"})
     transitions = sentences_transitions(small_batch)
     for key, (config, _) in variants.items():
         r = result[key]

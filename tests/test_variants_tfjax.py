@@ -29,8 +29,8 @@ def plain(small_config):
 
 
 def test_registered_as_opt_in_variants_of_their_family(plain, small_config):
-    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"algorithm": "lists"})
-    assert frameworks.resolve("jax-vmap") == ("jax", {"algorithm": "vmap"})
+    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"family": "lists"})
+    assert frameworks.resolve("jax-vmap") == ("jax", {"family": "vmap"})
     variants = {"tensorflow-eager", "jax-vmap"}
     assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
     with pytest.raises(ValueError, match="xla"):
