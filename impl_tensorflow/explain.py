@@ -70,7 +70,7 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     # The Runner's own functions: an input signature with sizes None, so one
     # trace serves every B, N and T; the Runner counts the traces.
     runner = Runner(params, config, dtype="float32", device="cpu")
-    result: dict = {"framework_version": tf.__version__, "layout": runner.layout}
+    result: dict = {"framework_version": tf.__version__, "container": runner.container}
     for name in ("encode", "loss_and_grads"):
         traced = runner.trace(name)
         concrete = traced.concrete_function()  # traced (and timed) by the Runner

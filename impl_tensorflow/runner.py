@@ -13,7 +13,7 @@ Options: ``xla=True`` compiles the same functions with ``jit_compile=True``
 (the thin stack becomes a plain tensor, see masked.py). It is still one trace,
 but XLA compiles one program per distinct input shape: counted as
 ``xla_compilations``, the time of those calls added to ``compile_s``.
-``layout="tensor_array"|"dense"`` picks the thin stack's container explicitly
+``container="tensor_array"|"dense"`` picks the thin stack's container explicitly
 (default: TensorArray on the CPU without XLA, dense otherwise).
 ``family`` names the algorithm family (bench/frameworks.py), whose module
 is imported when the runner is made, and only then: ``"masked"`` (the default:
@@ -63,6 +63,7 @@ from shared.parsing import Parsed, check_mode, split_pairs
 from . import convert, reinforce, train
 from .classifier import SNLIClassifier
 from .dispatches import eager_ops, graph_ops, xla_ops
+from .layers import CONTAINERS
 from .traced import Traced, Untraced
 
 # The algorithm families (bench/frameworks.py), by the module that holds each one's SPINN: masked arrays in one
@@ -95,15 +96,15 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
-                 layout: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
+                 container: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
                  entropy_weight: float = 0.0, family: str = "masked", replicas: int = 1, **options):
         if options:
             raise TypeError(f"unknown TensorFlow runner options {sorted(options)} "
-                            "(known: xla, layout, family, replicas)")
+                            "(known: xla, container, family, replicas)")
         if family not in FAMILIES:
             raise ValueError(f"unknown family {family!r}; choose from {FAMILIES}")
-        if family == "lists" and (xla or layout is not None):
-            raise ValueError("family 'lists' runs eagerly and builds no graph: xla and layout do not apply")
+        if family == "lists" and (xla or container is not None):
+            raise ValueError("family 'lists' runs eagerly and builds no graph: xla and container do not apply")
         self.replicas = check_replicas(replicas)
         if self.replicas > 1 and family == "levels":
             raise ValueError("family 'levels' runs on one device (replicas=1)")
@@ -116,18 +117,18 @@ class Runner(RunnerBase):
         # The family's module, imported now: a runner loads only the family it runs.
         self._family_module = importlib.import_module(f"{__package__}.{family}")
         if family != "lists":
-            # Default layout: the TensorArray for the CPU graph executor (see
+            # Default container: the TensorArray for the CPU graph executor (see
             # masked.py); a dense tensor under XLA (which cannot compile the
             # TensorArray scatter) and on a GPU, where the TensorArray's
             # one-element-per-item scatter would be hundreds of tiny device
             # copies a step, while copying the dense thin stack costs
             # microseconds at GPU memory bandwidth.
-            layout = layout or ("dense" if xla or device == "gpu" else "tensor_array")
-            if layout not in self._family_module.LAYOUTS:
-                raise ValueError(f"layout must be one of {self._family_module.LAYOUTS}, got {layout!r}")
-            if xla and layout == "tensor_array":
-                raise ValueError("XLA cannot compile the TensorArray layout (TensorListScatterIntoExistingList); "
-                                 "use layout='dense' with xla=True")
+            container = container or ("dense" if xla or device == "gpu" else "tensor_array")
+            if container not in CONTAINERS:
+                raise ValueError(f"container must be one of {CONTAINERS}, got {container!r}")
+            if xla and container == "tensor_array":
+                raise ValueError("XLA cannot compile the TensorArray container (TensorListScatterIntoExistingList); "
+                                 "use container='dense' with xla=True")
         self.device = resolve_device(device)
         # With replicas, a MirroredStrategy over K devices (the first is self.device).
         self.strategy = None
@@ -136,7 +137,7 @@ class Runner(RunnerBase):
 
             self.strategy = replica_devices(device, self.replicas)
         self.xla = bool(xla)
-        self.layout = layout
+        self.container = container
         # The programs' batch: the five arrays, and with the level schedule its arrays (levels.LEVELS).
         self._signature = BATCH._replace(levels=self._family_module.LEVELS) if family == "levels" else BATCH
         # The lists family, eager, reads each decision back to Python (last_host_syncs counts them).
@@ -144,7 +145,7 @@ class Runner(RunnerBase):
         classifier = self._family_module.LevelClassifier if family == "levels" else SNLIClassifier
         with self._placement():
             model = classifier(config, encoder=self._family_module.SPINN, dtype=convert.resolve_dtype(dtype),
-                               dropout=dropout, layout=layout)
+                               dropout=dropout, container=container)
             self.model = convert.from_canonical(params, model)
         # Every entry point below is wrapped once: traced into a tf.function
         # (the graph), or called as it is (eager).

@@ -5,7 +5,7 @@ in ``last_graph``).
 The runners' own paths are in the contract (tests/test_contract.py, pytorch-levels, jax-levels and
 tensorflow-levels: values, gradients and head logits in gold mode, with and without the tracker). What is left is
 checked here, in float64, values and gradients, against shared/reference.py (never against the framework's own
-masked model): TensorFlow's level loop with the dense layout, which the runner picks on a GPU and under XLA (on a
+masked model): TensorFlow's level loop with the dense container, which the runner picks on a GPU and under XLA (on a
 CPU graph it picks the TensorArray, which the contract runs).
 """
 
@@ -18,11 +18,11 @@ from .helpers import assert_encodes_like_reference, assert_grads_like_reference,
 
 
 @pytest.mark.parametrize("tracker_dim", [0, 3])
-def test_tensorflow_levels_with_the_dense_layout_match_reference(tracker_dim, device, vocab, small_batch):
+def test_tensorflow_levels_with_the_dense_container_match_reference(tracker_dim, device, vocab, small_batch):
     config = small_config_for(len(vocab), tracker_dim=tracker_dim)
     params = init_params(config, seed=9, dtype=np.float64)
-    runner = make_runner("tensorflow-levels", params, config, dtype="float64", device=device, layout="dense")
-    assert runner.layout == "dense"
+    runner = make_runner("tensorflow-levels", params, config, dtype="float64", device=device, container="dense")
+    assert runner.container == "dense"
     assert_encodes_like_reference(runner, params, config, small_batch, "float64")
     assert_grads_like_reference(runner, params, config, small_batch, "float64")
 

@@ -134,15 +134,15 @@ def test_xla_variant_matches_reference(device, vocab, sample_pairs):
     assert stats.xla_compilations == 3
 
 
-def test_layouts_agree(device, small_config, small_batch):
-    """The TensorArray layout (graph executor) and the dense one (for XLA) are one model."""
+def test_containers_agree(device, small_config, small_batch):
+    """The TensorArray container (graph executor) and the dense one (for XLA) are one model."""
     params = init_params(small_config, seed=14, dtype=np.float64)
-    for layout in ("tensor_array", "dense"):
-        runner = Runner(params, small_config, dtype="float64", device=device, layout=layout)
-        assert runner.layout == layout
+    for container in ("tensor_array", "dense"):
+        runner = Runner(params, small_config, dtype="float64", device=device, container=container)
+        assert runner.container == container
         assert_matches_reference(runner, params, small_config, small_batch)
     with pytest.raises(ValueError, match="XLA cannot compile"):
-        Runner(params, small_config, xla=True, layout="tensor_array")
+        Runner(params, small_config, xla=True, container="tensor_array")
     with pytest.raises(TypeError, match="unknown"):
         Runner(params, small_config, unroll=2)
 
@@ -424,7 +424,7 @@ def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
 
 
 def test_xla_parses_as_the_reference_does(device, sample_pairs, vocab):
-    """The XLA variant (dense layout, jit_compile) takes the reference's
+    """The XLA variant (dense container, jit_compile) takes the reference's
     decisions like the graph variant, one trace per mode and one compilation
     per shape; its supervised gradients match too."""
     config, params = head_model(vocab, seed=31)
