@@ -234,9 +234,9 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
             tracker = config.tracker_dim > 0
             rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
             out[key] = {
-                "levels_run": len(rows), "levels_scheduled": int(runner.last_graph["levels"]),
+                "levels_run": len(rows), "levels_scheduled": int(runner.last_rows["levels"]),
                 "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
-                "padded_pct": float(runner.last_graph["level_padding_pct"]),
+                "padded_pct": float(runner.last_rows["level_padding_pct"]),
                 "eqns": stats["eqns"], "scans": stats["scans"], "scan_lengths": stats["scan_lengths"],
                 "scan_body_eqns": stats["scan_body_eqns"],
             }

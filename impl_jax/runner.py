@@ -29,7 +29,7 @@ Options beyond the common interface:
   ``unsupported``). The schedule's index arrays are the batch's ``levels``,
   an input of every program, and their shape (shared.levels.static_shape)
   part of the compiled shape.
-  ``last_graph`` holds the last batch's levels, padding and rows (levels.py),
+  ``last_rows`` holds the last batch's levels, padding and rows (levels.py),
   ``last_phases`` its ``schedule`` (seconds on the host).
 * ``layout="thin" | "padded"``: masked.py's stack layout; ``thin`` is the default (and the only
   layout of the other families).
@@ -325,7 +325,8 @@ class Runner(RunnerBase):
         arrays = {n: self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names}
         arrays.setdefault("labels", None)
         if self.family == "levels":
-            levels, self.last_graph, self.last_phases = self._family_module.host_schedule(batch, self.config.tracker_dim > 0)
+            tracker = self.config.tracker_dim > 0
+            levels, self.last_rows, self.last_phases = self._family_module.host_schedule(batch, tracker)
             device = self._local_device if local and self._local_device is not None else self.device
             arrays["levels"] = jax.tree.map(lambda a: jax.device_put(a, device), levels)
         return BatchArrays(**arrays)

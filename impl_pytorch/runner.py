@@ -17,7 +17,7 @@ modes are the same code, train.py):
   SPINN on a level schedule made on the host for every batch (levels.py's
   ``host_schedule``, the batch's ``levels``; ``pytorch-levels``; gold
   transitions only, the rest refused: ``unsupported``). With levels,
-  ``last_graph`` holds the last batch's levels and rows and ``last_phases``
+  ``last_rows`` holds the last batch's levels and rows and ``last_phases``
   its ``schedule`` (seconds on the host).
 * ``compile=True``: torch.compile of the masked step (``pytorch-compiled``,
   compiled.py); ``compile_stats()`` then counts graphs, compile time,
@@ -122,7 +122,8 @@ class Runner(RunnerBase):
         ``levels`` (levels.py's host_schedule, made here, on the host)."""
         arrays = batch.arrays()
         if self.family == "levels":
-            levels, self.last_graph, self.last_phases = self._family_module.host_schedule(batch, self.config.tracker_dim > 0)
+            tracker = self.config.tracker_dim > 0
+            levels, self.last_rows, self.last_phases = self._family_module.host_schedule(batch, tracker)
             arrays = arrays._replace(levels=levels)
         return arrays
 

@@ -206,9 +206,9 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
         tracker = config.tracker_dim > 0
         rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
         out[key] = {
-            "levels_run": len(rows), "levels_scheduled": int(runner.last_graph["levels"]),
+            "levels_run": len(rows), "levels_scheduled": int(runner.last_rows["levels"]),
             "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
-            "padded_pct": float(runner.last_graph["level_padding_pct"]),
+            "padded_pct": float(runner.last_rows["level_padding_pct"]),
             "ops": stats["ops"], "while_loops": stats["while_loops"], "while_body_ops": stats["while_body_ops"],
         }
     return out

@@ -25,7 +25,7 @@ nothing is traced or compiled), or ``"levels"`` (the ``tensorflow-levels``
 implementation: levels.py's LevelClassifier, SPINN on a level schedule made
 on the host for every batch, levels.py's ``host_schedule``, the batch's
 ``levels``; gold transitions only, the rest refused: ``unsupported``).
-``last_graph`` holds the last batch's levels and rows (levels.py),
+``last_rows`` holds the last batch's levels and rows (levels.py),
 ``last_phases`` its ``schedule`` (seconds on the host).
 
 Dropout's masks are a function of (seed, step): the traced training steps
@@ -188,7 +188,8 @@ class Runner(RunnerBase):
         host_schedule, made on the host)."""
         arrays = batch.arrays()
         if self.family == "levels":
-            levels, self.last_graph, self.last_phases = self._family_module.host_schedule(batch, self.config.tracker_dim > 0)
+            tracker = self.config.tracker_dim > 0
+            levels, self.last_rows, self.last_phases = self._family_module.host_schedule(batch, tracker)
             arrays = arrays._replace(levels=levels)
         with tf.device(self.device):
             return BatchArrays(*(tf.constant(a) for a in arrays[:5]),

@@ -170,11 +170,12 @@ class Runner(abc.ABC):
         self.last_host_syncs = 0  # device-to-host reads of decisions in the last call (define-by-run parses)
         # Where the last call's time went, for an implementation that can tell
         # (phase -> seconds, e.g. {"build": ..., "evaluate": ...}: building a
-        # graph against running it), and what it built (name -> count, e.g.
-        # {"nodes": ...}). Empty where there is nothing to split; the benchmark
-        # records their per-batch means.
+        # graph against running it), and the rows it computed where a schedule
+        # says them (name -> count, shared.levels.level_row_counts: the levels,
+        # their padding, each cell's rows). Empty where there is nothing to tell;
+        # the benchmark records their per-batch means.
         self.last_phases: dict[str, float] = {}
-        self.last_graph: dict[str, float] = {}
+        self.last_rows: dict[str, float] = {}
         # With data-parallel replicas (bench train --replicas), each replica's
         # seconds in the last step where the engine lets every one be seen
         # (phase -> one entry per replica, e.g. {"allreduce_wait": [...]}).

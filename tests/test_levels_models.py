@@ -1,6 +1,6 @@
 """The level-scheduled encoders: their paths that the runners do not take on a CPU, held to the float64
 reference, and the registry's levels runners' own bookkeeping (what they refuse, how many programs, the schedule
-in ``last_graph``).
+in ``last_rows``).
 
 The runners' own paths are in the contract (tests/test_contract.py, pytorch-levels, jax-levels and
 tensorflow-levels: values, gradients and head logits in gold mode, with and without the tracker). What is left is
@@ -48,7 +48,7 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
     """Decided parses are refused by the runner (the framework's own runner
     keeps them); batches of one (B, N, T) meet one program (JAX, with the
     tracker; TensorFlow: one trace for all); the last batch's level count
-    and padding are in ``last_graph``."""
+    and padding are in ``last_rows``."""
     from bench import frameworks
     from shared.batching import make_batches
     from shared.levels import LEVELS_UNSUPPORTED  # the reasons both frameworks give, in one wording
@@ -71,7 +71,7 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
         runner.reinforce_loss_and_grads(batches[0], None, 0.0)
     for batch in batches:
         runner.encode(batch)
-        assert runner.last_graph["levels"] > 0 and 0 <= runner.last_graph["level_padding_pct"] < 100
+        assert runner.last_rows["levels"] > 0 and 0 <= runner.last_rows["level_padding_pct"] < 100
         assert runner.last_phases["schedule"] > 0
     stats = runner.compile_stats()
     if name == "tensorflow-levels":

@@ -152,7 +152,7 @@ def test_cudagraphs_variant_agrees_and_says_where_it_ran_without_graphs(device, 
 def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, small_batch):
     """Decided parses and REINFORCE are refused (shared.levels' reasons, as the
     JAX and TensorFlow levels runners give them), gold mode runs; after each
-    call ``last_graph`` holds the schedule's levels and the rows each cell
+    call ``last_rows`` holds the schedule's levels and the rows each cell
     computed (exact widths: nothing padded) and ``last_phases`` the host's
     seconds making it. Eager: nothing compiles."""
     config = head_config(len(vocab))
@@ -169,10 +169,10 @@ def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, sm
     expected = {"levels": steps, "level_padding_pct": 0.0, "reduce_rows": int((transitions == REDUCE).sum()),
                 "tracker_rows": int((transitions != PAD).sum())}
     runner.encode(small_batch)
-    assert runner.last_graph == expected and runner.last_phases["schedule"] > 0
-    runner.last_graph, runner.last_phases = {}, {}
+    assert runner.last_rows == expected and runner.last_phases["schedule"] > 0
+    runner.last_rows, runner.last_phases = {}, {}
     parsed = runner.parse(small_batch, "gold")
-    assert runner.last_graph == expected and runner.last_phases["schedule"] > 0 and runner.last_host_syncs == 0
+    assert runner.last_rows == expected and runner.last_phases["schedule"] > 0 and runner.last_host_syncs == 0
     ref = reference.parse(params, config, small_batch, mode="gold")
     assert np.array_equal(parsed.premise_transitions, small_batch.premise_transitions)
     assert max_abs_err(parsed.hypothesis_transition_logits, ref.hypothesis_transition_logits) <= 1e-12
@@ -180,7 +180,7 @@ def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, sm
     bare = make_runner("pytorch-levels", init_params(no_tracker, seed=3), no_tracker)
     bare.loss_and_grads(small_batch)
     heights = schedule(transitions, small_batch.num_tokens, tracker=False)
-    assert bare.last_graph == {"levels": heights.n_levels, "level_padding_pct": 0.0,
+    assert bare.last_rows == {"levels": heights.n_levels, "level_padding_pct": 0.0,
                                "reduce_rows": expected["reduce_rows"], "tracker_rows": 0}
     assert heights.n_levels < steps and runner.compile_stats() == bare.compile_stats() == CompileStats()
 
