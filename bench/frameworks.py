@@ -14,16 +14,14 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
-# The algorithm families of the report's matrix (docs/spec.md §6), in its row order. A family is named by its module
-# in every package that implements it (impl_<framework>/<family>.py, its SPINN), which the runner option that picks
-# it names too (family=<module>): diff two of them to see what a framework forces. TITLES: each one's title, the words
-# the report's matrix shows.
+# The algorithm families of the report's matrix (docs/spec.md §6), in its row order, each named by its module in
+# every package that implements it (impl_<framework>/<family>.py, its SPINN) and by the runner option that picks it
+# (family=<module>): diff two of them to see what a framework forces. TITLES: the words the matrix shows for each.
 LISTS = "lists"  # Python lists as stacks, a Python loop: the graph follows the trees
 MASKED = "masked"  # padded arrays, pointers and masks: one graph for every tree
 VMAP = "vmap"  # the model for one sentence, batched at trace time
 AUTOBATCH = "autobatch"  # the model for one sentence, batched at run time
-# The batch's trees scheduled on the host into levels (shared/levels.py): one batched Reduce per level, gold only.
-LEVELS = "levels"
+LEVELS = "levels"  # the trees scheduled on the host into levels (shared/levels.py): a Reduce per level, gold only
 FAMILIES = (LISTS, MASKED, VMAP, AUTOBATCH, LEVELS)
 TITLES = {LISTS: "per-example lists", MASKED: "masked arrays", VMAP: "per-sentence code + vmap",
           AUTOBATCH: "per-sentence code + autobatching", LEVELS: "host-scheduled levels"}
