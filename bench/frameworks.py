@@ -11,17 +11,17 @@ import importlib.util
 import os
 from dataclasses import dataclass, field
 
-# The algorithm families of the report's matrix (docs/spec.md §6), in its row order.
-LISTS = "per-example lists"  # Python lists as stacks, a Python loop: the graph follows the trees
-MASKED = "masked arrays"  # padded arrays, pointers and masks: one graph for every tree
-VMAP = "per-sentence code + vmap"  # the model for one sentence, batched at trace time
-AUTOBATCH = "per-sentence code + autobatching"  # the model for one sentence, batched at run time
-# The batch's trees scheduled on the host into levels (shared/levels.py): one batched Reduce per level, gold only.
-LEVELS = "host-scheduled levels"
-ALGORITHMS = (LISTS, MASKED, VMAP, AUTOBATCH, LEVELS)
-# The module that holds a family in every package that implements it (impl_<framework>/<module>.py, its SPINN),
-# and the runner option that picks it (algorithm=<module>): diff two of them to see what a framework forces.
-FAMILY_MODULES = {LISTS: "lists", MASKED: "masked", VMAP: "vmap", AUTOBATCH: "autobatch", LEVELS: "levels"}
+# The algorithm families of the report's matrix (docs/spec.md §6), in its row order, each named by its module in
+# every package that implements it (impl_<framework>/<family>.py, its SPINN) and by the runner option that picks it
+# (family=<module>): diff two of them to see what a framework forces. TITLES: the words the matrix shows for each.
+LISTS = "lists"  # Python lists as stacks, a Python loop: the graph follows the trees
+MASKED = "masked"  # padded arrays, pointers and masks: one graph for every tree
+VMAP = "vmap"  # the model for one sentence, batched at trace time
+AUTOBATCH = "autobatch"  # the model for one sentence, batched at run time
+LEVELS = "levels"  # the trees scheduled on the host into levels (shared/levels.py): a Reduce per level, gold only
+FAMILIES = (LISTS, MASKED, VMAP, AUTOBATCH, LEVELS)
+TITLES = {LISTS: "per-example lists", MASKED: "masked arrays", VMAP: "per-sentence code + vmap",
+          AUTOBATCH: "per-sentence code + autobatching", LEVELS: "host-scheduled levels"}
 PADDING = ("arrays", "loop", "none")  # Implementation.padding
 
 
@@ -30,7 +30,7 @@ class Implementation:
     """One measurable implementation: a framework's Runner with options."""
 
     name: str  # "tensorflow-xla": a framework's name, or the name with a suffix (a variant)
-    algorithm: str  # one of ALGORITHMS
+    family: str  # one of FAMILIES
     options: dict = field(default_factory=dict)  # Runner keyword options, wherever it runs
     # Options only the benchmark's timed step adds: how the framework's users run it (DyNet's trainers, in C++).
     timed_options: dict = field(default_factory=dict)
@@ -57,7 +57,7 @@ class Framework:
     library: str  # the module its runner imports first ("torch"), looked up to tell whether it is installed
     extra: str  # the pip extra that installs it: pip install -e '.[EXTRA]'
     implementations: tuple[Implementation, ...]
-    not_built: dict = field(default_factory=dict)  # algorithm -> why this framework has no such implementation
+    not_built: dict = field(default_factory=dict)  # family -> why this framework has no such implementation
     modules: dict = field(default_factory=dict)  # "runner"/"platform" -> module, where not PACKAGE.runner/.platform
 
     def module(self, kind: str) -> str:
@@ -79,8 +79,8 @@ def register(framework: Framework) -> Framework:
         IMPLEMENTATIONS_BY_NAME.pop(old.name, None)
     implementations = tuple(dataclasses.replace(i, framework=framework.name) for i in framework.implementations)
     for impl in implementations:
-        if impl.algorithm not in ALGORITHMS:
-            raise ValueError(f"{impl.name}: unknown algorithm {impl.algorithm!r}; choose from {ALGORITHMS}")
+        if impl.family not in FAMILIES:
+            raise ValueError(f"{impl.name}: unknown family {impl.family!r}; choose from {FAMILIES}")
         for padding in (impl.padding_in("infer"), impl.padding_in("train")):
             if padding not in PADDING:
                 raise ValueError(f"{impl.name}: unknown padding {padding!r}; choose from {PADDING}")
@@ -131,13 +131,13 @@ register(Framework(
     implementations=(
         # Bradbury's 2017 algorithm: the baseline every ratio is taken against; each step runs on its active rows.
         Implementation("pytorch", LISTS, eager=True, padding="none"),
-        Implementation("pytorch-masked", MASKED, {"algorithm": "masked"}, eager=True, opt_in=True),
-        Implementation("pytorch-compiled", MASKED, {"algorithm": "masked", "compile": True}, opt_in=True),
+        Implementation("pytorch-masked", MASKED, {"family": "masked"}, eager=True, opt_in=True),
+        Implementation("pytorch-compiled", MASKED, {"family": "masked", "compile": True}, opt_in=True),
         # Inductor's CUDA graphs: each compiled step one graph replay on a GPU (on a CPU, as pytorch-compiled).
         Implementation("pytorch-cudagraphs", MASKED,
-                       {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"}, opt_in=True),
+                       {"family": "masked", "compile": True, "compile_mode": "reduce-overhead"}, opt_in=True),
         # Eager: one batched Reduce per level, gathers and appends (what TorchFold and DGL's Tree-LSTM do).
-        Implementation("pytorch-levels", LEVELS, {"algorithm": "levels"}, eager=True, opt_in=True, padding="none"),
+        Implementation("pytorch-levels", LEVELS, {"family": "levels"}, eager=True, opt_in=True, padding="none"),
     ),
     not_built={VMAP: "not built: torch.func.vmap could batch a per-sentence loop only if it branched by masks, "
                      "never by a Python if on the data"},
@@ -149,9 +149,9 @@ register(Framework(
         # Input signatures of unknown sizes: one graph. Its while loop stops after the batch's last real step.
         Implementation("tensorflow", MASKED, one_trace=True, padding="loop"),
         Implementation("tensorflow-xla", MASKED, {"xla": True}, padding="loop"),
-        Implementation("tensorflow-eager", LISTS, {"algorithm": "lists"}, eager=True, opt_in=True, padding="none"),
+        Implementation("tensorflow-eager", LISTS, {"family": "lists"}, eager=True, opt_in=True, padding="none"),
         # One tf.while_loop over the levels. No PAD step is computed; its own padding is rows of a level.
-        Implementation("tensorflow-levels", LEVELS, {"algorithm": "levels"}, opt_in=True, one_trace=True,
+        Implementation("tensorflow-levels", LEVELS, {"family": "levels"}, opt_in=True, one_trace=True,
                        padding="none"),
     ),
     not_built={VMAP: "not built: tf.vectorized_map would have to convert a tf.while_loop over per-sentence "
@@ -166,9 +166,9 @@ register(Framework(
         Implementation("jax-tail-cond", MASKED, {"train_skip_tail": True}, opt_in=True, padding="loop"),
         Implementation("jax-padded", MASKED, {"layout": "padded"}, opt_in=True, padding="loop",
                        train_padding="arrays"),
-        Implementation("jax-vmap", VMAP, {"algorithm": "vmap"}, opt_in=True, explained=True),
+        Implementation("jax-vmap", VMAP, {"family": "vmap"}, opt_in=True, explained=True),
         # One lax.scan over the levels; as tensorflow-levels, its own padding is rows of a level.
-        Implementation("jax-levels", LEVELS, {"algorithm": "levels"}, opt_in=True, padding="none"),
+        Implementation("jax-levels", LEVELS, {"family": "levels"}, opt_in=True, padding="none"),
     ),
     not_built={LISTS: "not built: JAX would run such a loop op by op (no jit), or jit would unroll it into one "
                       "program per batch of trees"},
@@ -241,12 +241,12 @@ def explained() -> tuple[str, ...]:
 
 
 def matrix() -> dict[tuple[str, str], list[str] | str]:
-    """The report's algorithm × framework matrix: (algorithm, framework) -> the implementations, or why none."""
+    """The report's algorithm × framework matrix: (family, framework) -> the implementations, or why none."""
     cells: dict[tuple[str, str], list[str] | str] = {}
     for fw in FRAMEWORKS_BY_NAME.values():
-        for algorithm in ALGORITHMS:
-            names = [i.name for i in fw.implementations if i.algorithm == algorithm]
-            cells[algorithm, fw.name] = names or fw.not_built.get(algorithm, "not built")
+        for family in FAMILIES:
+            names = [i.name for i in fw.implementations if i.family == family]
+            cells[family, fw.name] = names or fw.not_built.get(family, "not built")
     return cells
 
 

@@ -231,8 +231,8 @@ def _one_matrix(records: list[Measurement], title: str) -> str:
     matrix, columns = frameworks.matrix(), frameworks.FRAMEWORKS
     return "\n".join([f"{title} pairs/s at batch 1 / 128, and the compile seconds of both, per parse mode:", "",
                       table(["algorithm (module)", *columns],
-                            [[f"{algorithm} (`{frameworks.FAMILY_MODULES[algorithm]}.py`)"]
-                             + [cell(matrix[algorithm, f]) for f in columns] for algorithm in frameworks.ALGORITHMS])])
+                            [[f"{frameworks.TITLES[family]} (`{family}.py`)"]
+                             + [cell(matrix[family, f]) for f in columns] for family in frameworks.FAMILIES])])
 
 
 def plot(records: list[Measurement], out_dir: Path) -> list[Path]:

@@ -7,7 +7,7 @@ implementation ``dynet``) DyNet groups the nodes of different sentences
 into batched operations as it evaluates, with ``autobatch=False``
 (``dynet-unbatched``) it runs them one by one. Both kinds of graph can live
 in one process: autobatching is a property of each graph (``dy.renew_cg``).
-``algorithm="autobatch"`` is the one family (bench/frameworks.py), imported
+``family="autobatch"`` is the one family (bench/frameworks.py), imported
 when a runner is made.
 
 Nothing is traced or compiled, so ``compile_stats()`` reports zeros. What
@@ -60,7 +60,7 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
 
 
-ALGORITHMS = ("autobatch",)  # the family modules (bench/frameworks.py): SPINN for one sentence, batched by DyNet
+FAMILIES = ("autobatch",)  # the family modules (bench/frameworks.py): SPINN for one sentence, batched by DyNet
 TRAINERS = ("shared", "native")  # the shared rules in NumPy (default), or DyNet's own trainers
 
 
@@ -74,24 +74,24 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 reinforce_weight: float = 1.0, entropy_weight: float = 0.0, algorithm: str = "autobatch",
+                 reinforce_weight: float = 1.0, entropy_weight: float = 0.0, family: str = "autobatch",
                  autobatch: bool = True, trainer: str = "shared", **options):
         if options:
-            raise TypeError(f"unknown DyNet runner options {sorted(options)}; known: algorithm, autobatch, trainer")
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
+            raise TypeError(f"unknown DyNet runner options {sorted(options)}; known: family, autobatch, trainer")
+        if family not in FAMILIES:
+            raise ValueError(f"unknown family {family!r}; choose from {FAMILIES}")
         if trainer not in TRAINERS:
             raise ValueError(f"trainer must be one of {', '.join(TRAINERS)}, got {trainer!r}")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight, algorithm=algorithm)
+                         entropy_weight=entropy_weight, family=family)
         if dtype == "float64":
             self.require("float64")
         convert.resolve_dtype(dtype)  # a ValueError for any other than float32
         self.device = resolve_device(device)
         self.trainer = trainer
-        family = importlib.import_module(f"{__package__}.{algorithm}")
-        self.model = convert.from_canonical(params, train.Model(config, encoder=family.SPINN, autobatch=autobatch,
+        module = importlib.import_module(f"{__package__}.{family}")
+        self.model = convert.from_canonical(params, train.Model(config, encoder=module.SPINN, autobatch=autobatch,
                                                                 dropout=dropout))
 
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

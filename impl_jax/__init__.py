@@ -28,7 +28,7 @@ and Optimizer values, loss, gradients, optax, the training step),
 the batch sharded over a mesh of devices), ``runner`` (the adapter of
 docs/runner-interface.md), ``platform`` and ``explain`` (what the harness asks
 of the framework). The families (bench/frameworks.py), one SPINN each, the
-runner's ``algorithm=``: ``masked`` (the scan over the batch by hand, both
+runner's ``family=``: ``masked`` (the scan over the batch by hand, both
 stack layouts; the default), ``vmap`` (SPINN written for one sentence and
 batched by ``jax.vmap``: ``jax-vmap``), ``levels`` (a level schedule made on
 the host: ``jax-levels``). What they share is ``shift_reduce`` and ``head``

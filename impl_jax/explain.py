@@ -42,7 +42,7 @@ VERSION = f"{jax.__version__} (flax {flax.__version__})"
 PROGRAMS = ("encode", "loss_and_grads")
 MODES = ("gold", "predicted")
 # The Runner options of the two implementations jax-vmap's view compares (their registry entries').
-OPTIONS = {"jax-vmap": {"algorithm": "vmap"}, "jax": {}}
+OPTIONS = {"jax-vmap": {"family": "vmap"}, "jax": {}}
 COMPARED = {"vmap": "jax-vmap", "batched": "jax"}
 
 
@@ -234,9 +234,9 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
             tracker = config.tracker_dim > 0
             rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
             out[key] = {
-                "levels_run": len(rows), "levels_scheduled": int(runner.last_graph["levels"]),
+                "levels_run": len(rows), "levels_scheduled": int(runner.last_rows["levels"]),
                 "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
-                "padded_pct": float(runner.last_graph["level_padding_pct"]),
+                "padded_pct": float(runner.last_rows["level_padding_pct"]),
                 "eqns": stats["eqns"], "scans": stats["scans"], "scan_lengths": stats["scan_lengths"],
                 "scan_body_eqns": stats["scan_body_eqns"],
             }

@@ -60,7 +60,7 @@ forces:
   as ``levels=``, and ``LevelClassifier``, classifier.py's SNLIClassifier
   with this encoder, passes it on from its ``__call__``, ``encode`` and
   ``parse``, which train.py's loss, gradient and training step run unchanged
-  (the runner's ``algorithm="levels"``, the registry's ``jax-levels``);
+  (the runner's ``family="levels"``, the registry's ``jax-levels``);
   :func:`host_schedule` makes it.
 """
 

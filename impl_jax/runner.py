@@ -17,7 +17,7 @@ keeps the current values and installs what a training step gives back.
 
 Options beyond the common interface:
 
-* ``algorithm="masked" | "vmap" | "levels"``: the model, named by its family
+* ``family="masked" | "vmap" | "levels"``: the model, named by its family
   in bench/frameworks.py, whose module (``masked.py``, ``vmap.py``,
   ``levels.py``) is imported when the runner is built, and only that one.
   ``masked`` (the default) is batched by hand with masked arrays; ``vmap`` is
@@ -29,7 +29,7 @@ Options beyond the common interface:
   ``unsupported``). The schedule's index arrays are the batch's ``levels``,
   an input of every program, and their shape (shared.levels.static_shape)
   part of the compiled shape.
-  ``last_graph`` holds the last batch's levels, padding and rows (levels.py),
+  ``last_rows`` holds the last batch's levels, padding and rows (levels.py),
   ``last_phases`` its ``schedule`` (seconds on the host).
 * ``layout="thin" | "padded"``: masked.py's stack layout; ``thin`` is the default (and the only
   layout of the other families).
@@ -90,7 +90,7 @@ PROGRAMS = ("encode", "loss_and_grads", "train_step") + PARSE_PROGRAMS + REINFOR
 STEP_PROGRAMS = ("train_step", "reinforce_step")  # the programs an optimizer is part of
 # The model behind the programs, by its family in bench/frameworks.py: the module impl_jax/<family>.py,
 # imported by the runner that runs it.
-ALGORITHMS = ("masked", "vmap", "levels")
+FAMILIES = ("masked", "vmap", "levels")
 
 
 # ---------------------------------------------------------------------------
@@ -136,21 +136,21 @@ class Runner(RunnerBase):
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  reinforce_weight: float = 1.0, entropy_weight: float = 0.0, layout: str = DEFAULT_LAYOUT,
                  compilation_cache_dir: str | os.PathLike | None = None, unroll: int = 1,
-                 algorithm: str = "masked", replicas: int = 1, train_skip_tail: bool = False, **options):
+                 family: str = "masked", replicas: int = 1, train_skip_tail: bool = False, **options):
         if options:
             raise TypeError(f"unknown JAX runner options {sorted(options)}; "
-                            "known: layout, compilation_cache_dir, unroll, algorithm, replicas, train_skip_tail")
+                            "known: layout, compilation_cache_dir, unroll, family, replicas, train_skip_tail")
         if layout not in LAYOUTS:
             raise ValueError(f"unknown stack layout {layout!r}; choose from {LAYOUTS}")
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
-        if algorithm in ("vmap", "levels") and layout != "thin":
-            raise ValueError(f"algorithm {algorithm!r} has its own stack; layout must be 'thin'")
-        if algorithm == "levels" and replicas != 1:
-            raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
+        if family not in FAMILIES:
+            raise ValueError(f"unknown family {family!r}; choose from {FAMILIES}")
+        if family in ("vmap", "levels") and layout != "thin":
+            raise ValueError(f"family {family!r} has its own stack; layout must be 'thin'")
+        if family == "levels" and replicas != 1:
+            raise ValueError("family 'levels' runs on one device (replicas=1)")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight, algorithm=algorithm)
+                         entropy_weight=entropy_weight, family=family)
         if compilation_cache_dir is not None:
             enable_compilation_cache(compilation_cache_dir)
         self.dtype = resolve_dtype(dtype)
@@ -178,10 +178,10 @@ class Runner(RunnerBase):
             self.mesh = replica_devices(device, self.replicas)
             self.device, self._batch_sharding = replica_train_step(self.mesh)
         self.layout = layout
-        # The family's module, and only it: impl_jax/<algorithm>.py.
-        self._family = importlib.import_module(f"{__package__}.{algorithm}")
-        classifier = self._family.LevelClassifier if algorithm == "levels" else SNLIClassifier
-        module = classifier(config, encoder=self._family.SPINN, layout=layout, dropout_rate=dropout,
+        # The family's module, and only it: impl_jax/<family>.py.
+        self._family_module = importlib.import_module(f"{__package__}.{family}")
+        classifier = self._family_module.LevelClassifier if family == "levels" else SNLIClassifier
+        module = classifier(config, encoder=self._family_module.SPINN, layout=layout, dropout_rate=dropout,
                             dtype=jnp.dtype(self.dtype), unroll=unroll)
         self.model = from_canonical(params, train.Model(module, abstract(module, self.device)))
         # The module of the programs that differentiate: training mode (train.py's functions run it in eval
@@ -283,7 +283,7 @@ class Runner(RunnerBase):
         """What a program compiles for: (B, N, T), and with the level schedule its (L, A, W)."""
         (B, N), T = arrays.premise_tokens.shape, arrays.premise_transitions.shape[1]
         shape = (B, N, T)
-        if self.algorithm == "levels":
+        if self.family == "levels":
             from shared.levels import static_shape  # only where the levels run (what ran: docs/spec.md §6)
 
             shape += static_shape(arrays.levels)
@@ -292,10 +292,10 @@ class Runner(RunnerBase):
     def program_shape(self, batch) -> tuple:
         """The shape of the program a batch runs (``_shape``), its level schedule made here where it has one."""
         shape = super().program_shape(batch)
-        if self.algorithm == "levels":
+        if self.family == "levels":
             from shared.levels import static_shape
 
-            shape += static_shape(self._family.host_schedule(batch, self.config.tracker_dim > 0)[0])
+            shape += static_shape(self._family_module.host_schedule(batch, self.config.tracker_dim > 0)[0])
         return shape
 
     def _put_rows(self, array: np.ndarray, local: bool = False):
@@ -324,8 +324,9 @@ class Runner(RunnerBase):
             names += ("labels",)
         arrays = {n: self._put_rows(np.asarray(getattr(batch, n), dtype=np.int32), local) for n in names}
         arrays.setdefault("labels", None)
-        if self.algorithm == "levels":
-            levels, self.last_graph, self.last_phases = self._family.host_schedule(batch, self.config.tracker_dim > 0)
+        if self.family == "levels":
+            tracker = self.config.tracker_dim > 0
+            levels, self.last_rows, self.last_phases = self._family_module.host_schedule(batch, tracker)
             device = self._local_device if local and self._local_device is not None else self.device
             arrays["levels"] = jax.tree.map(lambda a: jax.device_put(a, device), levels)
         return BatchArrays(**arrays)

@@ -13,7 +13,7 @@ PyTorch, with the arithmetic of docs/spec.md §3.
 
 The modules are those of every package (docs/surface.md). The encoder's
 algorithm is a family module, one ``SPINN`` class each, picked by the runner
-option ``algorithm``: ``lists.py`` (the above, the default), ``masked.py``
+option ``family``: ``lists.py`` (the above, the default), ``masked.py``
 (impl_jax's algorithm, padded arrays, pointers and masks, with the same cells
 in PyTorch eager; ``compiled.py`` puts its step under ``torch.compile``,
 ``compile=True``) and ``levels.py`` (the batch's gold trees scheduled on the

@@ -226,9 +226,9 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
         rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
         level_ops = dispatched["regions"]
         out[key] = {
-            "levels_run": len(level_ops), "levels_scheduled": int(runner.last_graph["levels"]),
+            "levels_run": len(level_ops), "levels_scheduled": int(runner.last_rows["levels"]),
             "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
-            "padded_pct": float(runner.last_graph["level_padding_pct"]),
+            "padded_pct": float(runner.last_rows["level_padding_pct"]),
             "ops": dispatched["ops"], "level_ops": level_ops,
             "level_op_types": dict(list(dispatched["region_ops"].items())[:8]),
             "schedule_s": float(runner.last_phases["schedule"]),

@@ -10,14 +10,14 @@ Options beyond the common interface, so that only the model differs between
 the variants of docs/runner-interface.md (training, optimizers and parse
 modes are the same code, train.py):
 
-* ``algorithm="lists" | "masked" | "levels"``: the family module whose
+* ``family="lists" | "masked" | "levels"``: the family module whose
   ``SPINN`` the classifier runs, imported when the runner is built (only that
   one): lists.py's Python lists (the default), masked.py's padded arrays,
   pointers and masks (``pytorch-masked``), or levels.py's LevelClassifier,
   SPINN on a level schedule made on the host for every batch (levels.py's
   ``host_schedule``, the batch's ``levels``; ``pytorch-levels``; gold
   transitions only, the rest refused: ``unsupported``). With levels,
-  ``last_graph`` holds the last batch's levels and rows and ``last_phases``
+  ``last_rows`` holds the last batch's levels and rows and ``last_phases``
   its ``schedule`` (seconds on the host).
 * ``compile=True``: torch.compile of the masked step (``pytorch-compiled``,
   compiled.py); ``compile_stats()`` then counts graphs, compile time,
@@ -48,11 +48,11 @@ from . import convert, reinforce, train
 from .dispatches import aten_ops
 from .classifier import SNLIClassifier
 
-# The family modules (bench/frameworks.py FAMILY_MODULES): "lists", define-by-run
+# The families, by their modules (bench/frameworks.py FAMILIES): "lists", define-by-run
 # (the default); "masked", the padded-array algorithm of impl_jax in PyTorch
 # eager (and, with compile=True, under torch.compile); "levels", a level
 # schedule made on the host, one batched Reduce per level.
-ALGORITHMS = ("lists", "masked", "levels")
+FAMILIES = ("lists", "masked", "levels")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -72,26 +72,26 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
-                 algorithm: str = "lists", compile: bool | str = False, compile_mode: str | None = None,
+                 family: str = "lists", compile: bool | str = False, compile_mode: str | None = None,
                  reinforce_weight: float = 1.0,
                  entropy_weight: float = 0.0, replicas: int = 1, **options):
         if options:
-            raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: algorithm, compile, compile_mode, "
+            raise TypeError(f"unknown PyTorch runner options {sorted(options)}; known: family, compile, compile_mode, "
                             "replicas")
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
-        if algorithm == "levels" and replicas != 1:
-            raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
-        if compile and algorithm != "masked":
-            raise ValueError("compile=True needs algorithm='masked': the list-based loop branches in Python "
+        if family not in FAMILIES:
+            raise ValueError(f"unknown family {family!r}; choose from {FAMILIES}")
+        if family == "levels" and replicas != 1:
+            raise ValueError("family 'levels' runs on one device (replicas=1)")
+        if compile and family != "masked":
+            raise ValueError("compile=True needs family='masked': the list-based loop branches in Python "
                              "on every batch's trees, so there is no one graph per shape to compile")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight, algorithm=algorithm)
+                         entropy_weight=entropy_weight, family=family)
         self.device = resolve_device(device)
-        # The lists algorithm reads each decision back to Python (last_host_syncs counts
+        # The lists family reads each decision back to Python (last_host_syncs counts
         # those reads per parse); the masked one keeps decisions on the device.
-        self.reads_decisions_on_host = algorithm == "lists"
+        self.reads_decisions_on_host = family == "lists"
         # replicas > 1: this process is one of K that DistributedDataParallel
         # keeps in step (replicas.py); each trains on its share of every batch.
         self.replicas = check_replicas(replicas)
@@ -100,9 +100,9 @@ class Runner(RunnerBase):
                 raise ValueError("replicas and compile exclude each other here")
             from .replicas import replica_devices
             self.device = replica_devices(self.device, self.replicas)
-        self._family = importlib.import_module(f"{__package__}.{algorithm}")
-        classifier = self._family.LevelClassifier if algorithm == "levels" else SNLIClassifier
-        self.model = convert.from_canonical(params, _build(config, classifier, self._family.SPINN,
+        self._family_module = importlib.import_module(f"{__package__}.{family}")
+        classifier = self._family_module.LevelClassifier if family == "levels" else SNLIClassifier
+        self.model = convert.from_canonical(params, _build(config, classifier, self._family_module.SPINN,
                                                            convert.resolve_dtype(dtype), self.device, dropout))
         # compile=True: torch.compile (Inductor) of the masked step, its cost counted per runner
         # method; a string names another torch.compile backend (e.g. "aot_eager": capture and
@@ -121,8 +121,9 @@ class Runner(RunnerBase):
         """The batch as the model takes it: its five arrays, NumPy on the host, and with the level schedule its
         ``levels`` (levels.py's host_schedule, made here, on the host)."""
         arrays = batch.arrays()
-        if self.algorithm == "levels":
-            levels, self.last_graph, self.last_phases = self._family.host_schedule(batch, self.config.tracker_dim > 0)
+        if self.family == "levels":
+            tracker = self.config.tracker_dim > 0
+            levels, self.last_rows, self.last_phases = self._family_module.host_schedule(batch, tracker)
             arrays = arrays._replace(levels=levels)
         return arrays
 

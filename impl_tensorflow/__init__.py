@@ -19,7 +19,7 @@ What this package shows about its framework:
   loop variables like the thin stack; a parse is one call, one trace per mode.
 * The stack is the thin stack of Bowman et al. (2016): a table of rows
   written once (the leaves, then one composition per step), and an integer
-  stack of row numbers per sentence. Its ``layout`` in the graph executor is a
+  stack of row numbers per sentence. Its ``container`` in the graph executor is a
   ``tf.TensorArray`` (one element per row and sentence, read with ``gather``
   and written with ``scatter``), because a plain tensor updated inside a while
   loop is copied at every step; under XLA (``jit_compile=True``), which cannot
@@ -47,7 +47,7 @@ What this package shows about its framework:
 
 Files: ``cells.py`` (Tracker and Reduce, fused kernels), one module per
 algorithm family, each with its ``SPINN`` (bench/frameworks.py's
-FAMILY_MODULES, the runner's ``algorithm``): ``masked.py`` (the while loop,
+FAMILIES, the runner's ``family``): ``masked.py`` (the while loop,
 its thin stack and its parse: ``tensorflow``, ``tensorflow-xla``),
 ``lists.py`` (the same cells run define-by-run in eager mode, as PyTorch runs
 them: ``tensorflow-eager``) and ``levels.py`` (a level schedule made on the

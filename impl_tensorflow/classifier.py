@@ -32,7 +32,7 @@ class SNLIClassifier(tf.Module):
     """Embedding, leaf projection, SPINN, and the MLP on [p, q, p - q, p * q].
 
     ``encoder``: the SPINN class of an algorithm family (masked.SPINN,
-    lists.SPINN), built with the model's dtype and, where given, ``layout``
+    lists.SPINN), built with the model's dtype and, where given, ``container``
     (masked.py's). Dropout (rate ``dropout``) acts on the projected leaves and
     on the input of every classifier layer (the features and each ReLU
     output), inside :meth:`dropout` only. It is stateless: a traced graph
@@ -41,7 +41,7 @@ class SNLIClassifier(tf.Module):
     """
 
     def __init__(self, config: ModelConfig, *, encoder: type, dtype: tf.DType = tf.float32, dropout: float = 0.0,
-                 layout: str | None = None, name: str = "snli_classifier"):
+                 container: str | None = None, name: str = "snli_classifier"):
         super().__init__(name=name)
         self.config = config
         self.dropout_rate = float(dropout)
@@ -50,7 +50,7 @@ class SNLIClassifier(tf.Module):
         with self.name_scope:
             self.embed = Embedding(config.vocab_size, config.embed_dim, dtype)
             self.projection = Linear(config.embed_dim, 2 * H, dtype, name="projection")  # -> [h; c] of each leaf
-            self.spinn = encoder(config, dtype=dtype, **({} if layout is None else {"layout": layout}))
+            self.spinn = encoder(config, dtype=dtype, **({} if container is None else {"container": container}))
             widths = [4 * H] + [M] * config.mlp_layers
             self.mlp = [Linear(a, b, dtype, name=f"mlp_{k}") for k, (a, b) in enumerate(zip(widths[:-1], widths[1:]))]
             self.output = Linear(widths[-1], 3, dtype, name="output")

@@ -70,7 +70,7 @@ def explain(implementation: str, batches, config: ModelConfig, params, out: Path
     # The Runner's own functions: an input signature with sizes None, so one
     # trace serves every B, N and T; the Runner counts the traces.
     runner = Runner(params, config, dtype="float32", device="cpu")
-    result: dict = {"framework_version": tf.__version__, "layout": runner.layout}
+    result: dict = {"framework_version": tf.__version__, "container": runner.container}
     for name in ("encode", "loss_and_grads"):
         traced = runner.trace(name)
         concrete = traced.concrete_function()  # traced (and timed) by the Runner
@@ -206,9 +206,9 @@ def explain_levels(batch, variants: dict, options: dict) -> dict:
         tracker = config.tracker_dim > 0
         rows = level_rows(transitions, batch.num_tokens, tracker, PADDING)
         out[key] = {
-            "levels_run": len(rows), "levels_scheduled": int(runner.last_graph["levels"]),
+            "levels_run": len(rows), "levels_scheduled": int(runner.last_rows["levels"]),
             "reduce_widths": [r for _, r in rows], "tracker_rows": [t for t, _ in rows] if tracker else [],
-            "padded_pct": float(runner.last_graph["level_padding_pct"]),
+            "padded_pct": float(runner.last_rows["level_padding_pct"]),
             "ops": stats["ops"], "while_loops": stats["while_loops"], "while_body_ops": stats["while_body_ops"],
         }
     return out

@@ -1,6 +1,7 @@
 """The two layers TensorFlow's core has no plain form of, shared by cells.py and
 classifier.py (what the other frameworks take from their library), and how a
-loop reads its weights once (the SPINN families' loops: :func:`step_variables`).
+loop reads its weights once (the SPINN families' loops: :func:`step_variables`),
+and the containers a loop's table may live in (:data:`CONTAINERS`).
 
 ``Linear`` is ``x @ kernel + bias`` with the kernel <float>[in, out] as in
 the canonical file; ``Embedding`` is the word vectors <float>[V, E]. Their
@@ -23,6 +24,11 @@ import contextlib
 import threading
 
 import tensorflow as tf
+
+# What holds a loop's table of rows (masked.py's thin stack, levels.py's node table), the runner's ``container=``:
+# a TensorArray (the CPU graph executor, which copies a plain tensor updated in a while loop at every step) or a
+# dense tensor (XLA, which cannot compile the TensorArray scatter, and GPUs). Defined here, which both modules import.
+CONTAINERS = ("tensor_array", "dense")
 
 
 class Linear(tf.Module):

@@ -21,7 +21,7 @@ tracker, L levels, R the nodes the levels compute. The state:
                  leaves), row S * N zeros (what an absent stack item or an
                  empty buffer reads), then one block per level, R rows in
                  all, in the order the levels compute them; here
-                 <float>[S * N + 1 + R, 2H], in the layout's container (SPINN._start)
+                 <float>[S * N + 1 + R, 2H], in the model's container (SPINN._start)
     state        <float>[S + 1, D] twice  the tracker's (h, c) (row S: padding's)
     schedule     shared.levels.level_arrays' arrays, padded as PADDING says
                  (host_schedule; the ``levels`` of ``encode`` and ``parse``)
@@ -42,9 +42,9 @@ TensorFlow forces, or lets it do:
   ``SPINN.encode`` and ``SPINN.parse`` take it as ``levels=``, and
   ``LevelClassifier``, classifier.py's SNLIClassifier with this encoder,
   passes it on from its ``__call__``, ``encode`` and ``parse`` (the runner's
-  ``algorithm="levels"``, the registry's ``tensorflow-levels``);
+  ``family="levels"``, the registry's ``tensorflow-levels``);
   :func:`host_schedule` makes it.
-* The table's container is the model's ``layout`` (as masked.py's, chosen by
+* The table's container is the model's ``container`` (as masked.py's, chosen by
   the runner): a TensorArray of rows (``"tensor_array"``, the CPU default),
   which a level reads with a gather and writes with a scatter of its own
   rows, its gradient a TensorArray too (one buffer, no table-sized fill per
@@ -65,9 +65,9 @@ from shared.parsing import SentenceParses
 
 from .cells import Reduce, Tracker
 from .classifier import SNLIClassifier
+from .layers import CONTAINERS
 
 PADDING = "exact"  # what this framework's loop needs of the schedule (shared.levels.PADDINGS)
-LAYOUTS = ("tensor_array", "dense")
 # BatchArrays.levels of a signature: every size None, so that one trace serves every batch.
 LEVELS = {name: tf.TensorSpec([] if name == "n_levels" else [None], tf.int32) for name in LEVEL_ARRAYS}
 
@@ -77,14 +77,14 @@ class SPINN(tf.Module):
     and Reduce (the same submodules, so the same parameters and names).
     ``encode`` and ``parse`` take the schedule made on the host (``levels=``)."""
 
-    def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, layout: str = "tensor_array",
+    def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, container: str = "tensor_array",
                  name: str = "spinn"):
         super().__init__(name=name)
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; choose from {LAYOUTS}")
+        if container not in CONTAINERS:
+            raise ValueError(f"unknown container {container!r}; choose from {CONTAINERS}")
         self.hidden_dim = config.hidden_dim
         self.tracker_dim = config.tracker_dim
-        self.layout = layout
+        self.container = container
         with self.name_scope:
             self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head, dtype=dtype)
                             if config.tracker_dim > 0 else None)
@@ -133,13 +133,13 @@ class SPINN(tf.Module):
     def _start(self, leaves: tf.Tensor, rows):
         """The loop's state at its start: the node table of ``rows`` rows
         <float>[rows, 2H], the leaves <float>[S, N, 2H] in its first S * N and
-        zeros after them, in the ``layout``'s container (a TensorArray of rows,
+        zeros after them, in the model's ``container`` (a TensorArray of rows,
         or a dense tensor); the tracker's (h_t, c_t) <float>[S + 1, D] each,
         zeros (row S: padding's)."""
         shape = tf.shape(leaves)
         S, N, width = shape[0], shape[1], leaves.shape[-1]
         leaf_rows = tf.reshape(leaves, [S * N, width])
-        if self.layout == "dense":
+        if self.container == "dense":
             table = tf.concat([leaf_rows, tf.zeros([rows - S * N, width], leaves.dtype)], axis=0)
         else:  # the leaves and the zero row; every other row is written before a level reads it
             table = tf.TensorArray(leaves.dtype, size=rows, element_shape=[width], clear_after_read=False)

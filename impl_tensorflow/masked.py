@@ -38,7 +38,7 @@ reports flows through the loop as TensorArrays (``_loop``), since a Python
 list cannot (the body runs once, when traced). Why the graph is built this
 way, and what it costs: docs/static-vs-dynamic.md.
 
-``layout=`` picks the container of ``thin``: ``"tensor_array"`` (a
+``container=`` picks the container of ``thin``: ``"tensor_array"`` (a
 ``tf.TensorArray``, for the graph executor on the CPU, which copies a plain
 tensor updated inside a while loop at every step) or ``"dense"`` (a plain
 tensor, for XLA, which cannot compile the TensorArray scatter, and GPUs).
@@ -56,22 +56,19 @@ from shared.transitions import PAD, REDUCE, SHIFT
 
 from .cells import Reduce, Tracker
 from .head import decide
-from .layers import read_once, step_variables
-
-LAYOUTS = ("tensor_array", "dense")
-
+from .layers import CONTAINERS, read_once, step_variables
 
 class SPINN(tf.Module):
     """The shift-reduce encoder as one ``tf.while_loop`` over padded arrays."""
 
-    def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, layout: str = "tensor_array",
+    def __init__(self, config: ModelConfig, dtype: tf.DType = tf.float32, container: str = "tensor_array",
                  name: str = "spinn"):
         super().__init__(name=name)
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; choose from {LAYOUTS}")
+        if container not in CONTAINERS:
+            raise ValueError(f"unknown container {container!r}; choose from {CONTAINERS}")
         self.hidden_dim = config.hidden_dim
         self.tracker_dim = config.tracker_dim
-        self.layout = layout
+        self.container = container
         with self.name_scope:
             self.tracker = (Tracker(config.hidden_dim, config.tracker_dim, config.transition_head, dtype=dtype)
                             if config.tracker_dim > 0 else None)
@@ -319,12 +316,12 @@ class SPINN(tf.Module):
     def _new_thin(self, leaves, T):
         """The thin stack: the leaves in rows 0 .. N - 1, a row per step (zeros
         until it is written), and the zero row, N + T; flattened, in the
-        layout's container."""
+        model's container."""
         S, N = tf.shape(leaves)[0], tf.shape(leaves)[1]
         two_h, dtype = 2 * self.hidden_dim, leaves.dtype
         leaves_by_row = tf.reshape(tf.transpose(leaves, [1, 0, 2]), [N * S, two_h])  # leaf j of sentence s at j*S + s
         zero_row = N + T  # last: leaf j is row j, step t's composition row N + t
-        if self.layout == "tensor_array":
+        if self.container == "tensor_array":
             thin = tf.TensorArray(dtype, size=(zero_row + 1) * S, element_shape=[two_h], clear_after_read=False)
             thin = thin.scatter(tf.range(N * S), leaves_by_row)
             return thin.scatter(zero_row * S + tf.range(S), tf.zeros([S, two_h], dtype))  # the zero row
@@ -334,14 +331,14 @@ class SPINN(tf.Module):
     def _gather(self, loop: _Loop, thin, rows):
         """The items of the S sentences in ``rows`` <int32>[K, S] -> <float>[K, S, 2H]."""
         addresses = rows * loop.S + loop.sentences  # [K, S]
-        if self.layout == "tensor_array":  # a TensorArray gathers a vector of addresses (K is static: 3 or 1)
+        if self.container == "tensor_array":  # a TensorArray gathers a vector of addresses (K is static: 3 or 1)
             return tf.reshape(thin.gather(tf.reshape(addresses, [-1])), [rows.shape[0], -1, 2 * self.hidden_dim])
         return tf.gather(thin, addresses)
 
     def _scatter(self, loop: _Loop, thin, row, items):
         """``thin`` with ``items`` <float>[S, 2H] as its row ``row``."""
         addresses = row * loop.S + loop.sentences  # [S]
-        if self.layout == "tensor_array":
+        if self.container == "tensor_array":
             return thin.scatter(addresses, items)
         return tf.tensor_scatter_nd_update(thin, addresses[:, None], items)
 

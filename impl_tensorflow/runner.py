@@ -13,9 +13,9 @@ Options: ``xla=True`` compiles the same functions with ``jit_compile=True``
 (the thin stack becomes a plain tensor, see masked.py). It is still one trace,
 but XLA compiles one program per distinct input shape: counted as
 ``xla_compilations``, the time of those calls added to ``compile_s``.
-``layout="tensor_array"|"dense"`` picks the thin stack's container explicitly
+``container="tensor_array"|"dense"`` picks the thin stack's container explicitly
 (default: TensorArray on the CPU without XLA, dense otherwise).
-``algorithm`` names the algorithm family (bench/frameworks.py), whose module
+``family`` names the algorithm family (bench/frameworks.py), whose module
 is imported when the runner is made, and only then: ``"masked"`` (the default:
 masked.py's masked arrays in one traced graph), ``"lists"`` (the
 ``tensorflow-eager`` implementation: lists.py's define-by-run SPINN on
@@ -25,7 +25,7 @@ nothing is traced or compiled), or ``"levels"`` (the ``tensorflow-levels``
 implementation: levels.py's LevelClassifier, SPINN on a level schedule made
 on the host for every batch, levels.py's ``host_schedule``, the batch's
 ``levels``; gold transitions only, the rest refused: ``unsupported``).
-``last_graph`` holds the last batch's levels and rows (levels.py),
+``last_rows`` holds the last batch's levels and rows (levels.py),
 ``last_phases`` its ``schedule`` (seconds on the host).
 
 Dropout's masks are a function of (seed, step): the traced training steps
@@ -63,11 +63,12 @@ from shared.parsing import Parsed, check_mode, split_pairs
 from . import convert, reinforce, train
 from .classifier import SNLIClassifier
 from .dispatches import eager_ops, graph_ops, xla_ops
+from .layers import CONTAINERS
 from .traced import Traced, Untraced
 
 # The algorithm families (bench/frameworks.py), by the module that holds each one's SPINN: masked arrays in one
 # static graph, per-example lists define-by-run, a level schedule made on the host.
-ALGORITHMS = ("masked", "lists", "levels")
+FAMILIES = ("masked", "lists", "levels")
 
 TOKENS = tf.TensorSpec([None, None], tf.int32)  # [B, N]
 TRANSITIONS = tf.TensorSpec([None, None], tf.int32)  # [B, T]
@@ -95,39 +96,39 @@ class Runner(RunnerBase):
 
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, xla: bool = False,
-                 layout: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
-                 entropy_weight: float = 0.0, algorithm: str = "masked", replicas: int = 1, **options):
+                 container: str | None = None, transition_weight: float = 0.0, reinforce_weight: float = 1.0,
+                 entropy_weight: float = 0.0, family: str = "masked", replicas: int = 1, **options):
         if options:
             raise TypeError(f"unknown TensorFlow runner options {sorted(options)} "
-                            "(known: xla, layout, algorithm, replicas)")
-        if algorithm not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r}; choose from {ALGORITHMS}")
-        if algorithm == "lists" and (xla or layout is not None):
-            raise ValueError("algorithm 'lists' runs eagerly and builds no graph: xla and layout do not apply")
+                            "(known: xla, container, family, replicas)")
+        if family not in FAMILIES:
+            raise ValueError(f"unknown family {family!r}; choose from {FAMILIES}")
+        if family == "lists" and (xla or container is not None):
+            raise ValueError("family 'lists' runs eagerly and builds no graph: xla and container do not apply")
         self.replicas = check_replicas(replicas)
-        if self.replicas > 1 and algorithm == "levels":
-            raise ValueError("algorithm 'levels' runs on one device (replicas=1)")
-        if self.replicas > 1 and algorithm == "lists":
+        if self.replicas > 1 and family == "levels":
+            raise ValueError("family 'levels' runs on one device (replicas=1)")
+        if self.replicas > 1 and family == "lists":
             raise ValueError("replicas need a traced step (MirroredStrategy runs the replicas of one tf.function); "
-                             "algorithm 'lists' runs eagerly and has none")
+                             "family 'lists' runs eagerly and has none")
         super().__init__(params, config, dtype=dtype, device=device, dropout=dropout, seed=seed,
                          transition_weight=transition_weight, reinforce_weight=reinforce_weight,
-                         entropy_weight=entropy_weight, algorithm=algorithm)
+                         entropy_weight=entropy_weight, family=family)
         # The family's module, imported now: a runner loads only the family it runs.
-        self._family = importlib.import_module(f"{__package__}.{algorithm}")
-        if algorithm != "lists":
-            # Default layout: the TensorArray for the CPU graph executor (see
+        self._family_module = importlib.import_module(f"{__package__}.{family}")
+        if family != "lists":
+            # Default container: the TensorArray for the CPU graph executor (see
             # masked.py); a dense tensor under XLA (which cannot compile the
             # TensorArray scatter) and on a GPU, where the TensorArray's
             # one-element-per-item scatter would be hundreds of tiny device
             # copies a step, while copying the dense thin stack costs
             # microseconds at GPU memory bandwidth.
-            layout = layout or ("dense" if xla or device == "gpu" else "tensor_array")
-            if layout not in self._family.LAYOUTS:
-                raise ValueError(f"layout must be one of {self._family.LAYOUTS}, got {layout!r}")
-            if xla and layout == "tensor_array":
-                raise ValueError("XLA cannot compile the TensorArray layout (TensorListScatterIntoExistingList); "
-                                 "use layout='dense' with xla=True")
+            container = container or ("dense" if xla or device == "gpu" else "tensor_array")
+            if container not in CONTAINERS:
+                raise ValueError(f"container must be one of {CONTAINERS}, got {container!r}")
+            if xla and container == "tensor_array":
+                raise ValueError("XLA cannot compile the TensorArray container (TensorListScatterIntoExistingList); "
+                                 "use container='dense' with xla=True")
         self.device = resolve_device(device)
         # With replicas, a MirroredStrategy over K devices (the first is self.device).
         self.strategy = None
@@ -136,19 +137,19 @@ class Runner(RunnerBase):
 
             self.strategy = replica_devices(device, self.replicas)
         self.xla = bool(xla)
-        self.layout = layout
+        self.container = container
         # The programs' batch: the five arrays, and with the level schedule its arrays (levels.LEVELS).
-        self._signature = BATCH._replace(levels=self._family.LEVELS) if algorithm == "levels" else BATCH
-        # The lists algorithm, eager, reads each decision back to Python (last_host_syncs counts them).
-        self.reads_decisions_on_host = algorithm == "lists"
-        classifier = self._family.LevelClassifier if algorithm == "levels" else SNLIClassifier
+        self._signature = BATCH._replace(levels=self._family_module.LEVELS) if family == "levels" else BATCH
+        # The lists family, eager, reads each decision back to Python (last_host_syncs counts them).
+        self.reads_decisions_on_host = family == "lists"
+        classifier = self._family_module.LevelClassifier if family == "levels" else SNLIClassifier
         with self._placement():
-            model = classifier(config, encoder=self._family.SPINN, dtype=convert.resolve_dtype(dtype),
-                               dropout=dropout, layout=layout)
+            model = classifier(config, encoder=self._family_module.SPINN, dtype=convert.resolve_dtype(dtype),
+                               dropout=dropout, container=container)
             self.model = convert.from_canonical(params, model)
         # Every entry point below is wrapped once: traced into a tf.function
         # (the graph), or called as it is (eager).
-        wrap = Untraced if algorithm == "lists" else Traced
+        wrap = Untraced if family == "lists" else Traced
         transition_weight = self.transition_weight
 
         def encode(batch):
@@ -186,8 +187,9 @@ class Runner(RunnerBase):
         device, and with the level schedule its arrays (levels.py's
         host_schedule, made on the host)."""
         arrays = batch.arrays()
-        if self.algorithm == "levels":
-            levels, self.last_graph, self.last_phases = self._family.host_schedule(batch, self.config.tracker_dim > 0)
+        if self.family == "levels":
+            tracker = self.config.tracker_dim > 0
+            levels, self.last_rows, self.last_phases = self._family_module.host_schedule(batch, tracker)
             arrays = arrays._replace(levels=levels)
         with tf.device(self.device):
             return BatchArrays(*(tf.constant(a) for a in arrays[:5]),
@@ -200,7 +202,7 @@ class Runner(RunnerBase):
     def _encode(self, batch: PairBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with tf.device(self.device):
             out = self._traced_encode(self._batch(batch))
-        if self.algorithm == "lists":
+        if self.family == "lists":
             self.last_host_syncs = 0  # gold mode: Python reads the transitions, already on the host
         return tuple(t.numpy() for t in out)
 
@@ -218,7 +220,7 @@ class Runner(RunnerBase):
             self._traced_parse[mode] = self._wrap(f"parse_{mode}", parse, signature, self.xla, self._shapes)
         with tf.device(self.device):
             parses, logits = self._traced_parse[mode](self._batch(batch), *self._tensors(*(uniforms or ())))
-        if self.algorithm == "lists":  # define-by-run: how often Python read a decision back
+        if self.family == "lists":  # define-by-run: how often Python read a decision back
             self.last_host_syncs = self.model.spinn.last_host_syncs
         return split_pairs(parses, logits, lambda t: t.numpy())
 
@@ -393,7 +395,7 @@ class Runner(RunnerBase):
         return [self._batch(batch)]
 
     def _need_traced(self) -> None:
-        """The lists algorithm runs its entry points eagerly: no tf.function to trace or call."""
-        if self.algorithm == "lists":
-            raise NotImplementedError("tensorflow: algorithm 'lists' runs eagerly (tf.function is not used): "
+        """The lists family runs its entry points eagerly: no tf.function to trace or call."""
+        if self.family == "lists":
+            raise NotImplementedError("tensorflow: family 'lists' runs eagerly (tf.function is not used): "
                                       "there is no program to trace apart from a call")

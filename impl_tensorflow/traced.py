@@ -1,7 +1,7 @@
 """The runner's entry points as it calls them: :class:`Traced`, one ``tf.function``
 with a fixed input signature that counts its traces and times them apart
 from the first call (where Grappler optimises the graph or XLA compiles it);
-:class:`Untraced`, the same call run eagerly (``algorithm="lists"``).
+:class:`Untraced`, the same call run eagerly (``family="lists"``).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Traced:
 
 
 class Untraced:
-    """An entry point run eagerly (``algorithm="lists"``): called like Traced,
+    """An entry point run eagerly (``family="lists"``): called like Traced,
     it runs the Python function as it is, every call; nothing is traced or compiled."""
 
     def __init__(self, name: str, fn: Callable, *_, **__):

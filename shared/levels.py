@@ -374,8 +374,8 @@ def level_rows(transitions, N: int, tracker: bool, padding: str) -> list[tuple[i
     return _rows(level_arrays(transitions, N, tracker, padding)[0])
 
 
-def level_graph(arrays: dict) -> dict[str, float]:
-    """What a level loop over ``arrays`` computes, as a runner's ``last_graph`` says it: ``levels`` (those it
+def level_row_counts(arrays: dict) -> dict[str, float]:
+    """What a level loop over ``arrays`` computes, as a runner's ``last_rows`` says it: ``levels`` (those it
     runs), ``level_padding_pct`` (the percentage of its Reduce rows that are padding), ``reduce_rows`` and
     ``tracker_rows`` (the rows each cell computes, padding included)."""
     rows = _rows(arrays)
@@ -387,9 +387,9 @@ def level_graph(arrays: dict) -> dict[str, float]:
 
 def batch_schedule(batch, tracker: bool, padding: str) -> tuple[dict[str, np.ndarray], dict, dict[str, float]]:
     """A pair batch's schedule, of its premises then its hypotheses, as :func:`level_arrays` makes it padded as
-    ``padding`` says; what a loop over it computes (:func:`level_graph`: a runner's ``last_graph``); and the
+    ``padding`` says; what a loop over it computes (:func:`level_row_counts`: a runner's ``last_rows``); and the
     seconds the host took to make them (``{"schedule": seconds}``: a runner's ``last_phases``)."""
     start = time.perf_counter()
     levels, _ = level_arrays(sentences_transitions(batch), np.shape(batch.premise_tokens)[1], tracker, padding)
-    graph = level_graph(levels)
-    return levels, graph, {"schedule": time.perf_counter() - start}
+    counts = level_row_counts(levels)
+    return levels, counts, {"schedule": time.perf_counter() - start}

@@ -146,7 +146,7 @@ class Runner(abc.ABC):
     def __init__(self, params: Mapping[str, np.ndarray], config: ModelConfig, *, dtype: str = "float32",
                  device: str = "cpu", dropout: float = 0.0, seed: int = 0, transition_weight: float = 0.0,
                  reinforce_weight: float = contract.DEFAULT_REINFORCE_WEIGHT,
-                 entropy_weight: float = contract.DEFAULT_ENTROPY_WEIGHT, algorithm: str | None = None):
+                 entropy_weight: float = contract.DEFAULT_ENTROPY_WEIGHT, family: str | None = None):
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         # The losses' weights (docs/spec.md §7), checked here for every implementation:
@@ -156,9 +156,9 @@ class Runner(abc.ABC):
         self.reinforce_weight, self.entropy_weight = contract.check_weights(config, reinforce_weight,
                                                                             entropy_weight)
         self.config = config
-        # The family module the runner runs (docs/runner-interface.md), where it has a choice of them.
-        self.algorithm = algorithm
-        if algorithm == "levels":  # a schedule made on the host follows the given (gold) transitions only
+        # The family the runner runs, named by its module (docs/runner-interface.md), where it has a choice of them.
+        self.family = family
+        if family == "levels":  # a schedule made on the host follows the given (gold) transitions only
             from shared.levels import LEVELS_UNSUPPORTED  # only where the levels run (what ran: docs/spec.md §6)
             self.unsupported = {**type(self).unsupported, **LEVELS_UNSUPPORTED}
         self.dtype = dtype
@@ -170,11 +170,12 @@ class Runner(abc.ABC):
         self.last_host_syncs = 0  # device-to-host reads of decisions in the last call (define-by-run parses)
         # Where the last call's time went, for an implementation that can tell
         # (phase -> seconds, e.g. {"build": ..., "evaluate": ...}: building a
-        # graph against running it), and what it built (name -> count, e.g.
-        # {"nodes": ...}). Empty where there is nothing to split; the benchmark
-        # records their per-batch means.
+        # graph against running it), and the rows it computed where a schedule
+        # says them (name -> count, shared.levels.level_row_counts: the levels,
+        # their padding, each cell's rows). Empty where there is nothing to tell;
+        # the benchmark records their per-batch means.
         self.last_phases: dict[str, float] = {}
-        self.last_graph: dict[str, float] = {}
+        self.last_rows: dict[str, float] = {}
         # With data-parallel replicas (bench train --replicas), each replica's
         # seconds in the last step where the engine lets every one be seen
         # (phase -> one entry per replica, e.g. {"allreduce_wait": [...]}).
@@ -193,7 +194,7 @@ class Runner(abc.ABC):
     def supports(self_or_cls, capability: str) -> bool:
         """Whether this implementation can do ``capability`` (see ``unsupported``).
         Asked of the class, the framework's answer; asked of a runner, its
-        variant's (an algorithm option may add to ``unsupported``)."""
+        variant's (a family option may add to ``unsupported``)."""
         return capability not in self_or_cls.unsupported
 
     @_class_or_instance

@@ -428,7 +428,7 @@ def test_pytorch_compiled_on_inductor_as_the_benchmark_builds_it(device, vocab, 
     optimizer runs eagerly, outside the compiled step, and Adam would make a whole step of a float32 rounding that
     flips the sign of a near-zero gradient.)"""
     name = "pytorch-compiled"
-    assert frameworks.resolve(name) == ("pytorch", {"algorithm": "masked", "compile": True})
+    assert frameworks.resolve(name) == ("pytorch", {"family": "masked", "compile": True})
     built = frameworks.implementation(name)
     assert not built.timed_options and not built.env  # nothing else the benchmark's worker adds
     config = small_config_for(len(vocab), tracker_dim=3, mlp_layers=1)

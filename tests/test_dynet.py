@@ -219,8 +219,8 @@ def test_float64_gpu_and_unknown_options_are_refused_in_one_line(config, params)
         Runner(params, config, dtype="float16")
     with pytest.raises(TypeError, match="autobatch"):
         Runner(params, config, xla=True)
-    with pytest.raises(ValueError, match="unknown algorithm 'masked'"):
-        Runner(params, config, algorithm="masked")
+    with pytest.raises(ValueError, match="unknown family 'masked'"):
+        Runner(params, config, family="masked")
     assert not Runner.supports("float64") and not Runner.supports("gpu") and Runner.supports("reinforce")
 
 

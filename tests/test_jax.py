@@ -204,9 +204,9 @@ def optional():
 import impl_jax.runner
 loaded = {"import": optional()}
 config = ModelConfig(vocab_size=20, embed_dim=4, hidden_dim=4, tracker_dim=2, mlp_dim=4, mlp_layers=1)
-for algorithm in ("vmap", "levels", "masked"):
-    impl_jax.runner.Runner(init_params(config, seed=0), config, algorithm=algorithm)
-    loaded[algorithm] = optional()
+for family in ("vmap", "levels", "masked"):
+    impl_jax.runner.Runner(init_params(config, seed=0), config, family=family)
+    loaded[family] = optional()
 print(json.dumps(loaded))
 """
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from shared.levels import (LEVEL_ARRAYS, MIN_ROWS, OCTAVES, PADDINGS, PER_OCTAVE, level_arrays, level_graph,
+from shared.levels import (LEVEL_ARRAYS, MIN_ROWS, OCTAVES, PADDINGS, PER_OCTAVE, level_arrays, level_row_counts,
                            level_rows, reduce_classes, schedule, static_shape, width_classes)
 from shared.transitions import PAD, plain_transitions
 
@@ -129,8 +129,8 @@ def test_exact_arrays_pack_the_schedule_level_after_level(tracker):
             assert np.array_equal(arrays["parser"][3 * start:3 * stop],
                                   np.concatenate([lv.buffer_front, lv.stack_top, lv.stack_below]))
     assert level_rows(transitions, N, tracker, "exact") == [(lv.active_used, lv.used) for lv in sched.levels]
-    assert level_graph(arrays) == {"levels": L, "level_padding_pct": 0.0, "reduce_rows": 8 + 6 + 2,
-                                   "tracker_rows": int(np.sum(transitions != PAD)) if tracker else 0}
+    assert level_row_counts(arrays) == {"levels": L, "level_padding_pct": 0.0, "reduce_rows": 8 + 6 + 2,
+                                        "tracker_rows": int(np.sum(transitions != PAD)) if tracker else 0}
 
 
 @pytest.mark.parametrize("tracker", [False, True])
@@ -173,9 +173,9 @@ def test_static_padding_fixes_every_shape_but_the_level_count(tracker):
     assert np.all(arrays["left"][exact["offsets"][-1]:] == zero)  # the padding and the tail read the zero row
     rows = level_rows(transitions, N, tracker, "static")
     assert rows == [(A, int(w)) for w in arrays["widths"][:n]]  # the padding levels run nothing
-    graph = level_graph(arrays)
-    assert graph["reduce_rows"] == sum(r for _, r in rows) and graph["tracker_rows"] == A * n
-    assert graph["level_padding_pct"] == pytest.approx(100 * (1 - exact["offsets"][-1] / graph["reduce_rows"]))
+    counts = level_row_counts(arrays)
+    assert counts["reduce_rows"] == sum(r for _, r in rows) and counts["tracker_rows"] == A * n
+    assert counts["level_padding_pct"] == pytest.approx(100 * (1 - exact["offsets"][-1] / counts["reduce_rows"]))
 
 
 def test_an_unknown_padding_is_refused():

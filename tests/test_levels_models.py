@@ -1,6 +1,6 @@
 """The level-scheduled encoders: their paths that the runners do not take on a CPU, held to the float64
 reference, and the registry's levels runners' own bookkeeping (what they refuse, how many programs, the schedule
-in ``last_graph``).
+in ``last_rows``).
 
 Also here: pytorch-levels' hand-written node-table gradient, and what ``bench explain --levels`` shows of each
 levels runner. The schedule alone (shared/levels.py) is tested in test_levels.py.
@@ -8,7 +8,7 @@ levels runner. The schedule alone (shared/levels.py) is tested in test_levels.py
 The runners' own paths are in the contract (tests/test_contract.py, pytorch-levels, jax-levels and
 tensorflow-levels: values, gradients and head logits in gold mode, with and without the tracker). What is left is
 checked here, in float64, values and gradients, against shared/reference.py (never against the framework's own
-masked model): TensorFlow's level loop with the dense layout, which the runner picks on a GPU and under XLA (on a
+masked model): TensorFlow's level loop with the dense container, which the runner picks on a GPU and under XLA (on a
 CPU graph it picks the TensorArray, which the contract runs).
 """
 
@@ -37,11 +37,11 @@ from .helpers import (TINY, assert_encodes_like_reference, assert_grads_like_ref
 
 
 @pytest.mark.parametrize("tracker_dim", [0, 3])
-def test_tensorflow_levels_with_the_dense_layout_match_reference(tracker_dim, device, vocab, small_batch):
+def test_tensorflow_levels_with_the_dense_container_match_reference(tracker_dim, device, vocab, small_batch):
     config = small_config_for(len(vocab), tracker_dim=tracker_dim)
     params = init_params(config, seed=9, dtype=np.float64)
-    runner = make_runner("tensorflow-levels", params, config, dtype="float64", device=device, layout="dense")
-    assert runner.layout == "dense"
+    runner = make_runner("tensorflow-levels", params, config, dtype="float64", device=device, container="dense")
+    assert runner.container == "dense"
     assert_encodes_like_reference(runner, params, config, small_batch, "float64")
     assert_grads_like_reference(runner, params, config, small_batch, "float64")
 
@@ -54,8 +54,8 @@ def test_tensorflow_levels_with_the_dense_layout_match_reference(tracker_dim, de
 def test_registered_as_opt_in_levels_variants():
     from bench import frameworks
 
-    assert frameworks.resolve("jax-levels") == ("jax", {"algorithm": "levels"})
-    assert frameworks.resolve("tensorflow-levels") == ("tensorflow", {"algorithm": "levels"})
+    assert frameworks.resolve("jax-levels") == ("jax", {"family": "levels"})
+    assert frameworks.resolve("tensorflow-levels") == ("tensorflow", {"family": "levels"})
     assert {"jax-levels", "tensorflow-levels"} <= frameworks.OPT_IN
     assert frameworks.matrix()[frameworks.LEVELS, "jax"] == ["jax-levels"]
     assert frameworks.matrix()[frameworks.LEVELS, "tensorflow"] == ["tensorflow-levels"]
@@ -67,7 +67,7 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
     """Decided parses are refused by the runner (the framework's own runner
     keeps them); batches of one (B, N, T) meet one program (JAX, with the
     tracker; TensorFlow: one trace for all); the last batch's level count
-    and padding are in ``last_graph``."""
+    and padding are in ``last_rows``."""
     from bench import frameworks
     from shared.batching import make_batches
     from shared.levels import LEVELS_UNSUPPORTED  # the reasons both frameworks give, in one wording
@@ -90,7 +90,7 @@ def test_levels_runner_bounds_its_programs_and_records_the_schedule(name, device
         runner.reinforce_loss_and_grads(batches[0], None, 0.0)
     for batch in batches:
         runner.encode(batch)
-        assert runner.last_graph["levels"] > 0 and 0 <= runner.last_graph["level_padding_pct"] < 100
+        assert runner.last_rows["levels"] > 0 and 0 <= runner.last_rows["level_padding_pct"] < 100
         assert runner.last_phases["schedule"] > 0
     stats = runner.compile_stats()
     if name == "tensorflow-levels":
@@ -131,7 +131,7 @@ def test_the_benchmarks_warm_up_compiles_every_program_of_the_jax_tree_lstm_leve
 def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, small_batch):
     """Decided parses and REINFORCE are refused (shared.levels' reasons, as the
     JAX and TensorFlow levels runners give them), gold mode runs; after each
-    call ``last_graph`` holds the schedule's levels and the rows each cell
+    call ``last_rows`` holds the schedule's levels and the rows each cell
     computed (exact widths: nothing padded) and ``last_phases`` the host's
     seconds making it. Eager: nothing compiles."""
     config = head_config(len(vocab))
@@ -148,10 +148,10 @@ def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, sm
     expected = {"levels": steps, "level_padding_pct": 0.0, "reduce_rows": int((transitions == REDUCE).sum()),
                 "tracker_rows": int((transitions != PAD).sum())}
     runner.encode(small_batch)
-    assert runner.last_graph == expected and runner.last_phases["schedule"] > 0
-    runner.last_graph, runner.last_phases = {}, {}
+    assert runner.last_rows == expected and runner.last_phases["schedule"] > 0
+    runner.last_rows, runner.last_phases = {}, {}
     parsed = runner.parse(small_batch, "gold")
-    assert runner.last_graph == expected and runner.last_phases["schedule"] > 0 and runner.last_host_syncs == 0
+    assert runner.last_rows == expected and runner.last_phases["schedule"] > 0 and runner.last_host_syncs == 0
     ref = reference.parse(params, config, small_batch, mode="gold")
     assert np.array_equal(parsed.premise_transitions, small_batch.premise_transitions)
     assert max_abs_err(parsed.hypothesis_transition_logits, ref.hypothesis_transition_logits) <= 1e-12
@@ -159,7 +159,7 @@ def test_levels_runner_refuses_decided_parses_and_records_the_schedule(vocab, sm
     bare = make_runner("pytorch-levels", init_params(no_tracker, seed=3), no_tracker)
     bare.loss_and_grads(small_batch)
     heights = schedule(transitions, small_batch.num_tokens, tracker=False)
-    assert bare.last_graph == {"levels": heights.n_levels, "level_padding_pct": 0.0,
+    assert bare.last_rows == {"levels": heights.n_levels, "level_padding_pct": 0.0,
                                "reduce_rows": expected["reduce_rows"], "tracker_rows": 0}
     assert heights.n_levels < steps and runner.compile_stats() == bare.compile_stats() == CompileStats()
 
@@ -175,7 +175,7 @@ def test_levels_table_gradient_is_the_references(frozen, small_config, small_bat
     from impl_pytorch.levels import host_schedule
 
     params = init_params(small_config, seed=21, dtype=np.float64)
-    model = Runner(params, small_config, dtype="float64", algorithm="levels").model
+    model = Runner(params, small_config, dtype="float64", family="levels").model
     arrays = small_batch.arrays()._replace(levels=host_schedule(small_batch, small_config.tracker_dim > 0)[0])
     with trainable(model, frozen):
         loss = train.batch_loss(model, arrays)
@@ -203,7 +203,7 @@ def test_explain_levels_shows_the_schedule_the_encoder_runs(vocab, small_batch):
     without = small_config_for(len(vocab), tracker_dim=0)
     variants = {"tracker": (with_tracker, init_params(with_tracker, seed=4)),
                 "no_tracker": (without, init_params(without, seed=4))}
-    result = explain.explain_levels(small_batch, variants, {"algorithm": "levels"})
+    result = explain.explain_levels(small_batch, variants, {"family": "levels"})
     transitions = sentences_transitions(small_batch)
     for key, (config, _) in variants.items():
         r = result[key]

@@ -24,9 +24,9 @@ from shared.transitions import PAD, REDUCE, SHIFT
 from tests.helpers import assert_npz_files_identical, shaped_sentence, small_config_for, steps_with_a_choice
 
 
-def build(params, config, dtype: str = "float32", algorithm: str = "lists") -> torch.nn.Module:
+def build(params, config, dtype: str = "float32", family: str = "lists") -> torch.nn.Module:
     """The classifier a runner builds (on the CPU, in ``dtype``, ``params`` copied in by convert.from_canonical)."""
-    return Runner(params, config, dtype=dtype, algorithm=algorithm).model
+    return Runner(params, config, dtype=dtype, family=family).model
 
 
 def labels_of(batch) -> torch.Tensor:

@@ -147,7 +147,7 @@ def test_in_a_copy_only_a_change_to_code_that_ran_stales_a_record(copy):
     for folder, file, k in changed:
         record = reproduce.folder_records(copy / "results" / folder)[copy / "results" / folder / file][k]
         assert "shared/levels.py" in record["measured"]
-        assert frameworks.implementation(record["implementation"]).algorithm == frameworks.LEVELS, (folder, record)
+        assert frameworks.implementation(record["implementation"]).family == frameworks.LEVELS, (folder, record)
 
 
 # ---------------------------------------------------------------------------

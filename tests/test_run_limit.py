@@ -141,8 +141,8 @@ def test_a_level_computes_its_rows_as_the_schedule_lays_them_out():
 
     runner = frameworks.make_runner("pytorch-levels", init_params(config, seed=0), config, dtype="float32")
     runner.encode(BATCH)
-    assert runner.last_graph["tracker_rows"] == sum(active for active, _ in rows)
-    assert runner.last_graph["reduce_rows"] == sum(reduces for _, reduces in rows)
+    assert runner.last_rows["tracker_rows"] == sum(active for active, _ in rows)
+    assert runner.last_rows["reduce_rows"] == sum(reduces for _, reduces in rows)
 
 
 def test_the_products_an_implementation_computes_follow_its_registry_entry():

@@ -97,13 +97,13 @@ def definitions(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 def family_modules(package: str) -> set[str]:
     """The family modules a package has: those of the families the registry gives its framework."""
     fw = next(f for f in frameworks.FRAMEWORKS_BY_NAME.values() if f.package == package)
-    return {frameworks.FAMILY_MODULES[impl.algorithm] for impl in fw.implementations}
+    return {impl.family for impl in fw.implementations}
 
 
 def test_the_surface_is_written_down():
     assert {"cells", "classifier", "convert", "train", "reinforce", "replicas", "runner", "platform",
             "explain"} <= set(ROLES)
-    assert set(FAMILIES) == set(frameworks.FAMILY_MODULES.values())
+    assert set(FAMILIES) == set(frameworks.FAMILIES)
     for table in (ROLES, FAMILIES):
         for module, names in table.items():
             for name, written in names.items():
@@ -287,7 +287,7 @@ def skeleton(path: Path) -> dict[str, str]:
 
 def mirrored_families() -> dict[str, list[str]]:
     """Family module -> the packages whose registry entry implements that family, where two or more do, in the
-    registry's order of frameworks (bench/frameworks.py: FAMILY_MODULES and the implementations)."""
+    registry's order of frameworks (bench/frameworks.py: FAMILIES and the implementations)."""
     out: dict[str, list[str]] = {}
     for package in PACKAGES:
         for module in sorted(family_modules(package)):

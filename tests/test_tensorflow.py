@@ -135,15 +135,15 @@ def test_xla_variant_matches_reference(device, vocab, sample_pairs):
     assert stats.xla_compilations == 3
 
 
-def test_layouts_agree(device, small_config, small_batch):
-    """The TensorArray layout (graph executor) and the dense one (for XLA) are one model."""
+def test_containers_agree(device, small_config, small_batch):
+    """The TensorArray container (graph executor) and the dense one (for XLA) are one model."""
     params = init_params(small_config, seed=14, dtype=np.float64)
-    for layout in ("tensor_array", "dense"):
-        runner = Runner(params, small_config, dtype="float64", device=device, layout=layout)
-        assert runner.layout == layout
+    for container in ("tensor_array", "dense"):
+        runner = Runner(params, small_config, dtype="float64", device=device, container=container)
+        assert runner.container == container
         assert_matches_reference(runner, params, small_config, small_batch)
     with pytest.raises(ValueError, match="XLA cannot compile"):
-        Runner(params, small_config, xla=True, layout="tensor_array")
+        Runner(params, small_config, xla=True, container="tensor_array")
     with pytest.raises(TypeError, match="unknown"):
         Runner(params, small_config, unroll=2)
 
@@ -154,7 +154,7 @@ def test_layouts_agree(device, small_config, small_batch):
 
 
 def test_eager_is_registered_as_an_opt_in_variant_of_its_family(small_params, small_config):
-    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"algorithm": "lists"})
+    assert frameworks.resolve("tensorflow-eager") == ("tensorflow", {"family": "lists"})
     variants = {"tensorflow-eager"}
     assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
     with pytest.raises(ValueError, match="xla"):
@@ -188,11 +188,11 @@ def optional():
 import impl_tensorflow.runner
 loaded = {"import": optional()}
 config = ModelConfig(vocab_size=20, embed_dim=4, hidden_dim=4, tracker_dim=2, mlp_dim=4, mlp_layers=1)
-for algorithm in sys.argv[1:]:
-    replicas = 2 if algorithm == "replicas" else 1
+for case in sys.argv[1:]:  # a family, or "replicas"
+    replicas = 2 if case == "replicas" else 1
     impl_tensorflow.runner.Runner(init_params(config, seed=0), config, replicas=replicas,
-                                  algorithm="masked" if replicas > 1 else algorithm)
-    loaded[algorithm] = optional()
+                                  family="masked" if replicas > 1 else case)
+    loaded[case] = optional()
 print(json.dumps(loaded))
 """
 
@@ -449,7 +449,7 @@ def test_decisions_stay_in_the_graph_and_encode_ignores_the_head(small_config):
 
 
 def test_xla_parses_as_the_reference_does(device, sample_pairs, vocab):
-    """The XLA variant (dense layout, jit_compile) takes the reference's
+    """The XLA variant (dense container, jit_compile) takes the reference's
     decisions like the graph variant, one trace per mode and one compilation
     per shape; its supervised gradients match too."""
     config, params = head_model(vocab, seed=31)

@@ -22,7 +22,7 @@ from shared.params import init_params
 
 
 def test_registered_as_an_opt_in_variant_of_its_family(small_params, small_config):
-    assert frameworks.resolve("jax-vmap") == ("jax", {"algorithm": "vmap"})
+    assert frameworks.resolve("jax-vmap") == ("jax", {"family": "vmap"})
     variants = {"jax-vmap"}
     assert variants <= frameworks.OPT_IN and variants <= set(frameworks.IMPLEMENTATIONS)
     with pytest.raises(ValueError, match="layout"):

@@ -39,11 +39,11 @@ from tests.helpers import head_config, head_params, make_runner, small_config_fo
 
 
 def test_registered_as_opt_in_variants():
-    assert frameworks.IMPLEMENTATIONS["pytorch-masked"] == ("pytorch", {"algorithm": "masked"})
-    assert frameworks.IMPLEMENTATIONS["pytorch-compiled"] == ("pytorch", {"algorithm": "masked", "compile": True})
+    assert frameworks.IMPLEMENTATIONS["pytorch-masked"] == ("pytorch", {"family": "masked"})
+    assert frameworks.IMPLEMENTATIONS["pytorch-compiled"] == ("pytorch", {"family": "masked", "compile": True})
     assert frameworks.IMPLEMENTATIONS["pytorch-cudagraphs"] == (
-        "pytorch", {"algorithm": "masked", "compile": True, "compile_mode": "reduce-overhead"})
-    assert frameworks.IMPLEMENTATIONS["pytorch-levels"] == ("pytorch", {"algorithm": "levels"})
+        "pytorch", {"family": "masked", "compile": True, "compile_mode": "reduce-overhead"})
+    assert frameworks.IMPLEMENTATIONS["pytorch-levels"] == ("pytorch", {"family": "levels"})
     assert {"pytorch-masked", "pytorch-compiled", "pytorch-cudagraphs", "pytorch-levels"} <= frameworks.OPT_IN
     assert frameworks.matrix()[frameworks.LEVELS, "pytorch"] == ["pytorch-levels"]
 
@@ -59,9 +59,9 @@ print(json.dumps([loaded, sorted(m.split(".")[1] for m in sys.modules if m.start
 """
 
 
-@pytest.mark.parametrize("options,family", [({}, "lists"), ({"algorithm": "masked"}, "masked"),
-                                            ({"algorithm": "levels"}, "levels"),
-                                            ({"algorithm": "masked", "compile": "aot_eager"}, "masked")])
+@pytest.mark.parametrize("options,family", [({}, "lists"), ({"family": "masked"}, "masked"),
+                                            ({"family": "levels"}, "levels"),
+                                            ({"family": "masked", "compile": "aot_eager"}, "masked")])
 def test_the_runner_loads_only_the_family_it_runs(options, family):
     """Importing runner.py loads no family module, nor compiled.py or
     replicas.py; building a runner loads its own family alone, and
@@ -76,15 +76,15 @@ def test_the_runner_loads_only_the_family_it_runs(options, family):
 
 def test_option_errors_are_clear(small_config):
     params = init_params(small_config, seed=0)
-    with pytest.raises(ValueError, match="compile=True needs algorithm='masked'"):
+    with pytest.raises(ValueError, match="compile=True needs family='masked'"):
         Runner(params, small_config, compile=True)
     with pytest.raises(ValueError, match="compile_mode needs compile=True"):
-        Runner(params, small_config, algorithm="masked", compile_mode="reduce-overhead")
+        Runner(params, small_config, family="masked", compile_mode="reduce-overhead")
     with pytest.raises(ValueError, match="needs the inductor backend"):
-        Runner(params, small_config, algorithm="masked", compile="aot_eager", compile_mode="reduce-overhead")
-    with pytest.raises(ValueError, match="unknown algorithm 'stacks'"):
-        Runner(params, small_config, algorithm="stacks")
-    with pytest.raises(TypeError, match="known: algorithm, compile"):
+        Runner(params, small_config, family="masked", compile="aot_eager", compile_mode="reduce-overhead")
+    with pytest.raises(ValueError, match="unknown family 'stacks'"):
+        Runner(params, small_config, family="stacks")
+    with pytest.raises(TypeError, match="known: family, compile"):
         Runner(params, small_config, layout="thin")
 
 

@@ -297,7 +297,7 @@ VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
 def implementations() -> dict[str, dict]:
     """Framework -> the Runner options of its host-scheduled levels implementation, in the registry's order."""
     return {fw.name: dict(impl.options) for fw in frameworks.FRAMEWORKS_BY_NAME.values()
-            for impl in fw.implementations if impl.algorithm == frameworks.LEVELS}
+            for impl in fw.implementations if impl.family == frameworks.LEVELS}
 
 
 def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:

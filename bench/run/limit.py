@@ -47,10 +47,10 @@ def computed_kind(implementation: str, mode: str) -> str:
     family's module is imported for its ``PADDING``: ask in the implementation's own process)."""
     impl = frameworks.implementation(implementation)
     padding = impl.padding_in(mode)
-    if impl.algorithm == frameworks.LEVELS:
+    if impl.family == frameworks.LEVELS:
         package = frameworks.framework(impl.framework).package
-        return "levels-" + importlib.import_module(f"{package}.{frameworks.FAMILY_MODULES[impl.algorithm]}").PADDING
-    return padding if padding != "none" else "useful" if impl.algorithm == frameworks.AUTOBATCH else "lists"
+        return "levels-" + importlib.import_module(f"{package}.{impl.family}").PADDING
+    return padding if padding != "none" else "useful" if impl.family == frameworks.AUTOBATCH else "lists"
 
 
 def products(config: ModelConfig, batch, kind: str = "useful") -> list[tuple[str, int]]:

@@ -59,7 +59,7 @@ def targets(records: list[Measurement]) -> list[dict]:
             rows.append(_row(f"best static / {baseline}, {mode} batch {batch_size} ({best['implementation']})",
                              f">= {goal:g}x", f"{best['median']:.2f}x{spread}" + _levels_said(mine),
                              best["median"] >= goal, [mine, own.get((baseline, mode, batch_size))]))
-    levels = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.algorithm == frameworks.LEVELS}
+    levels = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.family == frameworks.LEVELS}
     for r in gold_cpu:
         computed = computed_over_useful(r)
         if r.implementation in levels and r.batch_size == 128 and computed is not None:

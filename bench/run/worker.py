@@ -119,7 +119,7 @@ class Task:
     compile_after_warmup: object  # CompileStats
     host_syncs: list = field(default_factory=list)  # define-by-run code in a model-decided mode: reads per batch
     phases: list = field(default_factory=list)  # the runner's last_phases of every timed batch (where it splits)
-    graphs: list = field(default_factory=list)  # the runner's last_graph of every timed batch (where it says)
+    graphs: list = field(default_factory=list)  # the runner's last_rows of every timed batch (where it says)
     count: object = None  # batch -> the runner's dispatches() of the step's program on it (docs/spec.md §6)
 
 
@@ -230,8 +230,8 @@ class Worker:
             times.append(time.perf_counter() - t0)
             if task.runner.last_phases:
                 task.phases.append(dict(task.runner.last_phases))
-            if task.runner.last_graph:
-                task.graphs.append(dict(task.runner.last_graph))
+            if task.runner.last_rows:
+                task.graphs.append(dict(task.runner.last_rows))
             pairs += batch.size
             flops += task.flops[k % len(task.plan)]
         cpu_s, wall_s = time.process_time() - cpu0, time.perf_counter() - wall0
