@@ -1,10 +1,6 @@
 """``python -m bench conform IMPLEMENTATION...``: does an implementation agree with the float64 reference?
 
-What it checks, through the runner interface only, and what it prints are docs/runner-interface.md's ("bench conform
-NAME..."): a small model with a transition head on real pairs of the embedded sample, against shared/reference.py, in
-float64 where the implementation can, else in float32, with the tolerances of shared/compare.py; exit 1 when a check
-fails.
-"""
+What it checks and prints: docs/runner-interface.md, "bench conform NAME..."."""
 
 from __future__ import annotations
 

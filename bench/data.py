@@ -1,6 +1,4 @@
-"""``python -m bench data``: statistics of a data set (rows, lengths, tree depth, padding waste) and of the
-benchmark's batches of it. :func:`dataset_stats` returns plain JSON-ready values, which the command prints
-(:func:`format_stats`) or writes as JSON."""
+"""``python -m bench data``: statistics of a data set and of the benchmark's batches of it."""
 
 from __future__ import annotations
 
@@ -108,15 +106,8 @@ def _summary(values: Sequence[int]) -> dict:
 
 def dataset_stats(pairs: Sequence[Pair], report: LoadReport | None = None, batches: list[PairBatch] | None = None,
                   progress: Callable[[int], None] | None = None) -> dict:
-    """Counts, sentence lengths, tree depths and padding waste of a dataset.
-
-    Keys: ``rows``, ``kept``, ``skipped``, ``skipped_no_label``, ``skipped_malformed`` (from ``report``; without one,
-    rows = kept and nothing skipped), ``labels`` (count per label name, plus ``unlabeled``), ``sentences``, ``length``
-    and ``tree_depth`` (mean/max/min over premises and hypotheses), ``length_histogram`` (see
-    :func:`length_histogram`), ``max_stack_depth`` (the most stack items any sentence needs) and ``padding`` (the
-    fields of :func:`padding_share` over ``batches``, or None). ``progress`` is called with how many more sentences
-    were measured, every 1,000 and once at the end (building every tree is the slow part).
-    """
+    """Counts, sentence lengths, tree depths and padding waste of a dataset, as plain JSON-ready values;
+    ``progress`` is called with how many more sentences were measured."""
     sentences = [s for pair in pairs for s in (pair.premise, pair.hypothesis)]
     lengths, depths = [len(s) for s in sentences], []
     for done, s in enumerate(sentences, start=1):

@@ -1,12 +1,8 @@
 """``python -m bench scale``: what data parallelism buys, framework by
 framework, measured with the training command itself.
 
-Each round runs ``bench train --replicas K`` for every (framework, K), in an order rotated from round to round so that a
-busy spell of the machine does not fall on one configuration only; every run takes the same steps over the same batches
-(the same seed), logging every step. What report.md shows of them it explains under its table (:func:`render`). Results
-go to ``OUT/results.jsonl`` (one record per run) and ``OUT/report.md``; every run's folder is kept under ``OUT/runs/``,
-its ``metrics.jsonl`` and ``run.json`` (the weights are removed: they are not what this measures).
-"""
+Each round runs ``bench train --replicas K`` for every (framework, K) in a rotated order, same steps and batches;
+``OUT/results.jsonl``, ``OUT/report.md`` and every run's folder (weights removed) under ``OUT/runs/``."""
 
 from __future__ import annotations
 
@@ -73,8 +69,7 @@ def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
 
 
 def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
-    """One ``bench train`` run; its record (what the report reads), with the source files that ran: the
-    training run's (its "end" record) and this process's, which summarizes it (bench/provenance.py)."""
+    """One ``bench train`` run; its record, with the source files that ran (bench/provenance.py)."""
     folder = out / "runs" / f"{framework}-k{k}-r{round_}"
     argv = [sys.executable, "-m", "bench", "train", "--framework", framework, "--replicas", str(k),
             "--data", args.data, "--size", args.size, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
@@ -96,8 +91,7 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
 
 
 def summarize(folder: Path, warmup: int) -> dict:
-    """What a run logged every step, its first ``warmup`` steps left out: step times, the median pairs/s, each replica's
-    seconds per phase and the straggler gap."""
+    """What a run logged every step past ``warmup``: step times, median pairs/s, phases and the straggler gap."""
     steps = [r for r in read_metrics(folder) if r["kind"] == "train"][warmup:]
     record = {"steps": len(steps), "step_s": [r["pairs"] / r["pairs_per_s"] for r in steps],
               "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps]))}

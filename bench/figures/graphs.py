@@ -1,6 +1,4 @@
-"""The graph behind one batch's loss and gradients, recorded for every batch (PyTorch's autograd nodes, DyNet's
-nodes) or traced once (TensorFlow's ops and JAX's equations, each loop body once), read from the documents' explain
-blocks as docs/figures/explain.json keeps them: never re-run here."""
+"""The graph behind one batch's loss and gradients, recorded or traced, read from docs/figures/explain.json."""
 
 from __future__ import annotations
 

@@ -20,9 +20,8 @@ INDEX = "figures.json"
 
 
 def figures(results: Results, write: bool, redraw: bool = False) -> list[str]:
-    """The figures, each drawn afresh and checked through its figures.json entry (what it drew and from where), never
-    its SVG bytes, which change with matplotlib's version. With ``write`` a figure whose entry differs, or is missing,
-    or every one (``redraw``) is saved."""
+    """The figures, each drawn afresh and checked through its figures.json entry, never its SVG bytes; with ``write``
+    a figure whose entry differs or is missing, or every one (``redraw``), is saved."""
     folder = results.root / FIGURES_DIR
     index = json.loads((folder / INDEX).read_text()) if (folder / INDEX).exists() else {}
     problems = []

@@ -1,7 +1,5 @@
-"""The suite's one plot style, of the docs' figures, the report's plots and the training curves: a framework has
-one hue in every plot (bench/frameworks.py's order), its first implementation the plain hue, the next ones darker
-or lighter with their own marker and line style; matplotlib's defaults reset (no user's matplotlibrc leaks in);
-an SVG without date, version or random ids, so a file changes only when what it shows does."""
+"""The suite's one plot style: a framework has one hue in every plot (its implementations darker or lighter,
+each its own marker and line), matplotlib's defaults reset, and an SVG that changes only when what it shows does."""
 
 from __future__ import annotations
 

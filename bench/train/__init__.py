@@ -1,9 +1,6 @@
 """``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface.
 
-Flags in, library calls out: the loop is trainer.py (a checkpoint's I/O checkpoints.py, the run's settings config.py,
-parses learned by reward reinforce.py), the evaluation evaluation.py (``bench evaluate``, bench/evaluate.py, evaluates
-with it too), and the processes of a job on one host launch.py.
-"""
+Flags in, library calls out: the loop, checkpoints, settings, REINFORCE, evaluation and launcher are this package's."""
 
 from __future__ import annotations
 
@@ -203,9 +200,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         rank = platform.replica_rank()
     elif args.processes not in (None, 1):
         raise ValueError(f"--processes {args.processes} needs --replicas K > 1 (the processes share K replicas)")
-    # The folder, before any data is read or the folder locked: a run refused for it refuses at once and
-    # leaves nothing behind (the trainer checks again under the lock). A replica that does not write may
-    # find the writer's new run there already.
+    # checked before any data is read or lock taken, so a refused run leaves nothing (again under the lock)
     if not rank or args.resume:
         check_folder(args.out, args.resume)
     if cfg.replicas > 1:
@@ -235,8 +230,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
                    writer=writer, stop_on_signal=rank is None)  # a job of processes stops together, by a launcher
     settings = reinforce.settings_from_args(args)
-    # One command per folder. A run refused under the lock (settings that differ from the run to resume, no
-    # device) says only why: the note that the lock was taken over from a dead process waits for the trainer.
+    # a run refused under the lock says only why: the note of a lock taken from a dead holder waits for the trainer
     with FolderLock(args.out, f"bench train --out {args.out}") if writer else contextlib.nullcontext() as lock:
         if settings is None:
             trainer = Trainer(cfg, args.out, dataset.pairs, init=init, **options)

@@ -1,7 +1,5 @@
-"""A training run's checkpoints (``OUT/checkpoints/step-NNNNNNNN/``): each written whole or not at all, listed, loaded,
-and the one ``--resume`` goes on from. docs/training.md says what a run folder holds and what ``--resume`` does with a
-checkpoint that no longer loads.
-"""
+"""A training run's checkpoints (``OUT/checkpoints/step-NNNNNNNN/``), each written whole or not at all
+(docs/training.md)."""
 
 from __future__ import annotations
 
@@ -121,9 +119,8 @@ def load_checkpoint(path: Path) -> Checkpoint:
 
 
 def resume_checkpoint(out_dir: Path, writer: bool = True) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
-    """The newest checkpoint that loads, and (path, reason) for each newer one that did not (a truncated model.npz,
-    say), newest first, each named on stderr by the run's ``writer``. (None, []) when there is none; a ValueError when
-    none loads."""
+    """The newest checkpoint that loads, and (path, reason) for each newer one that did not, newest first;
+    (None, []) when there is none; a ValueError when none loads."""
     skipped = []
     for path in reversed(list_checkpoints(out_dir)):
         try:

@@ -1,7 +1,5 @@
-"""Accuracy, loss and the confusion matrix of a Runner on labelled pairs (eval mode), and how well a model with a
-transition head parses (docs/spec.md §7, "Evaluation"): its teacher-forced transition accuracy and loss, the exact-parse
-rate and bracket F1 of the trees it predicts, and its class accuracy following the gold parses and its own.
-"""
+"""Accuracy, loss and confusion matrix of a Runner on labelled pairs, and parse metrics (docs/spec.md §7,
+"Evaluation")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``bench train --replicas K --processes P`` on one host: P processes of one job of JAX or TensorFlow, which have no
-launcher of their own, over the loopback address (:func:`launch_processes`; docs/training.md, "Training past one
-device"). What the processes write to stderr is held back for :data:`HOLD_S` a line: when a process dies, what the
-others then write (the all-reduce that lost its peer, in their words) is dropped, so that the job's end is the one line
-that names it.
-"""
+"""``bench train --replicas K --processes P`` on one host over loopback (docs/training.md, "Training past one
+device"); stderr is held back :data:`HOLD_S` a line so that a dead process's job ends on the one line naming it."""
 
 from __future__ import annotations
 
@@ -84,8 +80,7 @@ def launch_processes(platform, processes: int, argv: list[str]) -> int:
                 held.append(lines.get())
             if any(code not in (None, 0) for code in codes):
                 time.sleep(HOLD_S)  # the others' first reactions to the loss, then the cause is plain
-                # The one that ended the job: one a signal killed before one that exited with an error (those are
-                # usually the others, failing at an all-reduce whose peer is gone).
+                # the one that ended the job: one a signal killed before one that exited with an error
                 failed = [(rank, code) for rank, code in enumerate(p.poll() for p in started) if code not in (None, 0)]
                 rank, code = ([(rank, code) for rank, code in failed if code < 0] or failed)[0]
                 _stop(started)
