@@ -1,5 +1,4 @@
-"""``python -m bench check``: every quote of README.md and docs/, explain.json and the figures against its source,
-stale folders, and numbers and rules typed instead of quoted (``render`` writes what differs)."""
+"""``python -m bench check``: every quote of README.md and docs/, explain.json and the figures against its source."""
 
 from __future__ import annotations
 
@@ -58,8 +57,7 @@ def documents(root: Path = ROOT) -> list[Path]:
 
 
 def document(doc: Path, results: Results, text: str | None = None, *, only=MARKERS, write: bool = False) -> Outcome:
-    """One document rendered (bench/render/markers.py), and with ``numbers`` its prose checked: a measured-looking
-    number typed, a rule over measured results stated beside a rendered number."""
+    """One document rendered, and with ``numbers`` its prose checked for typed numbers and sweeping rules."""
     out = render(doc, results, text, only=only, write=write)
     if "numbers" in only:
         name = display(Path(doc), results)
@@ -73,8 +71,7 @@ def document(doc: Path, results: Results, text: str | None = None, *, only=MARKE
 
 
 def run(paths=None, *, write: bool = False, only=KINDS, root: Path = ROOT, redraw: bool = False):
-    """(problems, counts) over ``paths`` (default: every document, explain.json and the figures); with ``write``
-    what differs is rewritten and only what cannot be rendered (or a stale folder) is a problem."""
+    """(problems, counts) over ``paths`` (default: all); with ``write`` what differs is rewritten."""
     if set(only) - set(KINDS) or not only:
         raise ValueError(f"--only: a comma list of {', '.join(KINDS)}, not {','.join(only)!r}")
     results, outcomes = Results(root), []
@@ -103,8 +100,7 @@ def run(paths=None, *, write: bool = False, only=KINDS, root: Path = ROOT, redra
 
 
 def explain_json(results: Results, outcomes, write: bool) -> list[str]:
-    """docs/figures/explain.json, the runs the documents' explain blocks show: an entry that differs from a fresh
-    run (times and versions aside) or from its block is a problem, or with ``write`` rewritten."""
+    """docs/figures/explain.json against fresh runs of the documents' explain blocks (or with ``write`` rewritten)."""
     path = results.root / FIGURES_DIR / EXPLAIN_JSON
     fresh = {fig: {"guide": display(o.path, results), "command": command, "result": result}
              for o in outcomes for fig, (command, result, _) in o.explained.items()}
@@ -139,8 +135,7 @@ MEASURED_RE = re.compile(
 
 
 def _prose(text: str, skip: bool = True) -> str:
-    """The text with what is not prose blanked, lines kept: fenced code, and with ``skip`` render blocks, comments
-    (but ALLOW), quotes and inline code."""
+    """The text with what is not prose blanked, lines kept (with ``skip``: blocks, comments but ALLOW, quotes, code)."""
     lines, fenced = [], False
     for line in text.splitlines():  # fenced code first: its backticks are no inline code
         fence = line.lstrip().startswith(("```", "~~~"))

@@ -1,5 +1,4 @@
 """``python -m bench conform IMPLEMENTATION...``: does an implementation agree with the float64 reference?
-
 What it checks and prints: docs/runner-interface.md, "bench conform NAME..."."""
 
 from __future__ import annotations
@@ -37,8 +36,7 @@ class Check:
 
 
 def _inputs():
-    """The sample's first pairs, a small model with a transition head whose choices are mixed (its kernel
-    scaled up, as the tests' is), and the batch of twelve pairs the checks use."""
+    """The sample's first pairs, a small model with a head of mixed choices, and the twelve-pair batch of the checks."""
     pairs, _ = read_snli(SAMPLE_PATH)
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     config = ModelConfig(vocab_size=len(vocab), embed_dim=6, hidden_dim=5, tracker_dim=4, mlp_dim=7, mlp_layers=1,

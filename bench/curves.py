@@ -1,6 +1,4 @@
-"""``python -m bench curves``: loss and accuracy curves of training runs, and the tables that compare them.
-
-From ``bench train``'s metrics.jsonl: ``curves.md``, ``curves.png`` and for REINFORCE runs ``reinforce.png``."""
+"""``python -m bench curves``: loss and accuracy curves of training runs, and the tables that compare them."""
 
 from __future__ import annotations
 

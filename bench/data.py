@@ -87,8 +87,7 @@ _BAR_WIDTH = 40  # characters of the longest histogram bar
 
 
 def length_histogram(lengths: Sequence[int]) -> list[dict]:
-    """Bins ``{"lo", "hi", "count"}`` (inclusive bounds) of equal, round width covering 1..max(lengths), at most about
-    20 of them."""
+    """Bins ``{"lo", "hi", "count"}`` of equal round width covering 1..max(lengths), about 20 at most."""
     if not lengths:
         return []
     longest = max(lengths)
@@ -106,8 +105,7 @@ def _summary(values: Sequence[int]) -> dict:
 
 def dataset_stats(pairs: Sequence[Pair], report: LoadReport | None = None, batches: list[PairBatch] | None = None,
                   progress: Callable[[int], None] | None = None) -> dict:
-    """Counts, sentence lengths, tree depths and padding waste of a dataset, as plain JSON-ready values;
-    ``progress`` is called with how many more sentences were measured."""
+    """Counts, sentence lengths, tree depths and padding waste of a dataset, as JSON-ready values."""
     sentences = [s for pair in pairs for s in (pair.premise, pair.hypothesis)]
     lengths, depths = [len(s) for s in sentences], []
     for done, s in enumerate(sentences, start=1):

@@ -1,8 +1,5 @@
 """``python -m bench scale``: what data parallelism buys, framework by
-framework, measured with the training command itself.
-
-Each round runs ``bench train --replicas K`` for every (framework, K) in a rotated order, same steps and batches;
-``OUT/results.jsonl``, ``OUT/report.md`` and every run's folder (weights removed) under ``OUT/runs/``."""
+framework, measured with ``bench train --replicas K`` in rotated rounds (``OUT/results.jsonl``, ``OUT/report.md``)."""
 
 from __future__ import annotations
 

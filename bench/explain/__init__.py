@@ -1,6 +1,5 @@
 """``python -m bench explain``: what each framework actually built for one small batch.
-
-docs/static-vs-dynamic.md §3 says what it shows; flags, batch and views are views.py's."""
+docs/static-vs-dynamic.md §3 says what it shows."""
 
 from __future__ import annotations
 

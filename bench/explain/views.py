@@ -1,5 +1,4 @@
-"""``python -m bench explain``'s flags, batch and views (whole figure, ``--parse``, ``--levels``,
-``--bad-input``), each as a JSON-ready dict and as text; a framework's part is reached through :func:`explainer`."""
+"""``python -m bench explain``'s flags, batch and views, each as a JSON-ready dict and as the text it prints."""
 
 from __future__ import annotations
 
@@ -76,8 +75,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def chosen(args: argparse.Namespace, view: str, among=None, shows: str = "frameworks, not variants") -> tuple[str, ...]:
-    """The frameworks of ``among`` that ``--framework`` asks for, in output order; a ValueError naming the view
-    where ``--framework`` names another."""
+    """The frameworks of ``among`` that ``--framework`` asks for; a ValueError naming the view where it names
+    another."""
     among = frameworks.FRAMEWORKS if among is None else tuple(among)
     if args.framework == "all":
         return among

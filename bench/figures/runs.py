@@ -49,8 +49,7 @@ def _sources(runs, keys: list[str], **more) -> list[dict]:
 
 
 def draw_by_batch(plt, panels: list[list[tuple[str, list[dict]]]], ylabel: str, ratios: bool = True):
-    """Lines against batch size, an implementation each, a row of panels (title, rows) per list, q1..q3 as a band;
-    ``ratios``: a log axis of ratios around the baseline at 1x. The headline figure, ratios.png and throughput.png."""
+    """Lines against batch size, an implementation each, a row of panels per list (``ratios``: a log ratio axis)."""
     columns = max(len(row) for row in panels)
     fig, axes = plt.subplots(len(panels), columns, figsize=(4.6 * columns, 4.0 * len(panels)), squeeze=False)
     for row_axes, row_panels in zip(axes, panels):
@@ -84,8 +83,7 @@ def draw_by_batch(plt, panels: list[list[tuple[str, list[dict]]]], ylabel: str, 
 
 
 def headline(results: Results, plt):
-    """Every implementation's speed over the baseline against batch size, gold parses: a row of panels (one per
-    mode and device) for each headline run that is committed."""
+    """Every implementation's speed over the baseline against batch size, gold parses, a row per headline run."""
     by_run = {run: [row for row in round_ratios(results.measurements(run)) if row["transitions"] == "gold"]
               for run in HEADLINE_RUNS if run == HEADLINE_RUNS[0] or run in results.runs()}
     fig = draw_by_batch(plt, [[(f"{MODE_TITLES.get(mode, mode)}, gold parses ({device}; results/{run})", mine)
@@ -171,8 +169,7 @@ def breakdown(results: Results, plt):
 
 
 def padding_points(results: Results) -> list[dict]:
-    """One point per run, batch size and static implementation (inference, gold): its padding share and ratio,
-    in runs of default implementations that measured the baseline and padding_waste."""
+    """One point per run, batch size and static implementation (inference, gold): its padding share and ratio."""
     points = []
     for run in results.runs():
         records = results.measurements(run)
@@ -270,8 +267,7 @@ def compile_shapes(results: Results, plt):
 
 
 def host_lanes(results: Results) -> list[dict]:
-    """Per batch size with predicted parses: each implementation's median batch and decisions read, beside the
-    baseline's gold-parse batch."""
+    """Per batch size with predicted parses: each median batch and its decisions read, beside the baseline's."""
     records = [r for r in results.measurements(HEADLINE_RUNS[0]) if r.mode == "infer"]
     order = style.registry_order(r.implementation for r in records)
     records.sort(key=lambda r: (order.index(r.implementation), r.transitions))

@@ -1,5 +1,4 @@
-"""The suite's one plot style: a framework has one hue in every plot (its implementations darker or lighter,
-each its own marker and line), matplotlib's defaults reset, and an SVG that changes only when what it shows does."""
+"""The suite's one plot style: one hue per framework, matplotlib defaults reset, reproducible SVGs."""
 
 from __future__ import annotations
 

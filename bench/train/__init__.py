@@ -1,6 +1,4 @@
-"""``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface.
-
-Flags in, library calls out: the loop, checkpoints, settings, REINFORCE, evaluation and launcher are this package's."""
+"""``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface."""
 
 from __future__ import annotations
 
@@ -149,8 +147,7 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
 
 
 def load_init(args: argparse.Namespace) -> ParamFile | None:
-    """The parameter file of ``--init``, read before the data: a damaged file is then refused at once, not after a full
-    corpus is read. None without ``--init``, and with ``--resume``, where a checkpoint may make it unneeded."""
+    """The parameter file of ``--init``, read before the data so a damaged one fails at once; None with ``--resume``."""
     if not args.init:
         return None
     if args.glove:
@@ -160,8 +157,7 @@ def load_init(args: argparse.Namespace) -> ParamFile | None:
 
 def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
                loaded: ParamFile | None = None) -> ParamFile:
-    """Fresh weights (sizes from the flags, vocabulary from the data, GloVe if given) or the parameter file of
-    ``--init`` (``loaded``, if read already)."""
+    """Fresh weights (sizes from the flags, vocabulary from the data) or the parameter file of ``--init``."""
     if args.init:
         return loaded if loaded is not None else load_params(args.init)
     pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
@@ -169,8 +165,7 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
 
 
 def check_processes(platform, replicas: int, processes: int | None) -> int:
-    """The processes K replicas run in (``--processes``), checked against the engine and, where this
-    process was started as one of a job, against the job its environment describes; a ValueError in one line."""
+    """The processes K replicas run in (``--processes``), checked against the engine and the job's environment."""
     if platform.data_parallel == "processes":  # one process per replica, always
         if processes not in (None, replicas):
             raise ValueError(f"--processes {processes}: {platform.name} runs one process per replica "

@@ -1,5 +1,4 @@
-"""A training run's settings, the batches of each epoch (a pure function of seed and epoch), and what a
-resumed run must share with the run it continues."""
+"""A training run's settings, each epoch's batches, and what a resumed run must share with the run it continues."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``bench train --replicas K --processes P`` on one host over loopback (docs/training.md, "Training past one
-device"); stderr is held back :data:`HOLD_S` a line so that a dead process's job ends on the one line naming it."""
+"""``bench train --replicas K --processes P`` on one host (docs/training.md, "Training past one device")."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ def _pass_on(stream, noise: tuple[bytes, ...]) -> None:
 
 
 def launch_processes(platform, processes: int, argv: list[str]) -> int:
-    """Run ``python -m bench *argv`` as ``processes`` processes of one job of ``platform``'s engine on this host; 0 once
-    all end well, else the failed process's exit status (1 if a signal killed it), after one line on stderr."""
+    """Run ``python -m bench *argv`` as ``processes`` processes of one job; 0, or the failed one's exit status."""
     addresses = free_addresses(processes)
     # Each process gets its share of the host's cores, as PyTorch's launcher gives its replicas.
     threads = {} if "OMP_NUM_THREADS" in os.environ else {

@@ -1,5 +1,4 @@
-"""``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7, REINFORCE): the
-trainer's loop with a REINFORCE step, its records and evaluations in predicted mode."""
+"""``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7, REINFORCE)."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def settings_from_args(args: argparse.Namespace) -> ReinforceSettings | None:
 
 
 def with_head(model: ParamFile, seed: int) -> ParamFile:
-    """The model with a transition head: unchanged if it has one, else the head's initial weights of ``seed`` added (the
-    other weights, GloVe vectors included, are kept)."""
+    """The model with a transition head: unchanged if it has one, else the head of ``seed`` added."""
     if model.config.transition_head:
         return model
     config = dataclasses.replace(model.config, transition_head=True)

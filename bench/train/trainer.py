@@ -1,5 +1,4 @@
-"""The training loop: one framework-free :class:`Trainer` drives any implementation through the Runner
-interface (docs/runner-interface.md; a run folder and ``--resume``: docs/training.md)."""
+"""The training loop: a framework-free :class:`Trainer` over the Runner interface (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 class Trainer:
-    """One training run in ``out_dir``, new or resumed: ``init`` is a ParamFile or a function returning one;
-    ``stop_on_signal``: SIGINT and SIGTERM stop it after a step."""
+    """One training run in ``out_dir``, new or resumed; ``init``: a ParamFile or a function returning one."""
 
     def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
                  init: Callable[[], ParamFile] | ParamFile | None = None, dev_pairs: Sequence[Pair] | None = None,
