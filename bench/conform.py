@@ -26,8 +26,6 @@ BASELINE = 0.25  # REINFORCE's baseline in the check (any value: the reference t
 
 @dataclass
 class Check:
-    """One row of the table."""
-
     check: str
     error: float | None  # the worst error found (None: nothing to measure)
     tolerance: float | None

@@ -82,8 +82,8 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
               "data": args.data, "wall_s": wall, "load": os.getloadavg()[0], "cpu_count": os.cpu_count(),
               **summarize(folder, args.warmup), **provenance(ran | set(loaded())), "timestamp": timestamp()}
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the weights are not what this measures
-    (folder / "model.npz").unlink(missing_ok=True)
-    (folder / "best.npz").unlink(missing_ok=True)
+    for name in ("model.npz", "best.npz"):
+        (folder / name).unlink(missing_ok=True)
     return record
 
 
@@ -96,8 +96,7 @@ def summarize(folder: Path, warmup: int) -> dict:
     if per_replica:
         for phase in per_replica[0]:
             record[f"replica_{phase}_s"] = np.mean([r[phase] for r in per_replica], axis=0).tolist()
-        # The straggler gap: per step, how much longer the slowest replica computed than the fastest (which waited
-        # that long at the all-reduce).
+        # the straggler gap: per step, how much longer the slowest replica computed than the fastest
         compute = np.array([r["compute"] for r in per_replica])
         gap = compute.max(axis=1) - compute.min(axis=1)
         record.update(straggler_gap_s=float(np.mean(gap)),
@@ -141,10 +140,9 @@ def summary(records: list[dict]) -> list[dict]:
         rows.append({"framework": framework, "replicas": k,
                      "pairs_per_s": float(np.median([r["pairs_per_s"] for r in rounds.values()])), "speedup": median,
                      "speedup_q1": q1, "speedup_q3": q3, "efficiency": median / k if median is not None else None,
-                     "compute_s": _mean_over_rounds(rounds, "replica_compute_s"),
-                     "allreduce_wait_s": _mean_over_rounds(rounds, "replica_allreduce_wait_s"),
-                     "straggler_gap_s": _mean_over_rounds(rounds, "straggler_gap_s"),
-                     "straggler_gap_share": _mean_over_rounds(rounds, "straggler_gap_share")})
+                     **{key: _mean_over_rounds(rounds, name) for key, name in (
+                         ("compute_s", "replica_compute_s"), ("allreduce_wait_s", "replica_allreduce_wait_s"),
+                         ("straggler_gap_s", "straggler_gap_s"), ("straggler_gap_share", "straggler_gap_share"))}})
     return rows
 
 

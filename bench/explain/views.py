@@ -289,12 +289,8 @@ def implementations() -> dict[str, dict]:
 def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
     """The batch's schedule (shared.levels, every level exactly as wide as its nodes)."""
     sched = schedule(transitions, num_tokens, tracker)
-    return {
-        "levels": sched.n_levels,
-        "steps": int(transitions.shape[1]),
-        "nodes": [lv.used for lv in sched.levels],
-        "active": [lv.active_used for lv in sched.levels] if tracker else [],
-    }
+    return {"levels": sched.n_levels, "steps": int(transitions.shape[1]), "nodes": [lv.used for lv in sched.levels],
+            "active": [lv.active_used for lv in sched.levels] if tracker else []}
 
 
 def explain_levels(args: argparse.Namespace) -> dict:
@@ -317,7 +313,6 @@ def explain_levels(args: argparse.Namespace) -> dict:
 
 
 def format_levels(result: dict) -> str:
-    """The text ``explain --levels`` prints."""
     lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
@@ -355,10 +350,8 @@ def _cell(values: list, level: int) -> str:
 
 # --bad-input: what each framework does with an invalid transition sequence or token id
 
-BAD_INPUTS = {
-    "transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
-    "token": "the first premise's first token id set to V (outside the vocabulary)",
-}
+BAD_INPUTS = {"transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
+              "token": "the first premise's first token id set to V (outside the vocabulary)"}
 
 
 def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:

@@ -82,8 +82,7 @@ def ratios(results: Results, folder, modes, transitions, batches, impls="*", ove
 
 @block
 def pairs(results: Results, folder, modes, transitions, batches, impls="*", by="batch") -> str:
-    """Pairs/s, a row per mode, parse and batch size, a column per implementation (``by=parse``: batch sizes in
-    cells)."""
+    """Pairs/s, a row per mode, parse and batch size, a column per implementation (``by=parse``: sizes in cells)."""
     records = results.measurements(folder)
     chosen = registry_order({r.implementation for r in records}) if impls == "*" else _list(impls)
     at = {(r.mode, r.transitions, str(r.batch_size), r.implementation): f"{r.pairs_per_s:,.1f}" for r in records}

@@ -213,13 +213,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     dev_name, dev_pairs = load_dev(args)
     dev_pairs = with_parse(dev_pairs, args.parse)  # the trees of --parse, as in training
     data_info = {"data": args.data, "name": dataset.name, "split": args.split, "num_pairs": args.num_pairs,
-                 "data_seed": args.data_seed, "dev": dev_name}
-    if args.data == "shaped":
-        data_info.update(shape=args.shape, length=args.length)
-    if args.data == "arithmetic":
-        data_info["numbers"] = args.numbers
-    if args.parse != "gold":
-        data_info["parse"] = args.parse
+                 "data_seed": args.data_seed, "dev": dev_name,
+                 **({"shape": args.shape, "length": args.length} if args.data == "shaped" else {}),
+                 **({"numbers": args.numbers} if args.data == "arithmetic" else {}),
+                 **({"parse": args.parse} if args.parse != "gold" else {})}
     init = lambda: build_init(args, dataset.pairs, dev_pairs, loaded)  # noqa: E731
     writer = not rank  # with replicas started by a launcher, rank 0 alone writes, evaluates and reports
     options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
