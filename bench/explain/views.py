@@ -263,7 +263,6 @@ def _choice_steps(transitions: np.ndarray) -> int:
 
 
 def format_parse(result: dict) -> str:
-    """The text ``explain --parse`` prints (and the guide quotes)."""
     b = result["batch"]
     lines = format_header(result, [f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps; the gold parses "
                                    f"have {b['choice_steps_gold']} steps where both SHIFT and REDUCE are valid"],

@@ -46,7 +46,6 @@ def linestyle(implementation: str, k: int = 0):
 
 
 def look(implementation: str) -> dict:
-    """An implementation's line, as plot's keywords."""
     return {"color": colour(implementation), "marker": marker(implementation), "ls": linestyle(implementation)}
 
 
