@@ -160,12 +160,8 @@ SWEEPING_RE = re.compile(
     r"|level(?=\s*\()|never|always|(?:every|all|any)\s+(?:leads?|batch\s+sizes?)|any\s+batch|(?:at|for)\s+both\s+sizes)"
     r"\b", re.I)
 # Phrases of those words that state no rule over measured results, each with why it may stand.
-SWEEPING_ALLOWED = (
-    # a word in italics is defined where it stands (the README's convention): a definition, not a claim
-    re.compile(r"(?<![*\w])\*[^*\n]+\*(?![*\w])"),
-    # the limit's definition (docs/benchmark.md), not a ranking of implementations
-    re.compile(r"fastest\s+matrix\s+multiply", re.I),
-)
+SWEEPING_ALLOWED = (re.compile(r"(?<![*\w])\*[^*\n]+\*(?![*\w])"),  # italics: a definition (README), not a claim
+                    re.compile(r"fastest\s+matrix\s+multiply", re.I))  # the limit's definition (docs/benchmark.md)
 _UNIT_RE = re.compile(r"^\s*(?:[*-]\s|\d+\.\s|\|)")  # a line that starts a list item or a table row
 
 
