@@ -1,8 +1,4 @@
-"""``python -m bench check``: every quoted value, block, excerpt and explain output of README.md and docs/, explain.json
-and the figures against their sources, every quote of a stale folder, and the prose's numbers and rules typed instead
-of quoted. ``render`` runs the same checks writing what differs (``render --check`` is ``check``), ``figures`` and
-``figures --check`` are ``render`` and ``check`` ``--only figures``.
-"""
+"""``python -m bench check``: every quote of README.md and docs/, explain.json and the figures against its source."""
 
 from __future__ import annotations
 
@@ -61,8 +57,7 @@ def documents(root: Path = ROOT) -> list[Path]:
 
 
 def document(doc: Path, results: Results, text: str | None = None, *, only=MARKERS, write: bool = False) -> Outcome:
-    """One document rendered (bench/render/markers.py), and with ``numbers`` its prose checked: a measured-looking
-    number typed, a rule over measured results stated beside a rendered number."""
+    """One document rendered, and with ``numbers`` its prose checked for typed numbers and sweeping rules."""
     out = render(doc, results, text, only=only, write=write)
     if "numbers" in only:
         name = display(Path(doc), results)
@@ -76,9 +71,7 @@ def document(doc: Path, results: Results, text: str | None = None, *, only=MARKE
 
 
 def run(paths=None, *, write: bool = False, only=KINDS, root: Path = ROOT, redraw: bool = False):
-    """(problems, counts) over ``paths`` (by default every document, explain.json and the figures). With ``write``,
-    what differs from its source is rewritten and only what cannot be rendered is a problem. A quote of a stale
-    folder (bench reproduce --check) is a problem either way."""
+    """(problems, counts) over ``paths`` (default: all); with ``write`` what differs is rewritten."""
     if set(only) - set(KINDS) or not only:
         raise ValueError(f"--only: a comma list of {', '.join(KINDS)}, not {','.join(only)!r}")
     results, outcomes = Results(root), []
@@ -94,8 +87,7 @@ def run(paths=None, *, write: bool = False, only=KINDS, root: Path = ROOT, redra
     digests: dict = {}
     for name in sorted(set().union(*(o.folders for o in outcomes))):
         reasons = reproduce.stale_reasons(results.entries[name], results.root, digests)
-        # A folder this machine cannot make (a GPU run) stays quotable after its code changed where a document
-        # shows its measured-at block, which names the commit it measured and says it is stale.
+        # a GPU folder this machine cannot make stays quotable where a document shows its measured-at block
         if reasons and (name not in shown or reproduce.can_make(results.entries[name])):
             problems.append(f"results/{name} is quoted but stale ({reasons[0]}; python -m bench reproduce {name} "
                             "re-runs it)")
@@ -108,10 +100,7 @@ def run(paths=None, *, write: bool = False, only=KINDS, root: Path = ROOT, redra
 
 
 def explain_json(results: Results, outcomes, write: bool) -> list[str]:
-    """docs/figures/explain.json, the results of the documents' explain blocks that the figures read, each the run
-    its block shows: an entry whose counts differ from a fresh run (times and versions aside), or that does not
-    print as its block reads (times included), is a problem, or, with ``write``, the run its re-rendered block
-    shows."""
+    """docs/figures/explain.json against fresh runs of the documents' explain blocks (or with ``write`` rewritten)."""
     path = results.root / FIGURES_DIR / EXPLAIN_JSON
     fresh = {fig: {"guide": display(o.path, results), "command": command, "result": result}
              for o in outcomes for fig, (command, result, _) in o.explained.items()}
@@ -146,8 +135,7 @@ MEASURED_RE = re.compile(
 
 
 def _prose(text: str, skip: bool = True) -> str:
-    """The text with what is not prose blanked, lines kept: fenced code, and with ``skip`` render blocks, comments
-    (but ALLOW), quotes and inline code."""
+    """The text with what is not prose blanked, lines kept (with ``skip``: blocks, comments but ALLOW, quotes, code)."""
     lines, fenced = [], False
     for line in text.splitlines():  # fenced code first: its backticks are no inline code
         fence = line.lstrip().startswith(("```", "~~~"))
@@ -161,34 +149,24 @@ def _prose(text: str, skip: bool = True) -> str:
 
 
 def typed_numbers(text: str) -> list[tuple[int, str]]:
-    """(line, text) of each ratio, percentage, duration, throughput, amount of memory or number in scientific
-    notation typed in the prose: outside markers, code and comments, on a line without ALLOW."""
+    """(line, text) of each measured-looking number typed in the prose, on a line without ALLOW."""
     return [(n, m.group(0)) for n, line in enumerate(_prose(text).splitlines(), 1) if ALLOW not in line
             for m in MEASURED_RE.finditer(line)]
 
 
-# Words that state a rule over the rows of a table or over several runs. Next to a rendered number (in a paragraph,
-# list item or table row that quotes a results folder, or in one after a results block in the same section) they may
-# only be the rendered text of a query that computes them, spread included: ``best ... lead`` (the fastest, or level
-# with), ``ratio ... standing`` (leads, trails, is level), ``standing-at`` (leads at every batch size, ...).
+# Words that state a rule over measured rows: next to a rendered number only a query's text (sweeping_claims).
 SWEEPING_RE = re.compile(
     r"\b(?:fastest|slowest|narrow(?:s|ed|er)?|widen(?:s|ed)?|shrinks?|(?:is|are|about|stays?)\s+level|level\s+with"
     r"|level(?=\s*\()|never|always|(?:every|all|any)\s+(?:leads?|batch\s+sizes?)|any\s+batch|(?:at|for)\s+both\s+sizes)"
     r"\b", re.I)
 # Phrases of those words that state no rule over measured results, each with why it may stand.
-SWEEPING_ALLOWED = (
-    # a word in italics is defined where it stands (the README's convention): a definition, not a claim
-    re.compile(r"(?<![*\w])\*[^*\n]+\*(?![*\w])"),
-    # the limit's definition (docs/benchmark.md): the best of the run's own matrix-multiply timings, a maximum taken
-    # by the code, not a ranking of implementations
-    re.compile(r"fastest\s+matrix\s+multiply", re.I),
-)
+SWEEPING_ALLOWED = (re.compile(r"(?<![*\w])\*[^*\n]+\*(?![*\w])"),  # italics: a definition (README), not a claim
+                    re.compile(r"fastest\s+matrix\s+multiply", re.I))  # the limit's definition (docs/benchmark.md)
 _UNIT_RE = re.compile(r"^\s*(?:[*-]\s|\d+\.\s|\|)")  # a line that starts a list item or a table row
 
 
 def sweeping_claims(text: str) -> list[tuple[int, str]]:
-    """(line, words) of each word of SWEEPING_RE in prose next to a rendered number that no query rendered: a rule
-    over measured rows typed in the prose, which the next results may break."""
+    """(line, words) of each word of SWEEPING_RE next to a rendered number that no query rendered."""
     quoted = {text.count("\n", 0, m.start()) + 1 for m in INLINE_RE.finditer(text) if "results/" in m["source"]}
     after = {text.count("\n", 0, m.end()) + 2 for m in BLOCK_RE.finditer(text)
              if "results/" in m["source"] and not m["query"].startswith("measured-at")}

@@ -1,9 +1,5 @@
 """``python -m bench``: the suite's command line.
-
-Argument parsing and dispatch only: each command is registered and done by the module of its name (COMMANDS), and only
-the module of the command asked for is imported, so a record names only the source files its command needed
-(bench/provenance.py).
-"""
+Parsing and dispatch only: only the module of the command asked for is imported (bench/provenance.py)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """``python -m bench conform IMPLEMENTATION...``: does an implementation agree with the float64 reference?
-
-What it checks, through the runner interface only, and what it prints are docs/runner-interface.md's ("bench conform
-NAME..."): a small model with a transition head on real pairs of the embedded sample, against shared/reference.py, in
-float64 where the implementation can, else in float32, with the tolerances of shared/compare.py; exit 1 when a check
-fails.
-"""
+What it checks and prints: docs/runner-interface.md, "bench conform NAME..."."""
 
 from __future__ import annotations
 
@@ -31,8 +26,6 @@ BASELINE = 0.25  # REINFORCE's baseline in the check (any value: the reference t
 
 @dataclass
 class Check:
-    """One row of the table."""
-
     check: str
     error: float | None  # the worst error found (None: nothing to measure)
     tolerance: float | None
@@ -41,8 +34,7 @@ class Check:
 
 
 def _inputs():
-    """The sample's first pairs, a small model with a transition head whose choices are mixed (its kernel
-    scaled up, as the tests' is), and the batch of twelve pairs the checks use."""
+    """The sample's first pairs, a small model with a head of mixed choices, and the twelve-pair batch of the checks."""
     pairs, _ = read_snli(SAMPLE_PATH)
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     config = ModelConfig(vocab_size=len(vocab), embed_dim=6, hidden_dim=5, tracker_dim=4, mlp_dim=7, mlp_layers=1,

@@ -1,9 +1,4 @@
-"""``python -m bench curves``: loss and accuracy curves of training runs, and the tables that compare them.
-
-From the metrics.jsonl files ``bench train`` writes: ``curves.md`` (the runs, and how far each pair of loss curves is
-apart), ``curves.png``, and for runs of ``--transitions reinforce`` their reward, entropy and parse panels
-(``reinforce.png``); the documents' table of learned parses against fixed ones (:func:`parse_summary`) reads them too.
-"""
+"""``python -m bench curves``: loss and accuracy curves of training runs, and the tables that compare them."""
 
 from __future__ import annotations
 
@@ -45,8 +40,7 @@ def load_runs(paths) -> list[dict]:
 
 
 def loss_agreement(runs: list[dict]) -> list[dict]:
-    """Every pair of runs' training-loss curves, at the steps both logged: the largest relative difference |a - b| /
-    |b|, b the earlier run given (put the float64 reference first to measure everything against it)."""
+    """Every pair of runs' loss curves at the steps both logged: the largest |a - b| / |b|, b the earlier run."""
     rows = []
     for i, base_run in enumerate(runs):
         base = {r["step"]: r["loss"] for r in base_run["train"]}
@@ -156,8 +150,7 @@ def shape_f1(pairs, parse: str) -> float:
 
 
 def parse_summary(run_dir: Path) -> dict:
-    """One arithmetic run's row of the table of learned parses against fixed ones (docs/learned-parses.md): a fixed
-    shape's bracket F1 computed on the run's dev pairs, a REINFORCE run's as its last dev evaluation measured it."""
+    """One arithmetic run's row of docs/learned-parses.md's table of learned parses against fixed ones."""
     info = json.loads((run_dir / "run.json").read_text())
     data = info["data"]
     if data.get("data") != "arithmetic":

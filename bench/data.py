@@ -1,6 +1,4 @@
-"""``python -m bench data``: statistics of a data set (rows, lengths, tree depth, padding waste) and of the
-benchmark's batches of it. :func:`dataset_stats` returns plain JSON-ready values, which the command prints
-(:func:`format_stats`) or writes as JSON."""
+"""``python -m bench data``: statistics of a data set and of the benchmark's batches of it."""
 
 from __future__ import annotations
 
@@ -89,8 +87,7 @@ _BAR_WIDTH = 40  # characters of the longest histogram bar
 
 
 def length_histogram(lengths: Sequence[int]) -> list[dict]:
-    """Bins ``{"lo", "hi", "count"}`` (inclusive bounds) of equal, round width covering 1..max(lengths), at most about
-    20 of them."""
+    """Bins ``{"lo", "hi", "count"}`` of equal round width covering 1..max(lengths), about 20 at most."""
     if not lengths:
         return []
     longest = max(lengths)
@@ -108,15 +105,7 @@ def _summary(values: Sequence[int]) -> dict:
 
 def dataset_stats(pairs: Sequence[Pair], report: LoadReport | None = None, batches: list[PairBatch] | None = None,
                   progress: Callable[[int], None] | None = None) -> dict:
-    """Counts, sentence lengths, tree depths and padding waste of a dataset.
-
-    Keys: ``rows``, ``kept``, ``skipped``, ``skipped_no_label``, ``skipped_malformed`` (from ``report``; without one,
-    rows = kept and nothing skipped), ``labels`` (count per label name, plus ``unlabeled``), ``sentences``, ``length``
-    and ``tree_depth`` (mean/max/min over premises and hypotheses), ``length_histogram`` (see
-    :func:`length_histogram`), ``max_stack_depth`` (the most stack items any sentence needs) and ``padding`` (the
-    fields of :func:`padding_share` over ``batches``, or None). ``progress`` is called with how many more sentences
-    were measured, every 1,000 and once at the end (building every tree is the slow part).
-    """
+    """Counts, sentence lengths, tree depths and padding waste of a dataset, as JSON-ready values."""
     sentences = [s for pair in pairs for s in (pair.premise, pair.hypothesis)]
     lengths, depths = [len(s) for s in sentences], []
     for done, s in enumerate(sentences, start=1):

@@ -32,8 +32,7 @@ def register(sub) -> None:
 
 def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, transitions: str = "gold",
                  seed: int = 0) -> dict[str, np.ndarray]:
-    """Encode pairs in file order, ``batch_size`` at a time, each chunk padded to its length bucket: the arrays of
-    docs/spec.md §5 (float32; the transitions int32)."""
+    """Encode pairs in file order, ``batch_size`` at a time, padded to length buckets: docs/spec.md §5's arrays."""
     from shared.batching import bucket_size, make_pair_batch, pair_length
     from shared.parsing import uniforms_for
 

@@ -4,5 +4,4 @@ from __future__ import annotations
 
 
 class WorkFailed(RuntimeError):
-    """The work itself failed (a child command, a worker): one line on stderr, exit code 1 (bad input is a ValueError,
-    exit code 2; a bug keeps its traceback)."""
+    """The work itself failed (a child command, a worker): one line on stderr, exit code 1."""

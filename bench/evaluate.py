@@ -1,5 +1,5 @@
-"""``python -m bench evaluate``: accuracy, loss and confusion matrix of a parameter file on labelled pairs, and how
-well a model with a transition head parses (bench/train/evaluation.py, which bench train evaluates with too)."""
+"""``python -m bench evaluate``: accuracy, loss, confusion and parse metrics of a parameter file
+(bench/train/evaluation.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``python -m bench init``: a vocabulary from data and a fresh parameter file (``fresh_params``, which bench train
-starts from too)."""
+"""``python -m bench init``: a vocabulary from data and a fresh parameter file."""
 
 from __future__ import annotations
 
@@ -37,8 +36,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def fresh_params(args: argparse.Namespace, pairs, seed: int, lowercase: bool = True):
-    """A ParamFile of fresh weights (``bench init``, ``bench train`` without ``--init``): the vocabulary of ``pairs``
-    (``--min-freq``, ``--max-vocab``), the sizes of the flags, the embedding filled from ``--glove`` if given."""
+    """A ParamFile of fresh weights: the vocabulary of ``pairs``, the sizes of the flags, ``--glove``'s embedding."""
     from shared.glove import load_glove
     from shared.vocab import Vocabulary
 

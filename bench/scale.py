@@ -1,12 +1,5 @@
 """``python -m bench scale``: what data parallelism buys, framework by
-framework, measured with the training command itself.
-
-Each round runs ``bench train --replicas K`` for every (framework, K), in an order rotated from round to round so that a
-busy spell of the machine does not fall on one configuration only; every run takes the same steps over the same batches
-(the same seed), logging every step. What report.md shows of them it explains under its table (:func:`render`). Results
-go to ``OUT/results.jsonl`` (one record per run) and ``OUT/report.md``; every run's folder is kept under ``OUT/runs/``,
-its ``metrics.jsonl`` and ``run.json`` (the weights are removed: they are not what this measures).
-"""
+framework, measured with ``bench train --replicas K`` in rotated rounds (``OUT/results.jsonl``, ``OUT/report.md``)."""
 
 from __future__ import annotations
 
@@ -73,8 +66,7 @@ def check_arguments(args: argparse.Namespace) -> tuple[list[str], list[int]]:
 
 
 def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
-    """One ``bench train`` run; its record (what the report reads), with the source files that ran: the
-    training run's (its "end" record) and this process's, which summarizes it (bench/provenance.py)."""
+    """One ``bench train`` run; its record, with the source files that ran (bench/provenance.py)."""
     folder = out / "runs" / f"{framework}-k{k}-r{round_}"
     argv = [sys.executable, "-m", "bench", "train", "--framework", framework, "--replicas", str(k),
             "--data", args.data, "--size", args.size, "--batch-size", str(args.batch_size), "--steps", str(args.steps),
@@ -90,14 +82,13 @@ def run_one(args, framework: str, k: int, round_: int, out: Path) -> dict:
               "data": args.data, "wall_s": wall, "load": os.getloadavg()[0], "cpu_count": os.cpu_count(),
               **summarize(folder, args.warmup), **provenance(ran | set(loaded())), "timestamp": timestamp()}
     shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the weights are not what this measures
-    (folder / "model.npz").unlink(missing_ok=True)
-    (folder / "best.npz").unlink(missing_ok=True)
+    for name in ("model.npz", "best.npz"):
+        (folder / name).unlink(missing_ok=True)
     return record
 
 
 def summarize(folder: Path, warmup: int) -> dict:
-    """What a run logged every step, its first ``warmup`` steps left out: step times, the median pairs/s, each replica's
-    seconds per phase and the straggler gap."""
+    """What a run logged every step past ``warmup``: step times, median pairs/s, phases and the straggler gap."""
     steps = [r for r in read_metrics(folder) if r["kind"] == "train"][warmup:]
     record = {"steps": len(steps), "step_s": [r["pairs"] / r["pairs_per_s"] for r in steps],
               "pairs_per_s": float(np.median([r["pairs_per_s"] for r in steps]))}
@@ -105,8 +96,7 @@ def summarize(folder: Path, warmup: int) -> dict:
     if per_replica:
         for phase in per_replica[0]:
             record[f"replica_{phase}_s"] = np.mean([r[phase] for r in per_replica], axis=0).tolist()
-        # The straggler gap: per step, how much longer the slowest replica computed than the fastest (which waited
-        # that long at the all-reduce).
+        # the straggler gap: per step, how much longer the slowest replica computed than the fastest
         compute = np.array([r["compute"] for r in per_replica])
         gap = compute.max(axis=1) - compute.min(axis=1)
         record.update(straggler_gap_s=float(np.mean(gap)),
@@ -150,10 +140,9 @@ def summary(records: list[dict]) -> list[dict]:
         rows.append({"framework": framework, "replicas": k,
                      "pairs_per_s": float(np.median([r["pairs_per_s"] for r in rounds.values()])), "speedup": median,
                      "speedup_q1": q1, "speedup_q3": q3, "efficiency": median / k if median is not None else None,
-                     "compute_s": _mean_over_rounds(rounds, "replica_compute_s"),
-                     "allreduce_wait_s": _mean_over_rounds(rounds, "replica_allreduce_wait_s"),
-                     "straggler_gap_s": _mean_over_rounds(rounds, "straggler_gap_s"),
-                     "straggler_gap_share": _mean_over_rounds(rounds, "straggler_gap_share")})
+                     **{key: _mean_over_rounds(rounds, name) for key, name in (
+                         ("compute_s", "replica_compute_s"), ("allreduce_wait_s", "replica_allreduce_wait_s"),
+                         ("straggler_gap_s", "straggler_gap_s"), ("straggler_gap_share", "straggler_gap_share"))}})
     return rows
 
 

@@ -1,11 +1,5 @@
 """``python -m bench explain``: what each framework actually built for one small batch.
-
-The teaching companion of ``docs/static-vs-dynamic.md``, whose §3 says what it shows: what each framework of the
-registry built for one batch, read by its explain module (``impl_<framework>/explain.py``, its Platform's
-``explain_module``) from the Runners the benchmark and training use, not from a second copy of the models. Its flags,
-the batch and its views are views.py's. Counts (nodes, ops, equations, traces) are deterministic for a given library
-version; times are single measurements.
-"""
+docs/static-vs-dynamic.md §3 says what it shows."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""``python -m bench explain``'s flags, the batch it looks at (with the variants its recompilation check feeds), and its
-views: the whole figure of one batch, ``--parse``, ``--levels`` and ``--bad-input``, each as a JSON-ready dict and as
-the text the command prints (and the guides quote). Each framework's part comes from its explain module, reached one
-way: :func:`explainer`."""
+"""``python -m bench explain``'s flags, batch and views, each as a JSON-ready dict and as the text it prints."""
 
 from __future__ import annotations
 
@@ -63,8 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def explainer(name: str, what: str = "graph to explain"):
-    """The explain module of ``name``'s framework (its Platform's ``explain_module``: the functions of
-    docs/surface.md), or a one-line NotImplementedError saying that it has no ``what``."""
+    """The explain module of ``name``'s framework, or a one-line NotImplementedError that it has no ``what``."""
     platform = frameworks.platform(name)
     if not platform.explain_module:
         raise NotImplementedError(f"{platform.name} has no {what}")
@@ -79,9 +75,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def chosen(args: argparse.Namespace, view: str, among=None, shows: str = "frameworks, not variants") -> tuple[str, ...]:
-    """The frameworks of ``among`` (every framework without) that ``--framework`` asks for, in the order the output
-    shows them, for a view that shows no variant; a ValueError naming the view (``view``: its flag) and what it
-    ``shows`` where ``--framework`` names another."""
+    """The frameworks of ``among`` that ``--framework`` asks for; a ValueError naming the view where it names
+    another."""
     among = frameworks.FRAMEWORKS if among is None else tuple(among)
     if args.framework == "all":
         return among
@@ -101,8 +96,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def result_header(args: argparse.Namespace, batches: Batches, config: ModelConfig) -> dict:
-    """The first keys of every explain result: the command, the machine, the figures of the batch itself (the first
-    lines of the output), the model's sizes."""
+    """The first keys of every explain result: command, machine, the batch's figures, the model's sizes."""
     b = batches.main
     transitions = sentences_transitions(b)
     return {"command": command_line(args),
@@ -117,8 +111,7 @@ def result_header(args: argparse.Namespace, batches: Batches, config: ModelConfi
 
 
 def format_header(result: dict, batch_lines: list[str] | None = None, model_note: str = "") -> list[str]:
-    """The first lines of every explain text: the batch (``batch_lines``, by default what it is and its
-    transitions), the model (with ``model_note``), the versions of the frameworks present, the machine."""
+    """The first lines of every explain text: the batch, the model, the frameworks' versions, the machine."""
     m, b = result["model"], result["batch"]
     return [
         f"batch: {b['pairs']} pair(s) = {b['sentences']} sentences, {b['source']}",
@@ -216,9 +209,7 @@ def run(args: argparse.Namespace) -> dict:
     return explain_parse(args) if args.parse else explain(args)
 
 
-# --------------------------------------------------------------------------
 # Text output
-# --------------------------------------------------------------------------
 
 
 def format_text(result: dict) -> str:
@@ -240,13 +231,10 @@ def format_text(result: dict) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------
 # --parse: what a parse decided at run time costs each framework (docs/spec.md §7)
-# --------------------------------------------------------------------------
 
 def explain_parse(args: argparse.Namespace) -> dict:
-    """The figures of ``explain --parse``, as a JSON-ready dict: the batch in gold and in predicted mode, and what
-    deciding the parse at run time costs each framework (its explain module's ``explain_parse``)."""
+    """The figures of ``explain --parse``: the batch in gold and predicted mode, what deciding costs each."""
     batches, config = setup(args)
     if not config.tracker_dim:
         raise ValueError("--parse needs a tracker (the head reads its state): --tracker-dim must be > 0")
@@ -275,7 +263,6 @@ def _choice_steps(transitions: np.ndarray) -> int:
 
 
 def format_parse(result: dict) -> str:
-    """The text ``explain --parse`` prints (and the guide quotes)."""
     b = result["batch"]
     lines = format_header(result, [f"  N={b['num_tokens']} token slots, T={b['num_steps']} steps; the gold parses "
                                    f"have {b['choice_steps_gold']} steps where both SHIFT and REDUCE are valid"],
@@ -287,9 +274,7 @@ def format_parse(result: dict) -> str:
     return "\n".join(lines)
 
 
-# --------------------------------------------------------------------------
 # --levels: the host-scheduled levels of the batch, and the loop each framework runs over them
-# --------------------------------------------------------------------------
 
 VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
 
@@ -303,18 +288,12 @@ def implementations() -> dict[str, dict]:
 def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
     """The batch's schedule (shared.levels, every level exactly as wide as its nodes)."""
     sched = schedule(transitions, num_tokens, tracker)
-    return {
-        "levels": sched.n_levels,
-        "steps": int(transitions.shape[1]),
-        "nodes": [lv.used for lv in sched.levels],
-        "active": [lv.active_used for lv in sched.levels] if tracker else [],
-    }
+    return {"levels": sched.n_levels, "steps": int(transitions.shape[1]), "nodes": [lv.used for lv in sched.levels],
+            "active": [lv.active_used for lv in sched.levels] if tracker else []}
 
 
 def explain_levels(args: argparse.Namespace) -> dict:
-    """The figures of ``explain --levels``, as a JSON-ready dict: the batch's level schedule with and without the
-    tracker, and for each framework with a levels implementation the schedule its Runner feeds and the loop it runs over
-    it."""
+    """The figures of ``explain --levels``: the level schedule with and without tracker, and each Runner's."""
     batches, config = setup(args)
     result = result_header(args, batches, config)
     configs = {"tracker": config} if config.tracker_dim else {}  # --tracker-dim 0: the view without it alone
@@ -333,7 +312,6 @@ def explain_levels(args: argparse.Namespace) -> dict:
 
 
 def format_levels(result: dict) -> str:
-    """The text ``explain --levels`` prints."""
     lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
@@ -369,19 +347,14 @@ def _cell(values: list, level: int) -> str:
     return str(values[level]) if level < len(values) else "-"
 
 
-# --------------------------------------------------------------------------
 # --bad-input: what each framework does with an invalid transition sequence or token id
-# --------------------------------------------------------------------------
 
-BAD_INPUTS = {
-    "transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
-    "token": "the first premise's first token id set to V (outside the vocabulary)",
-}
+BAD_INPUTS = {"transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
+              "token": "the first premise's first token id set to V (outside the vocabulary)"}
 
 
 def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
-    """The batch with one invalid entry in its first premise (see BAD_INPUTS).
-    For "transitions" the counts of SHIFT and REDUCE stay right; only the order breaks."""
+    """The batch with one invalid entry in its first premise (BAD_INPUTS; "transitions" keeps counts right)."""
     arrays = {name: array.copy() for name, array in batch.to_dict().items()}
     if kind == "transitions":
         row = list(arrays["premise_transitions"][0])
@@ -395,8 +368,7 @@ def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
 
 
 def _where(err: BaseException) -> str | None:
-    """The innermost frame of the project's own code (this tool aside) in the traceback of ``err``, or of the error it
-    was raised from; None if the traceback holds no frame of it."""
+    """The innermost frame of the project's own code in the traceback of ``err`` (or its cause); None if none."""
     while err.__cause__ is not None or (err.__context__ is not None and err.__suppress_context__):
         err = err.__cause__ or err.__context__
     f = next((f for f in reversed(traceback.extract_tb(err.__traceback__)) if _own_code(f.filename)), None)
@@ -416,8 +388,7 @@ def _own_code(filename: str) -> bool:
 
 
 def explain_bad_input(args: argparse.Namespace) -> dict:
-    """The figures of ``explain --bad-input``: what each framework, driven through its Runner as a user would, does with
-    the broken batch (its explain module's ``explain_bad_input``)."""
+    """The figures of ``explain --bad-input``: what each framework's Runner does with the broken batch."""
     batches, config = setup(args)
     params = init_params(config, seed=args.seed)
     bad = bad_batch(batches.main, args.bad_input, config.vocab_size)

@@ -1,5 +1,4 @@
-"""``python -m bench figures``: the figures of docs/figures/ (index.py lists them), drawn from committed results and
-the documents' explain blocks by runs.py, graphs.py and parsing.py in the plot style of style.py."""
+"""``python -m bench figures``: the figures of docs/figures/ (index.py lists them), in the style of style.py."""
 
 
 def register(sub) -> None:

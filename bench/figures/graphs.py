@@ -1,6 +1,4 @@
-"""The graph behind one batch's loss and gradients, recorded for every batch (PyTorch's autograd nodes, DyNet's
-nodes) or traced once (TensorFlow's ops and JAX's equations, each loop body once), read from the documents' explain
-blocks as docs/figures/explain.json keeps them: never re-run here."""
+"""The graph behind one batch's loss and gradients, recorded or traced, read from docs/figures/explain.json."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def graph_blocks(results: Results) -> tuple[list[dict], list[str]]:
 
 
 def graph_size(results: Results, plt):
-    """The graph behind one batch's loss and gradients against the loop steps T, and against the trees of one
-    batch: recorded anew for every batch, or traced once."""
+    """The graph behind one batch against the loop steps T and the trees: recorded every batch, or traced once."""
     drawn, left_out = graph_blocks(results)
     main = next((r for r in drawn if r["id"] == MAIN_BLOCK), drawn[0])
     fig, (ax, bars) = plt.subplots(1, 2, figsize=(12.5, 5.0), gridspec_kw={"width_ratios": [1.35, 1]})

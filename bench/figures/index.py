@@ -1,5 +1,4 @@
-"""The figures of docs/figures/: each one's name, module and builder, drawn afresh and checked through what
-figures.json keeps of it (what it drew and from where), never its SVG bytes."""
+"""The figures of docs/figures/: each one's name, module and builder."""
 
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ INDEX = "figures.json"
 
 
 def figures(results: Results, write: bool, redraw: bool = False) -> list[str]:
-    """The figures, each drawn afresh and checked through its figures.json entry (what it drew and from where), never
-    its SVG bytes, which change with matplotlib's version. With ``write`` a figure whose entry differs, or is missing,
-    or every one (``redraw``) is saved."""
+    """The figures, drawn afresh and checked through figures.json (never SVG bytes); ``write`` saves those that
+    differ."""
     folder = results.root / FIGURES_DIR
     index = json.loads((folder / INDEX).read_text()) if (folder / INDEX).exists() else {}
     problems = []

@@ -52,9 +52,7 @@ def trace(sentence) -> list[dict]:
 
 
 def thin_stack(transitions, N: int) -> dict:
-    """The thin stack of one sentence: rows 0..N-1 the leaves, step t writes row N + t (a SHIFT's or PAD's write
-    is never pointed at); ``pointers``, N + 1 slots of row numbers: SHIFT writes the leaf's row (bp) at slot sp,
-    REDUCE writes N + t at slot sp - 2, PAD N + t at the free slot sp. Slots at or above sp keep what they held."""
+    """The thin stack of one sentence: rows 0..N-1 the leaves, step t writes row N + t, and its N + 1 pointer slots."""
     pointers, sp, bp = [0] * (N + 1), 0, 0
     rows, steps = [{"row": k, "kind": "leaf", "word": k} for k in range(N)], []
     for t, op in enumerate(transitions):

@@ -1,6 +1,4 @@
-"""Figures of committed runs: speed ratios, padding, compile time, host reads and where a step's time goes from
-benchmark records (every ratio and part is the report's, bench/run/measurement.py round_ratios and breakdown, so a
-re-run of a folder redraws a figure with no change here)."""
+"""Figures of committed runs from benchmark records, every ratio and part the report's (bench/run/measurement.py)."""
 
 from __future__ import annotations
 
@@ -51,10 +49,7 @@ def _sources(runs, keys: list[str], **more) -> list[dict]:
 
 
 def draw_by_batch(plt, panels: list[list[tuple[str, list[dict]]]], ylabel: str, ratios: bool = True):
-    """Lines against batch size, an implementation each, a row of panels (title, rows) per list: each row of
-    ``implementation``, ``batch_size`` and ``median``, with ``q1`` and ``q3`` drawn as a band where it has them.
-    ``ratios``: speeds over the baseline, on a log axis of ratios around its line at 1x (a row's panels on one
-    scale); else a plain log axis. The documents' headline figure and the report's ratios.png and throughput.png."""
+    """Lines against batch size, an implementation each, a row of panels per list (``ratios``: a log ratio axis)."""
     columns = max(len(row) for row in panels)
     fig, axes = plt.subplots(len(panels), columns, figsize=(4.6 * columns, 4.0 * len(panels)), squeeze=False)
     for row_axes, row_panels in zip(axes, panels):
@@ -88,8 +83,7 @@ def draw_by_batch(plt, panels: list[list[tuple[str, list[dict]]]], ylabel: str, 
 
 
 def headline(results: Results, plt):
-    """Every implementation's speed over the baseline against batch size, gold parses: a row of panels (one per
-    mode and device) for each headline run that is committed."""
+    """Every implementation's speed over the baseline against batch size, gold parses, a row per headline run."""
     by_run = {run: [row for row in round_ratios(results.measurements(run)) if row["transitions"] == "gold"]
               for run in HEADLINE_RUNS if run == HEADLINE_RUNS[0] or run in results.runs()}
     fig = draw_by_batch(plt, [[(f"{MODE_TITLES.get(mode, mode)}, gold parses ({device}; results/{run})", mine)
@@ -112,9 +106,7 @@ PART_LOOKS = {"useful": (1.0, ""), "waste": (0.6, "//"), "slow_blas": (0.45, "xx
 
 
 def breakdown_rows(records) -> list[dict]:
-    """Every gold-parse record that has the breakdown (measurement.breakdown), at the smallest and the largest batch
-    size among them (1 and 128 in the default run): its parts in ms per batch, by device, mode, batch size and the
-    registry's order."""
+    """Every gold-parse record with the breakdown at the smallest and largest batch size: its parts in ms per batch."""
     order = style.registry_order(r.implementation for r in records)
     found = [r for r in records if r.transitions == "gold" and parts_of(r)]
     sizes = {min(r.batch_size for r in found), max(r.batch_size for r in found)} if found else set()
@@ -177,9 +169,7 @@ def breakdown(results: Results, plt):
 
 
 def padding_points(results: Results) -> list[dict]:
-    """One point per run, batch size and static implementation (inference, gold parses): its padding share and
-    its ratio, in every run of default implementations that measured the baseline and the share of each record
-    (a run of opt-in variants has other work in its rounds and answers another question)."""
+    """One point per run, batch size and static implementation (inference, gold): its padding share and ratio."""
     points = []
     for run in results.runs():
         records = results.measurements(run)
@@ -239,8 +229,7 @@ def padding(results: Results, plt):
 
 
 def compile_shapes(results: Results, plt):
-    """Warm-up compile seconds against the shapes warmed up, every warm-up of a default implementation that builds
-    its graph ahead of time in every run, a panel per mode."""
+    """Warm-up compile seconds against the shapes warmed up, ahead-of-time default implementations, a panel per mode."""
     points = [{"run": run, "implementation": r.implementation, "mode": r.mode, "transitions": r.transitions,
                "batch_size": r.batch_size, "warmup_shapes": r.warmup_shapes, "compile_s": _r(r.compile_s),
                "traces": r.traces, "xla_compilations": r.compile_detail.get("xla_compilations")}
@@ -278,8 +267,7 @@ def compile_shapes(results: Results, plt):
 
 
 def host_lanes(results: Results) -> list[dict]:
-    """Per batch size with predicted parses: every implementation's median batch and decisions read per batch,
-    and the baseline's gold-parse batch beside them."""
+    """Per batch size with predicted parses: each median batch and its decisions read, beside the baseline's."""
     records = [r for r in results.measurements(HEADLINE_RUNS[0]) if r.mode == "infer"]
     order = style.registry_order(r.implementation for r in records)
     records.sort(key=lambda r: (order.index(r.implementation), r.transitions))

@@ -1,7 +1,4 @@
-"""The suite's one plot style, of the docs' figures, the report's plots and the training curves: a framework has
-one hue in every plot (bench/frameworks.py's order), its first implementation the plain hue, the next ones darker
-or lighter with their own marker and line style; matplotlib's defaults reset (no user's matplotlibrc leaks in);
-an SVG without date, version or random ids, so a file changes only when what it shows does."""
+"""The suite's one plot style: one hue per framework, matplotlib defaults reset, reproducible SVGs."""
 
 from __future__ import annotations
 
@@ -49,7 +46,6 @@ def linestyle(implementation: str, k: int = 0):
 
 
 def look(implementation: str) -> dict:
-    """An implementation's line, as plot's keywords."""
     return {"color": colour(implementation), "marker": marker(implementation), "ls": linestyle(implementation)}
 
 

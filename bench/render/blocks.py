@@ -1,9 +1,5 @@
-"""The blocks: a table (or a few lines) rendered from one results folder, ``NAME ARG... [KEY=VALUE...]``.
-
-A table reads a run with the reports' own helpers (``bench.report``, ``bench.curves``, ``bench.scale``) or with quotes'
-queries (query.py), so a document and a report never read it differently. ``ratios``, ``pairs``, ``report``
-and ``measured-at`` serve many documents; each other block is one chapter's table, its docstring says which.
-"""
+"""The blocks, ``NAME ARG... [KEY=VALUE...]``: a table rendered from one results folder with the reports' own
+helpers or quotes' queries; each one-chapter block's docstring names its chapter."""
 
 from __future__ import annotations
 
@@ -47,9 +43,7 @@ def _list(text: str) -> list[str]:
 
 @block
 def measured_at(results: Results, folder: str) -> str:
-    """Where, when and from which code a folder was measured, in plain sentences, and, where its measured code has
-    changed since, that its numbers are that code's and how to make today's: what a folder this machine cannot
-    re-make (a GPU run) is quoted with."""
+    """Where, when and from which code a folder was measured, and if that code has changed since, how to re-make it."""
     stamp, entry = results.json(folder, reproduce.STAMP), results.entries[folder]
     records = [r for rows in reproduce.folder_records(results.folder(folder)).values() for r in rows]
     commits = list(dict.fromkeys(r["git_commit"] for r in records if "git_commit" in r)) or [stamp["git_commit"]]
@@ -71,8 +65,7 @@ def measured_at(results: Results, folder: str) -> str:
 
 @block
 def ratios(results: Results, folder, modes, transitions, batches, impls="*", over=None) -> str:
-    """Speed over the baseline (or OVER), median of the per-round ratios (IQR), a row per mode, parse and
-    implementation, a column per batch size; an empty cell where a measurement was not made."""
+    """Speed over the baseline (or OVER), median (IQR) of per-round ratios: a row per mode, parse, implementation."""
     baseline = over or frameworks.BASELINE
     chosen = [r for r in round_ratios(results.measurements(folder), baseline) if r["mode"] in _list(modes)
               and r["transitions"] in _list(transitions) and (impls == "*" or r["implementation"] in _list(impls))]
@@ -89,8 +82,7 @@ def ratios(results: Results, folder, modes, transitions, batches, impls="*", ove
 
 @block
 def pairs(results: Results, folder, modes, transitions, batches, impls="*", by="batch") -> str:
-    """Pairs/s, a row per mode, parse and batch size, a column per implementation (``-``: not measured); with
-    ``by=parse`` a row per mode and parse, the batch sizes measured in each cell."""
+    """Pairs/s, a row per mode, parse and batch size, a column per implementation (``by=parse``: sizes in cells)."""
     records = results.measurements(folder)
     chosen = registry_order({r.implementation for r in records}) if impls == "*" else _list(impls)
     at = {(r.mode, r.transitions, str(r.batch_size), r.implementation): f"{r.pairs_per_s:,.1f}" for r in records}
@@ -136,8 +128,7 @@ def phases(results: Results, folder, modes, transitions, batches, impls) -> str:
 
 @block
 def outside(results: Results, folder, first) -> str:
-    """The ratio medians of this run outside FIRST's per-round min-max (bench compare FIRST this): the list of
-    docs/results.md under the repeated run."""
+    """The ratio medians of this run outside FIRST's per-round min-max: docs/results.md's repeated run."""
     lines = [f"* {mode}, {trans}, batch {batch}, {impl}: {row['second']['median']:.3f}x here, "
              f"{row['first']['min']:.3f}-{row['first']['max']:.3f}x in results/{first}"
              for row in compare(results.measurements(first), results.measurements(folder))["rows"]
@@ -199,8 +190,7 @@ def memorise(results: Results, folder, runs, epochs, threshold) -> str:
 
 @block
 def equivalence(results: Results, folder, *groups) -> str:
-    """Per group ``PREFIX:F1,F2...``: the largest relative loss-curve difference of each framework's run from
-    PREFIX-reference (smallest to largest), and between frameworks: docs/training.md's equivalence table."""
+    """Per group ``PREFIX:F1,F2...``: loss-curve differences from PREFIX-reference: docs/training.md's table."""
     rows = []
     for prefix, _, names in (group.partition(":") for group in groups):
         runs = ",".join(f"{prefix}-{name}" for name in _list(names))
@@ -218,8 +208,7 @@ def parses(results: Results, folder, runs) -> str:
 
 @block
 def supervised(results: Results, folder, runs, epochs) -> str:
-    """Held-out transition accuracy, exact parses and bracket F1 at the first of EPOCHS, transition loss at each:
-    the supervised-parses table of docs/learned-parses.md."""
+    """Held-out transition accuracy, exact parses, bracket F1 and loss by epoch: docs/learned-parses.md's table."""
     q = lambda text: evaluate(results, folder, text)  # noqa: E731
     first = _list(epochs)[0]
     return table(["run", f"held-out transition accuracy / exact parses / bracket F1, epoch {first}",
@@ -233,9 +222,7 @@ def supervised(results: Results, folder, runs, epochs) -> str:
 
 @block
 def sample_parses(results: Results, folder, runs, dev_rows) -> str:
-    """SNLI-sample runs of one parse each: accuracies and the dev parses' bracket F1 against the Stanford parses
-    (a fixed shape's on the dev rows DEV_ROWS; a REINFORCE run's as its last dev evaluation measured it): the
-    table of docs/learned-parses.md's SNLI runs."""
+    """SNLI-sample runs of one parse each, accuracies and dev bracket F1: docs/learned-parses.md's SNLI table."""
     dev_pairs, _ = read_snli(SAMPLE_PATH, rows=row_range(dev_rows))
     q = lambda text: evaluate(results, folder, text)  # noqa: E731
     rows = []

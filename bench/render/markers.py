@@ -1,5 +1,4 @@
-"""Rendering one document: every marker (bench/render/__init__.py says the syntax) from its source, each difference
-named; and the excerpts, times and masks the explain blocks are compared with."""
+"""Rendering one document: every marker (syntax: bench/render/__init__.py) from its source, each difference named."""
 
 from __future__ import annotations
 
@@ -39,9 +38,8 @@ class Outcome:
 
 
 def render(doc: Path, results: Results, text: str | None = None, *, only=MARKERS, write: bool = False) -> Outcome:
-    """Every marker of ``doc`` of the kinds ``only`` rendered, problems naming what differs or fails (bench/check.py's
-    ``document`` adds the prose's). With ``write`` a marker that differs takes its source's text, and only what cannot
-    be rendered is a problem; one that is current is left as it is (an explain block keeps its times)."""
+    """Every marker of ``doc`` of the kinds ``only`` rendered, what differs named (``write``: rewritten, if not
+    current)."""
     doc = Path(doc)
     out = Outcome(doc, doc.read_text() if text is None else text)
     name = display(doc, results)
@@ -130,9 +128,7 @@ _PROBE = 4321.0  # a time no explain block shows, set at a key to find where the
 
 
 def _explained(out: Outcome, fig: str, key: str, written: str) -> str:
-    """A count or a time quoted from the document's explain block ``fig``: a count is its result's; a time (a key
-    ending in _s) is the one the block shows, and a quote of it stands if it is that value written in the quote's
-    unit and rounded to its digits (3.07 ms may be quoted 0.003 s), else it is written as the block writes it."""
+    """A count quoted from explain block ``fig``'s result, or a time (key ``*_s``) as the block shows it (same_time)."""
     if fig not in out.explained:
         raise QuoteError(f"the document has no explain block #{fig}")
     result = out.explained[fig][1]
@@ -146,8 +142,7 @@ def _explained(out: Outcome, fig: str, key: str, written: str) -> str:
 
 
 def shown_time(body: str, result: dict, key: str) -> str:
-    """The time an explain block's body shows for ``key`` of its result (``3.07 ms``): the key is set to a probe
-    value and the one time that changes in the printed text is where the block prints it."""
+    """The time the block's body shows for ``key`` (``3.07 ms``): where a probe value set at ``key`` prints."""
     from bench.explain.views import format_text
 
     probe, (*parents, last) = json.loads(json.dumps(result)), key.split(".")
@@ -196,8 +191,7 @@ def display(doc: Path, results: Results) -> str:
 
 
 def extract(root: Path, rel: str, spec: str) -> str:
-    """The lines of a source file a block names, dedented: ``first .. last``, from the one line containing
-    ``first`` to the next containing ``last``; or a qualified name, that function or class with its decorators."""
+    """The dedented lines a block names: ``first .. last`` anchors, or a qualified function or class name."""
     if not (root / rel).is_file():
         raise QuoteError(f"no file {rel}")
     source = (root / rel).read_text()
@@ -222,8 +216,8 @@ def extract(root: Path, rel: str, spec: str) -> str:
 
 
 def code_lines(root: Path, rel: str, spec: str) -> int:
-    """A quote of a source file's size, ``lines`` or ``lines NAME``: the lines of the file (or of that function or
-    class) that hold code, not blank lines, comments or docstrings."""
+    """A quote of a file's size, ``lines`` or ``lines NAME``: the lines that hold code (no blanks, comments,
+    docstrings)."""
     words = spec.split()
     if words[:1] != ["lines"] or len(words) > 2:
         raise QuoteError(f"a quote of a source file is `lines` or `lines NAME`, not {spec!r}")

@@ -1,25 +1,16 @@
 """The query language of a quoted value: ``TABLE[:MOD...] ARG... [/ TABLE[:MOD...] ARG...]``.
 
-TABLE names rows read from the results folder (below), ARGs select them, and the last names the key to read: dotted for
-nested keys, ``A..B`` for the range of two keys of one row. Where the source is a JSON file or an explain block, the
-query is the key alone. MODs: digits, a kind (KINDS; else the key's own, ``kind_of``), and an aggregate over several
-rows or a list's items: max, min, sum, span (the smallest to the largest), len. ``A / B`` is A's value over B's, written
-as a ratio (A's digits and kind apply to it). A selecting argument is ``*`` (any) or a comma list. The tables:
+TABLE names rows of the results folder, ARGs select them (``*`` or a comma list), and the last names the key: dotted,
+or ``A..B`` for a range of two keys of one row (a JSON file's or explain block's query is the key alone). MODs: digits,
+a kind (KINDS; else ``kind_of``), an aggregate (max, min, sum, span, len). ``A / B`` is a ratio in A's digits and kind.
 
-``field IMPL MODE TRANSITIONS BATCH KEY``: benchmark records; ``ratio MODE TRANSITIONS BATCH IMPL [OVER] [KEY]``: the
-median (or q1, q3, min, max, busy, rounds) of per-round ratios over the baseline or OVER, or its ``standing`` (leads,
-trails, is level: where its interquartile range lies against 1); ``best MODE TRANSITIONS BATCH [KEY]``: the static
-implementation of the highest median ratio (or that ratio's KEY, or ``lead``: "the fastest" where no other static
-implementation's interquartile range reaches its own, else "level with" those that do); ``standing-at MODE
-TRANSITIONS BATCHES IMPL VERDICT [OVER]``: the batch sizes where IMPL leads, trails or is level ("leads at every
-batch size", "is level at batch 1 and 32", "trails at no batch size"); ``rounds``: the busy flags of all timed
-rounds; ``target WORDS... KEY``: the report's target containing WORDS (met, goal, measured); ``scale FRAMEWORK
-REPLICAS KEY``: bench
-scale's summary; ``eval RUN SPLIT WHICH KEY``, ``train RUN WHICH KEY``, ``metrics RUN KEY``: a training run's
-evaluations, logging windows or any record that has KEY (WHICH: last, ``*``, epoch=N, step=N); ``loss-diff RUNS
-[first]``: the largest relative difference of two runs' loss curves, every pair (or against the first); ``parses RUN
-KEY``: curves.parse_summary's row of an arithmetic run; ``compare FIRST KEY`` and ``train-diff BASE RUNS KEYS`` (each
-used twice, their docstrings say why they stay).
+``field IMPL MODE TRANSITIONS BATCH KEY``: records; ``ratio MODE TRANSITIONS BATCH IMPL [OVER] [KEY]``: the median (or
+q1, q3, min, max, busy, rounds) of per-round ratios over the baseline or OVER, or its ``standing``; ``best MODE
+TRANSITIONS BATCH [KEY]``: the static implementation of the highest median (KEY, or ``lead``); ``standing-at MODE
+TRANSITIONS BATCHES IMPL VERDICT [OVER]``: where IMPL leads, trails or is level; ``rounds``: all busy flags; ``target
+WORDS... KEY``: the report's target; ``scale FRAMEWORK REPLICAS KEY``; ``eval RUN SPLIT WHICH KEY``, ``train RUN
+WHICH KEY``, ``metrics RUN KEY`` (WHICH: last, ``*``, epoch=N, step=N); ``loss-diff RUNS [first]``; ``parses RUN
+KEY``; ``compare FIRST KEY`` and ``train-diff BASE RUNS KEYS`` (the readers: TABLES).
 """
 
 from __future__ import annotations
@@ -114,8 +105,7 @@ def _match(value, pattern: str) -> bool:
 
 
 def standing(row: dict) -> str:
-    """A ratio's verdict over its baseline, its spread included: ``leads`` where its interquartile range lies above 1,
-    ``trails`` where it lies below, else ``is level``."""
+    """``leads`` where a ratio's interquartile range lies above 1, ``trails`` where below, else ``is level``."""
     return "leads" if row["q1"] > 1 else "trails" if row["q3"] < 1 else "is level"
 
 
@@ -179,8 +169,7 @@ def loss_diff(results: Results, folder, runs, against="every"):
 
 
 def train_diff(results: Results, folder, base, runs, keys):
-    """The absolute differences, at the steps both logged, between BASE's train records and each of RUNS' in each
-    of KEYS: how closely REINFORCE runs of several frameworks agree, the one chapter that compares them."""
+    """|BASE - RUN| of each of KEYS at the steps both logged, for each of RUNS (REINFORCE runs across frameworks)."""
     logged = {run: {r["step"]: r for r in results.metrics(folder, run) if r.get("kind") == "train"}
               for run in [base, *runs.split(",")]}
     return [{"abs_diff": abs(lookup(record, key) - lookup(logged[base][step], key))} for run in runs.split(",")
@@ -193,8 +182,7 @@ TABLES: dict[str, Callable] = {
         r for r in results.measurements(folder) if _match(r.implementation, impl) and _match(r.mode, mode)
         and _match(r.transitions, transitions) and _match(r.batch_size, batch)], key),
     "ratio": ratio, "best": best, "standing-at": standing_at, "loss-diff": loss_diff, "train-diff": train_diff,
-    # How many of this run's ratio medians lie inside FIRST's range (bench compare FIRST this): the one sentence
-    # that says whether a re-run agrees (used twice); no record holds it.
+    # how many of this run's ratio medians lie inside FIRST's range (bench compare FIRST this): no record holds it
     "compare": lambda results, folder, first, key: ([compare(results.measurements(first),
                                                              results.measurements(folder))], key),
     "parses": lambda results, folder, run, key: ([curves.parse_summary(results.run_dir(folder, run))], key),

@@ -1,9 +1,4 @@
-"""``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface.
-
-Flags in, library calls out: the loop is trainer.py (a checkpoint's I/O checkpoints.py, the run's settings config.py,
-parses learned by reward reinforce.py), the evaluation evaluation.py (``bench evaluate``, bench/evaluate.py, evaluates
-with it too), and the processes of a job on one host launch.py.
-"""
+"""``python -m bench train`` and ``python -m bench evaluate``: training over the Runner interface."""
 
 from __future__ import annotations
 
@@ -152,8 +147,7 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
 
 
 def load_init(args: argparse.Namespace) -> ParamFile | None:
-    """The parameter file of ``--init``, read before the data: a damaged file is then refused at once, not after a full
-    corpus is read. None without ``--init``, and with ``--resume``, where a checkpoint may make it unneeded."""
+    """The parameter file of ``--init``, read before the data so a damaged one fails at once; None with ``--resume``."""
     if not args.init:
         return None
     if args.glove:
@@ -163,8 +157,7 @@ def load_init(args: argparse.Namespace) -> ParamFile | None:
 
 def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
                loaded: ParamFile | None = None) -> ParamFile:
-    """Fresh weights (sizes from the flags, vocabulary from the data, GloVe if given) or the parameter file of
-    ``--init`` (``loaded``, if read already)."""
+    """Fresh weights (sizes from the flags, vocabulary from the data) or the parameter file of ``--init``."""
     if args.init:
         return loaded if loaded is not None else load_params(args.init)
     pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
@@ -172,8 +165,7 @@ def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs:
 
 
 def check_processes(platform, replicas: int, processes: int | None) -> int:
-    """The processes K replicas run in (``--processes``), checked against the engine and, where this
-    process was started as one of a job, against the job its environment describes; a ValueError in one line."""
+    """The processes K replicas run in (``--processes``), checked against the engine and the job's environment."""
     if platform.data_parallel == "processes":  # one process per replica, always
         if processes not in (None, replicas):
             raise ValueError(f"--processes {processes}: {platform.name} runs one process per replica "
@@ -203,9 +195,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         rank = platform.replica_rank()
     elif args.processes not in (None, 1):
         raise ValueError(f"--processes {args.processes} needs --replicas K > 1 (the processes share K replicas)")
-    # The folder, before any data is read or the folder locked: a run refused for it refuses at once and
-    # leaves nothing behind (the trainer checks again under the lock). A replica that does not write may
-    # find the writer's new run there already.
+    # checked before any data is read or lock taken, so a refused run leaves nothing (again under the lock)
     if not rank or args.resume:
         check_folder(args.out, args.resume)
     if cfg.replicas > 1:
@@ -223,20 +213,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     dev_name, dev_pairs = load_dev(args)
     dev_pairs = with_parse(dev_pairs, args.parse)  # the trees of --parse, as in training
     data_info = {"data": args.data, "name": dataset.name, "split": args.split, "num_pairs": args.num_pairs,
-                 "data_seed": args.data_seed, "dev": dev_name}
-    if args.data == "shaped":
-        data_info.update(shape=args.shape, length=args.length)
-    if args.data == "arithmetic":
-        data_info["numbers"] = args.numbers
-    if args.parse != "gold":
-        data_info["parse"] = args.parse
+                 "data_seed": args.data_seed, "dev": dev_name,
+                 **({"shape": args.shape, "length": args.length} if args.data == "shaped" else {}),
+                 **({"numbers": args.numbers} if args.data == "arithmetic" else {}),
+                 **({"parse": args.parse} if args.parse != "gold" else {})}
     init = lambda: build_init(args, dataset.pairs, dev_pairs, loaded)  # noqa: E731
     writer = not rank  # with replicas started by a launcher, rank 0 alone writes, evaluates and reports
     options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
                    writer=writer, stop_on_signal=rank is None)  # a job of processes stops together, by a launcher
     settings = reinforce.settings_from_args(args)
-    # One command per folder. A run refused under the lock (settings that differ from the run to resume, no
-    # device) says only why: the note that the lock was taken over from a dead process waits for the trainer.
+    # a run refused under the lock says only why: the note of a lock taken from a dead holder waits for the trainer
     with FolderLock(args.out, f"bench train --out {args.out}") if writer else contextlib.nullcontext() as lock:
         if settings is None:
             trainer = Trainer(cfg, args.out, dataset.pairs, init=init, **options)

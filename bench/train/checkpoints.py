@@ -1,7 +1,4 @@
-"""A training run's checkpoints (``OUT/checkpoints/step-NNNNNNNN/``): each written whole or not at all, listed, loaded,
-and the one ``--resume`` goes on from. docs/training.md says what a run folder holds and what ``--resume`` does with a
-checkpoint that no longer loads.
-"""
+"""A training run's checkpoints (``OUT/checkpoints/step-NNNNNNNN/``), each written whole (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -23,8 +20,7 @@ STATE_POSITION = ("step", "epoch", "batch_in_epoch")  # where in the run a check
 
 
 def save_optimizer_state(path: Path, state: Mapping[str, np.ndarray], description: str) -> None:
-    """The optimizer state as an .npz (entries ``step`` and ``{slot}/{param}``
-    plus ``meta.optimizer``, a JSON string); read back without pickle."""
+    """The optimizer state as an .npz (``step``, ``{slot}/{param}``, JSON ``meta.optimizer``): no pickle."""
     arrays = {key: np.asarray(value) for key, value in state.items()}
     arrays["meta.optimizer"] = np.array(description)
     with synced(path) as f:
@@ -34,8 +30,7 @@ def save_optimizer_state(path: Path, state: Mapping[str, np.ndarray], descriptio
 def save_checkpoint(out_dir: Path, *, params: Mapping[str, np.ndarray], model_config: ModelConfig,
                     vocab_words, optimizer_state: Mapping[str, np.ndarray], optimizer_description: str,
                     state: dict, keep: int = 2) -> Path:
-    """Write ``checkpoints/step-{step:08d}/`` atomically (a temporary folder, then one ``os.rename``: a crash before
-    it leaves the earlier checkpoints as they were); keep the newest ``keep``."""
+    """Write ``checkpoints/step-{step:08d}/`` atomically (a temporary folder, one rename); keep the newest ``keep``."""
     root = Path(out_dir) / "checkpoints"
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -81,8 +76,7 @@ def list_checkpoints(out_dir: Path) -> list[Path]:
 
 
 def check_folder(out_dir: str | os.PathLike, resume: bool) -> None:
-    """Whether a training run may start in ``out_dir``, judged from the folder alone (before data are read or the folder
-    locked): ``resume`` needs a run.json, a new run a folder without a run."""
+    """Whether a run may start in ``out_dir``: ``resume`` needs a run.json, a new run a folder without a run."""
     out_dir = Path(out_dir)
     if resume:
         if not (out_dir / "run.json").exists():
@@ -121,9 +115,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
 
 
 def resume_checkpoint(out_dir: Path, writer: bool = True) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
-    """The newest checkpoint that loads, and (path, reason) for each newer one that did not (a truncated model.npz,
-    say), newest first, each named on stderr by the run's ``writer``. (None, []) when there is none; a ValueError when
-    none loads."""
+    """The newest checkpoint that loads and (path, reason) for newer ones that did not; a ValueError if none loads."""
     skipped = []
     for path in reversed(list_checkpoints(out_dir)):
         try:

@@ -1,7 +1,4 @@
-"""What a training run is: its settings (:class:`TrainConfig`), the batches they give each epoch (:func:`epoch_plan`, a
-pure function of the seed and the epoch), and what a resumed run must share with the run it continues
-(:func:`check_resume`, :func:`data_fingerprint`).
-"""
+"""A training run's settings, each epoch's batches, and what a resumed run must share with the run it continues."""
 
 from __future__ import annotations
 
@@ -45,11 +42,9 @@ class TrainConfig:
     log_every: int = 10  # steps per "train" metrics record (mean loss of those steps)
     keep_checkpoints: int = 2  # newest checkpoints kept on disk
     # Steps between checkpoints inside an epoch (besides every epoch end and an interrupt); 0: epoch ends only.
-    # At batch 32 an epoch of full SNLI is about 17,000 steps.
     checkpoint_every: int = 1000
     transition_weight: float = 0.0  # the supervised transition loss of docs/spec.md §7 (> 0 needs a head)
-    # Data-parallel replicas, each taking batch_size / replicas pairs of every batch, on the framework's own engine
-    # (shared/platform.py). Not a setting of the run: the same steps with any K, so a run may resume with another.
+    # Data-parallel replicas: the same steps with any K, so a run may resume with another.
     replicas: int = 1
 
     # Settings a resumed run must share with the run it continues (the rest, e.g. epochs or the framework, may change).

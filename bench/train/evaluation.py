@@ -1,7 +1,4 @@
-"""Accuracy, loss and the confusion matrix of a Runner on labelled pairs (eval mode), and how well a model with a
-transition head parses (docs/spec.md §7, "Evaluation"): its teacher-forced transition accuracy and loss, the exact-parse
-rate and bracket F1 of the trees it predicts, and its class accuracy following the gold parses and its own.
-"""
+"""Accuracy, loss and confusion of a Runner on labelled pairs, and parse metrics (docs/spec.md §7, "Evaluation")."""
 
 from __future__ import annotations
 
@@ -48,8 +45,7 @@ class Evaluation:
 
 
 def labelled_pairs(pairs: Sequence[Pair]) -> list[Pair]:
-    """The pairs with a gold label (the rest are left out and counted by the caller); ValueError if there are none, or
-    none has one, in the words every command uses for a file of unlabelled rows (shared.snli.labelled_pairs)."""
+    """The pairs with a gold label; a ValueError if none has one (shared.snli.labelled_pairs's words)."""
     return snli.labelled_pairs(pairs, "nothing to evaluate", empty="nothing to evaluate: no pairs")
 
 
@@ -106,8 +102,7 @@ class ParseEvaluation:
 
 
 def teacher_forced_loss_sum(transition_logits, gold) -> float:
-    """Σ over non-PAD gold steps of -log softmax(t)[gold action] (no validity
-    mask, as the supervised loss of docs/spec.md §7)."""
+    """Σ over non-PAD gold steps of -log softmax(t)[gold action], without validity mask (docs/spec.md §7)."""
     logits = np.asarray(transition_logits, dtype=np.float64)
     gold = np.asarray(gold)
     diff = logits[..., REDUCE_COLUMN] - logits[..., SHIFT_COLUMN]

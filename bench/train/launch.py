@@ -1,9 +1,4 @@
-"""``bench train --replicas K --processes P`` on one host: P processes of one job of JAX or TensorFlow, which have no
-launcher of their own, over the loopback address (:func:`launch_processes`; docs/training.md, "Training past one
-device"). What the processes write to stderr is held back for :data:`HOLD_S` a line: when a process dies, what the
-others then write (the all-reduce that lost its peer, in their words) is dropped, so that the job's end is the one line
-that names it.
-"""
+"""``bench train --replicas K --processes P`` on one host (docs/training.md, "Training past one device")."""
 
 from __future__ import annotations
 
@@ -60,8 +55,7 @@ def _pass_on(stream, noise: tuple[bytes, ...]) -> None:
 
 
 def launch_processes(platform, processes: int, argv: list[str]) -> int:
-    """Run ``python -m bench *argv`` as ``processes`` processes of one job of ``platform``'s engine on this host; 0 once
-    all end well, else the failed process's exit status (1 if a signal killed it), after one line on stderr."""
+    """Run ``python -m bench *argv`` as ``processes`` processes of one job; 0, or the failed one's exit status."""
     addresses = free_addresses(processes)
     # Each process gets its share of the host's cores, as PyTorch's launcher gives its replicas.
     threads = {} if "OMP_NUM_THREADS" in os.environ else {
@@ -84,8 +78,7 @@ def launch_processes(platform, processes: int, argv: list[str]) -> int:
                 held.append(lines.get())
             if any(code not in (None, 0) for code in codes):
                 time.sleep(HOLD_S)  # the others' first reactions to the loss, then the cause is plain
-                # The one that ended the job: one a signal killed before one that exited with an error (those are
-                # usually the others, failing at an all-reduce whose peer is gone).
+                # the one that ended the job: one a signal killed before one that exited with an error
                 failed = [(rank, code) for rank, code in enumerate(p.poll() for p in started) if code not in (None, 0)]
                 rank, code = ([(rank, code) for rank, code in failed if code < 0] or failed)[0]
                 _stop(started)

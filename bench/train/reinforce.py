@@ -1,10 +1,4 @@
-"""``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7, REINFORCE: the loss, the baseline
-b and the uniform numbers each step samples with, restored exactly on resume).
-
-:class:`ReinforceTrainer` is bench/train/trainer.py's loop with a REINFORCE step; its "train" records add the means
-of the step records (the reward, the logprob and entropy per pair, the parse shape), the bracket F1 of the followed
-parses and the baseline, and its evaluations run in predicted mode with the parse metrics against the data's trees.
-"""
+"""``bench train --transitions reinforce``: parses learned by reward (docs/spec.md §7, REINFORCE)."""
 
 from __future__ import annotations
 
@@ -58,8 +52,7 @@ def settings_from_args(args: argparse.Namespace) -> ReinforceSettings | None:
 
 
 def with_head(model: ParamFile, seed: int) -> ParamFile:
-    """The model with a transition head: unchanged if it has one, else the head's initial weights of ``seed`` added (the
-    other weights, GloVe vectors included, are kept)."""
+    """The model with a transition head: unchanged if it has one, else the head of ``seed`` added."""
     if model.config.transition_head:
         return model
     config = dataclasses.replace(model.config, transition_head=True)
@@ -85,8 +78,7 @@ class ReinforceTrainer(Trainer):
 
     def __init__(self, cfg, out_dir, train_pairs: Sequence[Pair], *, settings: ReinforceSettings, **options):
         self.settings = settings
-        # Pairs made in memory have no data row (docs/spec.md §2): their
-        # position in the training list seeds their samples instead.
+        # pairs made in memory have no data row (docs/spec.md §2): their position seeds their samples
         train_pairs = [p if p.row >= 0 else dataclasses.replace(p, row=i) for i, p in enumerate(train_pairs)]
         options["runner_options"] = {**options.get("runner_options", {}), **settings.to_dict()}
         super().__init__(cfg, out_dir, train_pairs, **options)

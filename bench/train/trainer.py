@@ -1,10 +1,4 @@
-"""The training loop: one :class:`Trainer` drives any implementation through the Runner interface.
-
-The loop is framework-free: it uses the Runner interface only (docs/runner-interface.md), so every framework trains from
-the same batches in the same order (config.py's ``epoch_plan``), and checkpoints (checkpoints.py) move between them.
-What a run writes under its folder, how a checkpoint is written whole, what ``--resume`` does with one that no longer
-loads, and why a resumed run takes exactly the steps of an uninterrupted one, is docs/training.md's.
-"""
+"""The training loop: a framework-free :class:`Trainer` over the Runner interface (docs/training.md)."""
 
 from __future__ import annotations
 
@@ -62,9 +56,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 class Trainer:
-    """One training run in ``out_dir``, new or resumed from its last checkpoint: ``init`` is a ParamFile or a function
-    returning one (called only when there is no checkpoint to resume from); ``stop_on_signal``: SIGINT and SIGTERM stop
-    it after a step (:class:`TrainingInterrupted`)."""
+    """One training run in ``out_dir``, new or resumed; ``init``: a ParamFile or a function returning one."""
 
     def __init__(self, cfg: TrainConfig, out_dir: str | os.PathLike, train_pairs: Sequence[Pair], *,
                  init: Callable[[], ParamFile] | ParamFile | None = None, dev_pairs: Sequence[Pair] | None = None,
@@ -74,12 +66,10 @@ class Trainer:
         self.stop_on_signal = stop_on_signal
         self._stop_signal: str | None = None  # set by a signal handler, read between steps
         self.out_dir = Path(out_dir)
-        # With replicas in several processes, one writes the folder and evaluates;
-        # the others only train (their runners share each step with it).
+        # with replicas in several processes, one writes the folder and evaluates; the others only train
         self.writer = writer
         if writer:
             self.out_dir.mkdir(parents=True, exist_ok=True)
-        # as every command words it
         self.train_pairs = labelled_pairs(train_pairs, "the training pairs", empty="no training pairs")
         self.dev_pairs = [p for p in dev_pairs if p.label != NO_LABEL] if dev_pairs else []
         self.metrics_file = self.out_dir / "metrics.jsonl"
@@ -188,8 +178,7 @@ class Trainer:
 
     @contextlib.contextmanager
     def _stop_requests(self):
-        """While the loop runs, SIGINT and SIGTERM ask it to stop after the step under way (a step cut in two would
-        leave weights and optimizer state apart); a second SIGINT interrupts at once."""
+        """SIGINT and SIGTERM stop the loop after the step under way; a second SIGINT interrupts at once."""
         if not self.stop_on_signal or threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -207,8 +196,7 @@ class Trainer:
                 signal.signal(sig, handler)
 
     def _between_steps(self) -> None:
-        """Before a step: inside an epoch a checkpoint every ``checkpoint_every`` steps, and one before stopping when a
-        signal asked for it (at an epoch's start the epoch end's checkpoint is already written)."""
+        """Before a step: a checkpoint every ``checkpoint_every`` steps, and one before a signalled stop."""
         unsaved = self.position > 0 and self.step != self._saved_step
         if self._stop_signal is None:
             every = self.cfg.checkpoint_every
