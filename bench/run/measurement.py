@@ -17,6 +17,9 @@ from bench import frameworks
 from bench.records import read_records
 
 
+KEY_COLUMNS = ["device", "mode", "transitions", "batch", "implementation"]  # Measurement.key, as tables head it
+
+
 @dataclass
 class Measurement:
     # What was measured
@@ -130,7 +133,7 @@ class Measurement:
         return out
 
     def key(self) -> tuple:
-        """What it measured: (device, mode, transitions, batch size, implementation); records sort by it."""
+        """What it measured (KEY_COLUMNS); records sort by it."""
         return (self.device, self.mode, self.transitions, self.batch_size, self.implementation)
 
     def get(self, name: str, default: Any = None) -> Any:
