@@ -241,8 +241,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             {"implementation": r.implementation, "batch_size": r.batch_size, "median": r.pairs_per_s} for r in records
             if (r.mode, r.device, r.transitions) == (mode, device, "gold")]) for mode in modes]
             for device in sorted({r.device for r in records})], "sentence pairs / s", ratios=False)
-        fig.tight_layout()
-        written = [style.save(fig, out_dir / "throughput.png")]
+        written = [style.save(fig, out_dir / "throughput.png", tight=True)]
         ratios = [row for row in round_ratios(records) if row["rounds"]]
         if ratios:
             fig = draw_by_batch(plt, [[(f"{mode}, {parses} parses, {device}", mine) for mode in modes if (mine := [
@@ -251,8 +250,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
                 f"pairs/s over {frameworks.BASELINE}'s (log)")
             fig.suptitle(f"Speed over {frameworks.BASELINE}: median of per-round ratios, band = interquartile range",
                          fontsize=10)
-            fig.tight_layout()
-            written.append(style.save(fig, out_dir / "ratios.png"))
+            written.append(style.save(fig, out_dir / "ratios.png", tight=True))
         rows = breakdown_rows(records)
         if rows:
             written.append(style.save(draw_breakdown(rows, plt), out_dir / "breakdown.png"))
@@ -268,8 +266,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             ax.set_xticks(range(len(compiled)), labels, rotation=60, ha="right", fontsize=7)
             ax.set(ylabel="seconds", title="warm-up: compile time and first calls")
             ax.legend()
-            fig.tight_layout()
-            written.append(style.save(fig, out_dir / "compile.png"))
+            written.append(style.save(fig, out_dir / "compile.png", tight=True))
 
         fig, ax = plt.subplots(figsize=(6, 4))
         x, colours = range(len(impls)), [style.colour(n) for n in impls]
@@ -284,8 +281,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         ax.set(ylabel="max abs error vs float64 reference",
                title="numerical agreement (dashed: encodings' tolerance, dotted: logits')")
         ax.legend()
-        fig.tight_layout()
-        written.append(style.save(fig, out_dir / "agreement.png"))
+        written.append(style.save(fig, out_dir / "agreement.png", tight=True))
         return written
 
 
