@@ -126,11 +126,7 @@ class Measurement:
 
     def to_dict(self) -> dict:
         """The JSON object results.jsonl holds (the optional fields left out where they are unset)."""
-        out = dataclasses.asdict(self)
-        for name in _OPTIONAL:
-            if out[name] is None:
-                del out[name]
-        return out
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k not in _OPTIONAL}
 
     def key(self) -> tuple:
         """What it measured (KEY_COLUMNS); records sort by it."""
