@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench import frameworks
 from bench.render.table import table
-from bench.run.measurement import Measurement, load, round_ratios
+from bench.run.measurement import KEY_COLUMNS, Measurement, load, round_ratios
 
 
 def register(sub) -> None:
@@ -34,7 +34,7 @@ def format_compare(result: dict, baseline: str | None = None) -> str:
         f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"  # noqa: E731
     verdict = {True: "yes", False: "**no**", None: "-"}
     return "\n".join([f"Speed over {baseline}: median of the per-round ratios (min-max, rounds)", "", table(
-        ["device", "mode", "transitions", "batch", "implementation", "first run", "second run", "second inside first"],
+        [*KEY_COLUMNS, "first run", "second run", "second inside first"],
         [[*row["key"], cell(row["first"]), cell(row["second"]), verdict[row["inside"]]] for row in result["rows"]]),
         "", f"{result['inside']} of {result['compared']} medians of the second run lie inside the first run's "
             "min-max."])

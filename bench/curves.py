@@ -91,8 +91,7 @@ def plot_curves(runs: list[dict], out_dir: Path) -> Path:
             ax_acc.legend(fontsize=7)
         else:
             ax_acc.text(0.5, 0.5, "no evaluations in these runs", ha="center", va="center", transform=ax_acc.transAxes)
-        fig.tight_layout()
-        return style.save(fig, out_dir / "curves.png")
+        return style.save(fig, out_dir / "curves.png", tight=True)
 
 
 def has_reinforce(run: dict) -> bool:
@@ -137,8 +136,7 @@ def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
             ax.set(title=title, xlabel="step", ylabel=ylabel)
             if ax.lines:
                 ax.legend(fontsize=7)
-        fig.tight_layout()
-        return style.save(fig, out_dir / "reinforce.png")
+        return style.save(fig, out_dir / "reinforce.png", tight=True)
 
 
 def shape_f1(pairs, parse: str) -> float:

@@ -250,18 +250,14 @@ def matrix() -> dict[tuple[str, str], list[str] | str]:
     return cells
 
 
-def _import(framework_name: str, module: str):
+def runner_class(framework_name: str):
+    """The Runner class of ``framework_name`` (importing the framework on first use)."""
     fw = framework(framework_name)
     try:
-        return importlib.import_module(fw.module(module))
+        return importlib.import_module(fw.module("runner")).Runner
     except ImportError as err:
         raise ImportError(f"framework {fw.name!r} is not usable here ({err}); "
                           f"install it with: pip install -e '.[{fw.extra}]'") from err
-
-
-def runner_class(framework_name: str):
-    """The Runner class of ``framework_name`` (importing the framework on first use)."""
-    return _import(framework_name, "runner").Runner
 
 
 def platform(name: str):

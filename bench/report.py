@@ -13,8 +13,8 @@ from pathlib import Path
 from bench import frameworks
 from bench.figures import style
 from bench.render.table import table
-from bench.run.measurement import (Measurement, breakdown, busy_count, busy_rounds, device_fraction, load,
-                                   other_work_limit, round_flags, round_ratios, run_share)
+from bench.run.measurement import (KEY_COLUMNS, Measurement, breakdown, busy_count, busy_rounds, device_fraction,
+                                   load, other_work_limit, round_flags, round_ratios, run_share)
 from bench.run.targets import format_targets
 from shared.compare import ENCODING_TOL_F32, LOGITS_TOL_F32
 
@@ -33,10 +33,9 @@ def register(sub) -> None:
 def format_table(records: list[Measurement]) -> str:
     """One Markdown row per record, grouped by device, mode, transitions and batch size ("-" where an older run recorded
     no such figure)."""
-    return table(["device", "mode", "transitions", "batch", "implementation", "pairs/s", "% of limit",
-                  "step median (ms)", "p10-p90 (ms)", "compile (s)", "traces", "useful GFLOP/s", "% of device peak",
-                  "peak memory", "enc. err", "logit err", "PAD %"], [
-        [r.device, r.mode, r.transitions, r.batch_size, r.implementation, f"{r.pairs_per_s:,.1f}",
+    return table([*KEY_COLUMNS, "pairs/s", "% of limit", "step median (ms)", "p10-p90 (ms)", "compile (s)", "traces",
+                  "useful GFLOP/s", "% of device peak", "peak memory", "enc. err", "logit err", "PAD %"], [
+        [*r.key(), f"{r.pairs_per_s:,.1f}",
          "-" if r.fraction_of_limit is None else f"{100 * r.fraction_of_limit:.1f}",
          f"{r.step_s_median * 1e3:,.1f}", f"{r.step_s_p10 * 1e3:,.1f}-{r.step_s_p90 * 1e3:,.1f}", f"{r.compile_s:.2f}",
          r.traces, f"{r.useful_flops_per_s / 1e9:,.2f}", f"{100 * device_fraction(r):.1f}",
@@ -53,19 +52,17 @@ def format_ratios(records: list[Measurement], baseline: str | None = None) -> st
         return f"Ratios: no {baseline} records to compare with."
     loaded = any(row["busy"] is not None for row in rows)  # older runs recorded no load: their table is as it was
     peaks = {r.key(): r.matmul_peak_flops_per_s for r in records}
+    keys = [(row["device"], row["mode"], row["transitions"], row["batch_size"], row["implementation"]) for row in rows]
     lines = [f"Speed over {baseline} (median of per-round ratios; interquartile range; min-max; rounds; the dense "
              "matmul peak of the implementation's framework and of the baseline's):", "",
-             table(["device", "mode", "transitions", "batch", "implementation", "ratio", "IQR", "min-max", "rounds"]
-                   + ["busy rounds"] * loaded + ["dense peaks (GFLOP/s)"], [
-                 [row["device"], row["mode"], row["transitions"], row["batch_size"], row["implementation"],
-                  f"{row['median']:.2f}x", f"{row['q1']:.2f}-{row['q3']:.2f}", f"{row['min']:.2f}-{row['max']:.2f}",
-                  row["rounds"] or "not interleaved"]
+             table([*KEY_COLUMNS, "ratio", "IQR", "min-max", "rounds"] + ["busy rounds"] * loaded
+                   + ["dense peaks (GFLOP/s)"], [
+                 [*key, f"{row['median']:.2f}x", f"{row['q1']:.2f}-{row['q3']:.2f}",
+                  f"{row['min']:.2f}-{row['max']:.2f}", row["rounds"] or "not interleaved"]
                  + ["-" if row["busy"] is None else f"**{busy_count(row)} of {len(row['busy'])}**" if busy_count(row)
                     else "0"] * loaded
-                 + [" / ".join(f"{peaks[key] / 1e9:,.0f}" for key in ((row["device"], row["mode"], row["transitions"],
-                                                                      row["batch_size"], name)
-                                                                     for name in (row["implementation"], baseline)))]
-                 for row in rows])]
+                 + [" / ".join(f"{peaks[(*key[:-1], name)] / 1e9:,.0f}" for name in (key[-1], baseline))]
+                 for key, row in zip(keys, rows)])]
     if loaded:
         lines += ["", "Busy rounds: rounds in which the machine's 1-minute load average, less the run's own share "
                       "of the cores, was above one core of other work while either side was timed (docs/spec.md §6; "
@@ -139,16 +136,13 @@ def format_load(records: list[Measurement]) -> str:
     rows = [r for r in records if busy_rounds(r, own) is not None]
     if not rows:
         return ""
-    cells = []
-    for r in sorted(rows, key=Measurement.key):
-        flags = busy_rounds(r, own)
-        cells.append([r.device, r.mode, r.transitions, r.batch_size, r.implementation,
-                      " ".join(f"**{x:.2f}**" if flag else f"{x:.2f}" for x, flag in zip(r.round_load, flags)),
-                      " ".join(f"{x:.2f}" for x in r.round_cpu_share) or "-", f"{sum(flags)} of {len(flags)}"])
+    cells = [[*r.key(), " ".join(f"**{x:.2f}**" if flag else f"{x:.2f}" for x, flag in zip(r.round_load, flags)),
+              " ".join(f"{x:.2f}" for x in r.round_cpu_share) or "-", f"{sum(flags)} of {len(flags)}"]
+             for r in sorted(rows, key=Measurement.key) for flags in [busy_rounds(r, own)]]
     return "\n".join([load_summary(rows) + " Per round: the 1-minute load average as the implementation's timed "
                       "batches ended, and the CPU seconds its process got per wall second of them (every thread "
-                      "counted).", "", table(["device", "mode", "transitions", "batch", "implementation",
-                                              "load per round", "CPU share per round", "busy rounds"], cells)])
+                      "counted).", "", table([*KEY_COLUMNS, "load per round", "CPU share per round", "busy rounds"],
+                                             cells)])
 
 
 def format_host_syncs(records: list[Measurement]) -> str:
@@ -171,7 +165,7 @@ def format_breakdown(records: list[Measurement]) -> str:
     cells = []
     for r, parts in rows:
         share = {name: f"{100 * seconds / r.step_s:.0f} %" for name, seconds in parts.items()}
-        cells.append([r.device, r.mode, r.transitions, r.batch_size, r.implementation, f"{r.step_s * 1e3:,.2f}",
+        cells.append([*r.key(), f"{r.step_s * 1e3:,.2f}",
                       share["useful"], share["waste"], "-" if r.own_computed_s is None else share["slow_blas"],
                       share["overhead"] if parts["overhead"] >= 0 else f"**{share['overhead']}** (below its products)",
                       f"{r.computed_flops / r.useful_flops:.2f}x", f"{r.matmul_peak_flops_per_s / 1e9:,.0f}",
@@ -188,8 +182,8 @@ def format_breakdown(records: list[Measurement]) -> str:
             f"{r.transitions} batch {r.batch_size}, timed on {r.limit_sample['batches']} of {r.limit_sample['of']} "
             "timed batches (" + "-".join(f"{x / 1e9:,.0f}" for x in r.limit_sample["useful_flops_per_s"]) +
             " GFLOP/s)" for r, _ in rows), "", table(
-            ["device", "mode", "transitions", "batch", "implementation", "step (ms)", "useful", "waste", "slow BLAS",
-             "overhead", "computed / useful FLOPs", "dense peak (GFLOP/s)", "phases (ms); graph per batch"], cells)])
+            [*KEY_COLUMNS, "step (ms)", "useful", "waste", "slow BLAS", "overhead", "computed / useful FLOPs",
+             "dense peak (GFLOP/s)", "phases (ms); graph per batch"], cells)])
 
 
 # ---------------------------------------------------------------------------
@@ -247,8 +241,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             {"implementation": r.implementation, "batch_size": r.batch_size, "median": r.pairs_per_s} for r in records
             if (r.mode, r.device, r.transitions) == (mode, device, "gold")]) for mode in modes]
             for device in sorted({r.device for r in records})], "sentence pairs / s", ratios=False)
-        fig.tight_layout()
-        written = [style.save(fig, out_dir / "throughput.png")]
+        written = [style.save(fig, out_dir / "throughput.png", tight=True)]
         ratios = [row for row in round_ratios(records) if row["rounds"]]
         if ratios:
             fig = draw_by_batch(plt, [[(f"{mode}, {parses} parses, {device}", mine) for mode in modes if (mine := [
@@ -257,8 +250,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
                 f"pairs/s over {frameworks.BASELINE}'s (log)")
             fig.suptitle(f"Speed over {frameworks.BASELINE}: median of per-round ratios, band = interquartile range",
                          fontsize=10)
-            fig.tight_layout()
-            written.append(style.save(fig, out_dir / "ratios.png"))
+            written.append(style.save(fig, out_dir / "ratios.png", tight=True))
         rows = breakdown_rows(records)
         if rows:
             written.append(style.save(draw_breakdown(rows, plt), out_dir / "breakdown.png"))
@@ -274,8 +266,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             ax.set_xticks(range(len(compiled)), labels, rotation=60, ha="right", fontsize=7)
             ax.set(ylabel="seconds", title="warm-up: compile time and first calls")
             ax.legend()
-            fig.tight_layout()
-            written.append(style.save(fig, out_dir / "compile.png"))
+            written.append(style.save(fig, out_dir / "compile.png", tight=True))
 
         fig, ax = plt.subplots(figsize=(6, 4))
         x, colours = range(len(impls)), [style.colour(n) for n in impls]
@@ -290,8 +281,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
         ax.set(ylabel="max abs error vs float64 reference",
                title="numerical agreement (dashed: encodings' tolerance, dotted: logits')")
         ax.legend()
-        fig.tight_layout()
-        written.append(style.save(fig, out_dir / "agreement.png"))
+        written.append(style.save(fig, out_dir / "agreement.png", tight=True))
         return written
 
 

@@ -47,6 +47,13 @@ class Entry:
         """``{out}`` as the commands see it: the folder relative to the repository (they run from its root)."""
         return f"results/{self.name}"
 
+    def stamp(self, root: Path = ROOT) -> dict | None:
+        """The folder's STAMP, or None where it has none that reads."""
+        try:
+            return json.loads((self.folder(root) / STAMP).read_text())
+        except (OSError, ValueError):
+            return None
+
     def argv(self, command: str) -> list[str]:
         words = shlex.split(command.replace("{out}", self.out()))
         return [sys.executable, "-m", words[2], *words[3:]]
@@ -128,11 +135,7 @@ def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> l
     folder = e.folder(root)
     if not folder.is_dir():
         return ["missing (never reproduced)"]
-    reasons = []
-    try:
-        stamp = json.loads((folder / STAMP).read_text())
-    except (OSError, ValueError):
-        stamp = None
+    reasons, stamp = [], e.stamp(root)
     if stamp is None:
         reasons.append(f"no {STAMP}: not made by python -m bench reproduce")
     elif tuple(stamp.get("commands", ())) != e.commands:
@@ -224,12 +227,7 @@ def _readme(e: Entry, stamp: dict, root: Path) -> None:
 
 def plan(chosen: list[Entry], root: Path = ROOT) -> str:
     """What a reproduction is about to do: each folder with how long it took last time, and the sum."""
-    walls = []
-    for e in chosen:  # the stamp's wall time, or None if never made
-        try:
-            walls.append(float(json.loads((e.folder(root) / STAMP).read_text())["wall_s"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            walls.append(None)
+    walls = [(e.stamp(root) or {}).get("wall_s") for e in chosen]  # None if never made
     lines = [f"reproduce: {len(chosen)} folder{'s' if len(chosen) != 1 else ''}, in this order (last time each took):"]
     lines += [f"  results/{e.name}: {duration(w) if w is not None else 'never made'}" for e, w in zip(chosen, walls)]
     known = [w for w in walls if w is not None]

@@ -248,18 +248,11 @@ def explain_parse(args: argparse.Namespace) -> dict:
 
 
 def _choice_steps(transitions: np.ndarray) -> int:
-    """Steps of the gold parses (all sentences) where both SHIFT and REDUCE would be valid."""
-    count = 0
-    for row in transitions:
-        n = int(np.count_nonzero(row == SHIFT))
-        shifted = depth = 0
-        for op in row:
-            if op == PAD:
-                continue
-            count += shifted < n and depth >= 2
-            shifted, depth = (shifted + 1, depth + 1) if op == SHIFT else (shifted, depth - 1)
-            assert op in (SHIFT, REDUCE)
-    return count
+    """Steps of the gold parses (all sentences) where both SHIFT and REDUCE would be valid: words left to shift and
+    two items on the stack before the step."""
+    shift, moves = transitions == SHIFT, (transitions == SHIFT).astype(int) - (transitions == REDUCE)
+    shifted, depth = np.cumsum(shift, axis=1) - shift, np.cumsum(moves, axis=1) - moves  # before each step
+    return int(np.count_nonzero((transitions != PAD) & (shifted < shift.sum(axis=1, keepdims=True)) & (depth >= 2)))
 
 
 def format_parse(result: dict) -> str:

@@ -71,11 +71,13 @@ def drawing():
         yield plt
 
 
-def save(fig, path: Path) -> Path:
-    """Write ``fig`` (a .png at 110 dpi, else an SVG) and close it."""
+def save(fig, path: Path, tight: bool = False) -> Path:
+    """Write ``fig`` (a .png at 110 dpi, else an SVG; ``tight``: laid out by tight_layout first) and close it."""
     import matplotlib.pyplot as plt
 
     try:
+        if tight:
+            fig.tight_layout()
         png = Path(path).suffix == ".png"
         fig.savefig(path, format="png" if png else "svg", **({"dpi": 110} if png else {"metadata": METADATA}))
     finally:

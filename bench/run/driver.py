@@ -316,9 +316,8 @@ def _measure_key(pool: WorkerPool, workers, key, run: dict, progress: Progress, 
                 del prepared[worker]
                 continue
             numbers = prepared[worker]
-            numbers["times"] += reply["times"]
-            numbers["pairs"] += reply["pairs"]
-            numbers["flops"] += reply["flops"]
+            for total in ("times", "pairs", "flops"):
+                numbers[total] += reply[total]
             numbers["round_pairs_per_s"].append(reply["pairs"] / sum(reply["times"]))
             numbers["round_step_s"].append(float(np.median(reply["times"])))
             numbers["round_load"].append(reply["load_avg_1min"])
@@ -394,7 +393,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
     ready, spec = worker.ready, worker.spec
     total = float(np.sum(n["times"]))
     useful = n["flops"] / total
-    record = Measurement(
+    return Measurement(
         implementation=worker.name, framework=spec.framework, mode=mode, transitions=transitions, dtype=spec.dtype,
         batch_size=batch_size, pairs_per_s=n["pairs"] / total, step_s_median=float(np.median(n["times"])),
         step_s_p10=float(np.percentile(n["times"], 10)), step_s_p90=float(np.percentile(n["times"], 90)),
@@ -415,8 +414,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         **provenance.provenance(set(n["sources"]) | set(provenance.loaded())), run_id=run["run_id"],
         timestamp=provenance.timestamp(),
         **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch",
-                             "dispatches_per_batch") if k in n})
-    return record.to_dict()
+                             "dispatches_per_batch") if k in n}).to_dict()
 
 
 def _summary(label: str, measured: dict) -> str:

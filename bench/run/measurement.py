@@ -17,6 +17,9 @@ from bench import frameworks
 from bench.records import read_records
 
 
+KEY_COLUMNS = ["device", "mode", "transitions", "batch", "implementation"]  # Measurement.key, as tables head it
+
+
 @dataclass
 class Measurement:
     # What was measured
@@ -123,14 +126,10 @@ class Measurement:
 
     def to_dict(self) -> dict:
         """The JSON object results.jsonl holds (the optional fields left out where they are unset)."""
-        out = dataclasses.asdict(self)
-        for name in _OPTIONAL:
-            if out[name] is None:
-                del out[name]
-        return out
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k not in _OPTIONAL}
 
     def key(self) -> tuple:
-        """What it measured: (device, mode, transitions, batch size, implementation); records sort by it."""
+        """What it measured (KEY_COLUMNS); records sort by it."""
         return (self.device, self.mode, self.transitions, self.batch_size, self.implementation)
 
     def get(self, name: str, default: Any = None) -> Any:
