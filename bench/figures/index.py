@@ -14,7 +14,8 @@ from shared.files import written_aside
 FIGURES = {"headline": ("runs", "headline"), "shift-reduce": ("parsing", "shift_reduce"),
            "thin-stack": ("parsing", "thin_stack_figure"), "graph-size": ("graphs", "graph_size"),
            "host-reads": ("runs", "host_reads"), "padding": ("runs", "padding"),
-           "compile-shapes": ("runs", "compile_shapes"), "levels": ("parsing", "levels_figure")}
+           "compile-shapes": ("runs", "compile_shapes"), "levels": ("parsing", "levels_figure"),
+           "breakdown": ("runs", "breakdown")}
 INDEX = "figures.json"
 
 
