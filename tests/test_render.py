@@ -265,7 +265,7 @@ def test_a_rule_over_measured_rows_beside_a_rendered_number_is_found():
     """A sweeping word (the fastest, level with, narrows, every lead, at every batch size, never) typed in a paragraph,
     list item or table row that quotes a results folder, or that follows a results block in its section, is found;
     the same words rendered by a query, in italics (a definition), or away from measured numbers are not."""
-    quote = '[2.43x](results/cpu "ratio infer gold 1 jax")'
+    quote = f'[{query.evaluate(Results(), "cpu", "ratio infer gold 1 jax")}](results/cpu "ratio infer gold 1 jax")'
     text = (f"JAX is the fastest here, {quote}, and training narrows\nevery lead.\n\n"
             f"JAX [is level](results/cpu \"ratio train gold 128 jax standing\") at {quote}; a *level* is defined.\n\n"
             "Far from numbers JAX is always the fastest.\n\n"
