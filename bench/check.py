@@ -39,12 +39,7 @@ def cmd_check(args) -> int:
     write = args.write and not args.check
     problems, counts = run(args.paths or None, write=write, only=tuple(k for k in args.only.split(",") if k),
                            redraw=args.redraw and write)
-    return verdict(problems, counts, write)
-
-
-def verdict(problems: list[str], counts: dict, write: bool) -> int:
-    """Print the problems and what was covered; the exit code (1 where a problem is left)."""
-    for problem in problems:
+    for problem in problems:  # then what was covered; exit 1 where a problem is left
         print(problem)
     covered = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "nothing"
     print(f"{len(problems)} problem(s); covered {covered}" if problems else

@@ -28,8 +28,7 @@ def compare(first: list[Measurement], second: list[Measurement], baseline: str |
     return {"rows": rows, "inside": sum(held), "compared": len(held)}
 
 
-def format_compare(result: dict, baseline: str | None = None) -> str:
-    baseline = baseline or frameworks.BASELINE
+def format_compare(result: dict, baseline: str = frameworks.BASELINE) -> str:
     cell = lambda r: "not measured" if r is None else \
         f"{r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['rounds'] or 'not interleaved'})"  # noqa: E731
     verdict = {True: "yes", False: "**no**", None: "-"}
@@ -41,8 +40,7 @@ def format_compare(result: dict, baseline: str | None = None) -> str:
 
 
 def cmd_compare(args) -> int:
-    first, second = load([args.first]), load([args.second])
-    result = compare(first, second, args.baseline)
+    result = compare(load([args.first]), load([args.second]), args.baseline)
     if not result["compared"]:
         raise ValueError(f"the two runs have no measurement in common with a {args.baseline} baseline")
     print(format_compare(result, args.baseline))

@@ -33,21 +33,6 @@ class Check:
     note: str = ""
 
 
-def _inputs():
-    """The sample's first pairs, a small model with a head of mixed choices, and the twelve-pair batch of the checks."""
-    pairs, _ = read_snli(SAMPLE_PATH)
-    vocab = Vocabulary.from_pairs(pairs, lowercase=True)
-    config = ModelConfig(vocab_size=len(vocab), embed_dim=6, hidden_dim=5, tracker_dim=4, mlp_dim=7, mlp_layers=1,
-                         transition_head=True)
-    return pairs, vocab, config, make_pair_batch(pairs[:12], vocab)
-
-
-def _params(config: ModelConfig, dtype: str) -> dict[str, np.ndarray]:
-    params = init_params(config, seed=1, dtype=np.dtype(dtype))
-    params[HEAD_KERNEL] = (params[HEAD_KERNEL] * 8.0).astype(dtype)
-    return params
-
-
 def _refusal(capability: str, call) -> Check:
     """A capability the runner declares unsupported: it must refuse in one line, naming it."""
     try:
@@ -65,11 +50,16 @@ def _within(name: str, error: float, tolerance: float, note: str = "") -> Check:
 
 def conform(name: str, device: str = "cpu") -> list[Check]:
     """Every check of one implementation (a registered name), in the table's order."""
-    pairs, vocab, config, batch = _inputs()
+    pairs, _ = read_snli(SAMPLE_PATH)  # the sample's pairs, a small model with a head of mixed choices, 12 pairs
+    vocab = Vocabulary.from_pairs(pairs, lowercase=True)
+    config = ModelConfig(vocab_size=len(vocab), embed_dim=6, hidden_dim=5, tracker_dim=4, mlp_dim=7, mlp_layers=1,
+                         transition_head=True)
+    batch = make_pair_batch(pairs[:12], vocab)
     runner_class = frameworks.runner_class(frameworks.resolve(name)[0])
     dtype = "float64" if runner_class.supports("float64") else "float32"
     enc_tol, logit_tol, grad_tol, logprob_tol = tolerances(dtype)
-    params = _params(config, dtype)
+    params = init_params(config, seed=1, dtype=np.dtype(dtype))
+    params[HEAD_KERNEL] = (params[HEAD_KERNEL] * 8.0).astype(dtype)
     runner = frameworks.make_runner(name, params, config, dtype=dtype, device=device)
     checks = []
 

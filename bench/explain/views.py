@@ -272,12 +272,6 @@ def format_parse(result: dict) -> str:
 VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
 
 
-def implementations() -> dict[str, dict]:
-    """Framework -> the Runner options of its host-scheduled levels implementation, in the registry's order."""
-    return {fw.name: dict(impl.options) for fw in frameworks.FRAMEWORKS_BY_NAME.values()
-            for impl in fw.implementations if impl.family == frameworks.LEVELS}
-
-
 def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
     """The batch's schedule (shared.levels, every level exactly as wide as its nodes)."""
     sched = schedule(transitions, num_tokens, tracker)
@@ -295,12 +289,11 @@ def explain_levels(args: argparse.Namespace) -> dict:
     result["schedules"] = {key: schedule_figures(transitions, batches.main.num_tokens, key == "tracker")
                            for key in configs}
     variants = {key: (c, init_params(c, seed=args.seed)) for key, c in configs.items()}
-    found = implementations()
+    found = {fw.name: dict(impl.options) for fw in frameworks.FRAMEWORKS_BY_NAME.values()  # its levels Runner's
+             for impl in fw.implementations if impl.family == frameworks.LEVELS}  # options, in the registry's order
     for name in chosen(args, "--levels", found, "the frameworks with host-scheduled levels"):
-        if not frameworks.installed(name):
-            result[name] = {"framework_version": "not installed", "installed": False}
-            continue
-        result[name] = explainer(name, "levels view").explain_levels(batches.main, variants, found[name])
+        result[name] = explainer(name, "levels view").explain_levels(batches.main, variants, found[name]) \
+            if frameworks.installed(name) else {"framework_version": "not installed", "installed": False}
     return result
 
 
@@ -308,11 +301,8 @@ def format_levels(result: dict) -> str:
     lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
-    for key, label in VARIANTS.items():
-        if key not in result["schedules"]:
-            continue
-        s = result["schedules"][key]
-        level_is = "a transition step" if key == "tracker" else "a tree height"
+    for key, label in ((k, label) for k, label in VARIANTS.items() if k in result["schedules"]):
+        s, level_is = result["schedules"][key], "a transition step" if key == "tracker" else "a tree height"
         lines += ["", f"schedule {label}: {s['levels']} levels for T={s['steps']} steps (a level is {level_is}), "
                       f"{sum(s['nodes'])} Reduce nodes"]
         for name in ran:
@@ -328,10 +318,8 @@ def format_levels(result: dict) -> str:
                 _cell(result[name][key][run], level) for name in ran]) for own, run in halves))
     lines += ["", "the loop body each framework runs over the levels (encode)"]
     for name in names:
-        if not result[name].get("installed", True):
-            lines.append(f"{name}: not installed")
-            continue
-        lines += explainer(name, "levels view").format_explain_levels(result[name])
+        lines += explainer(name, "levels view").format_explain_levels(result[name]) if name in ran else \
+            [f"{name}: not installed"]
     return "\n".join(lines)
 
 
