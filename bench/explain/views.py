@@ -202,11 +202,9 @@ def explain(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """``explain``; with ``--bad-input`` the debugging demonstration, with ``--levels`` the level schedule."""
-    if args.bad_input:
-        return explain_bad_input(args)
-    if args.levels:
-        return explain_levels(args)
-    return explain_parse(args) if args.parse else explain(args)
+    view = explain_bad_input if args.bad_input else explain_levels if args.levels else \
+        explain_parse if args.parse else explain
+    return view(args)
 
 
 # Text output
@@ -223,9 +221,8 @@ def format_text(result: dict) -> str:
     b, lines = result["batch"], format_header(result)
     lines.insert(2, f"  variants: the same words as {b['other_trees']} trees (same B, N, T); "
                     f"the batch padded to N={b['padded_num_tokens']}, T={b['padded_num_steps']}")
-    for name in frameworks.explained():
-        if name in result:
-            lines += explainer(name).format_explain(name, result[name])
+    lines += [line for name in frameworks.explained() if name in result
+              for line in explainer(name).format_explain(name, result[name])]
     if result.get("files"):
         lines += ["", "wrote: " + ", ".join(result["files"])]
     return "\n".join(lines)
@@ -261,22 +258,14 @@ def format_parse(result: dict) -> str:
                                    f"have {b['choice_steps_gold']} steps where both SHIFT and REDUCE are valid"],
                           ", with a transition head (fresh weights)")
     lines += ["", f"  {'':<34} {'gold':>8} {'predicted':>10}"]
-    for name in frameworks.FRAMEWORKS:
-        if name in result:
-            lines += explainer(name, "parse view").format_explain_parse(result[name])
+    lines += [line for name in frameworks.FRAMEWORKS if name in result
+              for line in explainer(name, "parse view").format_explain_parse(result[name])]
     return "\n".join(lines)
 
 
 # --levels: the host-scheduled levels of the batch, and the loop each framework runs over them
 
 VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
-
-
-def schedule_figures(transitions, num_tokens: int, tracker: bool) -> dict:
-    """The batch's schedule (shared.levels, every level exactly as wide as its nodes)."""
-    sched = schedule(transitions, num_tokens, tracker)
-    return {"levels": sched.n_levels, "steps": int(transitions.shape[1]), "nodes": [lv.used for lv in sched.levels],
-            "active": [lv.active_used for lv in sched.levels] if tracker else []}
 
 
 def explain_levels(args: argparse.Namespace) -> dict:
@@ -286,8 +275,12 @@ def explain_levels(args: argparse.Namespace) -> dict:
     configs = {"tracker": config} if config.tracker_dim else {}  # --tracker-dim 0: the view without it alone
     configs["no_tracker"] = dataclasses.replace(config, tracker_dim=0)
     transitions = sentences_transitions(batches.main)
-    result["schedules"] = {key: schedule_figures(transitions, batches.main.num_tokens, key == "tracker")
-                           for key in configs}
+    result["schedules"] = {}
+    for key in configs:  # the batch's schedule (shared.levels, every level exactly as wide as its nodes)
+        sched = schedule(transitions, batches.main.num_tokens, key == "tracker")
+        result["schedules"][key] = {"levels": sched.n_levels, "steps": int(transitions.shape[1]),
+                                    "nodes": [lv.used for lv in sched.levels],
+                                    "active": [lv.active_used for lv in sched.levels] if key == "tracker" else []}
     variants = {key: (c, init_params(c, seed=args.seed)) for key, c in configs.items()}
     found = {fw.name: dict(impl.options) for fw in frameworks.FRAMEWORKS_BY_NAME.values()  # its levels Runner's
              for impl in fw.implementations if impl.family == frameworks.LEVELS}  # options, in the registry's order
