@@ -294,10 +294,10 @@ def format_levels(result: dict) -> str:
     lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
-    for key, label in ((k, label) for k, label in VARIANTS.items() if k in result["schedules"]):
+    for key in [key for key in VARIANTS if key in result["schedules"]]:
         s, level_is = result["schedules"][key], "a transition step" if key == "tracker" else "a tree height"
-        lines += ["", f"schedule {label}: {s['levels']} levels for T={s['steps']} steps (a level is {level_is}), "
-                      f"{sum(s['nodes'])} Reduce nodes"]
+        lines += ["", f"schedule {VARIANTS[key]}: {s['levels']} levels for T={s['steps']} steps "
+                      f"(a level is {level_is}), {sum(s['nodes'])} Reduce nodes"]
         for name in ran:
             r = result[name][key]
             lines.append(f"  {name} runs {r['levels_run']} levels, {sum(r['reduce_widths'])} Reduce rows, "
