@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from functools import lru_cache
+from itertools import groupby
 from pathlib import Path
 from typing import Iterable
 
@@ -59,17 +60,9 @@ def _is_text(node) -> bool:
 
 def _canonical(node) -> str:
     if isinstance(node, ast.JoinedStr):  # an f-string: adjacent text merged, as 3.12 splits it differently
-        parts, text = [], ""
-        for value in node.values:
-            if _is_text(value):
-                text += value.value
-                continue
-            if text:
-                parts.append(repr(text))
-            text = ""
-            parts.append(_canonical(value))
-        if text:
-            parts.append(repr(text))
+        parts = []
+        for text, values in groupby(node.values, _is_text):
+            parts += [repr("".join(v.value for v in values))] if text else [_canonical(v) for v in values]
         return "(JoinedStr [" + ",".join(parts) + "])"
     if isinstance(node, ast.AST):
         fields = [f"{name}={_canonical(value)}" for name, value in ast.iter_fields(node)

@@ -276,9 +276,8 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
                    alpha=0.5 if k else None)
         ax.axhline(ENCODING_TOL_F32, color="black", ls="--", lw=1)
         ax.axhline(LOGITS_TOL_F32, color=style.BASELINE_GREY, ls=":", lw=1)
-        ax.set_yscale("log")
         ax.set_xticks(list(x), impls)
-        ax.set(ylabel="max abs error vs float64 reference",
+        ax.set(yscale="log", ylabel="max abs error vs float64 reference",
                title="numerical agreement (dashed: encodings' tolerance, dotted: logits')")
         ax.legend()
         written.append(style.save(fig, out_dir / "agreement.png", tight=True))
@@ -297,13 +296,11 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
     lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), ""]
     for baseline in over:
         lines += [format_ratios(records, baseline), ""]
-    time_goes = format_breakdown(records)
-    lines += ["## Where the time goes", "", time_goes, ""] if time_goes else []
+    lines += ["## Where the time goes", "", time_goes, ""] if (time_goes := format_breakdown(records)) else []
     lines += [format_host_syncs(records), ""]
     if table2_measured(records):
         lines += ["## Beside the paper's Table 2", "", TABLE2_INTRO, "", format_table2(records), ""]
-    load = format_load(records)
-    if load:  # runs from before the load was recorded render as they did
+    if load := format_load(records):  # runs from before the load was recorded render as they did
         lines += ["## Load", "", load, ""]
     lines += ["## Algorithm and framework", "", format_matrix(records), "",
               "## Targets", "", format_targets(records), ""]
