@@ -269,9 +269,8 @@ def _run(e: Entry, root: Path, runner, resumed: bool = False) -> None:
     wall = time.perf_counter() - t0
     stamp = {"name": e.name, "commands": list(e.commands), "started": started,
              "finished": provenance.timestamp(), "wall_s": wall, "wall": duration(wall),
-             "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
-    if resumed:  # the wall time is the resumed part's; each record says when and at which commit it was made
-        stamp["resumed"] = True
+             "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus(),
+             **({"resumed": True} if resumed else {})}  # the wall time is then the resumed part's
     write_json(e.folder(root) / STAMP, stamp)
     _readme(e, stamp, root)
 

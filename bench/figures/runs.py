@@ -223,8 +223,8 @@ def padding(results: Results, plt):
                  f"{BASELINE} skips it (median, bars = interquartile range)", fontsize=9)
     fig.tight_layout()
     return fig, {"title": "Speed over PyTorch against the padding share", "sources": _sources(
-        (p["run"] for p in points), ["implementation", "mode", "transitions", "batch_size", "round_pairs_per_s", "padding_waste",
-               "data"]), "data": points}
+        (p["run"] for p in points), ["implementation", "mode", "transitions", "batch_size", "round_pairs_per_s",
+                                     "padding_waste", "data"]), "data": points}
 
 
 def compile_shapes(results: Results, plt):
