@@ -187,8 +187,7 @@ def cmd_curves(args) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# Training curves", "", f"Rendered by `python -m bench curves {' '.join(map(str, args.runs))}`.", "",
              format_runs(runs), ""]
-    agreement = loss_agreement(runs)
-    if agreement:
+    if agreement := loss_agreement(runs):
         lines += ["Training-loss curves, pair by pair (at the steps both logged):", "",
                   table(["run", "against", "steps compared", "max relative difference"],
                         [[a["run"], a["against"], a["points"], f"{a['max_rel_diff']:.2e}"] for a in agreement]), ""]

@@ -204,10 +204,8 @@ def variants_measured(records: list[Measurement]) -> bool:
 
 def format_matrix(records: list[Measurement]) -> str:
     """Algorithm x framework, one matrix per mode measured: pairs/s at batch 1 and 128, compile seconds."""
-    blocks = [_one_matrix(rs, title) for title, rs in _variant_matrices(records)]
-    if not blocks:
-        return "Matrix: no variant was measured (run with --implementations naming the variants)."
-    return "\n\n".join(blocks)
+    return "\n\n".join(_one_matrix(rs, title) for title, rs in _variant_matrices(records)) or (
+        "Matrix: no variant was measured (run with --implementations naming the variants).")
 
 
 def _one_matrix(records: list[Measurement], title: str) -> str:

@@ -124,12 +124,6 @@ def folder_records(folder: Path) -> dict[Path, list[dict]]:
     return found
 
 
-def _unended_parts(path: Path) -> int:
-    """The parts of a training run ("run", then each "resume") that wrote no "end" record (killed)."""
-    kinds = [record.get("kind") for record in read_records(path)]
-    return max(0, kinds.count("run") + kinds.count("resume") - kinds.count("end"))
-
-
 def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> list[str]:
     """Why a folder of the manifest cannot be quoted as a measurement of today's code ([] when it can)."""
     folder = e.folder(root)
@@ -148,9 +142,11 @@ def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> l
         rel = path.relative_to(folder)
         why = Counter(filter(None, (provenance.stale_reason(record, root, digests) for record in records)))
         reasons += [f"{rel}: {count} of {len(records)} records: {reason}" for reason, count in why.items()]
-        if path.name == "metrics.jsonl" and _unended_parts(path):
-            reasons.append(f"{rel}: {_unended_parts(path)} part(s) of the run wrote no \"end\" record (killed "
-                           "before saying what it ran)")
+        # A training run's parts ("run", then each "resume") that wrote no "end" record: killed.
+        kinds = [record.get("kind") for record in read_records(path)] if path.name == "metrics.jsonl" else []
+        if (unended := kinds.count("run") + kinds.count("resume") - kinds.count("end")) > 0:
+            reasons.append(f"{rel}: {unended} part(s) of the run wrote no \"end\" record (killed before saying what "
+                           "it ran)")
     return reasons
 
 
