@@ -100,14 +100,11 @@ def format_table2(records: list[Measurement]) -> str:
         if r.mode != "train" or r.transitions != "gold" or r.key()[:-1] not in base:
             continue
         paper = PAPER_TABLE2.get(r.device) if r.batch_size == PAPER_TABLE2["batch_size"] else None
-        row = rows.get((r.device, r.batch_size, r.implementation))
-        if r.implementation == TABLE2_BASELINE:
-            ratio, iqr, theirs = "1", "", f"{paper[0]:g} sentences/s" if paper else ""
-        else:
-            ratio = f"{row['median']:.2f}x" if row else ""
-            iqr = f"{row['q1']:.2f}-{row['q3']:.2f}" if row else ""
-            by_agenda = paper and r.implementation == TABLE2_PAPERS_BATCHED
-            theirs = f"{paper[1] / paper[0]:.1f}x ({paper[1]:g} sentences/s)" if by_agenda else ""
+        row = rows.get((r.device, r.batch_size, r.implementation))  # None for the baseline: no ratio over itself
+        ratio = "1" if r.implementation == TABLE2_BASELINE else f"{row['median']:.2f}x" if row else ""
+        iqr = f"{row['q1']:.2f}-{row['q3']:.2f}" if row else ""
+        theirs = {TABLE2_BASELINE: f"{paper[0]:g} sentences/s", TABLE2_PAPERS_BATCHED: f"{paper[1] / paper[0]:.1f}x "
+                  f"({paper[1]:g} sentences/s)"}.get(r.implementation, "") if paper else ""
         lines.append([r.device, r.batch_size, r.implementation, f"{2 * r.pairs_per_s:,.1f}", ratio, iqr, theirs])
     return table(["device", "batch", "implementation", "sentences/s", "over dynet-unbatched", "IQR", "the paper's"],
                  lines)
