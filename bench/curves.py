@@ -194,8 +194,7 @@ def cmd_curves(args) -> int:
     if any(map(has_reinforce, runs)):
         lines += ["Parses learned by reward (`--transitions reinforce`):", "", format_reinforce(runs), ""]
     if not args.no_plots:
-        path = plot_curves(runs, out_dir)
-        lines.append(f"![curves]({path.name})")
+        lines.append(f"![curves]({plot_curves(runs, out_dir).name})")
         if any(map(has_reinforce, runs)):
             lines.append(f"![reinforce]({plot_reinforce(runs, out_dir).name})")
     markdown = "\n".join(lines) + "\n"

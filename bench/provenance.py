@@ -179,8 +179,7 @@ def provenance(files: Iterable[str] | None = None, root: Path = ROOT) -> dict:
 def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -> str | None:
     """Why a record cannot be quoted as a measurement of today's code, or None when it can. ``digests``
     (optional) keeps what was computed between calls: many records share a list."""
-    missing = [k for k in KEYS if k not in record]
-    if missing:
+    if missing := [k for k in KEYS if k not in record]:
         return f"no {', '.join(missing)} (recorded before provenance was)"
     files, commit = record["measured"], str(record["git_commit"])
     if not isinstance(files, list):
@@ -193,8 +192,7 @@ def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -
         digests[key] = digest(files, root)
     if digests[key] == record["measured_digest"]:
         return None
-    gone = [rel for rel in files if not (root / rel).is_file()]
-    if gone:
+    if gone := [rel for rel in files if not (root / rel).is_file()]:
         return f"measured files gone since commit {commit[:12]}: {', '.join(gone)}"
     try:
         then = digests_at(files, commit, root)
