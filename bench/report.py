@@ -237,8 +237,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             if (r.mode, r.device, r.transitions) == (mode, device, "gold")]) for mode in modes]
             for device in sorted({r.device for r in records})], "sentence pairs / s", ratios=False)
         written = [style.save(fig, out_dir / "throughput.png", tight=True)]
-        ratios = [row for row in round_ratios(records) if row["rounds"]]
-        if ratios:
+        if ratios := [row for row in round_ratios(records) if row["rounds"]]:
             fig = draw_by_batch(plt, [[(f"{mode}, {parses} parses, {device}", mine) for mode in modes if (mine := [
                 row for row in ratios if (row["device"], row["mode"], row["transitions"]) == (device, mode, parses)])]
                 for device, parses in sorted({(row["device"], row["transitions"]) for row in ratios})],
@@ -246,12 +245,10 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             fig.suptitle(f"Speed over {frameworks.BASELINE}: median of per-round ratios, band = interquartile range",
                          fontsize=10)
             written.append(style.save(fig, out_dir / "ratios.png", tight=True))
-        rows = breakdown_rows(records)
-        if rows:
+        if rows := breakdown_rows(records):
             written.append(style.save(draw_breakdown(rows, plt), out_dir / "breakdown.png"))
 
-        compiled = [r for r in records if r.compile_s > 0 or r.first_call_s > 0]
-        if compiled:
+        if compiled := [r for r in records if r.compile_s > 0 or r.first_call_s > 0]:
             fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(compiled)), 4))
             labels = [f"{r.implementation}\n{r.mode} B={r.batch_size}" for r in compiled]
             ax.bar(range(len(compiled)), [r.first_call_s for r in compiled], label="first calls (all shapes)",
