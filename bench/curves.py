@@ -45,8 +45,7 @@ def loss_agreement(runs: list[dict]) -> list[dict]:
     for i, base_run in enumerate(runs):
         base = {r["step"]: r["loss"] for r in base_run["train"]}
         for run in runs[i + 1:]:
-            common = [(r["loss"], base[r["step"]]) for r in run["train"] if r["step"] in base]
-            if common:
+            if common := [(r["loss"], base[r["step"]]) for r in run["train"] if r["step"] in base]:
                 rel = max(abs(a - b) / max(abs(b), 1e-30) for a, b in common)
                 rows.append({"run": run["label"], "against": base_run["label"], "points": len(common),
                              "max_rel_diff": rel})
@@ -79,8 +78,7 @@ def plot_curves(runs: list[dict], out_dir: Path) -> Path:
                 ax_loss.plot([r["step"] for r in run["train"]], [r["loss"] for r in run["train"]], label=run["label"],
                              lw=1.2, **look)
             for split, fill in (("dev", None), ("train", "white")):
-                rows = [r for r in run["eval"] if r["split"] == split]
-                if rows:
+                if rows := [r for r in run["eval"] if r["split"] == split]:
                     ax_acc.plot([r["step"] for r in rows], [100 * r["accuracy"] for r in rows], marker="o", ms=3,
                                 mfc=fill, label=f"{run['label']} {split}", **look)
         ax_loss.set(xlabel="step", ylabel="training loss (mean cross-entropy)", yscale="log", title="loss")
@@ -126,8 +124,7 @@ def plot_reinforce(runs: list[dict], out_dir: Path) -> Path:
                           label=f"{run['label']} bracket F1 (sampled)")
             ax_parse.plot(steps, [r["choice_reduce_share"] for r in rows], "--", color=color, lw=1.0,
                           label="reduce share at choices")
-            dev = [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]
-            if dev:
+            if dev := [r for r in run["eval"] if r["split"] == "dev" and "parse_bracket_f1" in r]:
                 ax_parse.plot([r["step"] for r in dev], [r["parse_bracket_f1"] for r in dev], "o", color=color, ms=4,
                               label="dev bracket F1 (predicted)")
         for ax, title, ylabel in ((ax_reward, "reward r = -CE (solid) and baseline b (dotted)", "nats"),
@@ -187,16 +184,14 @@ def cmd_curves(args) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# Training curves", "", f"Rendered by `python -m bench curves {' '.join(map(str, args.runs))}`.", "",
              format_runs(runs), ""]
-    agreement = loss_agreement(runs)
-    if agreement:
+    if agreement := loss_agreement(runs):
         lines += ["Training-loss curves, pair by pair (at the steps both logged):", "",
                   table(["run", "against", "steps compared", "max relative difference"],
                         [[a["run"], a["against"], a["points"], f"{a['max_rel_diff']:.2e}"] for a in agreement]), ""]
     if any(map(has_reinforce, runs)):
         lines += ["Parses learned by reward (`--transitions reinforce`):", "", format_reinforce(runs), ""]
     if not args.no_plots:
-        path = plot_curves(runs, out_dir)
-        lines.append(f"![curves]({path.name})")
+        lines.append(f"![curves]({plot_curves(runs, out_dir).name})")
         if any(map(has_reinforce, runs)):
             lines.append(f"![reinforce]({plot_reinforce(runs, out_dir).name})")
     markdown = "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from functools import lru_cache
+from itertools import groupby
 from pathlib import Path
 from typing import Iterable
 
@@ -59,17 +60,9 @@ def _is_text(node) -> bool:
 
 def _canonical(node) -> str:
     if isinstance(node, ast.JoinedStr):  # an f-string: adjacent text merged, as 3.12 splits it differently
-        parts, text = [], ""
-        for value in node.values:
-            if _is_text(value):
-                text += value.value
-                continue
-            if text:
-                parts.append(repr(text))
-            text = ""
-            parts.append(_canonical(value))
-        if text:
-            parts.append(repr(text))
+        parts = []
+        for text, values in groupby(node.values, _is_text):
+            parts += [repr("".join(v.value for v in values))] if text else [_canonical(v) for v in values]
         return "(JoinedStr [" + ",".join(parts) + "])"
     if isinstance(node, ast.AST):
         fields = [f"{name}={_canonical(value)}" for name, value in ast.iter_fields(node)
@@ -186,8 +179,7 @@ def provenance(files: Iterable[str] | None = None, root: Path = ROOT) -> dict:
 def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -> str | None:
     """Why a record cannot be quoted as a measurement of today's code, or None when it can. ``digests``
     (optional) keeps what was computed between calls: many records share a list."""
-    missing = [k for k in KEYS if k not in record]
-    if missing:
+    if missing := [k for k in KEYS if k not in record]:
         return f"no {', '.join(missing)} (recorded before provenance was)"
     files, commit = record["measured"], str(record["git_commit"])
     if not isinstance(files, list):
@@ -200,8 +192,7 @@ def stale_reason(record: dict, root: Path = ROOT, digests: dict | None = None) -
         digests[key] = digest(files, root)
     if digests[key] == record["measured_digest"]:
         return None
-    gone = [rel for rel in files if not (root / rel).is_file()]
-    if gone:
+    if gone := [rel for rel in files if not (root / rel).is_file()]:
         return f"measured files gone since commit {commit[:12]}: {', '.join(gone)}"
     try:
         then = digests_at(files, commit, root)

@@ -100,14 +100,11 @@ def format_table2(records: list[Measurement]) -> str:
         if r.mode != "train" or r.transitions != "gold" or r.key()[:-1] not in base:
             continue
         paper = PAPER_TABLE2.get(r.device) if r.batch_size == PAPER_TABLE2["batch_size"] else None
-        row = rows.get((r.device, r.batch_size, r.implementation))
-        if r.implementation == TABLE2_BASELINE:
-            ratio, iqr, theirs = "1", "", f"{paper[0]:g} sentences/s" if paper else ""
-        else:
-            ratio = f"{row['median']:.2f}x" if row else ""
-            iqr = f"{row['q1']:.2f}-{row['q3']:.2f}" if row else ""
-            by_agenda = paper and r.implementation == TABLE2_PAPERS_BATCHED
-            theirs = f"{paper[1] / paper[0]:.1f}x ({paper[1]:g} sentences/s)" if by_agenda else ""
+        row = rows.get((r.device, r.batch_size, r.implementation))  # None for the baseline: no ratio over itself
+        ratio = "1" if r.implementation == TABLE2_BASELINE else f"{row['median']:.2f}x" if row else ""
+        iqr = f"{row['q1']:.2f}-{row['q3']:.2f}" if row else ""
+        theirs = {TABLE2_BASELINE: f"{paper[0]:g} sentences/s", TABLE2_PAPERS_BATCHED: f"{paper[1] / paper[0]:.1f}x "
+                  f"({paper[1]:g} sentences/s)"}.get(r.implementation, "") if paper else ""
         lines.append([r.device, r.batch_size, r.implementation, f"{2 * r.pairs_per_s:,.1f}", ratio, iqr, theirs])
     return table(["device", "batch", "implementation", "sentences/s", "over dynet-unbatched", "IQR", "the paper's"],
                  lines)
@@ -204,10 +201,8 @@ def variants_measured(records: list[Measurement]) -> bool:
 
 def format_matrix(records: list[Measurement]) -> str:
     """Algorithm x framework, one matrix per mode measured: pairs/s at batch 1 and 128, compile seconds."""
-    blocks = [_one_matrix(rs, title) for title, rs in _variant_matrices(records)]
-    if not blocks:
-        return "Matrix: no variant was measured (run with --implementations naming the variants)."
-    return "\n\n".join(blocks)
+    return "\n\n".join(_one_matrix(rs, title) for title, rs in _variant_matrices(records)) or (
+        "Matrix: no variant was measured (run with --implementations naming the variants).")
 
 
 def _one_matrix(records: list[Measurement], title: str) -> str:
@@ -242,8 +237,7 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             if (r.mode, r.device, r.transitions) == (mode, device, "gold")]) for mode in modes]
             for device in sorted({r.device for r in records})], "sentence pairs / s", ratios=False)
         written = [style.save(fig, out_dir / "throughput.png", tight=True)]
-        ratios = [row for row in round_ratios(records) if row["rounds"]]
-        if ratios:
+        if ratios := [row for row in round_ratios(records) if row["rounds"]]:
             fig = draw_by_batch(plt, [[(f"{mode}, {parses} parses, {device}", mine) for mode in modes if (mine := [
                 row for row in ratios if (row["device"], row["mode"], row["transitions"]) == (device, mode, parses)])]
                 for device, parses in sorted({(row["device"], row["transitions"]) for row in ratios})],
@@ -251,12 +245,10 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
             fig.suptitle(f"Speed over {frameworks.BASELINE}: median of per-round ratios, band = interquartile range",
                          fontsize=10)
             written.append(style.save(fig, out_dir / "ratios.png", tight=True))
-        rows = breakdown_rows(records)
-        if rows:
+        if rows := breakdown_rows(records):
             written.append(style.save(draw_breakdown(rows, plt), out_dir / "breakdown.png"))
 
-        compiled = [r for r in records if r.compile_s > 0 or r.first_call_s > 0]
-        if compiled:
+        if compiled := [r for r in records if r.compile_s > 0 or r.first_call_s > 0]:
             fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(compiled)), 4))
             labels = [f"{r.implementation}\n{r.mode} B={r.batch_size}" for r in compiled]
             ax.bar(range(len(compiled)), [r.first_call_s for r in compiled], label="first calls (all shapes)",
@@ -276,9 +268,8 @@ def plot(records: list[Measurement], out_dir: Path) -> list[Path]:
                    alpha=0.5 if k else None)
         ax.axhline(ENCODING_TOL_F32, color="black", ls="--", lw=1)
         ax.axhline(LOGITS_TOL_F32, color=style.BASELINE_GREY, ls=":", lw=1)
-        ax.set_yscale("log")
         ax.set_xticks(list(x), impls)
-        ax.set(ylabel="max abs error vs float64 reference",
+        ax.set(yscale="log", ylabel="max abs error vs float64 reference",
                title="numerical agreement (dashed: encodings' tolerance, dotted: logits')")
         ax.legend()
         written.append(style.save(fig, out_dir / "agreement.png", tight=True))
@@ -297,13 +288,11 @@ def render_markdown(records: list[Measurement], sources, over: tuple[str, ...] =
     lines += ["", "## Results", "", format_table(records), "", "## Ratios", "", format_ratios(records), ""]
     for baseline in over:
         lines += [format_ratios(records, baseline), ""]
-    time_goes = format_breakdown(records)
-    lines += ["## Where the time goes", "", time_goes, ""] if time_goes else []
+    lines += ["## Where the time goes", "", time_goes, ""] if (time_goes := format_breakdown(records)) else []
     lines += [format_host_syncs(records), ""]
     if table2_measured(records):
         lines += ["## Beside the paper's Table 2", "", TABLE2_INTRO, "", format_table2(records), ""]
-    load = format_load(records)
-    if load:  # runs from before the load was recorded render as they did
+    if load := format_load(records):  # runs from before the load was recorded render as they did
         lines += ["## Load", "", load, ""]
     lines += ["## Algorithm and framework", "", format_matrix(records), "",
               "## Targets", "", format_targets(records), ""]

@@ -124,12 +124,6 @@ def folder_records(folder: Path) -> dict[Path, list[dict]]:
     return found
 
 
-def _unended_parts(path: Path) -> int:
-    """The parts of a training run ("run", then each "resume") that wrote no "end" record (killed)."""
-    kinds = [record.get("kind") for record in read_records(path)]
-    return max(0, kinds.count("run") + kinds.count("resume") - kinds.count("end"))
-
-
 def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> list[str]:
     """Why a folder of the manifest cannot be quoted as a measurement of today's code ([] when it can)."""
     folder = e.folder(root)
@@ -148,9 +142,11 @@ def stale_reasons(e: Entry, root: Path = ROOT, digests: dict | None = None) -> l
         rel = path.relative_to(folder)
         why = Counter(filter(None, (provenance.stale_reason(record, root, digests) for record in records)))
         reasons += [f"{rel}: {count} of {len(records)} records: {reason}" for reason, count in why.items()]
-        if path.name == "metrics.jsonl" and _unended_parts(path):
-            reasons.append(f"{rel}: {_unended_parts(path)} part(s) of the run wrote no \"end\" record (killed "
-                           "before saying what it ran)")
+        # A training run's parts ("run", then each "resume") that wrote no "end" record: killed.
+        kinds = [record.get("kind") for record in read_records(path)] if path.name == "metrics.jsonl" else []
+        if (unended := kinds.count("run") + kinds.count("resume") - kinds.count("end")) > 0:
+            reasons.append(f"{rel}: {unended} part(s) of the run wrote no \"end\" record (killed before saying what "
+                           "it ran)")
     return reasons
 
 
@@ -269,9 +265,8 @@ def _run(e: Entry, root: Path, runner, resumed: bool = False) -> None:
     wall = time.perf_counter() - t0
     stamp = {"name": e.name, "commands": list(e.commands), "started": started,
              "finished": provenance.timestamp(), "wall_s": wall, "wall": duration(wall),
-             "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus()}
-    if resumed:  # the wall time is the resumed part's; each record says when and at which commit it was made
-        stamp["resumed"] = True
+             "git_commit": provenance.git_commit(root), **provenance.machine(), "gpus": provenance.gpus(),
+             **({"resumed": True} if resumed else {})}  # the wall time is then the resumed part's
     write_json(e.folder(root) / STAMP, stamp)
     _readme(e, stamp, root)
 

@@ -81,13 +81,12 @@ def graph_size(results: Results, plt):
         at = {}  # batches that landed on the same point share one label
         for r in mine:
             at.setdefault((r["T"], r["recorded"][name]), []).append(r)
-        for point, batches in at.items():  # left of the first recorder's points, right of the next one's
-            ax.annotate(describe(batches), point, xytext=(6 if side % 2 else -6, -3), textcoords="offset points",
-                        ha="left" if side % 2 else "right", fontsize=6.5, color=style.colour(name))
-        for r in mine:
             others = r["other_trees"].get(name) or {}
             if len(set(others.values())) > 1:  # the same words as other trees: a different graph
                 ax.vlines(r["T"], min(others.values()), max(others.values()), color=style.colour(name), lw=3, alpha=0.3)
+        for point, batches in at.items():  # left of the first recorder's points, right of the next one's
+            ax.annotate(describe(batches), point, xytext=(6 if side % 2 else -6, -3), textcoords="offset points",
+                        ha="left" if side % 2 else "right", fontsize=6.5, color=style.colour(name))
     for name in tracers:
         mine = sorted((r for r in drawn if name in r["traced"]), key=lambda r: (r["T"], r["sentences"]))
         t = main["traced"].get(name) or mine[0]["traced"][name]

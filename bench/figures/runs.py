@@ -45,7 +45,7 @@ def _ratio_axis(ax, low: float, high: float) -> None:
 
 
 def _sources(runs, keys: list[str], **more) -> list[dict]:
-    return [{"file": f"results/{run}/results.jsonl", "keys": keys, **more} for run in runs]
+    return [{"file": f"results/{run}/results.jsonl", "keys": keys, **more} for run in dict.fromkeys(runs)]
 
 
 def draw_by_batch(plt, panels: list[list[tuple[str, list[dict]]]], ylabel: str, ratios: bool = True):
@@ -222,10 +222,9 @@ def padding(results: Results, plt):
     fig.suptitle(f"Padding moves the comparison: static graphs compute PAD up to a batch's last real step, "
                  f"{BASELINE} skips it (median, bars = interquartile range)", fontsize=9)
     fig.tight_layout()
-    runs = list(dict.fromkeys(p["run"] for p in points))
     return fig, {"title": "Speed over PyTorch against the padding share", "sources": _sources(
-        runs, ["implementation", "mode", "transitions", "batch_size", "round_pairs_per_s", "padding_waste",
-               "data"]), "data": points}
+        (p["run"] for p in points), ["implementation", "mode", "transitions", "batch_size", "round_pairs_per_s",
+                                     "padding_waste", "data"]), "data": points}
 
 
 def compile_shapes(results: Results, plt):

@@ -28,7 +28,6 @@ def _cost(r: Measurement, rounds: int, cached: bool, shapes: int | None = None) 
 def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
     """(start-up, seconds between measurements) as the earlier run spent them, read from when its records were written
     (each as its measurement ended, the first after the start-up), where they tell."""
-    said = []
     groups: dict[tuple, list[Measurement]] = {}
     for r in records:
         if r.timestamp and r.run_id:
@@ -42,8 +41,7 @@ def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
             if 0 <= gap < 600:
                 gaps.append(gap)
     between = statistics.median(gaps) if gaps else BETWEEN_S
-    if not gaps:
-        said.append(f"between measurements: {BETWEEN_S:g} s each (the records do not say)")
+    said = [] if gaps else [f"between measurements: {BETWEEN_S:g} s each (the records do not say)"]
     start_up = -1.0
     if ends:
         end, first = ends[0]

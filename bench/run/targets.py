@@ -73,8 +73,7 @@ def targets(records: list[Measurement]) -> list[dict]:
             per_shape = r.compile_s / max(r.warmup_shapes or 1, 1)
             rows.append(_row(f"{r.implementation} {COLD_ROW}, batch {r.batch_size}",
                              f"<= {COLD_COMPILE_GOAL:g} s", f"{per_shape:.2f} s", per_shape <= COLD_COMPILE_GOAL))
-            cached = r.cached_compile
-            if cached:
+            if cached := r.cached_compile:
                 per_shape = cached["compile_s"] / max(cached["shapes"], 1)
                 rows.append(_row(f"{r.implementation} {CACHED_ROW}, batch {r.batch_size} "
                                  f"({cached['cache_hits']} hits)", f"<= {CACHED_COMPILE_GOAL:g} s",
