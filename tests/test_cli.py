@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from shared.batching import make_pair_batch
 from shared.params import load_params
 from shared.snli import SAMPLE_PATH, read_snli
 from shared.vocab import Vocabulary
+from tests.helpers import run
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +97,7 @@ def test_the_process_settings_are_read_without_importing_a_framework():
             "config.quiet_frameworks('float64')\n"
             "assert all(frameworks.platform(n).native_noise is not None for n in frameworks.ALL)\n"
             "print([n for n in frameworks.FRAMEWORKS if frameworks.framework(n).library in sys.modules])\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
-                          capture_output=True, text=True)
+    done = run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
@@ -120,8 +119,7 @@ def test_an_import_drops_the_notices_no_switch_silences_and_passes_the_rest_on(t
             "before = os.fstat(2).st_ino\n"
             "import noisy_library\n"
             "print(os.fstat(2).st_ino == before)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
-                          capture_output=True, text=True)
+    done = run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
     assert "kept: a warning of its own\nkept: another\n" in done.stderr
@@ -141,9 +139,8 @@ def test_encode_in_float64_switches_the_framework_before_importing_it(framework,
     common = ["--params", str(small_model), "--data", str(small_rows), "--batch-size", "16", "--dtype", "float64"]
     assert main(["encode", "--framework", "reference", *common, "--out", str(ref_out)]) == 0
     env = {k: v for k, v in os.environ.items() if k not in frameworks.platform(framework).forced_env("float64")}
-    done = subprocess.run([sys.executable, "-m", "bench", "encode", "--framework", framework, *common,
-                           "--out", str(fw_out)], cwd=Path(__file__).resolve().parents[1], env=env,
-                          capture_output=True, text=True)
+    done = run([sys.executable, "-m", "bench", "encode", "--framework", framework, *common, "--out", str(fw_out)],
+               cwd=Path(__file__).resolve().parents[1], env=env)
     assert done.returncode == 0, done.stderr
     assert f"framework {framework} (float64)" in done.stdout
     ref, got = np.load(ref_out), np.load(fw_out)
