@@ -70,7 +70,7 @@ IMPLEMENTATIONS_BY_NAME: dict[str, Implementation] = {}
 
 # The float64 NumPy oracle: a runner and a platform, but never benchmarked.
 REFERENCE = Framework("reference", "shared", "numpy", "test", (),
-                      modules={"runner": "shared.reference_runner", "platform": "shared.reference_platform"})
+                      modules={"runner": "shared.reference.runner", "platform": "shared.reference.runner"})
 
 
 def register(framework: Framework) -> Framework:

@@ -2,7 +2,7 @@
 automatic batching: a Python list is the stack, an index into the leaves is
 the buffer, and a Python loop runs the transitions.
 
-This is the shape of shared/reference_encoder.py, the float64 NumPy
+This is the shape of shared/reference/encoder.py, the float64 NumPy
 reference, written in DyNet expressions: there is no batch dimension, no
 padding and no mask anywhere. A batch is a plain loop over its sentences
 (classifier.py) that adds every sentence's nodes to ONE computation graph,

@@ -15,7 +15,7 @@ Reduce's ``reduce.left.kernel`` [H, 5H], ``reduce.right.kernel`` [H, 5H],
 ``reduce.track.kernel`` [D, 5H], ``reduce.left.bias`` [5H] (gates a, i, f1, f2, o).
 
 The lessons' backward passes differentiate one loss, the sum of every number of the encodings
-[S, H]; the reference's hand-written backward pass (shared/reference_encoder.py) gives its
+[S, H]; the reference's hand-written backward pass (shared/reference/encoder.py) gives its
 gradients in float64.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared import reference, reference_encoder
+from shared import reference
 from shared.batching import make_pair_batch
 from shared.params import ModelConfig, init_params
 from shared.snli import SAMPLE_PATH, read_snli
@@ -67,13 +67,13 @@ def lesson_inputs():
 def reference_gradients(params, config, tokens, transitions) -> dict[str, np.ndarray]:
     """The float64 reference's gradients of the lessons' loss, the sum of every number of the
     encodings [S, H], with respect to each encoder weight (ENCODER_WEIGHTS)."""
-    weights = reference_encoder.as_f64(params)
+    weights = reference.encoder.as_f64(params)
     grads = {name: np.zeros_like(value) for name, value in weights.items()}
     ones = np.ones(config.hidden_dim)  # d loss / d encoding: 1 for every number
     for sentence_tokens, sentence_transitions in zip(tokens, transitions):
-        _root, tape = reference_encoder.encode_sentence(weights, config, sentence_tokens,
+        _root, tape = reference.encoder.encode_sentence(weights, config, sentence_tokens,
                                                         sentence_transitions)
-        reference_encoder.encoder_backward(weights, config, tape, ones, grads)
+        reference.encoder.encoder_backward(weights, config, tape, ones, grads)
     return {name: grads[name] for name in ENCODER_WEIGHTS}
 
 

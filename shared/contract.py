@@ -5,7 +5,7 @@ they dispatch to an implementation, so every framework refuses the same
 arguments with the same one-line message: the loss weights, the labels, the
 parse mode, the uniforms, the baseline, the sentence lengths a decided parse
 reads, and the tokens and transitions of every batch (:func:`check_batch`).
-The float64 reference (shared/reference.py) calls them too. NumPy only.
+The float64 reference (shared/reference/) calls them too. NumPy only.
 """
 
 from __future__ import annotations

@@ -102,6 +102,20 @@ def test_the_process_settings_are_read_without_importing_a_framework():
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.skipif(not frameworks.installed("pytorch"), reason="torch is not installed")
+def test_counting_pytorch_dispatches_writes_nothing_to_stderr():
+    """The profiler a PyTorch runner counts its dispatches with writes its start and stop markers to file descriptor
+    2 unless its own switch (the platform's default environment) says otherwise: with the settings, nothing."""
+    code = ("from bench import config\n"
+            "config.quiet_frameworks('float32', ['pytorch'])\n"
+            "import torch\n"
+            "from impl_pytorch.dispatches import aten_ops\n"
+            "print(aten_ops(lambda: torch.ones(3) + 1)['ops'])\n")
+    done = run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 1 and "profiler_st" not in done.stderr, done.stderr
+
+
 @pytest.mark.skipif(not frameworks.installed("tensorflow"), reason="tensorflow is not installed")
 def test_an_import_drops_the_notices_no_switch_silences_and_passes_the_rest_on(tmp_path):
     """A library whose native code writes notices no switch silences (Platform.native_noise, TensorFlow's among them)

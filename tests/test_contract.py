@@ -5,7 +5,7 @@ read at collection time, ids their names), the float64 reference runner, and the
 of tests/toy_framework, registered for its own tests only: a new framework
 is tested by registering it. An implementation the tests would build exactly as another (ALIKE: what sets
 them apart needs a GPU or a process of its own) is not run twice; a test says why. Every comparison is with the float64 NumPy
-reference (shared/reference.py), never a framework with itself, with the
+reference (shared/reference/), never a framework with itself, with the
 tolerances of shared/compare.py. A capability an implementation lists in
 ``unsupported`` is checked to be refused, never skipped; an implementation
 without float64 (DyNet) is checked to refuse it and then runs the float64

@@ -184,7 +184,7 @@ def test_the_lessons_check_their_gradients_against_the_reference_s_hand_written_
     import numpy as np
 
     from lessons.setup import lesson_inputs, reference_gradients
-    from shared.reference_encoder import encode
+    from shared.reference.encoder import encode
 
     config, params, tokens, transitions, _ = lesson_inputs()
     tokens, transitions = tokens[:2], transitions[:2]

@@ -7,7 +7,7 @@ levels runner. The schedule alone (shared/levels.py) is tested in test_levels.py
 
 The runners' own paths are in the contract (tests/test_contract.py, pytorch-levels, jax-levels and
 tensorflow-levels: values, gradients and head logits in gold mode, with and without the tracker). What is left is
-checked here, in float64, values and gradients, against shared/reference.py (never against the framework's own
+checked here, in float64, values and gradients, against shared/reference/ (never against the framework's own
 masked model): TensorFlow's level loop with the dense container, which the runner picks on a GPU and under XLA (on a
 CPU graph it picks the TensorArray, which the contract runs).
 """

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from shared import parse_metrics, parsing, reference, reference_encoder
+from shared import parse_metrics, parsing, reference
 from shared.params import ModelConfig, init_params
 from shared.parse_metrics import ParseCounts, parse_agreement
 from shared.parsing import MODES, Parsed, batch_uniforms, check_mode, decide, pair_uniforms, sentence_lengths
@@ -133,7 +133,7 @@ def test_decide_agrees_with_the_rule_written_out():
 
 
 def test_the_reference_decides_by_decide():
-    """The reference's step (reference_encoder.choose) is decide on one step's scalars."""
+    """The reference's step (reference.encoder.choose) is decide on one step's scalars."""
     rng = np.random.default_rng(1)
     for _ in range(200):
         logits, u = rng.normal(0, 2, 2), rng.random()
@@ -143,7 +143,7 @@ def test_the_reference_decides_by_decide():
         for mode in ("predicted", "sampled"):
             is_shift, is_reduce, logprob, entropy = decide(logits[None], np.array([u]), [can_shift], [can_reduce],
                                                            mode)
-            op, choice, step_logprob, step_entropy = reference_encoder.choose(logits, can_shift, can_reduce, mode, u)
+            op, choice, step_logprob, step_entropy = reference.encoder.choose(logits, can_shift, can_reduce, mode, u)
             assert op == (REDUCE if is_reduce[0] else SHIFT) and choice == (can_shift and can_reduce)
             if mode == "sampled":
                 assert (step_logprob, step_entropy) == (logprob[0], entropy[0])

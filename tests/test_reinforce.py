@@ -13,7 +13,7 @@ from bench import frameworks
 from shared import reference
 from shared import reinforce as shared_reinforce
 from shared.batching import make_pair_batch
-from shared.reference_runner import Runner as ReferenceRunner
+from shared.reference.runner import Runner as ReferenceRunner
 from shared.transitions import REDUCE, SHIFT
 from tests.helpers import checked_dtype, head_config, head_params, make_runner, uniforms
 

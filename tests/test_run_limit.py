@@ -109,6 +109,8 @@ def test_what_each_algorithm_computes_is_never_less_than_the_useful_products(tra
     assert flops(config, products(config, longer, "loop"), "infer") == S * N * leaf + T * every_step + classifier
     assert flops(config, products(config, BATCH, "lists"), "infer") == useful + padded_tokens * leaf
     assert flops(config, products(config, BATCH, "levels-exact"), "infer") == useful + padded_tokens * leaf
+    from shared.levels import PADDINGS
+    assert [kind for kind in limit.KINDS if kind.startswith("levels-")] == [f"levels-{p}" for p in PADDINGS]
     for kind in limit.KINDS:
         assert flops(config, products(config, BATCH, kind), "train") == 3 * flops(config, products(config, BATCH, kind),
                                                                                   "infer")

@@ -80,7 +80,7 @@ def test_first_baseline_is_the_first_batch_mean_reward(tmp_path):
     from bench.train.config import epoch_plan
     from shared import parsing
     from shared.batching import make_pair_batch, pair_length
-    from shared.reference_runner import Runner
+    from shared.reference.runner import Runner
 
     cfg = TrainConfig(framework="reference", dtype="float64", steps=1, **{**COMMON, "dropout": 0.0})
     result = ReinforceTrainer(cfg, tmp_path, TRAIN_PAIRS, settings=SETTINGS, init=INIT, dev_pairs=[],

@@ -21,7 +21,6 @@ import numpy as np
 from bench import frameworks
 from bench.run.padding import loop_length
 from shared.batching import sentences_transitions
-from shared.levels import PADDINGS, level_rows
 from shared.params import ModelConfig
 from shared.platform import Platform
 from shared.transitions import PAD, REDUCE, SHIFT, reduce_heights
@@ -37,8 +36,9 @@ def batch_flops(config: ModelConfig, batch, mode: str = "infer") -> int:
     return flops(config, products(config, batch), mode)
 
 
-# The product lists (computed_kind says which is whose): a levels kind names the padding of its framework's loop.
-KINDS = ("useful", "lists", "loop", "arrays") + tuple(f"levels-{padding}" for padding in PADDINGS)
+# The product lists (computed_kind says which is whose): a levels kind names the padding of its framework's loop
+# (shared.levels.PADDINGS, imported by the levels kinds only: a record names the files its measurement ran).
+KINDS = ("useful", "lists", "loop", "arrays", "levels-exact", "levels-static")
 SAMPLE = 5  # the timed batches a measurement's products are timed on, evenly spaced among them
 
 
@@ -62,6 +62,7 @@ def products(config: ModelConfig, batch, kind: str = "useful") -> list[tuple[str
     (S, T), N, tracker = transitions.shape, np.shape(batch.premise_tokens)[1], config.tracker_dim > 0
     out = [("projection", int(np.sum(transitions == SHIFT)) if kind == "useful" else S * N)]
     if kind.startswith("levels-"):
+        from shared.levels import level_rows
         rows = level_rows(transitions, N, tracker, kind.removeprefix("levels-"))
     elif kind in ("loop", "arrays"):
         rows = [(S * tracker, S)] * (T if kind == "arrays" else loop_length(transitions))

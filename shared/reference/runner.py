@@ -1,4 +1,4 @@
-"""The float64 NumPy reference behind the runner interface (``--framework reference``).
+"""The float64 NumPy reference behind the runner interface (``--framework reference``), and its platform.
 
 Training uses the NumPy optimizers of shared/optimizers.py, so the reference
 is also the oracle for training curves (``bench train --framework reference``
@@ -15,7 +15,14 @@ from shared import optimizers, reference
 from shared import reinforce as shared_reinforce
 from shared.params import ModelConfig, cast_params, param_shapes
 from shared.parsing import Parsed
+from shared.platform import Platform as PlatformBase
 from shared.runner import Runner as RunnerBase
+
+
+class Platform(PlatformBase):
+    """A CPU, NumPy's version, nothing to configure."""
+    name = "reference"
+    library = "numpy"
 
 
 class Runner(RunnerBase):

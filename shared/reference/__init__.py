@@ -15,8 +15,10 @@ was a choice), so each loss only has to say how much gradient reaches the
 head's logits at each step: the supervised transition loss, and the
 score-function and entropy terms of REINFORCE, share one backward pass.
 
-The encoder, with its tape and its backward pass, is reference_encoder.py;
-this file adds the classifier, a pair batch, the losses and the gradients.
+The package is the reference whole: the encoder, with its tape and its
+backward pass, is encoder.py; this file adds the classifier, a pair batch,
+the losses and the gradients; runner.py puts it behind the runner interface
+(``--framework reference``).
 
 Arrays: ``params`` is the canonical name -> array dict of shared.params;
 a batch gives ``tokens <int>[B, N]`` and ``transitions <int>[B, T]``.
@@ -28,12 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .params import ModelConfig
-from .contract import check_batch, check_labels, check_transition_weight, check_uniforms, require_head
-from .parsing import REDUCE_COLUMN, SHIFT_COLUMN, Parsed, check_mode, log_sigmoid
-from .parsing import sigmoid as probability
-from .reference_encoder import Params, as_f64, encode, encode_sentence, encoder_backward
-from .transitions import REDUCE, SHIFT
+from ..contract import check_batch, check_labels, check_transition_weight, check_uniforms, require_head
+from ..params import ModelConfig
+from ..parsing import REDUCE_COLUMN, SHIFT_COLUMN, Parsed, check_mode, log_sigmoid
+from ..parsing import sigmoid as probability
+from ..transitions import REDUCE, SHIFT
+from .encoder import Params, as_f64, encode, encode_sentence, encoder_backward
 
 __all__ = ["Output", "encode", "encode_sentence", "features", "classify",
            "cross_entropies", "cross_entropy", "forward", "parse", "loss", "loss_and_grads", "reinforce_loss",

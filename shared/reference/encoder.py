@@ -1,13 +1,13 @@
 """The NumPy reference's sentence encoder: one sentence at a time, float64,
 with a tape for the hand-written backward pass (docs/spec.md §3, §7).
 
-reference.py is the oracle the tests use (classifier, losses, gradients);
-this file is its encoder. A Python list is the stack, an integer is the
+The package's __init__.py is the oracle the tests use (classifier, losses,
+gradients); this file is its encoder. A Python list is the stack, an integer is the
 buffer pointer, and every step is written out. The forward pass records
 each step on a :class:`Tape` (the tracker and Reduce inputs and gates, and
 every decision of the transition head: its logits, the action, whether it
 was a choice); :func:`encoder_backward` walks that record back, so every
-loss of reference.py only says how much gradient reaches the root encoding
+loss of the package only says how much gradient reaches the root encoding
 and the head's logits at each step.
 
 One step loop serves the three transition modes (docs/spec.md §7): in
@@ -22,10 +22,10 @@ from typing import Mapping
 
 import numpy as np
 
-from .contract import HEAD_KERNEL
-from .params import ModelConfig
-from .parsing import decide
-from .transitions import PAD, REDUCE, SHIFT
+from ..contract import HEAD_KERNEL
+from ..params import ModelConfig
+from ..parsing import decide
+from ..transitions import PAD, REDUCE, SHIFT
 
 Params = Mapping[str, np.ndarray]
 
