@@ -62,22 +62,17 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, tran
     return out
 
 
-def check_transitions_flags(transitions: str, seed: int | None, config, params_path) -> int:
-    """The seed of sampled mode (0 by default); a one-line ValueError for flags that do not fit."""
+def cmd_encode(args: argparse.Namespace) -> int:
     from shared.contract import HEAD_KERNEL
 
-    if seed is not None and transitions != "sampled":
-        raise ValueError(f"--seed seeds the uniform numbers of --transitions sampled; it means nothing with "
-                         f"--transitions {transitions}")
-    if transitions != "gold" and not config.transition_head:
-        raise ValueError(f"--transitions {transitions} needs a transition head, but {params_path} has no "
-                         f"{HEAD_KERNEL!r} (make one with: python -m bench init --transition-head)")
-    return 0 if seed is None else seed
-
-
-def cmd_encode(args: argparse.Namespace) -> int:
     dtype, loaded, vocab = load_model(args)
-    seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
+    if args.seed is not None and args.transitions != "sampled":  # flags that do not fit: a one-line ValueError
+        raise ValueError(f"--seed seeds the uniform numbers of --transitions sampled; it means nothing with "
+                         f"--transitions {args.transitions}")
+    if args.transitions != "gold" and not loaded.config.transition_head:
+        raise ValueError(f"--transitions {args.transitions} needs a transition head, but {args.params} has no "
+                         f"{HEAD_KERNEL!r} (make one with: python -m bench init --transition-head)")
+    seed = args.seed or 0  # sampled mode's seed, 0 by default
     pairs, _ = read_snli(args.data, keep_unlabeled=True)  # an empty file: EmptyDataError, exit 2
     runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:

@@ -1,6 +1,5 @@
 """What a record measured: the source files that ran, and whether they are still today's (docs/spec.md §6, "Decision:
-provenance": ``measured``, ``measured_digest``, ``git_commit``, ``measured_clean``).
-"""
+provenance": ``measured``, ``measured_digest``, ``git_commit``, ``measured_clean``)."""
 
 from __future__ import annotations
 
@@ -73,13 +72,9 @@ def _canonical(node) -> str:
     return repr(node)
 
 
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 @lru_cache(maxsize=4096)
 def _file_digest(path: str, mtime_ns: int, size: int, rel: str) -> str:
-    return _hash(normalized(Path(path).read_bytes(), rel))
+    return hashlib.sha256(normalized(Path(path).read_bytes(), rel).encode()).hexdigest()
 
 
 def file_digest(rel: str, root: Path = ROOT) -> str | None:
@@ -104,7 +99,8 @@ def digest(files: Iterable[str], root: Path = ROOT, commit: str | None = None) -
 def digests_at(files: Iterable[str], commit: str, root: Path = ROOT) -> dict[str, str | None]:
     """Each file's normalized digest as ``commit`` has it, read from git's objects (None: not in it)."""
     blobs = _blobs(root, commit, list(files))
-    return {rel: None if blob is None else _hash(normalized(blob, rel)) for rel, blob in blobs.items()}
+    return {rel: None if blob is None else hashlib.sha256(normalized(blob, rel).encode()).hexdigest()
+            for rel, blob in blobs.items()}
 
 
 def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]:
@@ -149,19 +145,15 @@ def git_commit(root: Path = ROOT) -> str:
     return (_output(["git", "rev-parse", "HEAD"], root) or "unknown").strip()
 
 
-def changed_files(root: Path = ROOT) -> set[str] | None:
-    """The paths that differ from HEAD (staged or not, both sides of a rename, untracked and not ignored), or None
-    without git."""
-    listed = [_output(["git", *args, "-z"], root) for args in (("diff", "--name-only", "--no-renames", "HEAD"),
-                                                                ("ls-files", "--others", "--exclude-standard"))]
-    return None if None in listed else set(filter(None, "".join(listed).split("\0")))
-
-
 def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
     """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout)."""
-    changed, head = changed_files(root), git_commit(root)
-    if changed is None or head == "unknown":
+    # The paths that differ from HEAD: staged or not, both sides of a rename, untracked and not ignored.
+    listed = [_output(["git", *args, "-z"], root) for args in (("diff", "--name-only", "--no-renames", "HEAD"),
+                                                                ("ls-files", "--others", "--exclude-standard"))]
+    head = git_commit(root)
+    if None in listed or head == "unknown":
         return None
+    changed = set(filter(None, "".join(listed).split("\0")))
     edited = [rel for rel in files if rel in changed]
     if not edited:
         return True
