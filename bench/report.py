@@ -1,8 +1,7 @@
 """``python -m bench report``: report.md, its plots and the tables of ``bench run``'s summary.
 
 Everything is rendered from the records and their statistics (bench/run/measurement.py), nothing parsed back out of
-log text; ``bench run`` ends by writing the same report with the same code.
-"""
+log text; ``bench run`` ends by writing the same report with the same code."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def register(sub) -> None:
 
 
 def format_table(records: list[Measurement]) -> str:
-    """One Markdown row per record, grouped by device, mode, transitions and batch size ("-" where an older run recorded
-    no such figure)."""
+    """A Markdown row per record, grouped by device, mode, transitions, batch size ("-": a figure older runs lack)."""
     return table([*KEY_COLUMNS, "pairs/s", "% of limit", "step median (ms)", "p10-p90 (ms)", "compile (s)", "traces",
                   "useful GFLOP/s", "% of device peak", "peak memory", "enc. err", "logit err", "PAD %"], [
         [*r.key(), f"{r.pairs_per_s:,.1f}",
@@ -183,10 +181,7 @@ def format_breakdown(records: list[Measurement]) -> str:
              "dense peak (GFLOP/s)", "phases (ms); graph per batch"], cells)])
 
 
-# ---------------------------------------------------------------------------
 # The algorithm x framework matrix
-# ---------------------------------------------------------------------------
-
 def _variant_matrices(records: list[Measurement]) -> list[tuple[str, list[Measurement]]]:
     """(title, records) of each mode whose CPU records include a variant."""
     chosen = [(title, [r for r in records if r.mode == mode and r.device == "cpu"])

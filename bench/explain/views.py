@@ -75,8 +75,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def chosen(args: argparse.Namespace, view: str, among=None, shows: str = "frameworks, not variants") -> tuple[str, ...]:
-    """The frameworks of ``among`` that ``--framework`` asks for; a ValueError naming the view where it names
-    another."""
+    """The frameworks of ``among`` that ``--framework`` asks for; a ValueError naming the view for any other."""
     among = frameworks.FRAMEWORKS if among is None else tuple(among)
     if args.framework == "all":
         return among
@@ -166,16 +165,13 @@ def make_batches(args: argparse.Namespace) -> Batches:
         source, trees = f"random words, {args.shape} trees of {args.length} words", args.shape
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     n = max(max(len(p.premise), len(p.hypothesis)) for p in pairs)
-    reshaped = {}
-    for shape in OTHER_SHAPES:
-        rng = np.random.default_rng(args.data_seed + 1)
-        other = [Pair(_reshape(p.premise, shape, rng), _reshape(p.hypothesis, shape, rng), p.label, p.pair_id)
-                 for p in pairs]
-        reshaped[shape] = make_pair_batch(other, vocab, num_tokens=n)
-    other_trees = "random" if args.shape in ("left", "right", "balanced") else "left"
+    reshaped = {shape: make_pair_batch([Pair(_reshape(p.premise, shape, rng), _reshape(p.hypothesis, shape, rng),
+                                             p.label, p.pair_id) for p in pairs], vocab, num_tokens=n)
+                for shape in OTHER_SHAPES for rng in [np.random.default_rng(args.data_seed + 1)]}  # a fresh rng each
     return Batches(main=make_pair_batch(pairs, vocab, num_tokens=n), reshaped=reshaped,
                    padded=make_pair_batch(pairs, vocab, num_tokens=n + EXTRA_PADDING),
-                   other_trees=other_trees, vocab_size=len(vocab), source=source, trees=trees)
+                   other_trees="random" if args.shape in ("left", "right", "balanced") else "left",
+                   vocab_size=len(vocab), source=source, trees=trees)
 
 
 def setup(args: argparse.Namespace) -> tuple[Batches, ModelConfig]:
@@ -208,8 +204,6 @@ def run(args: argparse.Namespace) -> dict:
 
 
 # Text output
-
-
 def format_text(result: dict) -> str:
     """The figures as the text that ``explain`` prints (and the guide quotes)."""
     if "bad_input" in result:
@@ -229,7 +223,6 @@ def format_text(result: dict) -> str:
 
 
 # --parse: what a parse decided at run time costs each framework (docs/spec.md §7)
-
 def explain_parse(args: argparse.Namespace) -> dict:
     """The figures of ``explain --parse``: the batch in gold and predicted mode, what deciding costs each."""
     batches, config = setup(args)
@@ -264,7 +257,6 @@ def format_parse(result: dict) -> str:
 
 
 # --levels: the host-scheduled levels of the batch, and the loop each framework runs over them
-
 VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
 
 
@@ -322,7 +314,6 @@ def _cell(values: list, level: int) -> str:
 
 
 # --bad-input: what each framework does with an invalid transition sequence or token id
-
 BAD_INPUTS = {"transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
               "token": "the first premise's first token id set to V (outside the vocabulary)"}
 

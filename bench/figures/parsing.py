@@ -1,8 +1,7 @@
 """Figures of real sentences run through the project's transition code, no framework started: one sentence's
 shift-reduce trace and its thin stack (the integer rules of impl_jax/masked.py's ``SPINN._write``, thin layout,
 replayed in Python; tests/test_figures.py holds the replay to ``_write``), and a small batch scheduled into levels
-(``shared.levels.schedule_by_height``, as tensorflow-levels runs it). Each is chosen by a rule, not by hand.
-"""
+(``shared.levels.schedule_by_height``, as tensorflow-levels runs it). Each is chosen by a rule, not by hand."""
 
 from __future__ import annotations
 

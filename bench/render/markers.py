@@ -38,8 +38,7 @@ class Outcome:
 
 
 def render(doc: Path, results: Results, text: str | None = None, *, only=MARKERS, write: bool = False) -> Outcome:
-    """Every marker of ``doc`` of the kinds ``only`` rendered, what differs named (``write``: rewritten, if not
-    current)."""
+    """Every marker of ``doc`` of the kinds ``only`` rendered; what differs named, or with ``write`` rewritten."""
     doc = Path(doc)
     out = Outcome(doc, doc.read_text() if text is None else text)
     name = display(doc, results)
@@ -216,8 +215,7 @@ def extract(root: Path, rel: str, spec: str) -> str:
 
 
 def code_lines(root: Path, rel: str, spec: str) -> int:
-    """A quote of a file's size, ``lines`` or ``lines NAME``: the lines that hold code (no blanks, comments,
-    docstrings)."""
+    """A file's size, ``lines`` or ``lines NAME``: its code lines (no blanks, comments, docstrings)."""
     words = spec.split()
     if words[:1] != ["lines"] or len(words) > 2:
         raise QuoteError(f"a quote of a source file is `lines` or `lines NAME`, not {spec!r}")

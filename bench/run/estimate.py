@@ -1,7 +1,6 @@
 """How long a planned run will take, from an earlier run's records (``bench run --estimate DIR``), so a plan can be
 checked against a lent GPU machine's 10 minutes a command before it starts. An implementation without a record counts
-as its framework's costliest at the same measurement; one whose framework has none is left out, each said so.
-"""
+as its framework's costliest at the same measurement; one whose framework has none is left out, each said so."""
 
 from __future__ import annotations
 

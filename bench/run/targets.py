@@ -1,6 +1,5 @@
 """The benchmark's goals (docs/spec.md §6, "Decision: one set of targets"), each one row graded PASS or MISS once
-against the run's own records; a MISS says where the step's time went (measurement.breakdown).
-"""
+against the run's own records; a MISS says where the step's time went (measurement.breakdown)."""
 
 from __future__ import annotations
 
