@@ -9,7 +9,10 @@ import numpy as np
 from bench import frameworks
 from bench.config import add_device_argument, add_dtype_argument, add_framework_argument, load_model
 from bench.progress import Progress
+from shared.batching import bucket_size, make_pair_batch, pair_length
+from shared.contract import HEAD_KERNEL
 from shared.files import written_aside
+from shared.parsing import uniforms_for
 from shared.snli import NO_LABEL, read_snli
 from shared.transitions import PAD
 
@@ -33,9 +36,6 @@ def register(sub) -> None:
 def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, transitions: str = "gold",
                  seed: int = 0) -> dict[str, np.ndarray]:
     """Encode pairs in file order, ``batch_size`` at a time, padded to length buckets: docs/spec.md §5's arrays."""
-    from shared.batching import bucket_size, make_pair_batch, pair_length
-    from shared.parsing import uniforms_for
-
     parts: dict[str, list] = {}
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
@@ -63,8 +63,6 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, tran
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    from shared.contract import HEAD_KERNEL
-
     dtype, loaded, vocab = load_model(args)
     if args.seed is not None and args.transitions != "sampled":  # flags that do not fit: a one-line ValueError
         raise ValueError(f"--seed seeds the uniform numbers of --transitions sampled; it means nothing with "

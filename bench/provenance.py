@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import platform as host
 import subprocess
 import sys
 import time
@@ -201,8 +202,6 @@ def timestamp() -> str:
 
 def machine() -> dict:
     """The machine a record was made on (Python and NumPy versions, OS, CPU, cores, load average)."""
-    import platform as host
-
     import numpy as np
 
     from shared.platform import cpu_name

@@ -286,6 +286,7 @@ def format_levels(result: dict) -> str:
     lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
+    cell = lambda values, level: str(values[level]) if level < len(values) else "-"  # noqa: E731  ("-": past them)
     for key in [key for key in VARIANTS if key in result["schedules"]]:
         s, level_is = result["schedules"][key], "a transition step" if key == "tracker" else "a tree height"
         lines += ["", f"schedule {VARIANTS[key]}: {s['levels']} levels for T={s['steps']} steps "
@@ -299,18 +300,13 @@ def format_levels(result: dict) -> str:
         lines += ["  Reduce width per level" + ("  |  tracker rows per level" if key == "tracker" else ""),
                   f"  {'level':>5} " + "  |".join(" ".join(f"{c:>10}" for c in [own] + ran) for own, _ in halves)]
         for level in range(max([s["levels"]] + [result[name][key]["levels_run"] for name in ran])):
-            lines.append(f"  {level:>5} " + "  |".join(" ".join(f"{c:>10}" for c in [_cell(s[own], level)] + [
-                _cell(result[name][key][run], level) for name in ran]) for own, run in halves))
+            lines.append(f"  {level:>5} " + "  |".join(" ".join(f"{c:>10}" for c in [cell(s[own], level)] + [
+                cell(result[name][key][run], level) for name in ran]) for own, run in halves))
     lines += ["", "the loop body each framework runs over the levels (encode)"]
     for name in names:
         lines += explainer(name, "levels view").format_explain_levels(result[name]) if name in ran else \
             [f"{name}: not installed"]
     return "\n".join(lines)
-
-
-def _cell(values: list, level: int) -> str:
-    """A level's figure, or "-" past the levels a schedule or a runner has."""
-    return str(values[level]) if level < len(values) else "-"
 
 
 # --bad-input: what each framework does with an invalid transition sequence or token id
