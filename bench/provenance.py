@@ -98,14 +98,9 @@ def digest(files: Iterable[str], root: Path = ROOT, commit: str | None = None) -
 
 
 def digests_at(files: Iterable[str], commit: str, root: Path = ROOT) -> dict[str, str | None]:
-    """Each file's normalized digest as ``commit`` has it, read from git's objects (None: not in it)."""
-    blobs = _blobs(root, commit, list(files))
-    return {rel: None if blob is None else hashlib.sha256(normalized(blob, rel).encode()).hexdigest()
-            for rel, blob in blobs.items()}
-
-
-def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]:
-    """The contents of ``files`` at ``commit`` (None for a file it does not have), in one call of git."""
+    """Each file's normalized digest as ``commit`` has it, read from git's objects in one call of git (None: a file
+    it does not have)."""
+    files = list(files)
     try:
         done = subprocess.run(["git", "cat-file", "--batch"], input="".join(f"{commit}:{f}\n" for f in files).encode(),
                               capture_output=True, cwd=root, timeout=60)
@@ -113,14 +108,14 @@ def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]
         raise ValueError("git cannot read its objects here") from None
     if done.returncode != 0:
         raise ValueError(f"git cannot read commit {commit!r} here")
-    out, at, blobs = done.stdout, 0, {}
+    out, at, digests = done.stdout, 0, {}
     for rel in files:
         end = out.index(b"\n", at)
         header, at = out[at:end].split(), end + 1
         size = int(header[2]) if len(header) == 3 else None  # None: "<name> missing"
-        blobs[rel] = None if size is None else out[at:at + size]
+        digests[rel] = None if size is None else hashlib.sha256(normalized(out[at:at + size], rel).encode()).hexdigest()
         at += 0 if size is None else size + 1
-    return blobs
+    return digests
 
 
 def resolve_commit(commit: str, root: Path = ROOT) -> str:
