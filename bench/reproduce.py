@@ -98,9 +98,8 @@ def load_manifest(root: Path = ROOT) -> list[Entry]:
 
 def entry(name: str, root: Path = ROOT) -> Entry:
     entries = load_manifest(root)
-    for e in entries:
-        if e.name == name.rstrip("/").removeprefix("results/"):
-            return e
+    if found := [e for e in entries if e.name == name.rstrip("/").removeprefix("results/")]:
+        return found[0]
     raise ValueError(f"{name!r} is not in {MANIFEST}; it lists: {', '.join(e.name for e in entries)}")
 
 

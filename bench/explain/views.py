@@ -231,18 +231,16 @@ def explain_parse(args: argparse.Namespace) -> dict:
     config = dataclasses.replace(config, transition_head=True)
     params = init_params(config, seed=args.seed)
     result = result_header(args, batches, config)
-    result["batch"]["choice_steps_gold"] = _choice_steps(sentences_transitions(batches.main))
+    # The steps of the gold parses (all sentences) where both SHIFT and REDUCE would be valid: words left to shift
+    # and two items on the stack before the step.
+    transitions = sentences_transitions(batches.main)
+    shift, moves = transitions == SHIFT, (transitions == SHIFT).astype(int) - (transitions == REDUCE)
+    shifted, depth = np.cumsum(shift, axis=1) - shift, np.cumsum(moves, axis=1) - moves  # before each step
+    result["batch"]["choice_steps_gold"] = int(np.count_nonzero((transitions != PAD) & (depth >= 2)
+                                                                & (shifted < shift.sum(axis=1, keepdims=True))))
     for name in chosen(args, "--parse"):
         result[name] = explainer(name, "parse view").explain_parse(batches, config, params)
     return result
-
-
-def _choice_steps(transitions: np.ndarray) -> int:
-    """Steps of the gold parses (all sentences) where both SHIFT and REDUCE would be valid: words left to shift and
-    two items on the stack before the step."""
-    shift, moves = transitions == SHIFT, (transitions == SHIFT).astype(int) - (transitions == REDUCE)
-    shifted, depth = np.cumsum(shift, axis=1) - shift, np.cumsum(moves, axis=1) - moves  # before each step
-    return int(np.count_nonzero((transitions != PAD) & (shifted < shift.sum(axis=1, keepdims=True)) & (depth >= 2)))
 
 
 def format_parse(result: dict) -> str:
@@ -314,20 +312,6 @@ BAD_INPUTS = {"transitions": "the first premise's first REDUCE moved to step 1 (
               "token": "the first premise's first token id set to V (outside the vocabulary)"}
 
 
-def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
-    """The batch with one invalid entry in its first premise (BAD_INPUTS; "transitions" keeps counts right)."""
-    arrays = {name: array.copy() for name, array in batch.to_dict().items()}
-    if kind == "transitions":
-        row = list(arrays["premise_transitions"][0])
-        if REDUCE not in row:
-            raise ValueError("the first premise has one word; pick a longer sentence for --bad-input transitions")
-        row.insert(1, row.pop(row.index(REDUCE)))
-        arrays["premise_transitions"][0] = row
-    else:  # "token" (--bad-input's choices are the two kinds)
-        arrays["premise_tokens"][0, 0] = vocab_size
-    return PairBatch(**arrays, pair_ids=batch.pair_ids)
-
-
 def _where(err: BaseException) -> str | None:
     """The innermost frame of the project's own code in the traceback of ``err`` (or its cause); None if none."""
     while err.__cause__ is not None or (err.__context__ is not None and err.__suppress_context__):
@@ -352,7 +336,17 @@ def explain_bad_input(args: argparse.Namespace) -> dict:
     """The figures of ``explain --bad-input``: what each framework's Runner does with the broken batch."""
     batches, config = setup(args)
     params = init_params(config, seed=args.seed)
-    bad = bad_batch(batches.main, args.bad_input, config.vocab_size)
+    # The batch with one invalid entry in its first premise (BAD_INPUTS; "transitions" keeps counts right).
+    arrays = {name: array.copy() for name, array in batches.main.to_dict().items()}
+    if args.bad_input == "transitions":
+        row = list(arrays["premise_transitions"][0])
+        if REDUCE not in row:
+            raise ValueError("the first premise has one word; pick a longer sentence for --bad-input transitions")
+        row.insert(1, row.pop(row.index(REDUCE)))
+        arrays["premise_transitions"][0] = row
+    else:  # "token" (--bad-input's choices are the two kinds)
+        arrays["premise_tokens"][0, 0] = config.vocab_size
+    bad = PairBatch(**arrays, pair_ids=batches.main.pair_ids)
     result = {"bad_input": {"kind": args.bad_input, "what": BAD_INPUTS[args.bad_input],
                             "first_premise": [int(op) for op in bad.premise_transitions[0]]}}
     for name in chosen(args, "--bad-input"):

@@ -248,9 +248,8 @@ def compile_shapes(results: Results, plt):
     runs = list(dict.fromkeys(p["run"] for p in points))
     fig.suptitle(f"One compilation per shape (XLA) against one trace for all shapes: {len(points)} warm-ups "
                  f"in {len(runs)} runs", fontsize=10)
-    from matplotlib.lines import Line2D  # one legend below the panels, where it covers no point
-
-    fig.legend([Line2D([], [], lw=1.2, ms=4, alpha=0.8, **style.look(impl)) for impl in impls], impls,
+    # One legend below the panels, where it covers no point.
+    fig.legend([plt.Line2D([], [], lw=1.2, ms=4, alpha=0.8, **style.look(impl)) for impl in impls], impls,
                loc="lower center", ncol=len(impls), fontsize=8, frameon=False, title_fontsize=8,
                title="a dot per warm-up; a line through the medians per shape count")
     fig.tight_layout(rect=(0, 0.13, 1, 1))

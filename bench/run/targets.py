@@ -22,8 +22,7 @@ VERDICTS = {True: "PASS", False: "MISS", None: "-"}
 
 def targets(records: list[Measurement]) -> list[dict]:
     """One row per goal: target (what), goal, measured (text), met (bool)."""
-    rows = []
-    baseline = frameworks.BASELINE
+    rows, baseline = [], frameworks.BASELINE
     gold_cpu = [r for r in records if r.device == "cpu" and r.transitions == "gold" and r.data == SAMPLE]
     if not any(r.implementation == baseline for r in gold_cpu):
         gold_cpu = []  # a run whose baseline ran elsewhere (a GPU run, DyNet on the host): the CPU goals do not apply
