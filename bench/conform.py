@@ -84,13 +84,12 @@ def conform(name: str, device: str = "cpu") -> list[Check]:
         want = reference.parse(params, config, batch, mode, uniforms=uniforms)
         differ = sum(int(np.sum(getattr(parsed, f"{side}_transitions") != getattr(want, f"{side}_transitions")))
                      for side in ("premise", "hypothesis"))
+        worst = lambda end: max(max_abs_err(getattr(parsed, side + end), getattr(want, side + end))  # noqa: E731
+                                for side in ("premise", "hypothesis"))  # of both sentences' arrays ending so
         checks.append(_within(f"{mode} parse: transitions (steps that differ)", differ, 0))
-        error = max(max_abs_err(getattr(parsed, side), getattr(want, side)) for side in ("premise", "hypothesis"))
-        checks.append(_within(f"{mode} parse: encodings", error, enc_tol))
+        checks.append(_within(f"{mode} parse: encodings", worst(""), enc_tol))
         if mode == "sampled":
-            error = max(max_abs_err(getattr(parsed, f"{side}_logprob"), getattr(want, f"{side}_logprob"))
-                        for side in ("premise", "hypothesis"))
-            checks.append(_within("sampled parse: log-probabilities", error, logprob_tol))
+            checks.append(_within("sampled parse: log-probabilities", worst("_logprob"), logprob_tol))
 
     if runner.supports("reinforce"):
         _, grads, _ = runner.reinforce_loss_and_grads(batch, u, BASELINE)
@@ -113,10 +112,8 @@ def conform(name: str, device: str = "cpu") -> list[Check]:
 
     wider = batch.num_tokens + 5  # more token slots, and steps past the last 2N - 1
     together = runner.encode(make_pair_batch(pairs[:12], vocab, num_tokens=wider, num_steps=2 * wider + 8))
-    error = 0.0
-    for k in (0, 5, 11):
-        alone = runner.encode(make_pair_batch([pairs[k]], vocab))
-        error = max(error, *(max_abs_err(a[0], t[k]) for a, t in zip(alone, together)))
+    error = max(max_abs_err(a[0], t[k]) for k in (0, 5, 11)  # pairs 0, 5 and 11 each alone
+                for a, t in zip(runner.encode(make_pair_batch([pairs[k]], vocab)), together))
     checks.append(_within("a pair alone equals it inside a batch", error, enc_tol))
     return checks
 

@@ -30,8 +30,7 @@ def load_runs(paths) -> list[dict]:
         if not file.exists():
             raise FileNotFoundError(f"no metrics at {file}")
         records = read_metrics(file)
-        head = next((r for r in records if r.get("kind") == "run"), None)
-        if head is None:
+        if (head := next((r for r in records if r.get("kind") == "run"), None)) is None:
             raise ValueError(f"{file} has no 'run' record: is it a metrics file of `bench train`?")
         runs.append({"label": f"{head['framework']} ({file.parent.name})", "path": file, "run": head,
                      "train": [r for r in records if r.get("kind") == "train"],

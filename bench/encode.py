@@ -9,7 +9,10 @@ import numpy as np
 from bench import frameworks
 from bench.config import add_device_argument, add_dtype_argument, add_framework_argument, load_model
 from bench.progress import Progress
+from shared.batching import bucket_size, make_pair_batch, pair_length
+from shared.contract import HEAD_KERNEL
 from shared.files import written_aside
+from shared.parsing import uniforms_for
 from shared.snli import NO_LABEL, read_snli
 from shared.transitions import PAD
 
@@ -33,9 +36,6 @@ def register(sub) -> None:
 def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, transitions: str = "gold",
                  seed: int = 0) -> dict[str, np.ndarray]:
     """Encode pairs in file order, ``batch_size`` at a time, padded to length buckets: docs/spec.md §5's arrays."""
-    from shared.batching import bucket_size, make_pair_batch, pair_length
-    from shared.parsing import uniforms_for
-
     parts: dict[str, list] = {}
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
@@ -62,22 +62,15 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, tran
     return out
 
 
-def check_transitions_flags(transitions: str, seed: int | None, config, params_path) -> int:
-    """The seed of sampled mode (0 by default); a one-line ValueError for flags that do not fit."""
-    from shared.contract import HEAD_KERNEL
-
-    if seed is not None and transitions != "sampled":
-        raise ValueError(f"--seed seeds the uniform numbers of --transitions sampled; it means nothing with "
-                         f"--transitions {transitions}")
-    if transitions != "gold" and not config.transition_head:
-        raise ValueError(f"--transitions {transitions} needs a transition head, but {params_path} has no "
-                         f"{HEAD_KERNEL!r} (make one with: python -m bench init --transition-head)")
-    return 0 if seed is None else seed
-
-
 def cmd_encode(args: argparse.Namespace) -> int:
     dtype, loaded, vocab = load_model(args)
-    seed = check_transitions_flags(args.transitions, args.seed, loaded.config, args.params)
+    if args.seed is not None and args.transitions != "sampled":  # flags that do not fit: a one-line ValueError
+        raise ValueError(f"--seed seeds the uniform numbers of --transitions sampled; it means nothing with "
+                         f"--transitions {args.transitions}")
+    if args.transitions != "gold" and not loaded.config.transition_head:
+        raise ValueError(f"--transitions {args.transitions} needs a transition head, but {args.params} has no "
+                         f"{HEAD_KERNEL!r} (make one with: python -m bench init --transition-head)")
+    seed = args.seed or 0  # sampled mode's seed, 0 by default
     pairs, _ = read_snli(args.data, keep_unlabeled=True)  # an empty file: EmptyDataError, exit 2
     runner = frameworks.make_runner(args.framework, loaded.params, loaded.config, dtype=dtype, device=args.device)
     with Progress(f"encode {args.framework}", len(pairs), unit="pairs") as progress:

@@ -1,12 +1,12 @@
 """What a record measured: the source files that ran, and whether they are still today's (docs/spec.md §6, "Decision:
-provenance": ``measured``, ``measured_digest``, ``git_commit``, ``measured_clean``).
-"""
+provenance": ``measured``, ``measured_digest``, ``git_commit``, ``measured_clean``)."""
 
 from __future__ import annotations
 
 import ast
 import hashlib
 import os
+import platform as host
 import subprocess
 import sys
 import time
@@ -73,13 +73,9 @@ def _canonical(node) -> str:
     return repr(node)
 
 
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 @lru_cache(maxsize=4096)
 def _file_digest(path: str, mtime_ns: int, size: int, rel: str) -> str:
-    return _hash(normalized(Path(path).read_bytes(), rel))
+    return hashlib.sha256(normalized(Path(path).read_bytes(), rel).encode()).hexdigest()
 
 
 def file_digest(rel: str, root: Path = ROOT) -> str | None:
@@ -102,13 +98,9 @@ def digest(files: Iterable[str], root: Path = ROOT, commit: str | None = None) -
 
 
 def digests_at(files: Iterable[str], commit: str, root: Path = ROOT) -> dict[str, str | None]:
-    """Each file's normalized digest as ``commit`` has it, read from git's objects (None: not in it)."""
-    blobs = _blobs(root, commit, list(files))
-    return {rel: None if blob is None else _hash(normalized(blob, rel)) for rel, blob in blobs.items()}
-
-
-def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]:
-    """The contents of ``files`` at ``commit`` (None for a file it does not have), in one call of git."""
+    """Each file's normalized digest as ``commit`` has it, read from git's objects in one call of git (None: a file
+    it does not have)."""
+    files = list(files)
     try:
         done = subprocess.run(["git", "cat-file", "--batch"], input="".join(f"{commit}:{f}\n" for f in files).encode(),
                               capture_output=True, cwd=root, timeout=60)
@@ -116,14 +108,14 @@ def _blobs(root: Path, commit: str, files: list[str]) -> dict[str, bytes | None]
         raise ValueError("git cannot read its objects here") from None
     if done.returncode != 0:
         raise ValueError(f"git cannot read commit {commit!r} here")
-    out, at, blobs = done.stdout, 0, {}
+    out, at, digests = done.stdout, 0, {}
     for rel in files:
         end = out.index(b"\n", at)
         header, at = out[at:end].split(), end + 1
         size = int(header[2]) if len(header) == 3 else None  # None: "<name> missing"
-        blobs[rel] = None if size is None else out[at:at + size]
+        digests[rel] = None if size is None else hashlib.sha256(normalized(out[at:at + size], rel).encode()).hexdigest()
         at += 0 if size is None else size + 1
-    return blobs
+    return digests
 
 
 def resolve_commit(commit: str, root: Path = ROOT) -> str:
@@ -149,19 +141,15 @@ def git_commit(root: Path = ROOT) -> str:
     return (_output(["git", "rev-parse", "HEAD"], root) or "unknown").strip()
 
 
-def changed_files(root: Path = ROOT) -> set[str] | None:
-    """The paths that differ from HEAD (staged or not, both sides of a rename, untracked and not ignored), or None
-    without git."""
-    listed = [_output(["git", *args, "-z"], root) for args in (("diff", "--name-only", "--no-renames", "HEAD"),
-                                                                ("ls-files", "--others", "--exclude-standard"))]
-    return None if None in listed else set(filter(None, "".join(listed).split("\0")))
-
-
 def measured_clean(files: Iterable[str], root: Path = ROOT) -> bool | None:
     """Whether every file of the list, normalized, is as HEAD has it (None outside a git checkout)."""
-    changed, head = changed_files(root), git_commit(root)
-    if changed is None or head == "unknown":
+    # The paths that differ from HEAD: staged or not, both sides of a rename, untracked and not ignored.
+    listed = [_output(["git", *args, "-z"], root) for args in (("diff", "--name-only", "--no-renames", "HEAD"),
+                                                                ("ls-files", "--others", "--exclude-standard"))]
+    head = git_commit(root)
+    if None in listed or head == "unknown":
         return None
+    changed = set(filter(None, "".join(listed).split("\0")))
     edited = [rel for rel in files if rel in changed]
     if not edited:
         return True
@@ -209,8 +197,6 @@ def timestamp() -> str:
 
 def machine() -> dict:
     """The machine a record was made on (Python and NumPy versions, OS, CPU, cores, load average)."""
-    import platform as host
-
     import numpy as np
 
     from shared.platform import cpu_name

@@ -1,8 +1,7 @@
 """``python -m bench report``: report.md, its plots and the tables of ``bench run``'s summary.
 
 Everything is rendered from the records and their statistics (bench/run/measurement.py), nothing parsed back out of
-log text; ``bench run`` ends by writing the same report with the same code.
-"""
+log text; ``bench run`` ends by writing the same report with the same code."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def register(sub) -> None:
 
 
 def format_table(records: list[Measurement]) -> str:
-    """One Markdown row per record, grouped by device, mode, transitions and batch size ("-" where an older run recorded
-    no such figure)."""
+    """A Markdown row per record, grouped by device, mode, transitions, batch size ("-": a figure older runs lack)."""
     return table([*KEY_COLUMNS, "pairs/s", "% of limit", "step median (ms)", "p10-p90 (ms)", "compile (s)", "traces",
                   "useful GFLOP/s", "% of device peak", "peak memory", "enc. err", "logit err", "PAD %"], [
         [*r.key(), f"{r.pairs_per_s:,.1f}",
@@ -159,16 +157,15 @@ def format_breakdown(records: list[Measurement]) -> str:
     rows = [(r, breakdown(r)) for r in sorted(records, key=Measurement.key) if breakdown(r)]
     if not rows:
         return ""
-    cells = []
-    for r, parts in rows:
-        share = {name: f"{100 * seconds / r.step_s:.0f} %" for name, seconds in parts.items()}
-        cells.append([*r.key(), f"{r.step_s * 1e3:,.2f}",
-                      share["useful"], share["waste"], "-" if r.own_computed_s is None else share["slow_blas"],
-                      share["overhead"] if parts["overhead"] >= 0 else f"**{share['overhead']}** (below its products)",
-                      f"{r.computed_flops / r.useful_flops:.2f}x", f"{r.matmul_peak_flops_per_s / 1e9:,.0f}",
-                      "; ".join(", ".join(f"{name} {value * scale:,.1f}" for name, value in found.items())
-                                for found, scale in ((r.phase_s_per_batch or {}, 1e3), (r.graph_per_batch or {}, 1))
-                                if found) or "-"])
+    cells = [[*r.key(), f"{r.step_s * 1e3:,.2f}",
+               share["useful"], share["waste"], "-" if r.own_computed_s is None else share["slow_blas"],
+               share["overhead"] if parts["overhead"] >= 0 else f"**{share['overhead']}** (below its products)",
+               f"{r.computed_flops / r.useful_flops:.2f}x", f"{r.matmul_peak_flops_per_s / 1e9:,.0f}",
+               "; ".join(", ".join(f"{name} {value * scale:,.1f}" for name, value in found.items())
+                         for found, scale in ((r.phase_s_per_batch or {}, 1e3), (r.graph_per_batch or {}, 1))
+                         if found) or "-"]
+             for r, parts in rows for share in [{name: f"{100 * seconds / r.step_s:.0f} %"
+                                                 for name, seconds in parts.items()}]]
     return "\n".join([
         "Each step per timed batch as useful (the limit: the useful products alone, back to back on the fastest "
         "routine), waste (what the implementation's algorithm computes beyond them, timed the same way), slow BLAS "
@@ -183,10 +180,7 @@ def format_breakdown(records: list[Measurement]) -> str:
              "dense peak (GFLOP/s)", "phases (ms); graph per batch"], cells)])
 
 
-# ---------------------------------------------------------------------------
 # The algorithm x framework matrix
-# ---------------------------------------------------------------------------
-
 def _variant_matrices(records: list[Measurement]) -> list[tuple[str, list[Measurement]]]:
     """(title, records) of each mode whose CPU records include a variant."""
     chosen = [(title, [r for r in records if r.mode == mode and r.device == "cpu"])
@@ -329,9 +323,8 @@ def cmd_report(args) -> int:
     out_dir = Path(args.out) if args.out else (first if first.is_dir() else first.parent)
     over = tuple(name.strip() for name in args.over.split(",") if name.strip())
     measured = {r.implementation for r in records}
-    for name in over:
-        if name not in measured:
-            raise ValueError(f"--over {name}: not measured in these results; measured: {', '.join(sorted(measured))}")
+    if unknown := [name for name in over if name not in measured]:
+        raise ValueError(f"--over {unknown[0]}: not measured in these results; measured: {', '.join(sorted(measured))}")
     markdown, written = write_report(records, args.results, out_dir, plots=not args.no_plots, over=over)
     print(markdown)
     print("wrote " + ", ".join(map(str, written)), file=sys.stderr)

@@ -75,8 +75,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def chosen(args: argparse.Namespace, view: str, among=None, shows: str = "frameworks, not variants") -> tuple[str, ...]:
-    """The frameworks of ``among`` that ``--framework`` asks for; a ValueError naming the view where it names
-    another."""
+    """The frameworks of ``among`` that ``--framework`` asks for; a ValueError naming the view for any other."""
     among = frameworks.FRAMEWORKS if among is None else tuple(among)
     if args.framework == "all":
         return among
@@ -166,16 +165,13 @@ def make_batches(args: argparse.Namespace) -> Batches:
         source, trees = f"random words, {args.shape} trees of {args.length} words", args.shape
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     n = max(max(len(p.premise), len(p.hypothesis)) for p in pairs)
-    reshaped = {}
-    for shape in OTHER_SHAPES:
-        rng = np.random.default_rng(args.data_seed + 1)
-        other = [Pair(_reshape(p.premise, shape, rng), _reshape(p.hypothesis, shape, rng), p.label, p.pair_id)
-                 for p in pairs]
-        reshaped[shape] = make_pair_batch(other, vocab, num_tokens=n)
-    other_trees = "random" if args.shape in ("left", "right", "balanced") else "left"
+    reshaped = {shape: make_pair_batch([Pair(_reshape(p.premise, shape, rng), _reshape(p.hypothesis, shape, rng),
+                                             p.label, p.pair_id) for p in pairs], vocab, num_tokens=n)
+                for shape in OTHER_SHAPES for rng in [np.random.default_rng(args.data_seed + 1)]}  # a fresh rng each
     return Batches(main=make_pair_batch(pairs, vocab, num_tokens=n), reshaped=reshaped,
                    padded=make_pair_batch(pairs, vocab, num_tokens=n + EXTRA_PADDING),
-                   other_trees=other_trees, vocab_size=len(vocab), source=source, trees=trees)
+                   other_trees="random" if args.shape in ("left", "right", "balanced") else "left",
+                   vocab_size=len(vocab), source=source, trees=trees)
 
 
 def setup(args: argparse.Namespace) -> tuple[Batches, ModelConfig]:
@@ -208,8 +204,6 @@ def run(args: argparse.Namespace) -> dict:
 
 
 # Text output
-
-
 def format_text(result: dict) -> str:
     """The figures as the text that ``explain`` prints (and the guide quotes)."""
     if "bad_input" in result:
@@ -229,7 +223,6 @@ def format_text(result: dict) -> str:
 
 
 # --parse: what a parse decided at run time costs each framework (docs/spec.md §7)
-
 def explain_parse(args: argparse.Namespace) -> dict:
     """The figures of ``explain --parse``: the batch in gold and predicted mode, what deciding costs each."""
     batches, config = setup(args)
@@ -238,18 +231,16 @@ def explain_parse(args: argparse.Namespace) -> dict:
     config = dataclasses.replace(config, transition_head=True)
     params = init_params(config, seed=args.seed)
     result = result_header(args, batches, config)
-    result["batch"]["choice_steps_gold"] = _choice_steps(sentences_transitions(batches.main))
+    # The steps of the gold parses (all sentences) where both SHIFT and REDUCE would be valid: words left to shift
+    # and two items on the stack before the step.
+    transitions = sentences_transitions(batches.main)
+    shift, moves = transitions == SHIFT, (transitions == SHIFT).astype(int) - (transitions == REDUCE)
+    shifted, depth = np.cumsum(shift, axis=1) - shift, np.cumsum(moves, axis=1) - moves  # before each step
+    result["batch"]["choice_steps_gold"] = int(np.count_nonzero((transitions != PAD) & (depth >= 2)
+                                                                & (shifted < shift.sum(axis=1, keepdims=True))))
     for name in chosen(args, "--parse"):
         result[name] = explainer(name, "parse view").explain_parse(batches, config, params)
     return result
-
-
-def _choice_steps(transitions: np.ndarray) -> int:
-    """Steps of the gold parses (all sentences) where both SHIFT and REDUCE would be valid: words left to shift and
-    two items on the stack before the step."""
-    shift, moves = transitions == SHIFT, (transitions == SHIFT).astype(int) - (transitions == REDUCE)
-    shifted, depth = np.cumsum(shift, axis=1) - shift, np.cumsum(moves, axis=1) - moves  # before each step
-    return int(np.count_nonzero((transitions != PAD) & (shifted < shift.sum(axis=1, keepdims=True)) & (depth >= 2)))
 
 
 def format_parse(result: dict) -> str:
@@ -264,7 +255,6 @@ def format_parse(result: dict) -> str:
 
 
 # --levels: the host-scheduled levels of the batch, and the loop each framework runs over them
-
 VARIANTS = {"tracker": "with the tracker", "no_tracker": "without the tracker"}
 
 
@@ -294,6 +284,7 @@ def format_levels(result: dict) -> str:
     lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
+    cell = lambda values, level: str(values[level]) if level < len(values) else "-"  # noqa: E731  ("-": past them)
     for key in [key for key in VARIANTS if key in result["schedules"]]:
         s, level_is = result["schedules"][key], "a transition step" if key == "tracker" else "a tree height"
         lines += ["", f"schedule {VARIANTS[key]}: {s['levels']} levels for T={s['steps']} steps "
@@ -307,8 +298,8 @@ def format_levels(result: dict) -> str:
         lines += ["  Reduce width per level" + ("  |  tracker rows per level" if key == "tracker" else ""),
                   f"  {'level':>5} " + "  |".join(" ".join(f"{c:>10}" for c in [own] + ran) for own, _ in halves)]
         for level in range(max([s["levels"]] + [result[name][key]["levels_run"] for name in ran])):
-            lines.append(f"  {level:>5} " + "  |".join(" ".join(f"{c:>10}" for c in [_cell(s[own], level)] + [
-                _cell(result[name][key][run], level) for name in ran]) for own, run in halves))
+            lines.append(f"  {level:>5} " + "  |".join(" ".join(f"{c:>10}" for c in [cell(s[own], level)] + [
+                cell(result[name][key][run], level) for name in ran]) for own, run in halves))
     lines += ["", "the loop body each framework runs over the levels (encode)"]
     for name in names:
         lines += explainer(name, "levels view").format_explain_levels(result[name]) if name in ran else \
@@ -316,29 +307,9 @@ def format_levels(result: dict) -> str:
     return "\n".join(lines)
 
 
-def _cell(values: list, level: int) -> str:
-    """A level's figure, or "-" past the levels a schedule or a runner has."""
-    return str(values[level]) if level < len(values) else "-"
-
-
 # --bad-input: what each framework does with an invalid transition sequence or token id
-
 BAD_INPUTS = {"transitions": "the first premise's first REDUCE moved to step 1 (a REDUCE with one item on the stack)",
               "token": "the first premise's first token id set to V (outside the vocabulary)"}
-
-
-def bad_batch(batch: PairBatch, kind: str, vocab_size: int) -> PairBatch:
-    """The batch with one invalid entry in its first premise (BAD_INPUTS; "transitions" keeps counts right)."""
-    arrays = {name: array.copy() for name, array in batch.to_dict().items()}
-    if kind == "transitions":
-        row = list(arrays["premise_transitions"][0])
-        if REDUCE not in row:
-            raise ValueError("the first premise has one word; pick a longer sentence for --bad-input transitions")
-        row.insert(1, row.pop(row.index(REDUCE)))
-        arrays["premise_transitions"][0] = row
-    else:  # "token" (--bad-input's choices are the two kinds)
-        arrays["premise_tokens"][0, 0] = vocab_size
-    return PairBatch(**arrays, pair_ids=batch.pair_ids)
 
 
 def _where(err: BaseException) -> str | None:
@@ -365,7 +336,17 @@ def explain_bad_input(args: argparse.Namespace) -> dict:
     """The figures of ``explain --bad-input``: what each framework's Runner does with the broken batch."""
     batches, config = setup(args)
     params = init_params(config, seed=args.seed)
-    bad = bad_batch(batches.main, args.bad_input, config.vocab_size)
+    # The batch with one invalid entry in its first premise (BAD_INPUTS; "transitions" keeps counts right).
+    arrays = {name: array.copy() for name, array in batches.main.to_dict().items()}
+    if args.bad_input == "transitions":
+        row = list(arrays["premise_transitions"][0])
+        if REDUCE not in row:
+            raise ValueError("the first premise has one word; pick a longer sentence for --bad-input transitions")
+        row.insert(1, row.pop(row.index(REDUCE)))
+        arrays["premise_transitions"][0] = row
+    else:  # "token" (--bad-input's choices are the two kinds)
+        arrays["premise_tokens"][0, 0] = config.vocab_size
+    bad = PairBatch(**arrays, pair_ids=batches.main.pair_ids)
     result = {"bad_input": {"kind": args.bad_input, "what": BAD_INPUTS[args.bad_input],
                             "first_premise": [int(op) for op in bad.premise_transitions[0]]}}
     for name in chosen(args, "--bad-input"):

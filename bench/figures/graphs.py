@@ -55,21 +55,16 @@ def describe(batches: list[dict]) -> str:
     return "; ".join(describe([b]) for b in batches)
 
 
-def graph_blocks(results: Results) -> tuple[list[dict], list[str]]:
-    """The blocks drawn (those of the main figure's model), in the guides' order, and the ids of the others."""
-    guides = {guide: k for k, guide in enumerate(GUIDES)}
+def graph_size(results: Results, plt):
+    """The graph behind one batch against the loop steps T and the trees: recorded every batch, or traced once."""
+    guides = {guide: k for k, guide in enumerate(GUIDES)}  # the blocks in the guides' order
     blocks = sorted(results.explained().values(), key=lambda b: (guides.get(b["guide"], len(guides)), b["id"]))
     read = [r for r in map(read_block, blocks) if r is not None]
     if not read:
         raise QuoteError("no explain block of the documents reports graph sizes")
-    main = next((r for r in read if r["id"] == MAIN_BLOCK), read[0])
-    return [r for r in read if r["model"] == main["model"]], [r["id"] for r in read if r["model"] != main["model"]]
-
-
-def graph_size(results: Results, plt):
-    """The graph behind one batch against the loop steps T and the trees: recorded every batch, or traced once."""
-    drawn, left_out = graph_blocks(results)
-    main = next((r for r in drawn if r["id"] == MAIN_BLOCK), drawn[0])
+    main = next((r for r in read if r["id"] == MAIN_BLOCK), read[0])  # drawn: the blocks of the main one's model
+    drawn = [r for r in read if r["model"] == main["model"]]
+    left_out = [r["id"] for r in read if r["model"] != main["model"]]
     fig, (ax, bars) = plt.subplots(1, 2, figsize=(12.5, 5.0), gridspec_kw={"width_ratios": [1.35, 1]})
     units = {name: unit for r in drawn for name, unit in r["units"].items()}
     recorders = style.registry_order(name for r in drawn for name in r["recorded"])

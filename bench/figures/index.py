@@ -20,8 +20,7 @@ INDEX = "figures.json"
 
 
 def figures(results: Results, write: bool, redraw: bool = False) -> list[str]:
-    """The figures, drawn afresh and checked through figures.json (never SVG bytes); ``write`` saves those that
-    differ."""
+    """The figures drawn afresh, checked through figures.json (never SVG bytes); ``write`` saves those that differ."""
     folder = results.root / FIGURES_DIR
     index = json.loads((folder / INDEX).read_text()) if (folder / INDEX).exists() else {}
     problems = []

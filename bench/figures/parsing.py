@@ -1,8 +1,7 @@
 """Figures of real sentences run through the project's transition code, no framework started: one sentence's
 shift-reduce trace and its thin stack (the integer rules of impl_jax/masked.py's ``SPINN._write``, thin layout,
 replayed in Python; tests/test_figures.py holds the replay to ``_write``), and a small batch scheduled into levels
-(``shared.levels.schedule_by_height``, as tensorflow-levels runs it). Each is chosen by a rule, not by hand.
-"""
+(``shared.levels.schedule_by_height``, as tensorflow-levels runs it). Each is chosen by a rule, not by hand."""
 
 from __future__ import annotations
 
@@ -49,22 +48,6 @@ def trace(sentence) -> list[dict]:
         steps.append({"step": t, "transition": TRANSITION_NAMES[op], "stack": list(map(compact, stack)),
                       "buffer": list(buffer)})
     return steps
-
-
-def thin_stack(transitions, N: int) -> dict:
-    """The thin stack of one sentence: rows 0..N-1 the leaves, step t writes row N + t, and its N + 1 pointer slots."""
-    pointers, sp, bp = [0] * (N + 1), 0, 0
-    rows, steps = [{"row": k, "kind": "leaf", "word": k} for k in range(N)], []
-    for t, op in enumerate(transitions):
-        is_shift, is_reduce = op == SHIFT, op == REDUCE
-        write_slot, target = sp - 2 * is_reduce, bp if is_shift else N + t
-        rows.append({"row": N + t, "kind": "reduce", "step": t, "children": [pointers[sp - 2], pointers[sp - 1]]}
-                    if is_reduce else {"row": N + t, "kind": "unused", "step": t, "op": TRANSITION_NAMES[op]})
-        pointers[write_slot] = target
-        sp, bp = sp + int(is_shift) - int(is_reduce), bp + int(is_shift)
-        steps.append({"step": t, "transition": TRANSITION_NAMES[op], "pointers": list(pointers), "sp": sp, "bp": bp,
-                      "written_slot": write_slot, "written_row": target})
-    return {"N": N, "T": len(transitions), "rows": rows, "steps": steps}
 
 
 def _sentence(row, pair_id, s) -> dict:
@@ -136,8 +119,20 @@ def shift_reduce(results, plt):
 def thin_stack_figure(results, plt):
     """The same sentence's thin stack: the array of rows, and the pointer stack after every step."""
     (row, pair_id, s), = choose(SENTENCE_WORDS)
-    thin = thin_stack(s.transitions, len(s.tokens))
-    N, T = thin["N"], thin["T"]
+    # The thin stack: rows 0..N-1 the leaves, step t writes row N + t, and its N + 1 pointer slots.
+    N, T = len(s.tokens), len(s.transitions)
+    pointers, sp, bp = [0] * (N + 1), 0, 0
+    rows, steps = [{"row": k, "kind": "leaf", "word": k} for k in range(N)], []
+    for t, op in enumerate(s.transitions):
+        is_shift, is_reduce = op == SHIFT, op == REDUCE
+        write_slot, target = sp - 2 * is_reduce, bp if is_shift else N + t
+        rows.append({"row": N + t, "kind": "reduce", "step": t, "children": [pointers[sp - 2], pointers[sp - 1]]}
+                    if is_reduce else {"row": N + t, "kind": "unused", "step": t, "op": TRANSITION_NAMES[op]})
+        pointers[write_slot] = target
+        sp, bp = sp + int(is_shift) - int(is_reduce), bp + int(is_shift)
+        steps.append({"step": t, "transition": TRANSITION_NAMES[op], "pointers": list(pointers), "sp": sp, "bp": bp,
+                      "written_slot": write_slot, "written_row": target})
+    thin = {"N": N, "T": T, "rows": rows, "steps": steps}
     phrase = {}
     for r in thin["rows"]:  # each row's phrase, built from its children's
         phrase[r["row"]] = s.tokens[r["word"]] if r["kind"] == "leaf" else \
@@ -188,8 +183,11 @@ def thin_stack_figure(results, plt):
                        {"sentence": _sentence(row, pair_id, s), **thin})
 
 
-def batch_schedule(sentences) -> dict:
-    """The batch's transitions padded into one array, and its schedule: every level's nodes, as table rows."""
+def levels_figure(results, plt):
+    """The batch's trees, every phrase numbered by its level (its height), and the node table the levels fill."""
+    chosen = choose(WORDS, SENTENCES, at_most=True)
+    sentences = [s for _, _, s in chosen]
+    # The batch's transitions padded into one array, and its schedule: every level's nodes, as table rows.
     N, T = max(len(s.tokens) for s in sentences), max(len(s.transitions) for s in sentences)
     transitions = np.array([list(s.transitions) + [PAD] * (T - len(s.transitions)) for s in sentences], np.int32)
     sched = schedule_by_height(transitions, N)
@@ -203,16 +201,9 @@ def batch_schedule(sentences) -> dict:
             phrase[row], owner[row] = f"({phrase[left]} {phrase[right]})", owner[left]
             nodes.append({"row": row, "left": left, "right": right, "sentence": owner[row], "phrase": phrase[row]})
         levels.append({"level": number, "first_row": level.offset, "width": level.used, "nodes": nodes})
-    return {"N": N, "T": T, "steps": [len(s.transitions) for s in sentences], "zero_row": sched.n_leaves_rows,
+    plan = {"N": N, "T": T, "steps": [len(s.transitions) for s in sentences], "zero_row": sched.n_leaves_rows,
             "levels": levels, "roots": [int(r) for r in sched.roots]}
-
-
-def levels_figure(results, plt):
-    """The batch's trees, every phrase numbered by its level (its height), and the node table the levels fill."""
-    chosen = choose(WORDS, SENTENCES, at_most=True)
-    sentences = [s for _, _, s in chosen]
-    plan = batch_schedule(sentences)
-    N, L = plan["N"], len(plan["levels"])
+    L = len(levels)
     colour = {lv["level"]: plt.get_cmap("viridis")(0.1 + 0.75 * (lv["level"] - 1) / max(L - 1, 1))
               for lv in plan["levels"]}
     level_of = {node["row"]: lv["level"] for lv in plan["levels"] for node in lv["nodes"]}

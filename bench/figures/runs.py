@@ -168,9 +168,9 @@ def breakdown(results: Results, plt):
                             select="gold parses, batch 1 and 128")}
 
 
-def padding_points(results: Results) -> list[dict]:
-    """One point per run, batch size and static implementation (inference, gold): its padding share and ratio."""
-    points = []
+def padding(results: Results, plt):
+    """Static implementations' speed over the baseline against the share of PAD transition slots."""
+    points = []  # one per run, batch size and static implementation (inference, gold): its padding share and ratio
     for run in results.runs():
         records = results.measurements(run)
         impls = {r.implementation for r in records}
@@ -181,12 +181,6 @@ def padding_points(results: Results) -> list[dict]:
                     row["transitions"], row["batch_size"], row["implementation"]]), **_ratio_row(row)}
                    for row in round_ratios(records) if row["mode"] == "infer" and row["transitions"] == "gold"
                    and row["implementation"] not in frameworks.EAGER]
-    return points
-
-
-def padding(results: Results, plt):
-    """Static implementations' speed over the baseline against the share of PAD transition slots."""
-    points = padding_points(results)
     if not points:
         raise QuoteError(f"no run has inference ratios over {BASELINE} with padding_waste")
     sizes = sorted({p["batch_size"] for p in points})
@@ -254,9 +248,8 @@ def compile_shapes(results: Results, plt):
     runs = list(dict.fromkeys(p["run"] for p in points))
     fig.suptitle(f"One compilation per shape (XLA) against one trace for all shapes: {len(points)} warm-ups "
                  f"in {len(runs)} runs", fontsize=10)
-    from matplotlib.lines import Line2D  # one legend below the panels, where it covers no point
-
-    fig.legend([Line2D([], [], lw=1.2, ms=4, alpha=0.8, **style.look(impl)) for impl in impls], impls,
+    # One legend below the panels, where it covers no point.
+    fig.legend([plt.Line2D([], [], lw=1.2, ms=4, alpha=0.8, **style.look(impl)) for impl in impls], impls,
                loc="lower center", ncol=len(impls), fontsize=8, frameon=False, title_fontsize=8,
                title="a dot per warm-up; a line through the medians per shape count")
     fig.tight_layout(rect=(0, 0.13, 1, 1))
@@ -265,22 +258,18 @@ def compile_shapes(results: Results, plt):
         "data": points}
 
 
-def host_lanes(results: Results) -> list[dict]:
-    """Per batch size with predicted parses: each median batch and its decisions read, beside the baseline's."""
+def host_reads(results: Results, plt):
+    """One median batch per implementation as a bar in time, with a mark for each decision read back to Python."""
     records = [r for r in results.measurements(HEADLINE_RUNS[0]) if r.mode == "infer"]
     order = style.registry_order(r.implementation for r in records)
     records.sort(key=lambda r: (order.index(r.implementation), r.transitions))
-    return [{"batch_size": size, "implementation": r.implementation, "transitions": r.transitions,
+    # A lane per batch size with predicted parses: each median batch and its decisions read, beside the baseline's.
+    lanes = [{"batch_size": size, "implementation": r.implementation, "transitions": r.transitions,
              "step_s_median": _r(r.step_s_median), "host_syncs_per_batch": _r(r.host_syncs_per_batch or 0.0),
              "phase_s_per_batch": {k: _r(v) for k, v in (r.phase_s_per_batch or {}).items()}}
             for size in sorted({r.batch_size for r in records if r.transitions == "predicted"}) for r in records
             if r.batch_size == size and (r.transitions == "predicted" or r.implementation == BASELINE
                                          and r.transitions == "gold")]
-
-
-def host_reads(results: Results, plt):
-    """One median batch per implementation as a bar in time, with a mark for each decision read back to Python."""
-    lanes = host_lanes(results)
     if not lanes:
         raise QuoteError(f"results/{HEADLINE_RUNS[0]}/results.jsonl: no inference records with predicted parses")
     sizes = sorted({lane["batch_size"] for lane in lanes})

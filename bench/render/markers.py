@@ -11,6 +11,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.explain.views import format_text
 from bench.render import blocks, query
 from bench.render.sources import EXPLAIN_JSON, FIGURES_DIR, QuoteError, Results
 
@@ -38,8 +39,7 @@ class Outcome:
 
 
 def render(doc: Path, results: Results, text: str | None = None, *, only=MARKERS, write: bool = False) -> Outcome:
-    """Every marker of ``doc`` of the kinds ``only`` rendered, what differs named (``write``: rewritten, if not
-    current)."""
+    """Every marker of ``doc`` of the kinds ``only`` rendered; what differs named, or with ``write`` rewritten."""
     doc = Path(doc)
     out = Outcome(doc, doc.read_text() if text is None else text)
     name = display(doc, results)
@@ -117,8 +117,6 @@ def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool
 
 def explain_text(command: str, result: dict) -> str:
     """An explain block's body: the command, then what it prints."""
-    from bench.explain.views import format_text
-
     return f"```text\n$ {command}\n{format_text(result)}\n```\n"
 
 
@@ -143,8 +141,6 @@ def _explained(out: Outcome, fig: str, key: str, written: str) -> str:
 
 def shown_time(body: str, result: dict, key: str) -> str:
     """The time the block's body shows for ``key`` (``3.07 ms``): where a probe value set at ``key`` prints."""
-    from bench.explain.views import format_text
-
     probe, (*parents, last) = json.loads(json.dumps(result)), key.split(".")
     node = probe
     try:
@@ -216,16 +212,14 @@ def extract(root: Path, rel: str, spec: str) -> str:
 
 
 def code_lines(root: Path, rel: str, spec: str) -> int:
-    """A quote of a file's size, ``lines`` or ``lines NAME``: the lines that hold code (no blanks, comments,
-    docstrings)."""
+    """A file's size, ``lines`` or ``lines NAME``: its code lines (no blanks, comments, docstrings)."""
     words = spec.split()
     if words[:1] != ["lines"] or len(words) > 2:
         raise QuoteError(f"a quote of a source file is `lines` or `lines NAME`, not {spec!r}")
     text = extract(root, rel, words[1]) if len(words) == 2 else (root / rel).read_text()
-    tree = ast.parse(text)
-    docstrings = {line for node in ast.walk(tree) if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
-                                                                       ast.AsyncFunctionDef)) and ast.get_docstring(node)
-                  for line in range(node.body[0].lineno, node.body[0].end_lineno + 1)}
+    docstrings = {line for node in ast.walk(ast.parse(text))
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and ast.get_docstring(node) for line in range(node.body[0].lineno, node.body[0].end_lineno + 1)}
     return sum(1 for k, line in enumerate(text.splitlines(), 1)
                if line.strip() and not line.strip().startswith("#") and k not in docstrings)
 

@@ -104,14 +104,11 @@ def _match(value, pattern: str) -> bool:
     return pattern == "*" or str(value) in pattern.split(",")
 
 
-def standing(row: dict) -> str:
-    """``leads`` where a ratio's interquartile range lies above 1, ``trails`` where below, else ``is level``."""
-    return "leads" if row["q1"] > 1 else "trails" if row["q3"] < 1 else "is level"
-
-
 def _ratios(results: Results, folder: str, mode, transitions, batch, over=None) -> list[dict]:
-    return [{**row, "standing": standing(row)} for row in round_ratios(results.measurements(folder),
-                                                                       over or frameworks.BASELINE)
+    """The ratio rows at a measurement, each with its ``standing``: ``leads`` where its interquartile range lies
+    above 1, ``trails`` where below, else ``is level``."""
+    return [{**row, "standing": "leads" if row["q1"] > 1 else "trails" if row["q3"] < 1 else "is level"}
+            for row in round_ratios(results.measurements(folder), over or frameworks.BASELINE)
             if row["mode"] == mode and row["transitions"] == transitions and str(row["batch_size"]) == batch]
 
 

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from bench import ROOT, reproduce
+from bench.config import quiet_frameworks
+from bench.explain.views import COMMAND, parse_args, run as explain
 from bench.run.measurement import Measurement
 from bench.records import read_records
 
@@ -90,9 +92,6 @@ class Results:
     def explain(self, command: str, timing: bool) -> dict:
         """The result of ``python -m bench explain ...``, run in this process once per command (and timing)."""
         def run():
-            from bench.config import quiet_frameworks
-            from bench.explain.views import COMMAND, parse_args, run as explain
-
             if not command.startswith(COMMAND + " ") and command != COMMAND:
                 raise QuoteError(f"an explain block's query starts with {COMMAND.split()[-1]!r}, not {command!r}")
             print(f"render: running {command}" + ("" if timing else " (untimed)"), file=sys.stderr, flush=True)

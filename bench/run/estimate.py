@@ -1,7 +1,6 @@
 """How long a planned run will take, from an earlier run's records (``bench run --estimate DIR``), so a plan can be
 checked against a lent GPU machine's 10 minutes a command before it starts. An implementation without a record counts
-as its framework's costliest at the same measurement; one whose framework has none is left out, each said so.
-"""
+as its framework's costliest at the same measurement; one whose framework has none is left out, each said so."""
 
 from __future__ import annotations
 
@@ -25,9 +24,10 @@ def _cost(r: Measurement, rounds: int, cached: bool, shapes: int | None = None) 
     return warm, timed
 
 
-def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
-    """(start-up, seconds between measurements) as the earlier run spent them, read from when its records were written
-    (each as its measurement ended, the first after the start-up), where they tell."""
+def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool) -> tuple[float, list[str]]:
+    """(seconds, notes): what the planned run would take, by ``records``; ``shapes``: plan.py's planned_shapes."""
+    # The start-up and the seconds between measurements as the earlier run spent them, read from when its records
+    # were written (each as its measurement ended, the first after the start-up), where they tell.
     groups: dict[tuple, list[Measurement]] = {}
     for r in records:
         if r.timestamp and r.run_id:
@@ -41,7 +41,7 @@ def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
             if 0 <= gap < 600:
                 gaps.append(gap)
     between = statistics.median(gaps) if gaps else BETWEEN_S
-    said = [] if gaps else [f"between measurements: {BETWEEN_S:g} s each (the records do not say)"]
+    notes = [] if gaps else [f"between measurements: {BETWEEN_S:g} s each (the records do not say)"]
     start_up = -1.0
     if ends:
         end, first = ends[0]
@@ -52,13 +52,7 @@ def _bookkeeping(records: list[Measurement]) -> tuple[float, float, list[str]]:
             pass
     if not 0 <= start_up < 1800:  # a resumed run's id is its second part's start, after its first records
         start_up = START_UP_S
-        said.append(f"start-up: {START_UP_S:g} s (the records do not say)")
-    return start_up, between, said
-
-
-def estimate(plan, records: list[Measurement], shapes: dict, measure_cache: bool) -> tuple[float, list[str]]:
-    """(seconds, notes): what the planned run would take, by ``records``; ``shapes``: plan.py's planned_shapes."""
-    start_up, between, notes = _bookkeeping(records)
+        notes.append(f"start-up: {START_UP_S:g} s (the records do not say)")
     total, counted = 0.0, set()
     missing: dict[str, str] = {}  # implementation -> how it was counted where it has no record
     keyed = {(r.implementation, r.mode, r.batch_size, r.transitions): r for r in records}

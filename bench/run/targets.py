@@ -1,6 +1,5 @@
 """The benchmark's goals (docs/spec.md §6, "Decision: one set of targets"), each one row graded PASS or MISS once
-against the run's own records; a MISS says where the step's time went (measurement.breakdown).
-"""
+against the run's own records; a MISS says where the step's time went (measurement.breakdown)."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ VERDICTS = {True: "PASS", False: "MISS", None: "-"}
 
 def targets(records: list[Measurement]) -> list[dict]:
     """One row per goal: target (what), goal, measured (text), met (bool)."""
-    rows = []
-    baseline = frameworks.BASELINE
+    rows, baseline = [], frameworks.BASELINE
     gold_cpu = [r for r in records if r.device == "cpu" and r.transitions == "gold" and r.data == SAMPLE]
     if not any(r.implementation == baseline for r in gold_cpu):
         gold_cpu = []  # a run whose baseline ran elsewhere (a GPU run, DyNet on the host): the CPU goals do not apply
@@ -97,10 +95,13 @@ def targets(records: list[Measurement]) -> list[dict]:
 
 def _row(target: str, goal: str, measured: str | None, met: bool | None, breakdown_of: tuple = ()) -> dict:
     """A target's row (``measured`` and ``met`` None: not measured in these records); a MISS also says where the
-    time of the records behind it went (``why``)."""
-    said = [_parts(r) for r in breakdown_of if r is not None] if met is False else []
+    time of the records behind it went (``why``: each one's step in shares, measurement.breakdown)."""
+    said = [f"{r.implementation}: " + ", ".join(f"{PARTS[name]} {100 * seconds / r.step_s:.0f}%" for name, seconds
+                                                in parts.items() if name != "slow_blas" or r.own_computed_s is not None)
+            + f" of {r.step_s * 1e3:,.1f} ms"
+            for r in breakdown_of if met is False and r is not None and (parts := breakdown(r)) is not None]
     return {"target": target, "goal": goal, "measured": "not measured" if measured is None else measured, "met": met,
-            "why": "; ".join(filter(None, said))}
+            "why": "; ".join(said)}
 
 
 def computed_over_useful(r: Measurement) -> float | None:
@@ -108,14 +109,6 @@ def computed_over_useful(r: Measurement) -> float | None:
     schedule's own figure, in graph_per_batch)."""
     return r.computed_flops / r.useful_flops if r.computed_flops and r.useful_flops else \
         (r.graph_per_batch or {}).get("computed_over_useful")
-
-
-def _parts(r: Measurement) -> str:
-    """Where a record's step went, in shares of it (measurement.breakdown)."""
-    parts = breakdown(r)
-    return "" if parts is None else f"{r.implementation}: " + ", ".join(
-        f"{PARTS[name]} {100 * seconds / r.step_s:.0f}%" for name, seconds in parts.items()
-        if name != "slow_blas" or r.own_computed_s is not None) + f" of {r.step_s * 1e3:,.1f} ms"
 
 
 def _levels_said(r: Measurement | None) -> str:
