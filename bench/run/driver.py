@@ -345,11 +345,9 @@ def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progr
         reply = pool.ask(worker, "products", key=name, mode=mode, batch_size=batch_size, stop=stop,
                          kinds=list(dict.fromkeys(["useful", *wanted])))
         replies += [(routine, device, reply)] if reply else []
-    for worker, n in prepared.items():
-        found = fastest(kinds[worker], worker.spec.framework,
-                        [(routine, reply) for routine, device, reply in replies if device == worker.ready["device"]])
-        if found:
-            n["products"] = found
+    for worker, n in prepared.items():  # None where none was timed: the record then has no limit
+        on_device = [(routine, reply) for routine, device, reply in replies if device == worker.ready["device"]]
+        n["products"] = fastest(kinds[worker], worker.spec.framework, on_device)
 
 
 def fastest(kind: str, framework: str, replies: list[tuple[str, dict]]) -> dict | None:

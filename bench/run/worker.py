@@ -321,8 +321,7 @@ def serve(spec: WorkerSpec, scratch: Path, requests, reply) -> int:
         if command == "exit":
             break
         try:
-            result = getattr(worker, command)(**request)
-            reply({"ok": True, "result": result})
+            reply({"ok": True, "result": getattr(worker, command)(**request)})
         except Exception as err:
             traceback.print_exc(file=sys.stderr)
             reply({"ok": False, "error": f"{type(err).__name__}: {err}"})
@@ -343,17 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         pass
     # Ctrl-C reaches the terminal's whole group: the parent keeps what finished and ends the workers silently.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    channel = os.fdopen(os.dup(1), "w", buffering=1)  # line-buffered: each reply goes out whole, at once
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     spec = WorkerSpec(**json.loads(Path(argv[0]).read_text()))
     config.quiet_frameworks(spec.dtype, [spec.framework])  # before the framework is imported
-
-    def reply(message: dict) -> None:
-        channel.write(json.dumps(message) + "\n")
-        channel.flush()
-
-    return serve(spec, Path(argv[1]), sys.stdin, reply)
+    return serve(spec, Path(argv[1]), sys.stdin, lambda message: channel.write(json.dumps(message) + "\n"))
 
 
 if __name__ == "__main__":
