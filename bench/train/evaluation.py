@@ -105,9 +105,7 @@ def evaluate_parses(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_s
                     buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> ParseEvaluation:
     """The parse metrics of ``runner`` (a model with a transition head) on the labelled ``pairs``."""
     labelled = labelled_pairs(pairs)
-    counts = ParseCounts()
-    loss_sum = 0.0
-    correct_gold, followed = 0, []
+    counts, loss_sum, correct_gold, followed = ParseCounts(), 0.0, 0, []
     for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
         gold = runner.parse(batch, "gold")
         predicted = runner.parse(batch, "predicted")

@@ -197,8 +197,7 @@ class Trainer:
         """Before a step: a checkpoint every ``checkpoint_every`` steps, and one before a signalled stop."""
         unsaved = self.position > 0 and self.step != self._saved_step
         if self._stop_signal is None:
-            every = self.cfg.checkpoint_every
-            if unsaved and every and self.step % every == 0:
+            if unsaved and self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
                 self._save()
             return
         if unsaved:
@@ -298,10 +297,9 @@ class Trainer:
                 continue
             t0 = time.perf_counter()
             result, parses = self._evaluate(pairs)
-            record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict()}
-            if parses is not None:
-                record["parsing"] = parses.to_dict()
-            record.update(eval_s=time.perf_counter() - t0, elapsed_s=self.elapsed())
+            record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict(),
+                      **({} if parses is None else {"parsing": parses.to_dict()}),
+                      "eval_s": time.perf_counter() - t0, "elapsed_s": self.elapsed()}
             self.metrics.write(record)
             self.evals.append(record)
             self.progress.write(f"epoch {epoch_float:.2f} step {self.step:,}: {split} accuracy {result.accuracy:.2%} "
