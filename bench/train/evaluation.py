@@ -19,8 +19,7 @@ from shared.vocab import Vocabulary
 
 def confusion_matrix(gold: np.ndarray, predicted: np.ndarray, num_classes: int = 3) -> np.ndarray:
     """<int64>[C, C]: entry [g, p] counts pairs of gold label g predicted as p."""
-    gold = np.asarray(gold, dtype=np.int64).reshape(-1)
-    predicted = np.asarray(predicted, dtype=np.int64).reshape(-1)
+    gold, predicted = (np.asarray(labels, dtype=np.int64).reshape(-1) for labels in (gold, predicted))
     if gold.shape != predicted.shape:
         raise ValueError(f"{gold.size} gold labels but {predicted.size} predictions")
     for name, values in (("gold", gold), ("predicted", predicted)):
