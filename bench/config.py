@@ -113,9 +113,26 @@ def shows_progress(args: argparse.Namespace) -> bool:
     return not getattr(args, "quiet", False)
 
 
-def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False, split: str | None = None) -> Dataset:
+def load_dataset(args: argparse.Namespace, keep_unlabeled: bool = False) -> Dataset:
     """The pairs that ``--data`` and its companions name, with the trees of ``--parse``."""
-    dataset = _load(args, keep_unlabeled, split)
+    data, rows = args.data, getattr(args, "rows", None)
+    if rows and data in ("synthetic", "arithmetic", "shaped"):
+        raise ValueError(f"--rows selects rows of a file; --data {data} generates its pairs (use --num-pairs)")
+    if data in ("synthetic", "arithmetic"):
+        dataset = generated(data, args.num_pairs or 2000, args.data_seed, args)
+    elif data == "shaped":
+        from shared import synthetic
+
+        pairs = synthetic.shaped_pairs(args.num_pairs or 512, length=args.length, shape=args.shape, seed=args.data_seed)
+        dataset = Dataset(f"shaped-{args.shape}-{args.length}", pairs, None)
+    else:
+        with stage("read", enabled=shows_progress(args)) as progress:
+            pairs, report = read_snli(SAMPLE_PATH if data == "sample" else data, split=args.split,
+                                      keep_unlabeled=keep_unlabeled, limit=args.num_pairs, rows=rows,
+                                      progress=progress.update)
+        # Every row read unlabelled: refused alike by every command, before any of them builds on nothing.
+        labelled_pairs(pairs, report.path, rows=report.rows_read)
+        dataset = Dataset(("snli-dev-sample" if data == "sample" else str(data)) + rows_label(rows), pairs, report)
     dataset.pairs = with_parse(dataset.pairs, getattr(args, "parse", "gold"))
     return dataset
 
@@ -136,29 +153,6 @@ def generated(data: str, n: int, seed: int, args: argparse.Namespace) -> Dataset
         raise ValueError(f"--numbers: expected MIN:MAX, e.g. 4:8, got {args.numbers!r}") from None
     return Dataset(f"arithmetic-{n}-seed{seed}-numbers{low}to{high}",
                    arithmetic_pairs(n, seed=seed, min_len=low, max_len=high), None)
-
-
-def _load(args: argparse.Namespace, keep_unlabeled: bool, split: str | None) -> Dataset:
-    data = args.data
-    if getattr(args, "rows", None) and data in ("synthetic", "arithmetic", "shaped"):
-        raise ValueError(f"--rows selects rows of a file; --data {data} generates its pairs (use --num-pairs)")
-    if data in ("synthetic", "arithmetic"):
-        return generated(data, args.num_pairs or 2000, args.data_seed, args)
-    if data == "shaped":
-        from shared import synthetic
-
-        n = args.num_pairs or 512
-        pairs = synthetic.shaped_pairs(n, length=args.length, shape=args.shape, seed=args.data_seed)
-        return Dataset(f"shaped-{args.shape}-{args.length}", pairs, None)
-    path = SAMPLE_PATH if data == "sample" else data
-    rows = getattr(args, "rows", None)
-    with stage("read", enabled=shows_progress(args)) as progress:
-        pairs, report = read_snli(path, split=split or args.split, keep_unlabeled=keep_unlabeled,
-                                  limit=args.num_pairs, rows=rows, progress=progress.update)
-    # Every row read unlabelled: refused alike by every command, before any of them builds on nothing.
-    labelled_pairs(pairs, report.path, rows=report.rows_read)
-    name = "snli-dev-sample" if data == "sample" else str(data)
-    return Dataset(name + rows_label(rows), pairs, report)
 
 
 # Process settings of the frameworks: what each platform needs before its library is imported
@@ -212,8 +206,7 @@ def default_dtype(name: str) -> str:
 def quiet_frameworks(dtype: str = "float32", names: Sequence[str] | None = None) -> None:
     """Process-wide settings for the frameworks (or those of ``names``) before any is imported: their platforms'
     environment where it says nothing, quiet loggers, and :class:`_QuietImport` for notices no switch silences."""
-    settings = frameworks.configure_process(names, dtype)
-    for key, value in {**settings["defaults"], **FORCED_ENV, **settings["forced"]}.items():
+    for key, value in worker_env(dtype, names).items():  # a variable the environment sets keeps its value
         if key != "PYTHONUNBUFFERED":
             os.environ.setdefault(key, value)
     for platform in frameworks.platforms(names):

@@ -137,12 +137,14 @@ def summary(records: list[dict]) -> list[dict]:
         ratios = [float(np.median(np.array(base[i]["step_s"]) / np.array(rounds[i]["step_s"])))
                   for i in rounds if i in base and len(base[i]["step_s"]) == len(rounds[i]["step_s"])]
         q1, median, q3 = (np.percentile(ratios, [25, 50, 75]).tolist() if ratios and k > 1 else (None,) * 3)
+        per_round = {key: [r[name] for r in rounds.values() if name in r] for key, name in (
+            ("compute_s", "replica_compute_s"), ("allreduce_wait_s", "replica_allreduce_wait_s"),
+            ("straggler_gap_s", "straggler_gap_s"), ("straggler_gap_share", "straggler_gap_share"))}
         rows.append({"framework": framework, "replicas": k,
                      "pairs_per_s": float(np.median([r["pairs_per_s"] for r in rounds.values()])), "speedup": median,
                      "speedup_q1": q1, "speedup_q3": q3, "efficiency": median / k if median is not None else None,
-                     **{key: _mean_over_rounds(rounds, name) for key, name in (
-                         ("compute_s", "replica_compute_s"), ("allreduce_wait_s", "replica_allreduce_wait_s"),
-                         ("straggler_gap_s", "straggler_gap_s"), ("straggler_gap_share", "straggler_gap_share"))}})
+                     **{key: np.mean(values, axis=0).tolist() if values else None  # the rounds' mean
+                        for key, values in per_round.items()}})
     return rows
 
 
@@ -180,8 +182,3 @@ def render(records: list[dict]) -> str:
 def per_replica(row: dict, key: str) -> str:
     """A summary row's per-replica seconds (compute_s, allreduce_wait_s) as a report cell: "0.123 / 0.130", or "-"."""
     return " / ".join(f"{v:.3f}" for v in row[key]) if row[key] else "-"
-
-
-def _mean_over_rounds(rounds: dict, key: str) -> list[float] | float | None:
-    values = [r[key] for r in rounds.values() if key in r]
-    return np.mean(values, axis=0).tolist() if values else None

@@ -11,12 +11,12 @@ import numpy as np
 from shared.files import written_aside
 
 
-def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str, parse_modes=(),
-                    shared: Path | None = None) -> dict:
+def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: Path, name: str, *, parse_modes=(),
+                    shared: Path) -> dict:
     """``runner`` against the float64 reference on the same weights: encodings and logits, gradients on the cheapest
     four pairs, and the predicted parses; its outputs kept for the pairwise comparison. The reference's outputs are
     computed once per run: read from ``shared`` where an earlier worker wrote them (the same weights and pairs)."""
-    from shared import parse_metrics
+    from shared import parse_metrics, reference
     from shared.batching import make_pair_batch, pair_length
     from shared.compare import ENCODING_TOL_F32, GRAD_REL_TOL_F32, LOGITS_TOL_F32, grad_rel_errs, max_abs_err
 
@@ -25,7 +25,20 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
     grad_batch = batch.select(np.argsort([pair_length(p) for p in pairs])[:4])  # the cheapest four
     _, grads = runner.loss_and_grads(grad_batch)
     predicted = "predicted" in parse_modes  # sampled parses follow the shared uniforms: their agreement is a test's
-    ref = _reference(params, config, batch, grad_batch, predicted, shared)
+    if shared.exists():
+        with np.load(shared) as saved:
+            ref = dict(saved)
+    else:  # encodings, logits, gradients (``grad.NAME``) and, with ``predicted``, predicted parses (``parse.*``)
+        out = reference.forward(params, config, batch)
+        _, ref_grads = reference.loss_and_grads(params, config, grad_batch)
+        ref = {"premise": out.premise, "hypothesis": out.hypothesis, "logits": out.logits,
+               **{f"grad.{k}": v for k, v in ref_grads.items()}}
+        if predicted:
+            parses = reference.parse(params, config, batch, "predicted")
+            ref.update({"parse.premise": parses.premise_transitions, "parse.hypothesis": parses.hypothesis_transitions,
+                        "parse.logits": parses.logits})
+        with written_aside(shared) as tmp, open(tmp, "wb") as file:
+            np.savez(file, **ref)
     result = {
         "max_abs_err_encoding": max(max_abs_err(premise, ref["premise"]), max_abs_err(hypothesis, ref["hypothesis"])),
         "max_abs_err_logits": max_abs_err(logits, ref["logits"]),
@@ -49,27 +62,6 @@ def check_agreement(runner, pairs, vocab, config, params, dtype: str, out_dir: P
     np.savez(agreement_dir / f"{name}.npz", premise=premise, hypothesis=hypothesis, logits=logits,
              pair_id=np.array(batch.pair_ids))
     return result
-
-
-def _reference(params, config, batch, grad_batch, predicted: bool, shared: Path | None) -> dict[str, np.ndarray]:
-    """The float64 reference's encodings, logits, gradients (``grad.NAME``) and, with ``predicted``, its predicted
-    parses (``parse.*``): read from ``shared`` if a worker of this run wrote them, else computed and written there."""
-    from shared import reference
-
-    if shared is not None and shared.exists():
-        with np.load(shared) as saved:
-            return dict(saved)
-    ref, (_, grads) = reference.forward(params, config, batch), reference.loss_and_grads(params, config, grad_batch)
-    out = {"premise": ref.premise, "hypothesis": ref.hypothesis, "logits": ref.logits,
-           **{f"grad.{k}": v for k, v in grads.items()}}
-    if predicted:
-        parses = reference.parse(params, config, batch, "predicted")
-        out.update({"parse.premise": parses.premise_transitions, "parse.hypothesis": parses.hypothesis_transitions,
-                    "parse.logits": parses.logits})
-    if shared is not None:
-        with written_aside(shared) as tmp, open(tmp, "wb") as file:
-            np.savez(file, **out)
-    return out
 
 
 def pairwise_agreement(out_dir: Path, names: list[str]) -> dict:

@@ -75,8 +75,8 @@ class WorkerHandle:
             raise WorkerFailed(f"{self.name}: {message['error']}")
         return message["result"]
 
-    def close(self) -> None:
-        if self.process.poll() is None:
+    def close(self, kill: bool = False) -> None:
+        if self.process.poll() is None and not kill:
             try:
                 self.send("exit")
                 self.process.stdin.close()
@@ -107,10 +107,7 @@ class WorkerPool:
 
     def __exit__(self, kind, *exc) -> None:
         for worker in [*self.workers, self.limit]:
-            if kind is KeyboardInterrupt and worker.process.poll() is None:  # nothing it holds is worth waiting for
-                worker.process.kill()
-                worker.process.wait()
-            worker.close()
+            worker.close(kill=kind is KeyboardInterrupt)  # after an interrupt, nothing it holds is worth waiting for
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def start(self) -> list[str]:
@@ -167,8 +164,8 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
         except KeyboardInterrupt:
             raise KeyboardInterrupt(_interrupted(args, plan, names, results)) from None
     # Imported after the last record, which names the modules its processes had loaded (bench/provenance.py).
-    from bench.report import (format_breakdown, format_host_syncs, format_matrix, format_ratios,
-                                          format_table, load_summary, variants_measured)
+    from bench.report import (format_breakdown, format_host_syncs, format_matrix, format_ratios, format_table,
+                              load_summary, variants_measured, write_report)
     from bench.run.targets import format_targets
 
     records = [r for r in load([results]) if r.implementation in names]
@@ -181,7 +178,12 @@ def run(args, plan, specs: list, out_dir: Path) -> int:
                     for pair, diff in agreement.items()) if agreement else "", load_summary(records)]
     for text in filter(None, sections):  # each after an empty line
         print("\n" + text)
-    _report(args.out)
+    if in_folder := load([args.out]):  # what ``python -m bench report OUT`` writes (the same code), and where it is
+        _, written = write_report(in_folder, [args.out], Path(args.out))
+        plots = f" (plots: {', '.join(p.name for p in written[1:])})" if written[1:] else ""
+        print(f"\nreport: {written[0]}{plots}")
+    else:
+        print(f"benchmark: nothing measured, so no report in {args.out}", file=sys.stderr)
     if spent:
         print(harness_share(spent, time.perf_counter() - started))
     for name, why in failures.items():
@@ -218,27 +220,14 @@ def _interrupted(args, plan, names: list[str], results: Path) -> str:
     return said
 
 
-def _report(out: str) -> None:
-    """What ``python -m bench report OUT`` writes (the same code), so a run ends with its report; and where it is."""
-    from bench.report import write_report
-
-    records = load([out])
-    if not records:
-        print(f"benchmark: nothing measured, so no report in {out}", file=sys.stderr)
-        return
-    _, written = write_report(records, [out], Path(out))
-    print(f"\nreport: {written[0]}" + (f" (plots: {', '.join(p.name for p in written[1:])})" if written[1:] else ""))
-
-
 def _measure(pool: WorkerPool, keys, done, run: dict, args, results: Path) -> dict[str, str]:
     """Start-up, agreement, peaks, then every key in interleaved rounds."""
-    failures = {}
     errors = pool.start()
     for error in errors:
         print(f"error: {error}", file=sys.stderr)
     if errors and args.device in ("gpu", "gpu-host"):  # asked for a GPU that some framework lacks or cannot see
         raise ValueError(f"--device {args.device}: {len(errors)} of {len(pool.workers)} implementations cannot run")
-    failures.update({w.name: "failed to start" for w in pool.workers if w.failed})
+    failures = {w.name: "failed to start" for w in pool.workers if w.failed}
     progress = Progress("bench run", len(keys) * (1 + run["rounds"]), unit="steps", interval=20.0)
     agreement, peaks = {}, {}
     for worker in pool.alive():
@@ -276,7 +265,9 @@ def _measure(pool: WorkerPool, keys, done, run: dict, args, results: Path) -> di
                              [w.name for w in measured], args)
             record["load_avg_1min"] = [numbers["load_before"], load]
             append_record(results, record)
-        progress.write(_summary(label, measured))
+        said = "; ".join(f"{w.name} {n['pairs'] / sum(n['times']):,.1f} pairs/s (compile {n['compile_s']:.1f} s)"
+                         for w, n in measured.items())
+        progress.write(f"{label}: {said or 'nothing measured'}")
     progress.close()
     failures.update({w.name: f"failed: {w.failed}" for w in pool.workers if w.failed and w.name not in failures})
     return failures
@@ -354,11 +345,9 @@ def _products(pool: WorkerPool, prepared: dict, key, name: str, stop: int, progr
         reply = pool.ask(worker, "products", key=name, mode=mode, batch_size=batch_size, stop=stop,
                          kinds=list(dict.fromkeys(["useful", *wanted])))
         replies += [(routine, device, reply)] if reply else []
-    for worker, n in prepared.items():
-        found = fastest(kinds[worker], worker.spec.framework,
-                        [(routine, reply) for routine, device, reply in replies if device == worker.ready["device"]])
-        if found:
-            n["products"] = found
+    for worker, n in prepared.items():  # None where none was timed: the record then has no limit
+        on_device = [(routine, reply) for routine, device, reply in replies if device == worker.ready["device"]]
+        n["products"] = fastest(kinds[worker], worker.spec.framework, on_device)
 
 
 def fastest(kind: str, framework: str, replies: list[tuple[str, dict]]) -> dict | None:
@@ -375,24 +364,19 @@ def fastest(kind: str, framework: str, replies: list[tuple[str, dict]]) -> dict 
             ["flops"], "sample": {"batches": useful["sampled"], "useful_flops_per_s": useful["useful"]["flops_per_s"]}}
 
 
-def _limit_fields(n: dict, total: float) -> dict:
-    """The record's keys of the limit and of where the time goes (docs/spec.md §6), per timed batch."""
-    p, batches = n.get("products"), len(n["times"])
-    if not p:
-        return {}
-    return {"limit_pairs_per_s": n["pairs"] / (p["useful"] * batches), "limit_matmul": p["matmul"],
-            "limit_kernel": p["kernel"], "limit_flops_per_s": n["flops"] / (p["useful"] * batches),
-            "limit_sample": {**p["sample"], "of": batches}, "fraction_of_limit": p["useful"] * batches / total,
-            "useful_s": p["useful"], "computed_s": p["computed"], "own_computed_s": p["own"],
-            "step_s": total / batches, "computed_flops": p["flops"], "computed_kind": n["computed_kind"]}
-
-
 def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device_peak, interleaved, args) -> dict:
     """One results.jsonl record (docs/spec.md §6): a Measurement, as the dict the file keeps."""
     mode, batch_size, transitions = key
     ready, spec = worker.ready, worker.spec
-    total = float(np.sum(n["times"]))
+    total, p, batches = float(np.sum(n["times"])), n.get("products"), len(n["times"])
     useful = n["flops"] / total
+    # The limit and where the time goes (docs/spec.md §6), per timed batch, where the products were timed.
+    limit_fields = {} if not p else {
+        "limit_pairs_per_s": n["pairs"] / (p["useful"] * batches), "limit_matmul": p["matmul"],
+        "limit_kernel": p["kernel"], "limit_flops_per_s": n["flops"] / (p["useful"] * batches),
+        "limit_sample": {**p["sample"], "of": batches}, "fraction_of_limit": p["useful"] * batches / total,
+        "useful_s": p["useful"], "computed_s": p["computed"], "own_computed_s": p["own"], "step_s": total / batches,
+        "computed_flops": p["flops"], "computed_kind": n["computed_kind"]}
     return Measurement(
         implementation=worker.name, framework=spec.framework, mode=mode, transitions=transitions, dtype=spec.dtype,
         batch_size=batch_size, pairs_per_s=n["pairs"] / total, step_s_median=float(np.median(n["times"])),
@@ -401,7 +385,7 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         timed_batches=len(n["times"]), timed_pairs=n["pairs"], useful_flops=n["flops"], useful_flops_per_s=useful,
         **peak, flops_fraction_of_peak=useful / peak["matmul_peak_flops_per_s"],
         device_peak_flops_per_s=device_peak[1]["matmul_peak_flops_per_s"], device_peak_implementation=device_peak[0],
-        useful_fraction_of_device_peak=useful / device_peak[1]["matmul_peak_flops_per_s"], **_limit_fields(n, total),
+        useful_fraction_of_device_peak=useful / device_peak[1]["matmul_peak_flops_per_s"], **limit_fields,
         batching=spec.batching, optimizer="adam" if mode == "train" else None, options=spec.options,
         compilation_cache=spec.compilation_cache, **agreement,
         **{k: n[k] for k in ("batches_per_round", "round_pairs_per_s", "round_step_s", "round_load", "round_cpu_share",
@@ -416,8 +400,3 @@ def _record(worker, key, n: dict, run: dict, agreement: dict, peak: dict, device
         **{k: n[k] for k in ("host_syncs_per_batch", "cached_compile", "phase_s_per_batch", "graph_per_batch",
                              "dispatches_per_batch") if k in n}).to_dict()
 
-
-def _summary(label: str, measured: dict) -> str:
-    parts = [f"{w.name} {n['pairs'] / sum(n['times']):,.1f} pairs/s (compile {n['compile_s']:.1f} s)"
-             for w, n in measured.items()]
-    return f"{label}: " + "; ".join(parts) if parts else f"{label}: nothing measured"

@@ -176,8 +176,7 @@ def round_ratios(records: list[Measurement], baseline: str | None = None) -> lis
     rows = []
     for r in sorted(records, key=Measurement.key):
         key = r.key()[:-1]  # the same measurement of the baseline
-        b = base.get(key)
-        if r.implementation == baseline or b is None:
+        if r.implementation == baseline or (b := base.get(key)) is None:
             continue
         same_run = (r.run_id == b.run_id and r.round_pairs_per_s
                     and len(r.round_pairs_per_s) == len(b.round_pairs_per_s))

@@ -43,7 +43,7 @@ def apply_preset(args) -> None:
 
 
 def plan_implementations(args) -> list[str]:
-    implementations = frameworks.IMPLEMENTATIONS
+    implementations, missing = frameworks.IMPLEMENTATIONS, []
     if args.implementations:
         unknown = ", ".join(name for name in args.implementations if name not in implementations)
         if unknown:
@@ -52,22 +52,22 @@ def plan_implementations(args) -> list[str]:
         if args.preset and args.implementations == frameworks.PRESETS[args.preset].get("implementations"):
             # A preset's list is what to measure where it can be: the frameworks not installed drop out, said once.
             missing = [n for n in chosen if not frameworks.installed(implementations[n][0])]
-            if missing:
-                print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
             chosen = [n for n in chosen if n not in missing]
-        return chosen
-    chosen = args.frameworks
-    if chosen is None:
-        # Looked up, not imported: the workers import the frameworks, the parent never does.
-        chosen = [f for f in frameworks.FRAMEWORKS if frameworks.installed(f)]
-        missing = sorted(set(frameworks.FRAMEWORKS) - set(chosen))
-        if missing:
-            print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
-    unknown = [f for f in chosen if f not in frameworks.FRAMEWORKS]
-    if unknown:
-        raise ValueError(f"unknown framework(s) {', '.join(unknown)}; choose from {', '.join(frameworks.FRAMEWORKS)}")
-    return [name for name, (framework, _) in implementations.items()
-            if framework in chosen and name not in frameworks.OPT_IN]
+    else:
+        named = args.frameworks
+        if named is None:
+            # Looked up, not imported: the workers import the frameworks, the parent never does.
+            named = [f for f in frameworks.FRAMEWORKS if frameworks.installed(f)]
+            missing = sorted(set(frameworks.FRAMEWORKS) - set(named))
+        unknown = [f for f in named if f not in frameworks.FRAMEWORKS]
+        if unknown:
+            raise ValueError(f"unknown framework(s) {', '.join(unknown)}; choose from "
+                             f"{', '.join(frameworks.FRAMEWORKS)}")
+        chosen = [name for name, (framework, _) in implementations.items()
+                  if framework in named and name not in frameworks.OPT_IN]
+    if missing:
+        print(f"note: not installed, not measured: {', '.join(missing)}", file=sys.stderr)
+    return chosen
 
 
 def plan_keys(args, defaults: dict) -> list[tuple[str, int, str]]:

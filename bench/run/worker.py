@@ -35,26 +35,23 @@ from shared.vocab import Vocabulary
 
 
 class RssSampler:
-    """Peak resident memory of this process over a window, sampled every few ms."""
+    """Peak resident memory of this process from its start to ``stop``, sampled every few ms."""
 
     def __init__(self, interval: float = 0.005):
         import psutil
 
-        self._process, self._interval, self.peak, self._stop = psutil.Process(), interval, 0, threading.Event()
+        self._process, self._interval, self._done = psutil.Process(), interval, threading.Event()
+        self.peak = self._process.memory_info().rss
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._done.is_set():
             self.peak = max(self.peak, self._process.memory_info().rss)
-            self._stop.wait(self._interval)
+            self._done.wait(self._interval)
 
-    def __enter__(self):
-        self.peak = self._process.memory_info().rss
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
+    def stop(self) -> None:
+        self._done.set()
         self._thread.join()
         self.peak = max(self.peak, self._process.memory_info().rss)
 
@@ -200,7 +197,7 @@ class Worker:
         step, syncs, count = self._step(runner, mode, transitions, pairs)
         if self.spec.device == "gpu":
             self.platform.reset_device_peak()
-        rss = RssSampler().__enter__()
+        rss = RssSampler()
         warm = warm_up(runner, batches, step)
         t0 = time.perf_counter()
         step(plan[0])  # one more warm batch: caches, allocator, thread pools; and an estimate
@@ -211,8 +208,12 @@ class Worker:
         reply = {**warm, "step_estimate_s": estimate, "padding_waste": computed[kind],
                  "padding_waste_arrays": padding.waste, "padding_waste_loop": padding.loop_waste,
                  "num_batches": len(batches), "computed_kind": limit.computed_kind(self.spec.implementation, mode)}
-        if self.spec.measure_cache and mode == "train":
-            reply["cached_compile"] = self._compile_from_cache(batches, mode, transitions, pairs)
+        if self.spec.measure_cache and mode == "train":  # the same programs again in a fresh runner, from the cache
+            self.platform.clear_caches()
+            again = self.new_runner()
+            cached = warm_up(again, batches, self._step(again, mode, transitions, pairs)[0])
+            reply["cached_compile"] = {"compile_s": cached["compile_s"], "shapes": cached["warmup_shapes"],
+                                       **{k: cached["compile_detail"][k] for k in ("cache_hits", "cache_misses")}}
         self.tasks[key] = Task(runner, step, plan, [batch_flops(self.config, b, mode) for b in plan], rss,
                                runner.compile_stats(), syncs, count=count)
         return reply
@@ -261,24 +262,20 @@ class Worker:
     def finish(self, key: str) -> dict:
         """Retraces while timed, the memory peak, the files that ran; the runner is dropped."""
         task = self.tasks.pop(key)
-        task.rss.__exit__(None, None, None)
+        task.rss.stop()
         after = task.runner.compile_stats()
         counted = task.count(task.plan[0])  # after the timed rounds, on the first batch they timed
-        out = {
-            "traces_total": after.traces,
-            "retraces_while_timed": after.traces - task.compile_after_warmup.traces,
-            "peak_rss_bytes": task.rss.peak,
-            "peak_mem_bytes": self.platform.device_peak_bytes() if self.spec.device == "gpu" else task.rss.peak,
-            "sources": provenance.loaded(),  # what this process ran, as the measurement ends
-        }
+        out = {"traces_total": after.traces, "retraces_while_timed": after.traces - task.compile_after_warmup.traces,
+               "peak_rss_bytes": task.rss.peak,
+               "peak_mem_bytes": self.platform.device_peak_bytes() if self.spec.device == "gpu" else task.rss.peak,
+               "sources": provenance.loaded()}  # what this process ran, as the measurement ends
         if counted is not None:
             out["dispatches_per_batch"] = float(counted["count"])
         if task.host_syncs:
             out["host_syncs_per_batch"] = float(np.mean(task.host_syncs))
-        if task.phases:  # seconds per timed batch of each phase the runner reports
-            out["phase_s_per_batch"] = _means(task.phases)
-        if task.graphs:
-            out["graph_per_batch"] = _means(task.graphs)
+        for field_name, rows in (("phase_s_per_batch", task.phases), ("graph_per_batch", task.graphs)):
+            if rows:  # per timed batch, the mean of each phase's seconds, or of each count, the runner reports
+                out[field_name] = {k: float(np.mean([row[k] for row in rows if k in row])) for k in rows[0]}
         return out
 
     def _step(self, runner, mode: str, transitions: str, pairs):
@@ -309,20 +306,6 @@ class Worker:
             return reinforce, syncs, lambda batch: runner.dispatches("reinforce_step", batch, uniforms(batch), 0.0)
         raise ValueError(f"no benchmark step for mode {mode!r} with {transitions!r} transitions")
 
-    def _compile_from_cache(self, batches, mode: str, transitions: str, pairs) -> dict:
-        """Compile the same programs again in a fresh runner, every executable now from the persistent cache."""
-        self.platform.clear_caches()
-        runner = self.new_runner()
-        step, _, _ = self._step(runner, mode, transitions, pairs)
-        warm = warm_up(runner, batches, step)
-        return {"compile_s": warm["compile_s"], "shapes": warm["warmup_shapes"],
-                "cache_hits": warm["compile_detail"]["cache_hits"],
-                "cache_misses": warm["compile_detail"]["cache_misses"]}
-
-
-def _means(rows: list[dict]) -> dict[str, float]:
-    return {key: float(np.mean([row[key] for row in rows if key in row])) for key in rows[0]}
-
 
 def serve(spec: WorkerSpec, scratch: Path, requests, reply) -> int:
     """Answer requests until ``exit`` or the end of ``requests``."""
@@ -338,8 +321,7 @@ def serve(spec: WorkerSpec, scratch: Path, requests, reply) -> int:
         if command == "exit":
             break
         try:
-            result = getattr(worker, command)(**request)
-            reply({"ok": True, "result": result})
+            reply({"ok": True, "result": getattr(worker, command)(**request)})
         except Exception as err:
             traceback.print_exc(file=sys.stderr)
             reply({"ok": False, "error": f"{type(err).__name__}: {err}"})
@@ -360,17 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         pass
     # Ctrl-C reaches the terminal's whole group: the parent keeps what finished and ends the workers silently.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    channel = os.fdopen(os.dup(1), "w", buffering=1)  # line-buffered: each reply goes out whole, at once
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     spec = WorkerSpec(**json.loads(Path(argv[0]).read_text()))
     config.quiet_frameworks(spec.dtype, [spec.framework])  # before the framework is imported
-
-    def reply(message: dict) -> None:
-        channel.write(json.dumps(message) + "\n")
-        channel.flush()
-
-    return serve(spec, Path(argv[1]), sys.stdin, reply)
+    return serve(spec, Path(argv[1]), sys.stdin, lambda message: channel.write(json.dumps(message) + "\n"))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
 
 from bench import frameworks
 from bench.config import (add_data_arguments, add_device_argument, add_dtype_argument, add_framework_argument,
@@ -146,24 +145,6 @@ def load_dev(args: argparse.Namespace) -> tuple[str, list[Pair]]:
     return name + rows_label(args.dev_rows), pairs
 
 
-def load_init(args: argparse.Namespace) -> ParamFile | None:
-    """The parameter file of ``--init``, read before the data so a damaged one fails at once; None with ``--resume``."""
-    if not args.init:
-        return None
-    if args.glove:
-        raise ValueError("--init and --glove exclude each other (the file already holds its embedding)")
-    return None if args.resume else load_params(args.init)
-
-
-def build_init(args: argparse.Namespace, train_pairs: Sequence[Pair], dev_pairs: Sequence[Pair],
-               loaded: ParamFile | None = None) -> ParamFile:
-    """Fresh weights (sizes from the flags, vocabulary from the data) or the parameter file of ``--init``."""
-    if args.init:
-        return loaded if loaded is not None else load_params(args.init)
-    pairs = list(train_pairs) + (list(dev_pairs) if args.vocab_with_dev else [])
-    return fresh_params(args, pairs, args.seed if args.init_seed is None else args.init_seed)
-
-
 def check_processes(platform, replicas: int, processes: int | None) -> int:
     """The processes K replicas run in (``--processes``), checked against the engine and the job's environment."""
     if platform.data_parallel == "processes":  # one process per replica, always
@@ -206,7 +187,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             return launch_processes(platform, processes, args.argv)
         os.environ.update(platform.replica_env(cfg.replicas))  # before the framework is imported
     quiet_frameworks(cfg.dtype, [cfg.framework])  # before the framework is imported (float64 may need a switch)
-    loaded = load_init(args)
+    if args.init and args.glove:
+        raise ValueError("--init and --glove exclude each other (the file already holds its embedding)")
+    loaded = load_params(args.init) if args.init and not args.resume else None  # read first: a damaged one fails now
     dataset = load_dataset(args)
     if dataset.report is not None:
         print(dataset.report, file=sys.stderr)
@@ -217,7 +200,13 @@ def cmd_train(args: argparse.Namespace) -> int:
                  **({"shape": args.shape, "length": args.length} if args.data == "shaped" else {}),
                  **({"numbers": args.numbers} if args.data == "arithmetic" else {}),
                  **({"parse": args.parse} if args.parse != "gold" else {})}
-    init = lambda: build_init(args, dataset.pairs, dev_pairs, loaded)  # noqa: E731
+    seed = args.seed if args.init_seed is None else args.init_seed
+
+    def init() -> ParamFile:  # the file of --init, or fresh weights: the flags' sizes, a vocabulary of the data
+        if args.init:
+            return loaded if loaded is not None else load_params(args.init)
+        return fresh_params(args, list(dataset.pairs) + (list(dev_pairs) if args.vocab_with_dev else []), seed)
+
     writer = not rank  # with replicas started by a launcher, rank 0 alone writes, evaluates and reports
     options = dict(dev_pairs=dev_pairs, resume=args.resume, data_info=data_info, progress=not args.quiet and writer,
                    writer=writer, stop_on_signal=rank is None)  # a job of processes stops together, by a launcher
@@ -227,7 +216,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         if settings is None:
             trainer = Trainer(cfg, args.out, dataset.pairs, init=init, **options)
         else:  # parses learned by reward: the model needs a transition head
-            seed = args.seed if args.init_seed is None else args.init_seed
             trainer = reinforce.ReinforceTrainer(cfg, args.out, dataset.pairs, settings=settings,
                                                  init=lambda: reinforce.with_head(init(), seed), **options)
         if lock is not None:

@@ -116,7 +116,7 @@ def load_checkpoint(path: Path) -> Checkpoint:
 
 def resume_checkpoint(out_dir: Path, writer: bool = True) -> tuple[Checkpoint | None, list[tuple[Path, str]]]:
     """The newest checkpoint that loads and (path, reason) for newer ones that did not; a ValueError if none loads."""
-    skipped = []
+    found, skipped = None, []
     for path in reversed(list_checkpoints(out_dir)):
         try:
             found = load_checkpoint(path)
@@ -124,8 +124,6 @@ def resume_checkpoint(out_dir: Path, writer: bool = True) -> tuple[Checkpoint | 
         except Exception as err:  # whatever a damaged file raises: BadZipFile, EOFError, ValueError, ...
             reason = str(err).splitlines()[0] if str(err) else ""
             skipped.append((path, f"{type(err).__name__}: {reason}" if reason else type(err).__name__))
-    else:
-        found = None
     for path, reason in skipped if writer else ():  # shown even with --quiet
         print(f"warning: --resume: skipping checkpoint {path} ({reason})", file=sys.stderr)
     if found is None and skipped:

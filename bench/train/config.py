@@ -62,10 +62,8 @@ class TrainConfig:
             raise ValueError(f"lr and lr-decay must be > 0, got {self.lr} and {self.lr_decay}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if not self.transition_weight >= 0:
-            raise ValueError(f"transition-weight must be >= 0, got {self.transition_weight}")
-        for name in ("checkpoint_every", "train_eval_pairs"):
-            if getattr(self, name) < 0:
+        for name in ("transition_weight", "checkpoint_every", "train_eval_pairs"):
+            if not getattr(self, name) >= 0:
                 raise ValueError(f"{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         check_replicas(self.replicas)
         if self.batch_size % self.replicas:

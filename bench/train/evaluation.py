@@ -10,17 +10,16 @@ import numpy as np
 from shared import snli
 from shared.batching import DEFAULT_BUCKETS, make_batches
 from shared.parse_metrics import ParseCounts, parse_counts
-from shared.parsing import REDUCE_COLUMN, SHIFT_COLUMN, log_sigmoid
+from shared.parsing import action_logprob
 from shared.reference import cross_entropies
 from shared.snli import LABELS, Pair
-from shared.transitions import PAD, SHIFT
+from shared.transitions import PAD
 from shared.vocab import Vocabulary
 
 
 def confusion_matrix(gold: np.ndarray, predicted: np.ndarray, num_classes: int = 3) -> np.ndarray:
     """<int64>[C, C]: entry [g, p] counts pairs of gold label g predicted as p."""
-    gold = np.asarray(gold, dtype=np.int64).reshape(-1)
-    predicted = np.asarray(predicted, dtype=np.int64).reshape(-1)
+    gold, predicted = (np.asarray(labels, dtype=np.int64).reshape(-1) for labels in (gold, predicted))
     if gold.shape != predicted.shape:
         raise ValueError(f"{gold.size} gold labels but {predicted.size} predictions")
     for name, values in (("gold", gold), ("predicted", predicted)):
@@ -101,30 +100,19 @@ class ParseEvaluation:
                 "steps": self.counts.steps, "pairs": self.pairs}
 
 
-def teacher_forced_loss_sum(transition_logits, gold) -> float:
-    """Σ over non-PAD gold steps of -log softmax(t)[gold action], without validity mask (docs/spec.md §7)."""
-    logits = np.asarray(transition_logits, dtype=np.float64)
-    gold = np.asarray(gold)
-    diff = logits[..., REDUCE_COLUMN] - logits[..., SHIFT_COLUMN]
-    per_step = -np.where(gold == SHIFT, log_sigmoid(-diff), log_sigmoid(diff))
-    return float(per_step[gold != PAD].sum())
-
-
 def evaluate_parses(runner, pairs: Sequence[Pair], vocab: Vocabulary, *, batch_size: int = 128,
                     buckets: Sequence[int] | None = DEFAULT_BUCKETS) -> ParseEvaluation:
     """The parse metrics of ``runner`` (a model with a transition head) on the labelled ``pairs``."""
     labelled = labelled_pairs(pairs)
-    counts = ParseCounts()
-    loss_sum = 0.0
-    correct_gold, followed = 0, []
+    counts, loss_sum, correct_gold, followed = ParseCounts(), 0.0, 0, []
     for batch in make_batches(labelled, vocab, batch_size, buckets=buckets):
         gold = runner.parse(batch, "gold")
         predicted = runner.parse(batch, "predicted")
         followed.append((predicted.logits, batch.labels))
         counts += parse_counts(gold, predicted, batch.premise_transitions, batch.hypothesis_transitions)
-        for side in ("premise", "hypothesis"):
-            loss_sum += teacher_forced_loss_sum(getattr(gold, f"{side}_transition_logits"),
-                                                getattr(batch, f"{side}_transitions"))
+        for side in ("premise", "hypothesis"):  # -log softmax(t)[gold action] at the gold steps, no validity mask
+            steps = getattr(batch, f"{side}_transitions")
+            loss_sum -= float(action_logprob(getattr(gold, f"{side}_transition_logits"), steps)[steps != PAD].sum())
         correct_gold += int(np.sum(np.argmax(gold.logits, axis=1) == batch.labels))
     followed = scored(pairs, labelled, followed)  # the predicted parses' accuracy is theirs
     return ParseEvaluation(pairs=len(labelled), counts=counts,

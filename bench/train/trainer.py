@@ -126,9 +126,8 @@ class Trainer:
             state = self.checkpoint.state
             self.model = self.checkpoint.model
             self.step, self.epoch, self.position = int(state["step"]), int(state["epoch"]), int(state["batch_in_epoch"])
-            self.elapsed0 = float(state.get("elapsed_s", 0.0))
+            self.elapsed0, self.best = float(state.get("elapsed_s", 0.0)), state.get("best_dev_accuracy")
             self._saved_step = self.step
-            self.best = state.get("best_dev_accuracy")
             if self.writer:  # the records a killed run wrote after its last checkpoint: gone, as if never written
                 rewrite_records(self.metrics_file, [r for r in read_records(self.metrics_file)
                                                     if r.get("step", 0) <= self.step])
@@ -165,11 +164,10 @@ class Trainer:
                         self.epoch, self.position = self.epoch + 1, 0
                     self._log_window()
                     self._end_of_period()
+            self._end()
         except TrainingInterrupted:  # stopped after a step, its checkpoint written: this part ends here
             self._end()
             raise
-        else:
-            self._end()
         finally:
             self.metrics.close()
             self.progress.close()
@@ -199,8 +197,7 @@ class Trainer:
         """Before a step: a checkpoint every ``checkpoint_every`` steps, and one before a signalled stop."""
         unsaved = self.position > 0 and self.step != self._saved_step
         if self._stop_signal is None:
-            every = self.cfg.checkpoint_every
-            if unsaved and every and self.step % every == 0:
+            if unsaved and self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
                 self._save()
             return
         if unsaved:
@@ -279,21 +276,16 @@ class Trainer:
     def _log_window(self) -> None:
         """One "train" record: the mean loss of the steps since the last one (at the rate of the last step)."""
         if self._window:
-            losses, pairs, seconds, _ = zip(*self._window)
+            losses, pairs, seconds, replicas = zip(*self._window)
+            steps = [r for r in replicas if r]  # per phase, each replica's mean seconds a step, where shown
             self.metrics.write({"kind": "train", "step": self.step, "epoch": self.epoch_float(),
                                 "loss": float(np.mean(losses)), "steps": len(losses),
                                 "lr": self.cfg.learning_rate(self.step - 1), "pairs": sum(pairs),
                                 "pairs_per_s": sum(pairs) / max(sum(seconds), 1e-9), "elapsed_s": self.elapsed(),
-                                **self._replica_fields(), **self._window_fields()})
+                                **({"replica_s_per_step": {phase: np.mean([s[phase] for s in steps], axis=0).tolist()
+                                                          for phase in steps[0]}} if steps else {}),
+                                **self._window_fields()})
         self._window = []
-
-    def _replica_fields(self) -> dict:
-        """Each replica's mean seconds a step per phase over the window, where the engine shows them."""
-        steps = [replicas for *_, replicas in self._window if replicas]
-        if not steps:
-            return {}
-        return {"replica_s_per_step": {phase: np.mean([s[phase] for s in steps], axis=0).tolist()
-                                       for phase in steps[0]}}
 
     def _end_of_period(self) -> None:
         """Evaluate, then checkpoint (at every epoch end and where the run stops)."""
@@ -305,10 +297,9 @@ class Trainer:
                 continue
             t0 = time.perf_counter()
             result, parses = self._evaluate(pairs)
-            record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict()}
-            if parses is not None:
-                record["parsing"] = parses.to_dict()
-            record.update(eval_s=time.perf_counter() - t0, elapsed_s=self.elapsed())
+            record = {"kind": "eval", "split": split, "step": self.step, "epoch": epoch_float, **result.to_dict(),
+                      **({} if parses is None else {"parsing": parses.to_dict()}),
+                      "eval_s": time.perf_counter() - t0, "elapsed_s": self.elapsed()}
             self.metrics.write(record)
             self.evals.append(record)
             self.progress.write(f"epoch {epoch_float:.2f} step {self.step:,}: {split} accuracy {result.accuracy:.2%} "
