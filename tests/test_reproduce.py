@@ -123,9 +123,10 @@ def _record_digests(root: Path) -> dict[tuple, str]:
 
 def test_in_a_copy_only_a_change_to_code_that_ran_stales_a_record(copy):
     """Comments and docstrings edited in every .py file stale nothing; a line of code added to the benchmark's
-    report module stales nothing; one added to impl_pytorch/node_table.py stales exactly the records whose
-    processes loaded it, which are pytorch-levels' (at least one). (shared/levels.py would not do: the limit's
-    products, bench/run/limit.py, read its schedule in every worker, so every benchmark record ran it.)"""
+    report module stales nothing; one added to shared/levels.py stales exactly the records whose processes loaded
+    it: those of the folders where the levels family ran (its runners and the limit's process, which counts the
+    levels' products with it), and none of the others, though the limit (bench/run/limit.py) runs in every
+    benchmark: it imports the module for a levels kind only."""
     before = _record_digests(copy)
     assert before, "no committed record names the files it ran"
     originals = {}
@@ -140,15 +141,20 @@ def test_in_a_copy_only_a_change_to_code_that_ran_stales_a_record(copy):
     with open(copy / "bench" / "report.py", "a") as f:
         f.write("\nREPORTED = True\n")
     assert _record_digests(copy) == before
-    with open(copy / "impl_pytorch" / "node_table.py", "a") as f:
+    with open(copy / "shared" / "levels.py", "a") as f:
         f.write("\nSCHEDULED = True\n")
     after = _record_digests(copy)
     changed = {key for key in before if after[key] != before[key]}
-    assert changed, "no committed record ran impl_pytorch/node_table.py: records name the files they ran"
+    assert changed, "no committed record ran shared/levels.py: records name the files they ran"
+    levels = {name for name, impl in frameworks.IMPLEMENTATIONS_BY_NAME.items() if impl.family == frameworks.LEVELS}
+    levels_ran = {folder for folder, _, _ in before if any(
+        {record.get("implementation"), record.get("framework")} & levels
+        for records in reproduce.folder_records(copy / "results" / folder).values() for record in records)}
+    assert {folder for folder, _, _ in changed} <= levels_ran
+    assert {folder for folder, _, _ in before} - levels_ran, "every folder ran the levels"
     for folder, file, k in changed:
-        record = reproduce.folder_records(copy / "results" / folder)[copy / "results" / folder / file][k]
-        assert "impl_pytorch/node_table.py" in record["measured"]
-        assert record["implementation"] == "pytorch-levels", (folder, record)
+        assert "shared/levels.py" in reproduce.folder_records(copy / "results" / folder)[
+            copy / "results" / folder / file][k]["measured"]
 
 
 # ---------------------------------------------------------------------------
