@@ -84,8 +84,11 @@ def conform(name: str, device: str = "cpu") -> list[Check]:
         want = reference.parse(params, config, batch, mode, uniforms=uniforms)
         differ = sum(int(np.sum(getattr(parsed, f"{side}_transitions") != getattr(want, f"{side}_transitions")))
                      for side in ("premise", "hypothesis"))
-        worst = lambda end: max(max_abs_err(getattr(parsed, side + end), getattr(want, side + end))  # noqa: E731
-                                for side in ("premise", "hypothesis"))  # of both sentences' arrays ending so
+
+        def worst(suffix: str) -> float:  # the larger error of the two sentences' arrays named so
+            return max(max_abs_err(getattr(parsed, side + suffix), getattr(want, side + suffix))
+                       for side in ("premise", "hypothesis"))
+
         checks.append(_within(f"{mode} parse: transitions (steps that differ)", differ, 0))
         checks.append(_within(f"{mode} parse: encodings", worst(""), enc_tol))
         if mode == "sampled":

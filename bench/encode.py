@@ -46,8 +46,9 @@ def encode_pairs(runner, pairs, vocab, batch_size: int, progress: Progress, tran
         else:
             uniforms = uniforms_for(batch, [p.row for p in chunk], seed, epoch=0) if transitions == "sampled" else None
             parsed = runner.parse(batch, transitions, uniforms=uniforms).to_dict()
-            keep = ["premise", "hypothesis", "logits", "premise_transitions", "hypothesis_transitions"] + [
-                "premise_logprob", "hypothesis_logprob"] * (transitions == "sampled")
+            keep = ["premise", "hypothesis", "logits", "premise_transitions", "hypothesis_transitions"]
+            if transitions == "sampled":
+                keep += ["premise_logprob", "hypothesis_logprob"]
             arrays = {name: parsed[name] for name in keep}
         for name, value in arrays.items():
             parts.setdefault(name, []).append(np.asarray(value))

@@ -73,9 +73,13 @@ def _canonical(node) -> str:
     return repr(node)
 
 
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 @lru_cache(maxsize=4096)
 def _file_digest(path: str, mtime_ns: int, size: int, rel: str) -> str:
-    return hashlib.sha256(normalized(Path(path).read_bytes(), rel).encode()).hexdigest()
+    return _hash(normalized(Path(path).read_bytes(), rel))
 
 
 def file_digest(rel: str, root: Path = ROOT) -> str | None:
@@ -113,7 +117,7 @@ def digests_at(files: Iterable[str], commit: str, root: Path = ROOT) -> dict[str
         end = out.index(b"\n", at)
         header, at = out[at:end].split(), end + 1
         size = int(header[2]) if len(header) == 3 else None  # None: "<name> missing"
-        digests[rel] = None if size is None else hashlib.sha256(normalized(out[at:at + size], rel).encode()).hexdigest()
+        digests[rel] = None if size is None else _hash(normalized(out[at:at + size], rel))
         at += 0 if size is None else size + 1
     return digests
 

@@ -131,9 +131,12 @@ def format_load(records: list[Measurement]) -> str:
     rows = [r for r in records if busy_rounds(r, own) is not None]
     if not rows:
         return ""
-    cells = [[*r.key(), " ".join(f"**{x:.2f}**" if flag else f"{x:.2f}" for x, flag in zip(r.round_load, flags)),
-              " ".join(f"{x:.2f}" for x in r.round_cpu_share) or "-", f"{sum(flags)} of {len(flags)}"]
-             for r in sorted(rows, key=Measurement.key) for flags in [busy_rounds(r, own)]]
+    cells = []
+    for r in sorted(rows, key=Measurement.key):
+        flags = busy_rounds(r, own)
+        loads = " ".join(f"**{x:.2f}**" if flag else f"{x:.2f}" for x, flag in zip(r.round_load, flags))
+        cells.append([*r.key(), loads, " ".join(f"{x:.2f}" for x in r.round_cpu_share) or "-",
+                      f"{sum(flags)} of {len(flags)}"])
     return "\n".join([load_summary(rows) + " Per round: the 1-minute load average as the implementation's timed "
                       "batches ended, and the CPU seconds its process got per wall second of them (every thread "
                       "counted).", "", table([*KEY_COLUMNS, "load per round", "CPU share per round", "busy rounds"],
@@ -157,15 +160,16 @@ def format_breakdown(records: list[Measurement]) -> str:
     rows = [(r, breakdown(r)) for r in sorted(records, key=Measurement.key) if breakdown(r)]
     if not rows:
         return ""
-    cells = [[*r.key(), f"{r.step_s * 1e3:,.2f}",
-               share["useful"], share["waste"], "-" if r.own_computed_s is None else share["slow_blas"],
-               share["overhead"] if parts["overhead"] >= 0 else f"**{share['overhead']}** (below its products)",
-               f"{r.computed_flops / r.useful_flops:.2f}x", f"{r.matmul_peak_flops_per_s / 1e9:,.0f}",
-               "; ".join(", ".join(f"{name} {value * scale:,.1f}" for name, value in found.items())
-                         for found, scale in ((r.phase_s_per_batch or {}, 1e3), (r.graph_per_batch or {}, 1))
-                         if found) or "-"]
-             for r, parts in rows for share in [{name: f"{100 * seconds / r.step_s:.0f} %"
-                                                 for name, seconds in parts.items()}]]
+    cells = []
+    for r, parts in rows:
+        share = {name: f"{100 * seconds / r.step_s:.0f} %" for name, seconds in parts.items()}
+        cells.append([*r.key(), f"{r.step_s * 1e3:,.2f}", share["useful"], share["waste"],
+                      "-" if r.own_computed_s is None else share["slow_blas"],
+                      share["overhead"] if parts["overhead"] >= 0 else f"**{share['overhead']}** (below its products)",
+                      f"{r.computed_flops / r.useful_flops:.2f}x", f"{r.matmul_peak_flops_per_s / 1e9:,.0f}",
+                      "; ".join(", ".join(f"{name} {value * scale:,.1f}" for name, value in found.items())
+                                for found, scale in ((r.phase_s_per_batch or {}, 1e3), (r.graph_per_batch or {}, 1))
+                                if found) or "-"])
     return "\n".join([
         "Each step per timed batch as useful (the limit: the useful products alone, back to back on the fastest "
         "routine), waste (what the implementation's algorithm computes beyond them, timed the same way), slow BLAS "

@@ -165,9 +165,12 @@ def make_batches(args: argparse.Namespace) -> Batches:
         source, trees = f"random words, {args.shape} trees of {args.length} words", args.shape
     vocab = Vocabulary.from_pairs(pairs, lowercase=True)
     n = max(max(len(p.premise), len(p.hypothesis)) for p in pairs)
-    reshaped = {shape: make_pair_batch([Pair(_reshape(p.premise, shape, rng), _reshape(p.hypothesis, shape, rng),
-                                             p.label, p.pair_id) for p in pairs], vocab, num_tokens=n)
-                for shape in OTHER_SHAPES for rng in [np.random.default_rng(args.data_seed + 1)]}  # a fresh rng each
+    reshaped = {}
+    for shape in OTHER_SHAPES:  # each from a fresh generator of the same seed
+        rng = np.random.default_rng(args.data_seed + 1)
+        other = [Pair(_reshape(p.premise, shape, rng), _reshape(p.hypothesis, shape, rng), p.label, p.pair_id)
+                 for p in pairs]
+        reshaped[shape] = make_pair_batch(other, vocab, num_tokens=n)
     return Batches(main=make_pair_batch(pairs, vocab, num_tokens=n), reshaped=reshaped,
                    padded=make_pair_batch(pairs, vocab, num_tokens=n + EXTRA_PADDING),
                    other_trees="random" if args.shape in ("left", "right", "balanced") else "left",
@@ -198,9 +201,11 @@ def explain(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """``explain``; with ``--bad-input`` the debugging demonstration, with ``--levels`` the level schedule."""
-    view = explain_bad_input if args.bad_input else explain_levels if args.levels else \
-        explain_parse if args.parse else explain
-    return view(args)
+    if args.bad_input:
+        return explain_bad_input(args)
+    if args.levels:
+        return explain_levels(args)
+    return explain_parse(args) if args.parse else explain(args)
 
 
 # Text output
@@ -275,8 +280,10 @@ def explain_levels(args: argparse.Namespace) -> dict:
     found = {fw.name: dict(impl.options) for fw in frameworks.FRAMEWORKS_BY_NAME.values()  # its levels Runner's
              for impl in fw.implementations if impl.family == frameworks.LEVELS}  # options, in the registry's order
     for name in chosen(args, "--levels", found, "the frameworks with host-scheduled levels"):
-        result[name] = explainer(name, "levels view").explain_levels(batches.main, variants, found[name]) \
-            if frameworks.installed(name) else {"framework_version": "not installed", "installed": False}
+        if not frameworks.installed(name):
+            result[name] = {"framework_version": "not installed", "installed": False}
+            continue
+        result[name] = explainer(name, "levels view").explain_levels(batches.main, variants, found[name])
     return result
 
 
@@ -284,7 +291,6 @@ def format_levels(result: dict) -> str:
     lines = format_header(result)
     names = [name for name in frameworks.FRAMEWORKS if name in result]
     ran = [name for name in names if result[name].get("installed", True)]
-    cell = lambda values, level: str(values[level]) if level < len(values) else "-"  # noqa: E731  ("-": past them)
     for key in [key for key in VARIANTS if key in result["schedules"]]:
         s, level_is = result["schedules"][key], "a transition step" if key == "tracker" else "a tree height"
         lines += ["", f"schedule {VARIANTS[key]}: {s['levels']} levels for T={s['steps']} steps "
@@ -298,13 +304,20 @@ def format_levels(result: dict) -> str:
         lines += ["  Reduce width per level" + ("  |  tracker rows per level" if key == "tracker" else ""),
                   f"  {'level':>5} " + "  |".join(" ".join(f"{c:>10}" for c in [own] + ran) for own, _ in halves)]
         for level in range(max([s["levels"]] + [result[name][key]["levels_run"] for name in ran])):
-            lines.append(f"  {level:>5} " + "  |".join(" ".join(f"{c:>10}" for c in [cell(s[own], level)] + [
-                cell(result[name][key][run], level) for name in ran]) for own, run in halves))
+            lines.append(f"  {level:>5} " + "  |".join(" ".join(f"{c:>10}" for c in [_cell(s[own], level)] + [
+                _cell(result[name][key][run], level) for name in ran]) for own, run in halves))
     lines += ["", "the loop body each framework runs over the levels (encode)"]
     for name in names:
-        lines += explainer(name, "levels view").format_explain_levels(result[name]) if name in ran else \
-            [f"{name}: not installed"]
+        if name not in ran:
+            lines.append(f"{name}: not installed")
+            continue
+        lines += explainer(name, "levels view").format_explain_levels(result[name])
     return "\n".join(lines)
+
+
+def _cell(values: list, level: int) -> str:
+    """A level's figure, or "-" past the levels a schedule or a runner has."""
+    return str(values[level]) if level < len(values) else "-"
 
 
 # --bad-input: what each framework does with an invalid transition sequence or token id

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench.explain.views import format_text
 from bench.render import blocks, query
-from bench.render.sources import EXPLAIN_JSON, FIGURES_DIR, QuoteError, Results
+from bench.render.sources import QuoteError, Results
 
 # [2.47x](results/cpu "ratio infer gold 1 jax") and <!-- render SOURCE "QUERY" --> BODY <!-- /render -->
 INLINE_RE = re.compile(r'\[(?P<text>[^\]\n]*)\]\((?P<source>[^)\s"]+) "(?P<query>[^"\n]+)"\)')
@@ -103,7 +103,7 @@ def _block(kind, folder, spec, body, results: Results, out: Outcome, write: bool
     command = f"python -m bench {spec}"
     untimed = results.explain(command, timing=False)
     fresh = explain_text(command, untimed)
-    kept = results.explained().get(folder) if (results.root / FIGURES_DIR / EXPLAIN_JSON).exists() else None
+    kept = results.explained_entry(folder)
     # explain.json keeps the run the block shows, times included: the figures read it, a reader may open it.
     in_step = kept is not None and (kept["guide"], kept["command"]) == (display(out.path, results), command) \
         and comparable(kept["result"]) == comparable(untimed) and explain_text(command, kept["result"]) == body

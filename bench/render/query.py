@@ -189,8 +189,9 @@ TABLES: dict[str, Callable] = {
     "scale": lambda results, folder, framework, replicas, key: ([
         r for r in scale.summary(results.records(folder)) if r["framework"] == framework
         and str(r["replicas"]) == replicas], key),
-    "eval": lambda results, folder, run, split, chosen, key: (which([r for r in results.metrics(folder, run) if
-        r.get("kind") == "eval" and _match(r["split"], split)], chosen), key),
+    "eval": lambda results, folder, run, split, chosen, key: (which([
+        r for r in results.metrics(folder, run) if r.get("kind") == "eval" and _match(r["split"], split)], chosen),
+        key),
     "train": lambda results, folder, run, chosen, key: (which([
         r for r in results.metrics(folder, run) if r.get("kind") == "train"], chosen), key),
     "metrics": lambda results, folder, run, key: ([r for r in results.metrics(folder, run) if key.split(".")[0] in r],

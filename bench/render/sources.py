@@ -85,6 +85,10 @@ class Results:
         return self._read("explained", lambda: {k: {**v, "id": k, "source": f"{v['guide']} #{k} ($ {v['command']})"}
                                                 for k, v in json.loads(path.read_text()).items()})
 
+    def explained_entry(self, fig: str) -> dict | None:
+        """explain.json's entry of one explain block, None if it has none (or there is no explain.json yet)."""
+        return self.explained().get(fig) if (self.root / FIGURES_DIR / EXPLAIN_JSON).exists() else None
+
     def forget_explained(self) -> None:
         """After explain.json is written: the next read reads the new file."""
         self._cache.pop("explained", None)

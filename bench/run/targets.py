@@ -95,13 +95,10 @@ def targets(records: list[Measurement]) -> list[dict]:
 
 def _row(target: str, goal: str, measured: str | None, met: bool | None, breakdown_of: tuple = ()) -> dict:
     """A target's row (``measured`` and ``met`` None: not measured in these records); a MISS also says where the
-    time of the records behind it went (``why``: each one's step in shares, measurement.breakdown)."""
-    said = [f"{r.implementation}: " + ", ".join(f"{PARTS[name]} {100 * seconds / r.step_s:.0f}%" for name, seconds
-                                                in parts.items() if name != "slow_blas" or r.own_computed_s is not None)
-            + f" of {r.step_s * 1e3:,.1f} ms"
-            for r in breakdown_of if met is False and r is not None and (parts := breakdown(r)) is not None]
+    time of the records behind it went (``why``)."""
+    said = [_parts(r) for r in breakdown_of if r is not None] if met is False else []
     return {"target": target, "goal": goal, "measured": "not measured" if measured is None else measured, "met": met,
-            "why": "; ".join(said)}
+            "why": "; ".join(filter(None, said))}
 
 
 def computed_over_useful(r: Measurement) -> float | None:
@@ -109,6 +106,14 @@ def computed_over_useful(r: Measurement) -> float | None:
     schedule's own figure, in graph_per_batch)."""
     return r.computed_flops / r.useful_flops if r.computed_flops and r.useful_flops else \
         (r.graph_per_batch or {}).get("computed_over_useful")
+
+
+def _parts(r: Measurement) -> str:
+    """Where a record's step went, in shares of it (measurement.breakdown); "" where it has no breakdown."""
+    parts = breakdown(r)
+    return "" if parts is None else f"{r.implementation}: " + ", ".join(
+        f"{PARTS[name]} {100 * seconds / r.step_s:.0f}%" for name, seconds in parts.items()
+        if name != "slow_blas" or r.own_computed_s is not None) + f" of {r.step_s * 1e3:,.1f} ms"
 
 
 def _levels_said(r: Measurement | None) -> str:
