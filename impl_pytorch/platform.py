@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import uuid
 
 from shared.platform import Platform as PlatformBase
-from shared.platform import how_it_ended
+from shared.platform import first_cause, how_it_ended
 
 
 class Platform(PlatformBase):
@@ -142,8 +143,11 @@ def _launch(replicas: int, argv: list[str]) -> int:
     try:
         elastic_launch(config, sys.executable)("-m", "bench", *argv)
     except ChildFailedError as err:
-        rank, failure = err.get_first_failure()
-        code = failure.exitcode
+        # Not err.get_first_failure(): its times are whole seconds, and of a tie it names the lowest rank. The
+        # launcher lists the replicas it stopped (SIGTERM) among the failed: a cause only when nothing else ended.
+        failures = err.failures
+        ends = [(r, failures[r].exitcode) for r in sorted(failures, key=lambda r: (failures[r].timestamp, r))]
+        rank, code = first_cause([end for end in ends if end[1] != -signal.SIGTERM] or ends)
         print(f"error: replica {rank} of {replicas} {how_it_ended(code)}; the others were stopped. The run folder "
               "holds the last checkpoint: the same command with --resume goes on from it", file=sys.stderr)
         return code if code > 0 else 1

@@ -50,6 +50,14 @@ def how_it_ended(code: int) -> str:
     return f"ended with exit status {code}"
 
 
+def first_cause(ends):
+    """Of the ``(rank, exit status)`` of a job's processes found failed together (earliest first, where the launcher
+    knows), the one that ended the job: one a signal killed (from outside, or a fault of its own), else one that
+    aborted (SIGABRT: what a C++ library such as Gloo does when a peer's connection is lost), else one that exited
+    with an error; the earliest of equals. A peer's SIGKILL and the survivor's abort are often found at one poll."""
+    return min(ends, key=lambda end: 2 if end[1] >= 0 else int(end[1] == -signal.SIGABRT))
+
+
 class Platform:
     """One framework's devices, settings and introspection (see the module docstring)."""
 

@@ -34,6 +34,7 @@ from bench.train.config import TrainConfig
 from bench.train.trainer import Trainer
 from shared.compare import rel_err
 from shared.params import ModelConfig, ParamFile, init_params, load_params, save_params
+from shared.platform import first_cause
 from shared.synthetic import synthetic_pairs
 from shared.vocab import Vocabulary
 from tests.helpers import HANG, curve_rel_err, run, started
@@ -202,6 +203,16 @@ def _resumes_from_the_last_checkpoint(argv: list[str], framework: str, out: Path
                              "--steps", str(int(done_before[len("step-"):]) + 8), "--quiet"]) == 0
     resume = [r for r in read_metrics(out) if r["kind"] == "resume"]
     assert resume and resume[-1]["from"].endswith(done_before)
+
+
+def test_the_cause_named_is_the_killed_process_not_a_peer_that_aborted_or_exited():
+    """Whom both launchers name when several processes are found failed at one poll: a replica's SIGKILL and
+    Gloo's abort of its peer (which lost the connection) can be found together, and the abort is not the cause."""
+    kill, abort, fault = -signal.SIGKILL, -signal.SIGABRT, -signal.SIGSEGV
+    assert first_cause([(0, abort), (1, kill)]) == (1, kill)
+    assert first_cause([(0, 1), (1, abort)]) == (1, abort)
+    assert first_cause([(0, 1), (1, fault), (2, kill)]) == (1, fault)  # of equals, the earliest given
+    assert first_cause([(1, 3), (0, 1)]) == (1, 3)
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the process through /proc")

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from shared.platform import how_it_ended
+from shared.platform import first_cause, how_it_ended
 
 POLL_S = 0.05  # how often the launcher looks at its processes
 HOLD_S = 0.5  # how long a line of a process's stderr waits before it is shown
@@ -78,9 +78,8 @@ def launch_processes(platform, processes: int, argv: list[str]) -> int:
                 held.append(lines.get())
             if any(code not in (None, 0) for code in codes):
                 time.sleep(HOLD_S)  # the others' first reactions to the loss, then the cause is plain
-                # the one that ended the job: one a signal killed before one that exited with an error
                 failed = [(rank, code) for rank, code in enumerate(p.poll() for p in started) if code not in (None, 0)]
-                rank, code = ([(rank, code) for rank, code in failed if code < 0] or failed)[0]
+                rank, code = first_cause(failed)
                 _stop(started)
                 _show([line for line in held if line[1] == rank])  # the failed one's own last words
                 print(f"error: process {rank} of {processes} ({platform.name}) {how_it_ended(code)}; the others were "
