@@ -66,10 +66,21 @@ def replica_devices(device: torch.device, replicas: int) -> torch.device:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
-        # Torn down before the interpreter's own teardown: a group left to it ended a replica now and then with
-        # "terminate called without an active exception" (SIGABRT) after its last step.
-        atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
+        atexit.register(_tear_down)
     return device
+
+
+def _tear_down() -> None:
+    """At exit, while the interpreter still runs. A Gloo worker thread drops its
+    last collective's tensors after the caller's wait() has returned, and
+    dropping a tensor Python made takes the GIL: a thread that asks for it once
+    the interpreter's teardown has begun ends the process ("terminate called
+    without an active exception", SIGABRT), as a replica that exits right
+    after its last step did now and then. The pause lets the workers finish
+    first; the group is then destroyed before the teardown, not in it."""
+    time.sleep(0.2)  # the GIL released: the workers finish with what they hold
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 class _ShardLoss(nn.Module):
